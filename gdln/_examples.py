@@ -1,0 +1,62 @@
+"""Concrete examples: the raw data a full network is trained on.
+
+A :class:`~gdln.Task` is stated as contexts and datasets (Sec. 2 of Saxe et al. 2022:
+the gates are part of the data). The simulator and the full-matrix dynamics need it as
+plain arrays, one row per example; :class:`ExampleSet` is that form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["ExampleSet"]
+
+
+@dataclass(frozen=True)
+class ExampleSet:
+    r"""Examples with their gates and weights, ready for a forward pass.
+
+    The loss of Eq. (1) of Saxe et al. 2022 is the weighted average over these rows of
+    $\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$.
+
+    Attributes
+    ----------
+    inputs
+        Input node id -> array ``(n, |v|)``. Input nodes absent here hold zeros.
+    targets
+        Output node id -> array ``(n, |v|)``. Output nodes absent here have target zero.
+    gates
+        Gated node id, or gated edge ``(source, target)`` -> array ``(n,)``. Ungated
+        nodes and edges have gate 1 and do not appear.
+    weights
+        ``(n,)``, non-negative, summing to 1: the average $\langle\cdot\rangle$ in Eq. (1).
+    context
+        ``(n,)`` integer: the index of the context each example belongs to.
+    context_labels
+        One label per context, e.g. ``"x0->y3"``.
+    """
+
+    inputs: Mapping[str, np.ndarray]
+    targets: Mapping[str, np.ndarray]
+    gates: Mapping[Hashable, np.ndarray]
+    weights: np.ndarray
+    context: np.ndarray
+    context_labels: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        n = len(self.weights)
+        for kind, table in (("inputs", self.inputs), ("targets", self.targets)):
+            for node, array in table.items():
+                if np.ndim(array) != 2 or len(array) != n:
+                    raise ValueError(f"{kind}[{node!r}] must have shape (n={n}, size)")
+        for key, array in self.gates.items():
+            if np.shape(array) != (n,):
+                raise ValueError(f"gates[{key!r}] must have shape ({n},)")
+        if np.shape(self.context) != (n,):
+            raise ValueError(f"context must have shape ({n},)")
+
+    def __len__(self) -> int:
+        return len(self.weights)

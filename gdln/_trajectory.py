@@ -1,0 +1,99 @@
+"""Trajectories: what a solve or a simulation records over time.
+
+One value for theory and simulation alike, so that comparisons and plots read both the
+same way. Time is in units of $\\tau$ (see :mod:`gdln._solve` for the convention
+$t/\\tau = \\mathrm{lr}\\times\\mathrm{step}$).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Trajectory"]
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """Recorded quantities at a sequence of times.
+
+    Attributes
+    ----------
+    t
+        ``(T,)`` times, in units of $\\tau$.
+    loss
+        ``(T,)`` or ``(T, seeds)``: the loss of Eq. (1) of Saxe et al. 2022.
+    series
+        Name -> array whose axis 0 is time, e.g. ``"B1"`` -> ``(T, modes)`` or
+        ``"loss/x0->y3"`` -> ``(T,)``.
+    meta
+        JSON-serialisable description: source file, parameters, method, seeds, ...
+    """
+
+    t: np.ndarray
+    loss: np.ndarray
+    series: Mapping[str, np.ndarray] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        t = np.asarray(self.t, dtype=float)
+        object.__setattr__(self, "t", t)
+        object.__setattr__(self, "loss", np.asarray(self.loss, dtype=float))
+        if t.ndim != 1:
+            raise ValueError(f"t must be one-dimensional, got shape {t.shape}")
+        if len(self.loss) != len(t):
+            raise ValueError(f"loss has {len(self.loss)} rows for {len(t)} times")
+        series = {name: np.asarray(value) for name, value in self.series.items()}
+        for name, value in series.items():
+            if len(value) != len(t):
+                raise ValueError(f"series {name!r} has {len(value)} rows for {len(t)} times")
+        object.__setattr__(self, "series", series)
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(self.series))
+        return f"Trajectory(t=<{len(self.t)} times to {self.t[-1]:.4g}>, series=[{names}])"
+
+    def save(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write to ``.npz`` or ``.json`` (by suffix); refuse to overwrite unless ``force``."""
+        path = Path(path)
+        if path.exists() and not force:
+            raise FileExistsError(f"{path} exists; pass force=True (CLI: --force) to replace it")
+        if path.suffix == ".json":
+            payload = {
+                "t": self.t.tolist(),
+                "loss": self.loss.tolist(),
+                "series": {k: np.asarray(v, dtype=float).tolist() for k, v in self.series.items()},
+                "meta": dict(self.meta),
+            }
+            path.write_text(json.dumps(payload))
+        elif path.suffix == ".npz":
+            arrays = {f"series/{k}": v for k, v in self.series.items()}
+            np.savez(
+                path, t=self.t, loss=self.loss, meta=np.array(json.dumps(dict(self.meta))), **arrays
+            )
+        else:
+            raise ValueError(f"{path}: suffix must be .npz or .json, got {path.suffix!r}")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Trajectory:
+        """Read a file written by :meth:`save`."""
+        path = Path(path)
+        if path.suffix == ".json":
+            payload = json.loads(path.read_text())
+            return cls(
+                t=np.asarray(payload["t"]),
+                loss=np.asarray(payload["loss"]),
+                series={k: np.asarray(v) for k, v in payload["series"].items()},
+                meta=payload.get("meta", {}),
+            )
+        with np.load(path, allow_pickle=False) as data:
+            series = {k[len("series/") :]: data[k] for k in data.files if k.startswith("series/")}
+            return cls(
+                t=data["t"], loss=data["loss"], series=series, meta=json.loads(str(data["meta"]))
+            )

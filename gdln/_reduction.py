@@ -653,7 +653,7 @@ def _lumped_system(
     rhs_poly = {}
     for k, members in enumerate(blocks):
         rhs_poly[k] = tied_loss.diff(k) * sp.Rational(-1, len(members))
-    rhs = {variables[k]: sp.factor(p.to_sympy(new_generators)) for k, p in rhs_poly.items()}
+    rhs = {variables[k]: _tidy(p.to_sympy(new_generators)) for k, p in rhs_poly.items()}
     initial = {variables[k]: init[edges[members[0]]] for k, members in enumerate(blocks)}
     system_edges = {variables[k]: tuple(edges[i] for i in members) for k, members in enumerate(blocks)}
     conserved = _conserved(rhs_poly, len(variables), new_generators, blocks, edges)
@@ -747,10 +747,15 @@ def _eliminate(
         square = sp.expand((C - (q_now - coefficient * v**2)) / coefficient)
         for w in remaining:
             if w != v:
-                rhs[w] = sp.factor(sp.expand(rhs[w]).subs(v**2, square).subs(v, sp.sqrt(square)))
+                rhs[w] = _tidy(sp.expand(rhs[w]).subs(v**2, square).subs(v, sp.sqrt(square)))
         eliminated[v] = sp.sqrt(square)
         remaining.remove(v)
     return rhs, eliminated, constants
+
+
+def _tidy(expr: sp.Expr) -> sp.Expr:
+    """Factor small expressions fully (as the paper prints them), large ones cheaply."""
+    return sp.factor(expr) if len(expr.free_symbols) <= 5 else sp.factor_terms(expr)
 
 
 def _even_in(expr: sp.Expr, v: sp.Symbol) -> bool:

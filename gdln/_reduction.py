@@ -467,12 +467,12 @@ class _LossBuilder:
                 if o in c.targets:
                     for i_node, F in transfers.items():
                         vals = self._values("s", k, c.dataset, c.targets[o], c.inputs[i_node], self.space[(k, o)], self.space[(k, i_node)])
-                        sym = self._symbol("s", vals)
+                        sym = self._symbol("s", vals) if any(vals[a] != 0 for a in slots) else None
                         if sym is not None:
                             loss.add_scaled(F * Polynomial.variable(_gen(gen, sym)), -1)
                 for (ia, Fa), (ib, Fb) in itertools.product(transfers.items(), repeat=2):
                     vals = self._values("d", k, c.dataset, c.inputs[ia], c.inputs[ib], self.space[(k, ia)], self.space[(k, ib)])
-                    sym = self._symbol("d", vals)
+                    sym = self._symbol("d", vals) if any(vals[a] != 0 for a in slots) else None
                     if sym is not None:
                         loss.add_scaled(Fa * Fb * Polynomial.variable(_gen(gen, sym)), sp.Rational(1, 2))
             out.append(loss)

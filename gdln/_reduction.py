@@ -319,6 +319,7 @@ def _component_modes(problem: Problem, active: ActivePaths) -> tuple[dict[tuple[
                 xx_keys[comp_of[i]].add((c.dataset, c.inputs[a.source], c.inputs[b.source]))
     space: dict[tuple[int, Hashable], Hashable] = {}
     result: list[Modes] = []
+    cache: dict[Any, Modes] = {}  # components with the same dataset-level blocks share bases
     stats = None
     for k, members in enumerate(active.components):
         nodes = {("in", active.paths[i].source) for i in members} | {("out", active.paths[i].target) for i in members}
@@ -360,7 +361,10 @@ def _component_modes(problem: Problem, active: ActivePaths) -> tuple[dict[tuple[
                 if j in member_set and p in member_set:
                     blocks.append(_block(("in", "node", j.source), ("in", "node", p.source), m, f"Sigma_x({j}, {p})"))
         exact = task.exact and sum(spaces.values()) <= MAX_EXACT_DIMS
-        result.append(joint_modes(spaces, blocks, outputs=frozenset(outputs), exact=exact))
+        key = (tuple(sorted(spaces.items(), key=str)), tuple((b.row, b.col, b.tag) for b in blocks))
+        if not dataset_level or key not in cache:
+            cache[key] = joint_modes(spaces, blocks, outputs=frozenset(outputs), exact=exact)
+        result.append(cache[key])
     return space, result
 
 
@@ -770,38 +774,29 @@ def _even_in(expr: sp.Expr, v: sp.Symbol) -> bool:
 
 
 def _closed_form(rhs: Mapping[sp.Symbol, sp.Expr], initial: Mapping[sp.Symbol, Any], eliminated: Mapping[sp.Symbol, sp.Expr], constants: Mapping[sp.Symbol, Any]) -> dict[str, sp.Expr]:
-    """Formal separable solution of a one-variable system, and sympy's explicit one."""
+    r"""Closed forms of a one-variable system $\dot B = f(B)$.
+
+    Always the formal separable solution $t=\int_{B_0}^{B} dx/f(x)$ (as for Eq. 15).
+    When $f = pB + qB^n$ (a Bernoulli equation, e.g. a balanced two-layer pathway), also
+    the explicit solution $B^{1-n} = (B_0^{1-n} + q/p)\,e^{(1-n)pt} - q/p$, which is the
+    logistic solution of Eq. (21) for $a = B^2$.
+    """
     free = [v for v in rhs if v not in eliminated]
     if len(free) != 1:
         return {}
     (v,) = free
-    f = rhs[v]
+    f = sp.expand(rhs[v])
     if f == 0:
         return {}
-    positive = {s: sp.Symbol(s.name, positive=True) for s in f.free_symbols if s != v}
-    f = f.subs(positive)
-    t = sp.Symbol("t", nonnegative=True)
     x = sp.Dummy("x")
+    t = sp.Symbol("t", nonnegative=True)
     v0 = sp.Symbol(f"{v}_0", positive=True)
-    back = {p: s for s, p in positive.items()}
-    out: dict[str, sp.Expr] = {"t": sp.Integral(1 / f.subs(v, x), (x, v0, v)).subs(back)}
-    poly = sp.Poly(sp.expand(f), v)
-    if poly.degree() <= 3:
-        func = sp.Function(str(v))
-        try:
-            solutions = sp.dsolve(sp.Eq(func(t).diff(t), f.subs(v, func(t))), func(t), ics={func(0): v0})
-        except (NotImplementedError, ValueError, TypeError):
-            solutions = []
-        candidates = solutions if isinstance(solutions, list) else [solutions]
-        for sol in candidates:
-            expr = sol.rhs
-            probe = {s: sp.Rational(1, 2 + k) for k, s in enumerate(sorted(expr.free_symbols - {t, v0}, key=str))}
-            try:
-                value = complex(expr.subs(probe).subs({v0: sp.Rational(1, 10), t: sp.Rational(1, 7)}).evalf())
-                start = complex(expr.subs(probe).subs({v0: sp.Rational(1, 10), t: 0}).evalf())
-            except (TypeError, ValueError):
-                continue
-            if abs(start - 0.1) < 1e-9 and abs(value.imag) < 1e-12:
-                out[str(v)] = sp.simplify(expr).subs({p: s for s, p in positive.items()})
-                break
+    out: dict[str, sp.Expr] = {"t": sp.Integral(1 / sp.factor(f.subs(v, x)), (x, v0, v))}
+    poly = sp.Poly(f, v)
+    terms = dict(zip([m[0] for m in poly.monoms()], poly.coeffs(), strict=True))
+    if len(terms) == 2 and 1 in terms:
+        (n,) = [k for k in terms if k != 1]
+        p, q = terms[1], terms[n]
+        u = (v0 ** (1 - n) + q / p) * sp.exp((1 - n) * p * t) - q / p
+        out[str(v)] = u ** sp.Rational(1, 1 - n)
     return out

@@ -41,7 +41,11 @@ def full_loss_and_gradient(problem: gdln.Problem, weights: dict) -> tuple[float,
             continue
         total = 0
         for u in graph.predecessors(v):
-            g = torch.tensor(ex.gates[(u, v)], dtype=torch.float64)[:, None] if (u, v) in ex.gates else 1.0
+            g = (
+                torch.tensor(ex.gates[(u, v)], dtype=torch.float64)[:, None]
+                if (u, v) in ex.gates
+                else 1.0
+            )
             total = total + g * (h[u] @ W[(u, v)].T)
         gv = torch.tensor(ex.gates[v], dtype=torch.float64)[:, None] if v in ex.gates else 1.0
         h[v] = gv * total

@@ -80,29 +80,37 @@ def test_xor_loss_is_eq_23_and_solution_is_eq_21() -> None:
     a = sp.Symbol("a", positive=True)
     values = {k: v[0] for k, v in system.symbols.items()}
     loss = reduction.constant + system.loss.subs(values)
-    assert sp.simplify(loss.subs(B, sp.sqrt(a)) - (sp.Rational(1, 2) - sp.sqrt(2) * a + a**2)) == 0  # Eq. (23)
+    assert (
+        sp.simplify(loss.subs(B, sp.sqrt(a)) - (sp.Rational(1, 2) - sp.sqrt(2) * a + a**2)) == 0
+    )  # Eq. (23)
     # Eq. (21) with the pathway statistics s = sqrt(2)/P, d = 2/P, P = 4, tau = 1
     t, a0 = sp.symbols("t a0", positive=True)
     sp_, dp = sp.sqrt(2) / 4, sp.Rational(2, 4)
     eq21 = (sp_ / dp) / (1 - (1 - sp_ / (dp * a0)) * sp.exp(-2 * sp_ * t))
     solution = system.closed_form[str(B)].subs(values)
-    b0 = [x for x in solution.free_symbols if x.name.endswith("_0")][0]
-    t_ours = [x for x in solution.free_symbols if x.name == "t"][0]
+    b0 = next(x for x in solution.free_symbols if x.name.endswith("_0"))
+    t_ours = next(x for x in solution.free_symbols if x.name == "t")
     ours = (solution**2).subs({b0: sp.sqrt(a0), t_ours: t})
     for tv, av in [(0.3, 0.01), (2.0, 0.1), (7.5, 0.3)]:
-        assert float(ours.subs({t: tv, a0: av})) == pytest.approx(float(eq21.subs({t: tv, a0: av})), rel=1e-12)
+        assert float(ours.subs({t: tv, a0: av})) == pytest.approx(
+            float(eq21.subs({t: tv, a0: av})), rel=1e-12
+        )
 
 
 @pytest.mark.parametrize(
     ("pathways", "expected"),
     [(1, [[0.5, 0.5]]), (2, [[1.0, 0.0], [0.0, 1.0]])],
 )
-def test_context_task_converges_to_app_a2_solutions(pathways: int, expected: list[list[float]]) -> None:
+def test_context_task_converges_to_app_a2_solutions(
+    pathways: int, expected: list[list[float]]
+) -> None:
     problem = load("context", pathways=pathways)
     reduction = gdln.reduce(problem, lump="none", init=0.1)
     trajectory = gdln.solve(reduction, t_max=400)
     # rebuild the total map of each pathway from the final reduced variables
-    final = {name: series[-1] for name, series in trajectory.series.items() if name != "context_loss"}
+    final = {
+        name: series[-1] for name, series in trajectory.series.items() if name != "context_loss"
+    }
     totals = []
     for k in range(pathways):
         W = np.zeros((1, 2))
@@ -115,7 +123,11 @@ def test_context_task_converges_to_app_a2_solutions(pathways: int, expected: lis
             out_left, _, _ = reduction.edge_bases((f"h{k}", "y"))
             for j, alpha in enumerate(system.modes):
                 col = slots.index(alpha)
-                W += final[b_out][j] * final[b_in][j] * np.outer(out_left[:, col] / np.linalg.norm(out_left[:, col]), right[:, col])
+                W += (
+                    final[b_out][j]
+                    * final[b_in][j]
+                    * np.outer(out_left[:, col] / np.linalg.norm(out_left[:, col]), right[:, col])
+                )
         totals.append(W.ravel())
     np.testing.assert_allclose(totals, expected, atol=1e-6)
 
@@ -130,7 +142,9 @@ def test_reduced_dynamics_equal_autograd_of_full_network(name: str) -> None:
     total = float(reduction.constant)
     for system in reduction.systems:
         fn = sp.lambdify(list(system.variables) + list(system.symbols), system.loss, "numpy")
-        args = [0.3] * len(system.variables) + [np.array([float(x) for x in system.symbols[k]]) for k in system.symbols]
+        args = [0.3] * len(system.variables) + [
+            np.array([float(x) for x in system.symbols[k]]) for k in system.symbols
+        ]
         total += float(np.sum(fn(*args)))
     assert loss == pytest.approx(total, rel=RTOL_EXACT)
     # gradient: projected onto the modes it is -rhs; nothing outside the modes
@@ -147,7 +161,9 @@ def test_reduced_dynamics_equal_autograd_of_full_network(name: str) -> None:
         flow = -g
         for k, alpha in enumerate(slots):
             projected = left[:, k] @ flow @ right[:, k]
-            assert projected == pytest.approx(values[(edge, alpha)], rel=RTOL_EXACT, abs=RTOL_EXACT * scale)
+            assert projected == pytest.approx(
+                values[(edge, alpha)], rel=RTOL_EXACT, abs=RTOL_EXACT * scale
+            )
             flow = flow - projected * np.outer(left[:, k], right[:, k])
         assert np.abs(flow).max() <= RTOL_EXACT * scale
 
@@ -198,7 +214,9 @@ def test_not_diagonalizable_names_paths_and_residual(tmp_path) -> None:
         "    - {inputs: {x: [1, 0]}, targets: {y: [1]}}\n"
         "    - {inputs: {x: [1, 1]}, targets: {y: [0]}}\n"
     )
-    with pytest.raises(gdln.NotDiagonalizableError, match=r"no common bases.*relative residual") as info:
+    with pytest.raises(
+        gdln.NotDiagonalizableError, match=r"no common bases.*relative residual"
+    ) as info:
         gdln.reduce(gdln.load(path))
     assert info.value.paths and info.value.residual > 1e-3
 

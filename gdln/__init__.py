@@ -19,6 +19,8 @@ from ._errors import NotDiagonalizableError as NotDiagonalizableError
 from ._errors import TaskSpecError as TaskSpecError
 from ._examples import ExampleSet as ExampleSet
 from ._expr import evaluate as evaluate
+from ._full import full_flow as full_flow
+from ._full import solve_full as solve_full
 from ._graphfile import Problem as Problem
 from ._graphfile import load as load
 from ._graphfile import parse_params as parse_params

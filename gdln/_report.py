@@ -102,6 +102,10 @@ def format_statistics(
                     for (j, p), m in stats.input.items()
                 ],
                 "components": bases,
+                "mode_values": {
+                    k: [_str(v) for v in vals]
+                    for k, vals in (_mode_values(reduction, stats).items() if reduction else [])
+                },
             },
             indent=1,
         )
@@ -121,6 +125,14 @@ def format_statistics(
             )
         else:
             lines += [f"Sigma_x({j}, {p}) =", _indent(_matrix_text(m))]
+    if reduction is not None:
+        values = _mode_values(reduction, stats)
+        lines.append("")
+        lines.append(
+            "diagonal values per mode (S(p) = U^T Sigma_yx(p) V, D(j,p) = V^T Sigma_x(j,p) V):"
+        )
+        for key, vals in values.items():
+            lines.append(f"  {key} = [{', '.join(_str(v) for v in vals)}]")
     for k, comp in enumerate(bases):
         lines.append("")
         lines.append(f"component {k}: {len(comp['modes'])} live modes")
@@ -130,13 +142,53 @@ def format_statistics(
                 f"  {name}[{space}] (columns: modes {comp['columns'][space]}) =",
                 _indent(_matrix_text(sp.Matrix(matrix) if comp["exact"] else np.array(matrix)), 4),
             ]
-        for alpha, mode in enumerate(comp["modes"]):
-            lines.append(f"  mode {alpha}: " + ", ".join(f"{k2} = {v}" for k2, v in mode.items()))
     return "\n".join(lines)
 
 
 def _indent(text: str, n: int = 2) -> str:
     return "\n".join(" " * n + line for line in text.splitlines())
+
+
+def _mode_values(reduction: Reduction, stats: Any) -> dict[str, list[Any]]:
+    """S(p) and D(j, p) per live mode of each path's component (exact when affordable)."""
+    exact = stats.exact and len(stats.paths) <= 200
+    comp = reduction.active.component_of()
+    index = {p: i for i, p in enumerate(reduction.active.paths)}
+    out: dict[str, list[Any]] = {}
+
+    def vec(k: int, alpha: int, node: Any) -> Any:
+        modes = reduction.modes[k]
+        space = reduction._space[(k, node)]
+        if exact and modes.exact_vectors is not None:
+            return modes.exact_vectors[alpha].get(space)
+        v = modes.vectors[alpha].get(space)
+        return None if v is None else v
+
+    def value(k: int, a: Any, matrix: Any, b: Any) -> Any:
+        if a is None or b is None:
+            return 0
+        if exact and isinstance(a, sp.MatrixBase):
+            return sp.radsimp((a.T * sp.Matrix(matrix) * b)[0, 0])
+        return float(
+            np.asarray(a, dtype=float)
+            @ np.asarray(matrix, dtype=float)
+            @ np.asarray(b, dtype=float)
+        )
+
+    for p, m in stats.input_output.items():
+        k = comp[index[p]]
+        out[f"S({p})"] = [
+            value(k, vec(k, a, p.target), m, vec(k, a, p.source))
+            for a in range(len(reduction.modes[k]))
+        ]
+    for (j, p), m in stats.input.items():
+        k = comp[index[p]]
+        if comp[index[j]] == k:
+            out[f"D({j}, {p})"] = [
+                value(k, vec(k, a, j.source), m, vec(k, a, p.source))
+                for a in range(len(reduction.modes[k]))
+            ]
+    return out
 
 
 def _bases(reduction: Reduction) -> list[dict[str, Any]]:

@@ -315,7 +315,7 @@ def _canonical_rotation(vectors: list[dict[Hashable, np.ndarray]], blocks: Seque
     """Rotate groups of exactly degenerate modes to a canonical, exactly expressible basis."""
 
     def signature(mode: Mapping[Hashable, np.ndarray]) -> tuple[Any, ...]:
-        vals = []
+        vals: list[float | None] = []
         for b in blocks:
             if b.row in mode and b.col in mode:
                 vals.append(round(abs(float(mode[b.row] @ b.value @ mode[b.col])), 9))

@@ -93,7 +93,8 @@ def solve_full(
     if not result.success:
         raise GdlnError(f"the ODE solver failed: {result.message}")
     examples = problem.examples()
-    losses, series = [], {f"W[{e[0]}->{e[1]}]": [] for e in edges}
+    losses: list[float] = []
+    series: dict[str, list[np.ndarray]] = {f"W[{e[0]}->{e[1]}]": [] for e in edges}
     for y in result.y.T:
         w = unpack(y)
         losses.append(_loss(problem, w, examples))

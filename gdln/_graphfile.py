@@ -663,7 +663,7 @@ class _Reader:
                         T,
                     )
                 data = datasets[dataset]
-                binding: dict[str, dict[str, str]] = {}
+                binding: dict[str, dict[Hashable, str]] = {}
                 for part, allowed in (("inputs", inputs), ("targets", outputs)):
                     binding[part] = {}
                     for ref, fld in self.mapping(entry.get(part, {}), f"{key}.{part}", T).items():
@@ -879,7 +879,7 @@ def _ncols(value: Any) -> int:
     return value.cols if isinstance(value, sp.MatrixBase) else value.shape[1]
 
 
-def _default_label(binding: Mapping[str, Mapping[str, str]], index: int) -> str:
-    sources = ",".join(binding["inputs"])
-    targets = ",".join(binding["targets"])
+def _default_label(binding: Mapping[str, Mapping[Hashable, str]], index: int) -> str:
+    sources = ",".join(str(v) for v in binding["inputs"])
+    targets = ",".join(str(v) for v in binding["targets"])
     return f"{sources}->{targets}" if sources or targets else f"context{index}"

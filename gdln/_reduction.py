@@ -236,7 +236,7 @@ def _hidden_bases(graph: nx.DiGraph, seed: int) -> dict[Hashable, np.ndarray]:
 # Building the reduction
 
 
-def reduce(problem: Problem, *, lump: Lumping = "none", init: Any = None) -> Reduction:
+def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reduction:
     r"""Reduce a problem's learning dynamics to one small ODE per class of modes.
 
     Parameters
@@ -310,20 +310,20 @@ def _component_modes(
     task = problem.require_task()
     comp_of = active.component_of()
     binding: dict[tuple[int, str, Hashable], set[tuple[str, str]]] = defaultdict(set)
-    yx_keys: dict[int, set[tuple[str, str, str]]] = defaultdict(set)
-    xx_keys: dict[int, set[tuple[str, str, str]]] = defaultdict(set)
+    yx_keys: dict[int, set[tuple[str, str, Any]]] = defaultdict(set)
+    xx_keys: dict[int, set[tuple[str, str, Any]]] = defaultdict(set)
     for c, found in zip(task.contexts, active.gates, strict=True):
         by_target: dict[tuple[int, Hashable], list[int]] = defaultdict(list)
         for i in found:
-            p = active.paths[i]
+            path = active.paths[i]
             k = comp_of[i]
-            binding[(k, "in", p.source)].add((c.dataset, c.inputs[p.source]))
-            if p.target in c.targets:
-                binding[(k, "out", p.target)].add((c.dataset, c.targets[p.target]))
-                yx_keys[k].add((c.dataset, c.targets[p.target], c.inputs[p.source]))
-            by_target[(k, p.target)].append(i)
-        for members in by_target.values():
-            for i, j in itertools.product(members, repeat=2):
+            binding[(k, "in", path.source)].add((c.dataset, c.inputs[path.source]))
+            if path.target in c.targets:
+                binding[(k, "out", path.target)].add((c.dataset, c.targets[path.target]))
+                yx_keys[k].add((c.dataset, c.targets[path.target], c.inputs[path.source]))
+            by_target[(k, path.target)].append(i)
+        for group in by_target.values():
+            for i, j in itertools.product(group, repeat=2):
                 a, b = active.paths[i], active.paths[j]
                 xx_keys[comp_of[i]].add((c.dataset, c.inputs[a.source], c.inputs[b.source]))
     space: dict[tuple[int, Hashable], Hashable] = {}
@@ -342,7 +342,7 @@ def _component_modes(
             for role, v in nodes:
                 if binding[(k, role, v)]:
                     ((d, f),) = binding[(k, role, v)]
-                    label = (role, d, f)
+                    label: tuple[str, str, Any] = (role, d, f)
                 else:
                     label = (role, "node", v)
                 space[(k, v)] = label
@@ -375,14 +375,14 @@ def _component_modes(
                     )
                 )
             member_set = set(paths)
-            for (j, p), m in stats.input.items():
-                if j in member_set and p in member_set:
+            for (pj, pp), m in stats.input.items():
+                if pj in member_set and pp in member_set:
                     blocks.append(
                         _block(
-                            ("in", "node", j.source),
-                            ("in", "node", p.source),
+                            ("in", "node", pj.source),
+                            ("in", "node", pp.source),
                             m,
-                            f"Sigma_x({j}, {p})",
+                            f"Sigma_x({pj}, {pp})",
                         )
                     )
         exact = task.exact and sum(spaces.values()) <= MAX_EXACT_DIMS
@@ -687,7 +687,7 @@ def _refine(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[lis
             for v, e in m:
                 if v < n_edges:
                     grad[v] += e * value / point[v]
-        new_blocks = []
+        new_blocks: list[list[int]] = []
         for members in blocks:
             groups: dict[float, list[int]] = {}
             scale = max(abs(grad[members]).max(), 1e-300)

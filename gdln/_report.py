@@ -200,9 +200,10 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
         bases, columns = {}, {}
         for space in modes.spaces:
             matrix, owners = modes.basis(space)
-            label = "/".join(str(x) for x in space)
+            label = "/".join(str(x) for x in space)  # type: ignore[attr-defined]
             columns[label] = [o if o is not None else "-" for o in owners]
             if exact:
+                assert modes.exact_vectors is not None
                 cols = [modes.exact_vectors[o][space] for o in owners if o is not None]
                 rest = matrix[:, len(cols) :]
                 full = (
@@ -217,7 +218,7 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
         for alpha in range(len(modes)):
             entry = {}
             for space, _vec in modes.vectors[alpha].items():
-                entry["/".join(str(x) for x in space)] = "present"
+                entry["/".join(str(x) for x in space)] = "present"  # type: ignore[attr-defined]
             mode_values.append(entry)
         out.append({"exact": exact, "bases": bases, "columns": columns, "modes": mode_values})
     del task

@@ -182,8 +182,8 @@ class Context:
     probability: Any
     gates: Mapping[Hashable, Any]
     dataset: str
-    inputs: Mapping[str, str]
-    targets: Mapping[str, str]
+    inputs: Mapping[Hashable, str]
+    targets: Mapping[Hashable, str]
 
     def gate(self, item: Hashable, gated: bool) -> Any:
         """The gate value of a node or edge in this context."""

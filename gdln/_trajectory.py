@@ -74,7 +74,11 @@ class Trajectory:
         elif path.suffix == ".npz":
             arrays = {f"series/{k}": v for k, v in self.series.items()}
             np.savez(
-                path, t=self.t, loss=self.loss, meta=np.array(json.dumps(dict(self.meta))), **arrays
+                path,
+                t=self.t,
+                loss=self.loss,
+                meta=np.array(json.dumps(dict(self.meta))),
+                **arrays,  # type: ignore[arg-type]
             )
         else:
             raise ValueError(f"{path}: suffix must be .npz or .json, got {path.suffix!r}")

@@ -248,13 +248,24 @@ def _sizes(graph: nx.DiGraph) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class _Net:
+    r"""The graph as a computation plan.
+
+    ``fan_out[s]``: out-edges of ``s`` whose targets have no other in-edge, when there are
+    at least two; they share one matmul $h_s [W_1^\top \cdots W_k^\top]$. ``fan_in[v]``: the
+    other in-edges of ``v``; they share one matmul $[g_1 h_{s_1} \cdots g_k h_{s_k}]
+    [W_1 \cdots W_k]^\top$. Both are the same sum $\sum_q g_q W_q h_{s(q)}$, fewer ops.
+    """
+
     order: tuple[str, ...]
     sizes: Mapping[str, int]
     edges: tuple[Edge, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     hidden: tuple[str, ...]
-    in_edges: Mapping[str, tuple[int, ...]]
+    fan_in: Mapping[str, tuple[int, ...]]
+    fan_out: Mapping[str, tuple[int, ...]]
+    fan_out_into: Mapping[str, tuple[int, ...]]  # node -> the fan-out edges ending there
+    output_group: str | None  # the fan-out source whose targets are the outputs, in order
 
     def __post_init__(self) -> None:
         if not self.outputs:
@@ -265,12 +276,23 @@ def _compile(graph: nx.DiGraph) -> _Net:
     sizes = _sizes(graph)
     order = tuple(nx.topological_sort(graph))
     edges = tuple(_edges(graph))
-    index = {e: i for i, e in enumerate(edges)}
     inputs = tuple(v for v in order if graph.in_degree(v) == 0)
     outputs = tuple(v for v in order if graph.out_degree(v) == 0 and graph.in_degree(v) > 0)
     hidden = tuple(v for v in order if v not in inputs and v not in outputs)
-    in_edges = {v: tuple(index[(u, v)] for u in graph.predecessors(v)) for v in order}
-    return _Net(order, sizes, edges, inputs, outputs, hidden, in_edges)
+    fan_out: dict[str, tuple[int, ...]] = {}
+    for u in order:
+        group = tuple(i for i, (a, b) in enumerate(edges) if a == u and graph.in_degree(b) == 1)
+        if len(group) >= 2:
+            fan_out[u] = group
+    grouped = {i for g in fan_out.values() for i in g}
+    fan_in = {
+        v: tuple(i for i, (_, b) in enumerate(edges) if b == v and i not in grouped) for v in order
+    }
+    into = {v: tuple(i for i in sorted(grouped) if edges[i][1] == v) for v in order}
+    output_group = next(
+        (u for u, g in fan_out.items() if tuple(edges[i][1] for i in g) == outputs), None
+    )
+    return _Net(order, sizes, edges, inputs, outputs, hidden, fan_in, fan_out, into, output_group)
 
 
 @dataclass(frozen=True)
@@ -285,6 +307,8 @@ class _Data:
     context_avg: torch.Tensor  # (n, C): column c averages over context c
     labels: tuple[str, ...]
     n: int
+    group_gates: Mapping[str, torch.Tensor | None]  # fan-out source -> (n, sum |t|) edge gates
+    y_cat: torch.Tensor  # (n, sum over outputs |v|)
 
     def __post_init__(self) -> None:
         if self.w.ndim != 1 or len(self.w) != self.n:
@@ -366,7 +390,22 @@ def _tensorise(
             avg[ctx == c, c] = w[ctx == c] / mass
         else:
             avg[:, c] = np.nan
-    return _Data(x, y, node_gates, edge_gates, tensor(w), tensor(avg), labels, n)
+    group_gates: dict[str, torch.Tensor | None] = {}
+    for source, group in net.fan_out.items():
+        if any(i in edge_gates for i in group):
+            columns = [
+                (edge_gates[i] if i in edge_gates else torch.ones(n, dtype=dtype, device=device))
+                .unsqueeze(-1)
+                .expand(n, net.sizes[net.edges[i][1]])
+                for i in group
+            ]
+            group_gates[source] = torch.cat(columns, dim=-1).contiguous()
+        else:
+            group_gates[source] = None
+    y_cat = torch.cat([y[v] for v in net.outputs], dim=-1)
+    return _Data(
+        x, y, node_gates, edge_gates, tensor(w), tensor(avg), labels, n, group_gates, y_cat
+    )
 
 
 def _forward(
@@ -386,24 +425,51 @@ def _forward(
         # (n, ...) -> (1, n, ...) shared, or (S, b, ...) per seed
         return a.unsqueeze(0) if rows is None else a[rows]
 
+    def gate(i: int, a: torch.Tensor) -> torch.Tensor:
+        g = data.edge_gates.get(i)
+        return a if g is None else a * pick(g).unsqueeze(-1)
+
     h: dict[str, torch.Tensor] = {}
+    split: dict[int, torch.Tensor] = {}  # fan-out products g_q W_q h_s, by edge
+    whole: dict[str, torch.Tensor] = {}  # fan-out source -> the gated product, all targets
     for v in net.order:
         if v in net.inputs:
             hv = pick(data.x[v])
         else:
-            hv = None
-            for i in net.in_edges[v]:
-                term = torch.matmul(h[net.edges[i][0]], weights[i].transpose(-1, -2))
-                if i in data.edge_gates:
-                    term = term * pick(data.edge_gates[i]).unsqueeze(-1)
-                hv = term if hv is None else hv + term
+            terms = []
+            fan_in = net.fan_in[v]
+            if len(fan_in) == 1:
+                i = fan_in[0]
+                terms.append(gate(i, torch.matmul(h[net.edges[i][0]], weights[i].mT)))
+            elif fan_in:
+                sources = [gate(i, h[net.edges[i][0]]) for i in fan_in]
+                batch = max(a.shape[0] for a in sources)
+                sources = [a.expand(batch, -1, -1) for a in sources]
+                stacked = torch.cat([weights[i] for i in fan_in], dim=-1)
+                terms.append(torch.matmul(torch.cat(sources, dim=-1), stacked.mT))
+            terms += [split.pop(i) for i in net.fan_out_into[v]]
+            hv = terms[0]
+            for term in terms[1:]:
+                hv = hv + term
         if v in data.node_gates:
             hv = hv * pick(data.node_gates[v]).unsqueeze(-1)
         h[v] = hv
-    per_example = None
-    for v in net.outputs:
-        err = 0.5 * (pick(data.y[v]) - h[v]).square().sum(-1)
-        per_example = err if per_example is None else per_example + err
+        group = net.fan_out.get(v)
+        if group is not None:
+            product = torch.matmul(hv, torch.cat([weights[i] for i in group], dim=-2).mT)
+            gates = data.group_gates[v]
+            if gates is not None:
+                product = product * pick(gates)
+            whole[v] = product
+            sizes = [net.sizes[net.edges[i][1]] for i in group]
+            split.update(zip(group, torch.split(product, sizes, dim=-1), strict=True))
+    # Eq. (1) per example, all outputs at once; reuse the fan-out product when it is them
+    source = net.output_group
+    if source is not None and not any(v in data.node_gates for v in net.outputs):
+        out = whole[source]
+    else:
+        out = torch.cat([h[v] for v in net.outputs], dim=-1)
+    per_example = 0.5 * (pick(data.y_cat) - out).square().sum(-1)
     assert per_example is not None
     return h, per_example
 

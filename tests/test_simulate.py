@@ -11,6 +11,7 @@ from gdln._errors import GdlnError, TaskSpecError
 from gdln._examples import ExampleSet
 from gdln._simulate import (
     INITS,
+    _compile,
     SimulationDivergedError,
     SimulationSpecError,
     edge_label,
@@ -65,6 +66,71 @@ def tiny_examples(n: int = 6, seed: int = 1) -> ExampleSet:
     )
 
 
+HIERARCHY = np.array(
+    [(6, 4, 0, 3, 0, 0, 0), (6, 4, 0, 0, 3, 0, 0), (6, 0, 4, 0, 0, 3, 0), (6, 0, 4, 0, 0, 0, 3)],
+    dtype=float,
+)
+
+
+def routing(m: int, k: int, hidden: int, *, gated_out_node: bool = False):
+    """The routing network of Fig. 4a built by hand: route i -> (i + r) mod m, r < k."""
+    g = nx.DiGraph(name="routing")
+    for i in range(m):
+        g.add_node(f"x{i}", size=4, gated=False)
+        g.add_node(f"y{i}", size=7, gated=gated_out_node)
+    g.add_node("h1", size=hidden, gated=False)
+    g.add_node("h2", size=hidden, gated=False)
+    g.add_edge("h1", "h2", gated=False)
+    for i in range(m):
+        g.add_edge(f"x{i}", "h1", gated=True)
+        g.add_edge("h2", f"y{i}", gated=True)
+    pairs = [(i, (i + r) % m) for i in range(m) for r in range(k)]
+    n = 4 * len(pairs)
+    x = {f"x{i}": np.zeros((n, 4)) for i in range(m)}
+    y = {f"y{j}": np.zeros((n, 7)) for j in range(m)}
+    gates = {(f"x{i}", "h1"): np.zeros(n) for i in range(m)}
+    gates |= {("h2", f"y{j}"): np.zeros(n) for j in range(m)}
+    for c, (i, j) in enumerate(pairs):
+        rows = slice(4 * c, 4 * c + 4)
+        x[f"x{i}"][rows] = np.eye(4)
+        y[f"y{j}"][rows] = HIERARCHY
+        gates[(f"x{i}", "h1")][rows] = 1.0
+        gates[("h2", f"y{j}")][rows] = 1.0
+    if gated_out_node:
+        gates |= {f"y{j}": np.linspace(0.5, 1.5, n) for j in range(m)}
+    return g, ExampleSet(
+        inputs=x,
+        targets=y,
+        gates=gates,
+        weights=np.full(n, 1.0 / n),
+        context=np.repeat(np.arange(len(pairs)), 4),
+        context_labels=tuple(f"x{i}->y{j}" for i, j in pairs),
+    )
+
+
+def fan_graph():
+    """A hidden node fanning out to gated outputs and to a hidden node with two in-edges."""
+    g = nx.DiGraph(name="fan")
+    for node, size in [("a", 3), ("h", 4), ("k", 2), ("y1", 2), ("y2", 3), ("y3", 1)]:
+        g.add_node(node, size=size, gated=node == "y2")
+    for u, v in [("a", "h"), ("h", "y1"), ("h", "y2"), ("h", "k"), ("a", "k"), ("k", "y3")]:
+        g.add_edge(u, v, gated=(u, v) in {("h", "y1"), ("a", "k")})
+    rng = np.random.default_rng(5)
+    n = 5
+    ex = ExampleSet(
+        inputs={"a": rng.normal(size=(n, 3))},
+        targets={"y1": rng.normal(size=(n, 2)), "y2": rng.normal(size=(n, 3))},
+        gates={
+            "y2": rng.uniform(0, 1, n),
+            ("h", "y1"): rng.integers(0, 2, n).astype(float),
+            ("a", "k"): rng.uniform(0, 2, n),
+        },
+        weights=np.full(n, 1 / n),
+        context=np.zeros(n, dtype=int),
+    )
+    return g, ex
+
+
 def numpy_loss_and_grad(
     graph: nx.DiGraph, ex: ExampleSet, W: dict[tuple[str, str], np.ndarray]
 ) -> tuple[float, np.ndarray, dict[tuple[str, str], np.ndarray]]:
@@ -83,11 +149,12 @@ def numpy_loss_and_grad(
             )
         h[v] = gate.get(v, one)[:, None] * pre[v]
     outs = [v for v in order if graph.out_degree(v) == 0]
-    per_example = sum(0.5 * ((ex.targets[v] - h[v]) ** 2).sum(1) for v in outs)
+    y = {v: ex.targets.get(v, np.zeros_like(h[v])) for v in outs}
+    per_example = sum(0.5 * ((y[v] - h[v]) ** 2).sum(1) for v in outs)
     # backward: delta[v] = dL/dh_v, rows weighted by the example weights
     delta = {v: np.zeros_like(h[v]) for v in order}
     for v in outs:
-        delta[v] = -(ex.targets[v] - h[v]) * ex.weights[:, None]
+        delta[v] = -(y[v] - h[v]) * ex.weights[:, None]
     grads = {}
     for v in reversed(order):
         dpre = gate.get(v, one)[:, None] * delta[v]
@@ -121,6 +188,26 @@ def test_loss_and_gradient_match_numpy_backprop() -> None:
         np.testing.assert_allclose(traj.series[f"loss/c{c}"][0, 0], expected, rtol=1e-12)
     w1 = {e: W0[e] - lr * grads[e] for e in graph.edges}
     np.testing.assert_allclose(traj.loss[1, 0], numpy_loss_and_grad(graph, ex, w1)[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["fan", "routing", "routing-gated-outputs"])
+def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
+    """Fan-out/fan-in grouping and the all-outputs shortcut compute the same Eq. (1)."""
+    if case == "fan":
+        graph, ex = fan_graph()
+    else:
+        graph, ex = routing(3, 2, 5, gated_out_node=case.endswith("outputs"))
+    plan = _compile(graph)  # the cases do exercise the grouped code paths
+    assert plan.fan_out and (case == "fan") == (plan.output_group is None)
+    W0 = {e: w[0] for e, w in initial_weights(graph, scale=0.8, seed=3).items()}
+    lr = 0.05
+    traj = simulate(graph, ex, steps=1, lr=lr, init="given", weights=W0, record_weights=True)
+    loss, _, grads = numpy_loss_and_grad(graph, ex, W0)
+    np.testing.assert_allclose(traj.loss[0, 0], loss, rtol=1e-12)
+    for e in graph.edges:
+        np.testing.assert_allclose(
+            traj.series[f"W/{edge_label(e)}"][1, 0], W0[e] - lr * grads[e], rtol=1e-12, atol=1e-15
+        )
 
 
 def test_gradient_descent_is_euler_map_over_many_steps() -> None:

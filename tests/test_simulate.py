@@ -11,9 +11,9 @@ from gdln._errors import GdlnError, TaskSpecError
 from gdln._examples import ExampleSet
 from gdln._simulate import (
     INITS,
-    _compile,
     SimulationDivergedError,
     SimulationSpecError,
+    _compile,
     edge_label,
     initial_weights,
     simulate,

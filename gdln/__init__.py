@@ -4,14 +4,48 @@ A Gated Deep Linear Network (GDLN) is an architecture graph whose nodes and edge
 gates (Saxe, Sodhani & Lewallen 2022). gdln reads such graphs and their tasks from files,
 enumerates paths, derives the path statistics and the exact reduced learning dynamics
 symbolically, solves them numerically, and checks them against simulations.
+
+The data flow, one module per stage: graph file (:func:`load`) -> paths
+(:func:`enumerate_paths`) -> path statistics (:func:`path_statistics`) -> reduction
+(:func:`reduce`) -> numeric solution (:func:`solve`).
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._bases import Modes as Modes
 from ._errors import GdlnError as GdlnError
 from ._errors import GraphSpecError as GraphSpecError
 from ._errors import NotDiagonalizableError as NotDiagonalizableError
 from ._errors import TaskSpecError as TaskSpecError
+from ._examples import ExampleSet as ExampleSet
+from ._expr import evaluate as evaluate
+from ._graphfile import Problem as Problem
+from ._graphfile import load as load
+from ._graphfile import parse_params as parse_params
+from ._graphfile import read_graph as read_graph
+from ._paths import Path as Path
+from ._paths import enumerate_paths as enumerate_paths
+from ._paths import input_nodes as input_nodes
+from ._paths import output_nodes as output_nodes
+from ._paths import paths_ending_at as paths_ending_at
+from ._paths import paths_through as paths_through
+from ._paths import source_subpath as source_subpath
+from ._paths import target_subpath as target_subpath
+from ._reduction import LUMPINGS as LUMPINGS
+from ._reduction import ReducedSystem as ReducedSystem
+from ._reduction import Reduction as Reduction
+from ._reduction import reduce as reduce
+from ._report import format_derivation as format_derivation
+from ._report import format_paths as format_paths
+from ._report import format_statistics as format_statistics
+from ._solve import solve as solve
+from ._statistics import PathStatistics as PathStatistics
+from ._statistics import path_statistics as path_statistics
+from ._task import Context as Context
+from ._task import Dataset as Dataset
+from ._task import Task as Task
+from ._trajectory import Trajectory as Trajectory
+from ._trajectory import format_trajectory as format_trajectory
 
 try:
     __version__ = version("gdln")

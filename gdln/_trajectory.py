@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Trajectory"]
+__all__ = ["Trajectory", "format_trajectory"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +97,28 @@ class Trajectory:
             return cls(
                 t=data["t"], loss=data["loss"], series=series, meta=json.loads(str(data["meta"]))
             )
+
+
+def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
+    """A trajectory as JSON (``t``, ``loss``, ``variables``: name -> per mode) or CSV."""
+    names = [k for k in trajectory.series if k != "context_loss"]
+    if fmt == "json":
+        payload = {
+            "t": trajectory.t.tolist(),
+            "loss": trajectory.loss.tolist(),
+            "variables": {k: np.asarray(trajectory.series[k]).T.tolist() for k in names},
+            "meta": dict(trajectory.meta),
+        }
+        return json.dumps(payload)
+    if fmt == "csv":
+        header = ["t", "loss"]
+        columns = [trajectory.t, trajectory.loss]
+        for k in names:
+            values = np.asarray(trajectory.series[k]).reshape(len(trajectory.t), -1)
+            for j in range(values.shape[1]):
+                header.append(f"{k}[{j}]")
+                columns.append(values[:, j])
+        rows = [",".join(header)]
+        rows += [",".join(f"{x:.12g}" for x in row) for row in np.column_stack(columns)]
+        return "\n".join(rows)
+    raise ValueError(f"format {fmt!r}: expected json or csv")

@@ -1,0 +1,159 @@
+r"""Paths through an architecture graph (Fig. 2b of Saxe et al. 2022).
+
+A path $p$ is a sequence of edges from an input node to an output node. The gradient of
+an edge's weights is a sum over $\mathcal{P}(e)$, the paths through $e$ (Eq. 3), and the
+error of a path is a sum over $\mathcal{T}(t(p))$, the paths ending where $p$ ends
+(Eq. 4). Each path through $e$ splits into the part before $e$, $\bar s(p, e)$, and the
+part after it, $\bar t(p, e)$.
+
+Functions take the graph first and enumerate lazily, as networkx does.
+
+>>> import networkx as nx
+>>> G = nx.DiGraph([("x", "h"), ("h", "y"), ("x", "y")])
+>>> [str(p) for p in enumerate_paths(G)]
+['x->h->y', 'x->y']
+>>> p = next(paths_through(G, ("h", "y")))
+>>> str(source_subpath(p, ("h", "y"))), str(target_subpath(p, ("h", "y")))
+('x->h', 'y')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+
+__all__ = [
+    "Path",
+    "enumerate_paths",
+    "input_nodes",
+    "output_nodes",
+    "paths_ending_at",
+    "paths_through",
+    "source_subpath",
+    "target_subpath",
+]
+
+Edge = tuple[Hashable, Hashable]
+
+
+@dataclass(frozen=True, order=True)
+class Path:
+    """A directed path, as its nodes (one node: the empty path at that node).
+
+    Attributes
+    ----------
+    nodes
+        The nodes visited, source first.
+    """
+
+    nodes: tuple[Hashable, ...]
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise ValueError("a path visits at least one node")
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        return tuple(zip(self.nodes[:-1], self.nodes[1:], strict=True))
+
+    @property
+    def source(self) -> Hashable:
+        """$s(p)$."""
+        return self.nodes[0]
+
+    @property
+    def target(self) -> Hashable:
+        """$t(p)$."""
+        return self.nodes[-1]
+
+    def __len__(self) -> int:
+        return len(self.nodes) - 1
+
+    def __contains__(self, edge: object) -> bool:
+        return edge in self.edges
+
+    def __str__(self) -> str:
+        return "->".join(str(v) for v in self.nodes)
+
+    def __repr__(self) -> str:
+        return f"Path({self.nodes!r})"
+
+
+def input_nodes(graph: nx.DiGraph) -> list[Hashable]:
+    r"""$\mathrm{In}(\Gamma)$: nodes with only outgoing edges, in graph order."""
+    return [v for v in graph.nodes if graph.in_degree(v) == 0]
+
+
+def output_nodes(graph: nx.DiGraph) -> list[Hashable]:
+    r"""$\mathrm{Out}(\Gamma)$: nodes with only incoming edges, in graph order."""
+    return [v for v in graph.nodes if graph.out_degree(v) == 0]
+
+
+def enumerate_paths(
+    graph: nx.DiGraph, *, source: Hashable | None = None, target: Hashable | None = None
+) -> Iterator[Path]:
+    """All input-to-output paths, depth first, lazily.
+
+    Parameters
+    ----------
+    graph
+        A directed acyclic graph.
+    source, target
+        Restrict to paths from this input node and/or to this output node.
+    """
+    sources = [source] if source is not None else input_nodes(graph)
+    for start in sources:
+        stack: list[tuple[Hashable, ...]] = [(start,)]
+        while stack:
+            nodes = stack.pop()
+            successors = list(graph.successors(nodes[-1]))
+            if not successors:
+                if target is None or nodes[-1] == target:
+                    yield Path(nodes)
+                continue
+            stack.extend(nodes + (s,) for s in reversed(successors))
+
+
+def paths_through(graph: nx.DiGraph, edge: Edge) -> Iterator[Path]:
+    r"""$\mathcal{P}(e)$: the input-to-output paths through ``edge``."""
+    u, v = edge
+    if not graph.has_edge(u, v):
+        raise KeyError(f"no edge {u}->{v}")
+    heads = _paths_into(graph, u)
+    for head in heads:
+        for tail in _paths_out_of(graph, v):
+            yield Path(head + tail)
+
+
+def paths_ending_at(graph: nx.DiGraph, node: Hashable) -> Iterator[Path]:
+    r"""$\mathcal{T}(v)$: the paths from an input node that end at ``node``."""
+    for head in _paths_into(graph, node):
+        yield Path(head)
+
+
+def source_subpath(path: Path, edge: Edge) -> Path:
+    r"""$\bar s(p, e)$: the part of ``path`` before ``edge``, ending at $s(e)$."""
+    index = path.edges.index(edge)
+    return Path(path.nodes[: index + 1])
+
+
+def target_subpath(path: Path, edge: Edge) -> Path:
+    r"""$\bar t(p, e)$: the part of ``path`` after ``edge``, starting at $t(e)$."""
+    index = path.edges.index(edge)
+    return Path(path.nodes[index + 1 :])
+
+
+def _paths_into(graph: nx.DiGraph, node: Hashable) -> list[tuple[Hashable, ...]]:
+    predecessors = list(graph.predecessors(node))
+    if not predecessors:
+        return [(node,)]
+    return [head + (node,) for p in predecessors for head in _paths_into(graph, p)]
+
+
+def _paths_out_of(graph: nx.DiGraph, node: Hashable) -> list[tuple[Hashable, ...]]:
+    successors = list(graph.successors(node))
+    if not successors:
+        return [(node,)]
+    return [(node,) + tail for s in successors for tail in _paths_out_of(graph, s)]

@@ -1,0 +1,157 @@
+r"""Numeric solutions of the reduced dynamics: the ODE and the exact gradient-descent map.
+
+**Time convention (used everywhere in gdln).** Gradient flow is
+$\tau\,\dot W = -\partial\mathcal{L}/\partial W$ (Eq. 2 of Saxe et al. 2022) with the loss
+of Eq. (1), and time is measured in units of $\tau$ (so $\tau = 1$). Full-batch gradient
+descent with learning rate ``lr`` is the Euler step of this flow with $dt = \mathrm{lr}$:
+after ``n`` steps, $t/\tau = \mathrm{lr}\cdot n$ (one step is $1/\mathrm{lr}$ of a $\tau$).
+From decoupled initial weights the reduced map
+$B \leftarrow B + \mathrm{lr}\, f(B)$ is *exactly* what gradient descent on the full
+network does, mode by mode.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import sympy as sp
+from scipy.integrate import solve_ivp
+
+from ._errors import GdlnError
+from ._poly import evaluate_monomials, monomial_table
+from ._reduction import ReducedSystem, Reduction
+from ._trajectory import Trajectory
+
+__all__ = ["solve"]
+
+
+class _Numeric:
+    """One reduced system compiled for numbers, vectorised across its modes."""
+
+    def __init__(self, system: ReducedSystem):
+        self.system = system
+        data = list(system.symbols)
+        consts = list(system.constants)
+        self.free = list(system.variables)
+        args = [self.free, data, consts]
+        self.rhs = sp.lambdify(args, [system.rhs[v] for v in self.free], "numpy")
+        self.eliminated = {v: sp.lambdify(args, e, "numpy") for v, e in system.eliminated.items()}
+        n = len(system.modes)
+        self.data = [np.array([float(x) for x in system.symbols[s]]) for s in data]
+        self.consts = [float(system.constants[c]) for c in consts]
+        self.n_modes = n
+        self.y0 = np.array([[float(system.initial[v])] * n for v in self.free])
+        self.monomials, self.table = monomial_table(system._context_losses)
+        self.lumped = list(system._lumped)
+
+    def f(self, y: np.ndarray) -> np.ndarray:
+        out = self.rhs(list(y), self.data, self.consts)
+        return np.array([np.broadcast_to(np.asarray(v, dtype=float), (self.n_modes,)) for v in out])
+
+    def all_variables(self, y: np.ndarray) -> dict[sp.Symbol, np.ndarray]:
+        """Free and eliminated variables, each ``(T, modes)``, from ``y`` ``(vars, T, modes)``."""
+        values = {v: y[i] for i, v in enumerate(self.free)}
+        for v, fn in self.eliminated.items():
+            values[v] = np.broadcast_to(np.asarray(fn(list(y), [d[None, :] for d in self.data], self.consts), dtype=float), y.shape[1:])
+        return values
+
+    def context_losses(self, values: dict[sp.Symbol, np.ndarray]) -> np.ndarray:
+        """$\\sum_\\alpha \\ell^c_\\alpha$ per context: ``(contexts, T)``."""
+        T = next(iter(values.values())).shape[0] if values else 1
+        args = [values[v] for v in self.lumped] + [np.broadcast_to(d, (T, self.n_modes)) for d in self.data]
+        if not self.monomials:
+            return np.zeros((self.table.shape[0], T))
+        summed = evaluate_monomials(self.monomials, args).sum(axis=-1)
+        return self.table @ summed
+
+
+def solve(
+    reduction: Reduction,
+    *,
+    t_max: float,
+    lr: float | None = None,
+    n_points: int = 201,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> Trajectory:
+    r"""Integrate the reduced dynamics from the reduction's initial values.
+
+    Parameters
+    ----------
+    reduction
+        From :func:`gdln.reduce`.
+    t_max
+        Final time, in units of $\tau$.
+    lr
+        ``None``: solve the ODE (scipy ``solve_ivp``, LSODA). A number: iterate the exact
+        gradient-descent map with this learning rate (``t_max/lr`` steps).
+    n_points
+        Number of recorded times.
+
+    Returns
+    -------
+    Trajectory
+        ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
+        and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
+        $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``).
+    """
+    if not (t_max > 0 and math.isfinite(t_max)):
+        raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
+    if lr is not None and not (lr > 0 and math.isfinite(lr)):
+        raise GdlnError(f"lr must be a positive number, got {lr!r}")
+    numerics = [_Numeric(s) for s in reduction.systems]
+    sizes = [len(n.free) * n.n_modes for n in numerics]
+    splits = np.cumsum(sizes)[:-1]
+    y0 = np.concatenate([n.y0.ravel() for n in numerics])
+
+    def rhs(y: np.ndarray) -> np.ndarray:
+        parts = np.split(y, splits)
+        return np.concatenate([n.f(p.reshape(len(n.free), n.n_modes)).ravel() for n, p in zip(numerics, parts, strict=True)])
+
+    if lr is None:
+        t_eval = np.linspace(0.0, t_max, n_points)
+        result = solve_ivp(lambda t, y: rhs(y), (0.0, t_max), y0, t_eval=t_eval, method="LSODA", rtol=rtol, atol=atol)
+        if not result.success:
+            raise GdlnError(f"the ODE solver failed: {result.message}")
+        times, states = result.t, result.y
+        method = "ode"
+    else:
+        steps = int(round(t_max / lr))
+        record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
+        states_list, y, step = [], y0.copy(), 0
+        for target in record:
+            while step < target:
+                y = y + lr * rhs(y)
+                step += 1
+            if not np.all(np.isfinite(y)):
+                raise GdlnError(f"the gradient-descent map diverged at step {step} (lr={lr}); lower lr")
+            states_list.append(y.copy())
+        times, states = record * lr, np.array(states_list).T
+        method = "gd-map"
+    task = reduction.problem.require_task()
+    probabilities = np.array([float(c.probability) for c in task.contexts])
+    context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(len(times))
+    series: dict[str, np.ndarray] = {}
+    parts = np.split(states, splits)
+    for k, (n, part) in enumerate(zip(numerics, parts, strict=True)):
+        y = part.reshape(len(n.free), n.n_modes, len(times)).transpose(0, 2, 1)
+        values = n.all_variables(y)
+        context_loss = context_loss + n.context_losses(values)
+        suffix = "" if len(numerics) == 1 else f"@{k}"
+        for v, arr in values.items():
+            series[f"{v}{suffix}"] = np.asarray(arr)
+    series["context_loss"] = context_loss.T
+    loss = probabilities @ context_loss
+    meta = {
+        "source": reduction.problem.source,
+        "params": {k: str(v) for k, v in reduction.problem.params.items()},
+        "lump": reduction.lump,
+        "method": method,
+        "lr": lr,
+        "time_unit": "tau",
+        "modes": [list(s.modes) for s in reduction.systems],
+        "context_labels": [c.label for c in task.contexts],
+    }
+    return Trajectory(t=times, loss=loss, series=series, meta=meta)

@@ -1,0 +1,259 @@
+r"""Tasks: data and gating as a mixture of contexts.
+
+In a GDLN the gates are part of the data (Sec. 2 of Saxe et al. 2022). gdln states every
+task in one form: a mixture of **contexts**. A context $c$ has a probability $\pi_c$, a
+gate value for every gated node and edge (stored sparsely: absent means 0), and a
+**dataset** whose fields are bound to input nodes (as $x$) and output nodes (as $y$).
+Explicit examples are contexts too: examples that share a gate pattern form one context.
+
+The averages of Eq. (1) and Eqs. (5)-(6) are then
+$\langle f\rangle = \sum_c \pi_c \langle f\rangle_{D_c}$.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from ._examples import ExampleSet
+
+__all__ = ["Context", "Dataset", "Task", "hierarchy_dataset"]
+
+Matrix = Any  # sympy.ImmutableMatrix when exact, numpy.ndarray (float64) otherwise
+
+
+def _is_exact_array(values: Any) -> bool:
+    return isinstance(values, sp.MatrixBase)
+
+
+def as_float(matrix: Matrix) -> np.ndarray:
+    """A statistic as a float64 array, whatever its exact type."""
+    if isinstance(matrix, np.ndarray):
+        return matrix.astype(float, copy=False)
+    return np.array(matrix.evalf(), dtype=float).reshape(matrix.shape)
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    r"""Examples (or their second moments) with named fields.
+
+    A dataset is given either by ``examples`` (field -> ``(n, dim)`` array, exact
+    :class:`sympy.ImmutableMatrix` or float array) with optional ``weights``, or by its
+    second moments ``moments[(a, b)]`` $=\langle a\,b^\top\rangle$. Only second moments
+    enter the learning dynamics (Eqs. 3-6), so the two forms are interchangeable.
+
+    Attributes
+    ----------
+    name
+        The dataset's name in the task.
+    fields
+        Field name -> dimension.
+    """
+
+    name: str
+    fields: Mapping[str, int]
+    examples: Mapping[str, Matrix] | None = None
+    weights: Any = None
+    moments_given: Mapping[tuple[str, str], Matrix] | None = None
+    _cache: dict[tuple[str, str], Matrix] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.examples is None) == (self.moments_given is None):
+            raise ValueError(f"dataset {self.name!r}: give exactly one of examples or moments")
+        if self.examples is not None:
+            sizes = {len(_rows(v)) for v in self.examples.values()}
+            if len(sizes) != 1:
+                raise ValueError(f"dataset {self.name!r}: fields have different example counts")
+
+    def __repr__(self) -> str:
+        kind = f"{self.n_examples} examples" if self.examples is not None else "moments"
+        return f"Dataset({self.name!r}, fields={dict(self.fields)}, {kind})"
+
+    @property
+    def n_examples(self) -> int:
+        if self.examples is None:
+            raise ValueError(f"dataset {self.name!r} is given by moments")
+        return len(_rows(next(iter(self.examples.values()))))
+
+    @cached_property
+    def exact(self) -> bool:
+        """Whether all values are exact (rational, algebraic or symbolic)."""
+        source = self.examples if self.examples is not None else self.moments_given
+        assert source is not None
+        ok = all(_is_exact_array(v) for v in source.values())
+        return ok and (self.weights is None or isinstance(self.weights, sp.MatrixBase))
+
+    def moment(self, a: str, b: str) -> Matrix:
+        r"""$\langle a\, b^\top\rangle$ over the dataset, exact when the data are."""
+        key = (a, b)
+        if key in self._cache:
+            return self._cache[key]
+        if self.moments_given is not None:
+            if key in self.moments_given:
+                value = self.moments_given[key]
+            elif (b, a) in self.moments_given:
+                value = self.moments_given[(b, a)].T
+            else:
+                raise KeyError(f"dataset {self.name!r} gives no moment <{a} {b}^T>")
+        else:
+            assert self.examples is not None
+            value = _weighted_outer(self.examples[a], self.examples[b], self.weights)
+        self._cache[key] = value
+        return value
+
+    def has_moment(self, a: str, b: str) -> bool:
+        if self.moments_given is None:
+            return True
+        return (a, b) in self.moments_given or (b, a) in self.moments_given
+
+    def realize(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Float examples with these second moments, and their weights (summing to 1).
+
+        For a dataset given by examples these are the examples. For one given by
+        moments, the joint moment matrix $\\Sigma = Q\\Lambda Q^\\top$ is realised by the
+        rows $\\sqrt{k\\lambda_i}\\, q_i$ with weight $1/k$ each.
+        """
+        if self.examples is not None:
+            arrays = {f: as_float(v) for f, v in self.examples.items()}
+            n = self.n_examples
+            w = np.full(n, 1.0 / n) if self.weights is None else as_float(self.weights).ravel()
+            return arrays, w / w.sum()
+        names = list(self.fields)
+        offsets = np.cumsum([0] + [self.fields[f] for f in names])
+        total = np.zeros((offsets[-1], offsets[-1]))
+        for i, a in enumerate(names):
+            for j, b in enumerate(names):
+                if self.has_moment(a, b):
+                    block = as_float(self.moment(a, b))
+                    total[offsets[i] : offsets[i + 1], offsets[j] : offsets[j + 1]] = block
+        values, vectors = np.linalg.eigh((total + total.T) / 2)
+        keep = values > 1e-14 * max(1.0, float(values.max(initial=0.0)))
+        k = max(int(keep.sum()), 1)
+        rows = (vectors[:, keep] * np.sqrt(k * values[keep])).T
+        if not keep.any():
+            rows = np.zeros((1, offsets[-1]))
+        arrays = {f: rows[:, offsets[i] : offsets[i + 1]] for i, f in enumerate(names)}
+        return arrays, np.full(k, 1.0 / k)
+
+
+def _rows(values: Matrix) -> Any:
+    return values.tolist() if isinstance(values, sp.MatrixBase) else values
+
+
+def _weighted_outer(a: Matrix, b: Matrix, weights: Any) -> Matrix:
+    if isinstance(a, sp.MatrixBase) and isinstance(b, sp.MatrixBase):
+        n = a.rows
+        if weights is None:
+            return sp.ImmutableMatrix(a.T * b / n)
+        w = sp.diag(*list(weights)) / sum(weights)
+        return sp.ImmutableMatrix(a.T * w * b)
+    fa, fb = as_float(a), as_float(b)
+    w = np.full(len(fa), 1.0 / len(fa)) if weights is None else as_float(weights).ravel()
+    return (fa * (w / w.sum())[:, None]).T @ fb
+
+
+@dataclass(frozen=True)
+class Context:
+    r"""One context of a task: probability, gates and the data it routes.
+
+    Attributes
+    ----------
+    label
+        A name for the context, used in per-context losses (e.g. ``"x0->y3"``).
+    probability
+        $\pi_c$, an exact number or sympy expression in $[0, 1]$.
+    gates
+        Gated node id or gated edge ``(u, v)`` -> its value in this context. Gated nodes
+        and edges absent here are off (0); ungated ones are always 1.
+    dataset
+        Name of the dataset this context draws from.
+    inputs
+        Input node -> field of the dataset it holds. Unbound input nodes hold 0.
+    targets
+        Output node -> field of the dataset that is its target. Unbound outputs target 0.
+    """
+
+    label: str
+    probability: Any
+    gates: Mapping[Hashable, Any]
+    dataset: str
+    inputs: Mapping[str, str]
+    targets: Mapping[str, str]
+
+    def gate(self, item: Hashable, gated: bool) -> Any:
+        """The gate value of a node or edge in this context."""
+        return self.gates.get(item, 0) if gated else 1
+
+
+@dataclass(frozen=True)
+class Task:
+    """A mixture of contexts over named datasets (see the module docstring)."""
+
+    contexts: tuple[Context, ...]
+    datasets: Mapping[str, Dataset]
+
+    def __post_init__(self) -> None:
+        for c in self.contexts:
+            if c.dataset not in self.datasets:
+                raise ValueError(f"context {c.label!r} names unknown dataset {c.dataset!r}")
+
+    def __repr__(self) -> str:
+        names = ", ".join(self.datasets)
+        return f"Task(<{len(self.contexts)} contexts>, datasets=[{names}])"
+
+    @property
+    def exact(self) -> bool:
+        return all(d.exact for d in self.datasets.values())
+
+    def examples(self, graph: Any) -> ExampleSet:
+        """The task as concrete examples for a full-network forward pass (Eq. 1)."""
+        realized = {name: d.realize() for name, d in self.datasets.items()}
+        sizes = {v: int(graph.nodes[v]["size"]) for v in graph.nodes}
+        inputs = [v for v in graph.nodes if graph.in_degree(v) == 0]
+        outputs = [v for v in graph.nodes if graph.out_degree(v) == 0]
+        gated: list[Hashable] = [v for v in graph.nodes if graph.nodes[v].get("gated")]
+        gated += [e for e in graph.edges if graph.edges[e].get("gated")]
+        blocks: dict[str, list[np.ndarray]] = {v: [] for v in inputs + outputs}
+        gate_cols: dict[Hashable, list[np.ndarray]] = {g: [] for g in gated}
+        weights, context = [], []
+        for index, c in enumerate(self.contexts):
+            arrays, w = realized[c.dataset]
+            n = len(w)
+            for v, bound in ((v, c.inputs) for v in inputs):
+                blocks[v].append(arrays[bound[v]] if v in bound else np.zeros((n, sizes[v])))
+            for v in outputs:
+                bound = c.targets
+                blocks[v].append(arrays[bound[v]] if v in bound else np.zeros((n, sizes[v])))
+            for g in gated:
+                gate_cols[g].append(np.full(n, float(c.gates.get(g, 0))))
+            weights.append(float(c.probability) * w)
+            context.append(np.full(n, index))
+        return ExampleSet(
+            inputs={v: np.concatenate(blocks[v]) for v in inputs},
+            targets={v: np.concatenate(blocks[v]) for v in outputs},
+            gates={g: np.concatenate(cols) for g, cols in gate_cols.items()},
+            weights=np.concatenate(weights),
+            context=np.concatenate(context),
+            context_labels=tuple(c.label for c in self.contexts),
+        )
+
+
+# The targets of Fig. 4c of Saxe et al. 2022: four items, seven hierarchical features.
+HIERARCHY_TARGETS = (
+    (6, 4, 0, 3, 0, 0, 0),
+    (6, 4, 0, 0, 3, 0, 0),
+    (6, 0, 4, 0, 0, 3, 0),
+    (6, 0, 4, 0, 0, 0, 3),
+)
+
+
+def hierarchy_dataset(name: str = "hierarchy") -> Dataset:
+    """The routing figures' base dataset (Fig. 4c): one-hot items, hierarchical targets."""
+    x = sp.ImmutableMatrix(sp.eye(4))
+    y = sp.ImmutableMatrix(HIERARCHY_TARGETS)
+    return Dataset(name=name, fields={"x": 4, "y": 7}, examples={"x": x, "y": y})

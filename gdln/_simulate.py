@@ -623,6 +623,7 @@ def simulate(
     rsm: bool = False,
     record_weights: bool = False,
     diverge_above: float = 1e8,
+    threads: int | None = None,
     progress: bool = False,
 ) -> Trajectory:
     r"""Train the full gated network by gradient descent and record its trajectory.
@@ -681,6 +682,10 @@ def simulate(
     diverge_above
         The run stops with :class:`SimulationDivergedError` once a loss is non-finite or
         above this value.
+    threads
+        CPU threads for torch during this run (restored afterwards); ``None`` leaves
+        torch's setting. Small networks run fastest on one thread, and on a busy machine
+        several threads can be orders of magnitude slower.
     progress
         Show a tqdm progress bar.
 
@@ -702,6 +707,42 @@ def simulate(
     SimulationDivergedError
         The loss became non-finite or exceeded ``diverge_above``.
     """
+    if threads is not None:
+        _check_positive("threads", threads, integer=True)
+        before = torch.get_num_threads()
+        torch.set_num_threads(int(threads))
+    try:
+        return _run(**{k: v for k, v in locals().items() if k not in ("threads", "before")})
+    finally:
+        if threads is not None:
+            torch.set_num_threads(before)
+
+
+def _run(
+    graph: nx.DiGraph,
+    examples: ExampleSet,
+    *,
+    steps: int,
+    lr: float,
+    init: str,
+    scale: float,
+    weights: Mapping[Edge, Any] | None,
+    seeds: int | Sequence[int],
+    seed: int,
+    optimizer: str,
+    batch_size: int | None,
+    momentum: float,
+    dtype: str,
+    device: str | None,
+    record_every: int,
+    eval_examples: ExampleSet | None,
+    bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None,
+    rsm: bool,
+    record_weights: bool,
+    diverge_above: float,
+    progress: bool,
+) -> Trajectory:
+    """The body of :func:`simulate`, with torch's thread count already set."""
     _check_positive("steps", steps, integer=True, allow_zero=True)
     _check_positive("lr", lr, integer=False)
     _check_positive("record_every", record_every, integer=True)

@@ -20,6 +20,16 @@ from gdln._simulate import (
 )
 from gdln._trajectory import Trajectory
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small networks: one torch thread (on a busy 2-core machine, 2 threads spin ~500x slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # ----------------------------------------------------------------------------- fixtures
 
 
@@ -520,6 +530,16 @@ def test_bad_graphs() -> None:
         simulate(g, ex, steps=1, lr=0.1)
     with pytest.raises(SimulationSpecError, match=r"graph: expected a networkx.DiGraph, got dict"):
         simulate({}, ex, steps=1, lr=0.1)  # type: ignore[arg-type]
+
+
+def test_threads_option_is_restored() -> None:
+    before = torch.get_num_threads()
+    a = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05, threads=2)
+    b = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05)
+    assert torch.get_num_threads() == before
+    np.testing.assert_allclose(a.loss, b.loss, rtol=1e-13)
+    with pytest.raises(SimulationSpecError, match=r"threads: expected an int > 0, got 0"):
+        simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05, threads=0)
 
 
 def test_progress_bar_runs(capsys) -> None:

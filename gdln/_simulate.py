@@ -254,6 +254,7 @@ class _Net:
     at least two; they share one matmul $h_s [W_1^\top \cdots W_k^\top]$. ``fan_in[v]``: the
     other in-edges of ``v``; they share one matmul $[g_1 h_{s_1} \cdots g_k h_{s_k}]
     [W_1 \cdots W_k]^\top$. Both are the same sum $\sum_q g_q W_q h_{s(q)}$, fewer ops.
+    ``sparse``: gated edges switched on for few examples, computed on those rows only.
     """
 
     order: tuple[str, ...]
@@ -266,33 +267,65 @@ class _Net:
     fan_out: Mapping[str, tuple[int, ...]]
     fan_out_into: Mapping[str, tuple[int, ...]]  # node -> the fan-out edges ending there
     output_group: str | None  # the fan-out source whose targets are the outputs, in order
+    sparse_into: Mapping[str, tuple[int, ...]]  # node -> its sparse in-edges
+    sparse_from: Mapping[str, tuple[int, ...]]  # node -> its sparse out-edges
+    graph: nx.DiGraph
 
     def __post_init__(self) -> None:
         if not self.outputs:
             raise SimulationSpecError("graph: expected at least one output node, found none")
 
 
-def _compile(graph: nx.DiGraph) -> _Net:
+def _compile(graph: nx.DiGraph, sparse: frozenset[int] = frozenset()) -> _Net:
     sizes = _sizes(graph)
     order = tuple(nx.topological_sort(graph))
     edges = tuple(_edges(graph))
     inputs = tuple(v for v in order if graph.in_degree(v) == 0)
     outputs = tuple(v for v in order if graph.out_degree(v) == 0 and graph.in_degree(v) > 0)
     hidden = tuple(v for v in order if v not in inputs and v not in outputs)
+    dense_in = {v: [i for i, e in enumerate(edges) if e[1] == v and i not in sparse] for v in order}
     fan_out: dict[str, tuple[int, ...]] = {}
     for u in order:
-        group = tuple(i for i, (a, b) in enumerate(edges) if a == u and graph.in_degree(b) == 1)
+        group = tuple(
+            i
+            for i, (a, b) in enumerate(edges)
+            if a == u and i not in sparse and graph.in_degree(b) == 1
+        )
         if len(group) >= 2:
             fan_out[u] = group
     grouped = {i for g in fan_out.values() for i in g}
-    fan_in = {
-        v: tuple(i for i, (_, b) in enumerate(edges) if b == v and i not in grouped) for v in order
-    }
+    fan_in = {v: tuple(i for i in dense_in[v] if i not in grouped) for v in order}
     into = {v: tuple(i for i in sorted(grouped) if edges[i][1] == v) for v in order}
     output_group = next(
         (u for u, g in fan_out.items() if tuple(edges[i][1] for i in g) == outputs), None
     )
-    return _Net(order, sizes, edges, inputs, outputs, hidden, fan_in, fan_out, into, output_group)
+    sparse_into = {v: tuple(i for i in sorted(sparse) if edges[i][1] == v) for v in order}
+    sparse_from = {
+        u: tuple(i for i in sorted(sparse) if edges[i][0] == u)
+        for u in order
+        if any(edges[i][0] == u for i in sparse)
+    }
+    return _Net(
+        order,
+        sizes,
+        edges,
+        inputs,
+        outputs,
+        hidden,
+        fan_in,
+        fan_out,
+        into,
+        output_group,
+        sparse_into,
+        sparse_from,
+        graph,
+    )
+
+
+SPARSE_FRACTION = 0.25
+"""A gated edge on for at most this fraction of (at least 16) examples is computed on
+those rows only (full-batch passes): the routing network of Fig. 4 with M domains then
+costs O(n) instead of O(M n) per gated layer. The sum computed is the same."""
 
 
 @dataclass(frozen=True)
@@ -307,8 +340,13 @@ class _Data:
     context_avg: torch.Tensor  # (n, C): column c averages over context c
     labels: tuple[str, ...]
     n: int
-    group_gates: Mapping[str, torch.Tensor | None]  # fan-out source -> (n, sum |t|) edge gates
+    group_gates: Mapping[tuple[int, ...], torch.Tensor | None]  # fan-out group -> (n, sum |t|)
     y_cat: torch.Tensor  # (n, sum over outputs |v|)
+    rows: Mapping[int, torch.Tensor]  # sparse gated edge -> the rows where its gate is on
+    plan: _Net  # the computation plan for full-batch passes over these examples
+    sparse_outputs: tuple[str, ...]  # outputs fed by one sparse edge only (full batch)
+    sparse_const: torch.Tensor  # (n,): 1/2 sum over sparse outputs of |y_v|^2
+    y_dense: torch.Tensor  # (n, sum |v| over the other outputs)
 
     def __post_init__(self) -> None:
         if self.w.ndim != 1 or len(self.w) != self.n:
@@ -390,8 +428,15 @@ def _tensorise(
             avg[ctx == c, c] = w[ctx == c] / mass
         else:
             avg[:, c] = np.nan
-    group_gates: dict[str, torch.Tensor | None] = {}
-    for source, group in net.fan_out.items():
+    rows: dict[int, torch.Tensor] = {}
+    if n >= 16:
+        for i, g in edge_gates.items():
+            on = torch.nonzero(g != 0).flatten()
+            if len(on) <= SPARSE_FRACTION * n:
+                rows[i] = on
+    plan = _compile(net.graph, frozenset(rows)) if rows else net
+    group_gates: dict[tuple[int, ...], torch.Tensor | None] = {}
+    for group in (*net.fan_out.values(), *plan.fan_out.values()):
         if any(i in edge_gates for i in group):
             columns = [
                 (edge_gates[i] if i in edge_gates else torch.ones(n, dtype=dtype, device=device))
@@ -399,12 +444,39 @@ def _tensorise(
                 .expand(n, net.sizes[net.edges[i][1]])
                 for i in group
             ]
-            group_gates[source] = torch.cat(columns, dim=-1).contiguous()
+            group_gates[group] = torch.cat(columns, dim=-1).contiguous()
         else:
-            group_gates[source] = None
+            group_gates[group] = None
     y_cat = torch.cat([y[v] for v in net.outputs], dim=-1)
+    sparse_outputs = tuple(
+        v
+        for v in net.outputs
+        if v not in node_gates
+        and len(plan.sparse_into[v]) == 1
+        and not plan.fan_in[v]
+        and not plan.fan_out_into[v]
+    )
+    sparse_const = torch.zeros(n, dtype=dtype, device=device)
+    for v in sparse_outputs:
+        sparse_const = sparse_const + 0.5 * y[v].square().sum(-1)
+    dense = [y[v] for v in net.outputs if v not in sparse_outputs]
+    y_dense = torch.cat(dense, dim=-1) if dense else torch.zeros(n, 0, dtype=dtype, device=device)
     return _Data(
-        x, y, node_gates, edge_gates, tensor(w), tensor(avg), labels, n, group_gates, y_cat
+        x,
+        y,
+        node_gates,
+        edge_gates,
+        tensor(w),
+        tensor(avg),
+        labels,
+        n,
+        group_gates,
+        y_cat,
+        rows,
+        plan,
+        sparse_outputs,
+        sparse_const,
+        y_dense,
     )
 
 
@@ -413,13 +485,24 @@ def _forward(
     weights: Sequence[torch.Tensor],
     data: _Data,
     rows: torch.Tensor | None = None,
+    *,
+    outputs: bool = False,
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     r"""Activations $h_v$ ``(S, n, |v|)`` and per-example losses ``(S, n)``.
 
     $h_v = g_v\sum_{q: t(q)=v} g_q W_q h_{s(q)}$ (Sec. 2), input nodes $h_v = g_v x_v$; the
     per-example loss is $\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$ (Eq. 1).
-    ``rows`` ``(S, b)`` selects a minibatch per seed.
+    ``rows`` ``(S, b)`` selects a minibatch per seed; full-batch passes follow the
+    examples' own plan, which computes sparsely gated edges on their active rows only,
+    and an output fed by one such edge enters Eq. (1) as
+    $\tfrac12\lVert y\rVert^2 + (\tfrac12\lVert h\rVert^2 - y\cdot h)$ on those rows; its
+    $h_v$ is built only if ``outputs``.
     """
+    sparse_outputs: tuple[str, ...] = ()
+    if rows is None:
+        net = data.plan
+        sparse_outputs = data.sparse_outputs
+    per_example: torch.Tensor | None = None
 
     def pick(a: torch.Tensor) -> torch.Tensor:
         # (n, ...) -> (1, n, ...) shared, or (S, b, ...) per seed
@@ -432,6 +515,7 @@ def _forward(
     h: dict[str, torch.Tensor] = {}
     split: dict[int, torch.Tensor] = {}  # fan-out products g_q W_q h_s, by edge
     whole: dict[str, torch.Tensor] = {}  # fan-out source -> the gated product, all targets
+    picked: dict[int, torch.Tensor] = {}  # sparse edge -> g_q h_s on its active rows
     for v in net.order:
         if v in net.inputs:
             hv = pick(data.x[v])
@@ -448,28 +532,59 @@ def _forward(
                 stacked = torch.cat([weights[i] for i in fan_in], dim=-1)
                 terms.append(torch.matmul(torch.cat(sources, dim=-1), stacked.mT))
             terms += [split.pop(i) for i in net.fan_out_into[v]]
+            if v in sparse_outputs:  # its share of Eq. (1), on the active rows only
+                i = net.sparse_into[v][0]
+                a = torch.matmul(picked.pop(i), weights[i].mT)
+                share = 0.5 * a.square().sum(-1) - (data.y[v][data.rows[i]] * a).sum(-1)
+                base = data.sparse_const if per_example is None else per_example
+                base = base.expand(share.shape[0], -1)
+                per_example = base.index_add(1, data.rows[i], share)
+                if not outputs:
+                    continue
+                full = a.new_zeros((a.shape[0], data.n, net.sizes[v]))
+                h[v] = full.index_add(1, data.rows[i], a)
+                continue
+            if net.sparse_into[v]:  # all sparse in-edges scattered into one buffer
+                active = [torch.matmul(picked.pop(i), weights[i].mT) for i in net.sparse_into[v]]
+                where = [data.rows[i] for i in net.sparse_into[v]]
+                batch = max(a.shape[0] for a in active)
+                stacked = torch.cat([a.expand(batch, -1, -1) for a in active], dim=1)
+                full = stacked.new_zeros((batch, data.n, net.sizes[v]))
+                terms.append(full.index_add(1, torch.cat(where), stacked))
             hv = terms[0]
             for term in terms[1:]:
                 hv = hv + term
         if v in data.node_gates:
             hv = hv * pick(data.node_gates[v]).unsqueeze(-1)
         h[v] = hv
+        if v in net.sparse_from:  # one gather for all sparse out-edges (one scatter back)
+            out_edges = net.sparse_from[v]
+            on = torch.cat([data.rows[i] for i in out_edges])
+            gates = torch.cat([data.edge_gates[i][data.rows[i]] for i in out_edges])
+            counts = [len(data.rows[i]) for i in out_edges]
+            rows_of = torch.split(hv[:, on] * gates.unsqueeze(-1), counts, dim=1)
+            picked.update(zip(out_edges, rows_of, strict=True))
         group = net.fan_out.get(v)
         if group is not None:
             product = torch.matmul(hv, torch.cat([weights[i] for i in group], dim=-2).mT)
-            gates = data.group_gates[v]
+            gates = data.group_gates[group]
             if gates is not None:
                 product = product * pick(gates)
             whole[v] = product
             sizes = [net.sizes[net.edges[i][1]] for i in group]
             split.update(zip(group, torch.split(product, sizes, dim=-1), strict=True))
-    # Eq. (1) per example, all outputs at once; reuse the fan-out product when it is them
-    source = net.output_group
-    if source is not None and not any(v in data.node_gates for v in net.outputs):
-        out = whole[source]
+    # Eq. (1) per example, the other outputs at once; reuse the fan-out product when it is them
+    if rows is not None:
+        target, dense = pick(data.y_cat), list(net.outputs)
     else:
-        out = torch.cat([h[v] for v in net.outputs], dim=-1)
-    per_example = 0.5 * (pick(data.y_cat) - out).square().sum(-1)
+        target, dense = pick(data.y_dense), [v for v in net.outputs if v not in sparse_outputs]
+    if dense:
+        if net.output_group is not None and not any(v in data.node_gates for v in dense):
+            out = whole[net.output_group]
+        else:
+            out = torch.cat([h[v] for v in dense], dim=-1)
+        err = 0.5 * (target - out).square().sum(-1)
+        per_example = err if per_example is None else per_example + err
     assert per_example is not None
     return h, per_example
 
@@ -522,7 +637,7 @@ class _Recorder:
                     )
             rsm_acts = acts
             if self.eval is not None:
-                eval_acts, eval_loss = _forward(net, weights, self.eval)
+                eval_acts, eval_loss = _forward(net, weights, self.eval, outputs=True)
                 rsm_acts = eval_acts
                 self._put("eval/loss", eval_loss @ self.eval.w)
                 ectx = eval_loss @ self.eval.context_avg

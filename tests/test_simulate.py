@@ -14,6 +14,8 @@ from gdln._simulate import (
     SimulationDivergedError,
     SimulationSpecError,
     _compile,
+    _forward,
+    _tensorise,
     edge_label,
     initial_weights,
     simulate,
@@ -200,15 +202,19 @@ def test_loss_and_gradient_match_numpy_backprop() -> None:
     np.testing.assert_allclose(traj.loss[1, 0], numpy_loss_and_grad(graph, ex, w1)[0], rtol=1e-12)
 
 
-@pytest.mark.parametrize("case", ["fan", "routing", "routing-gated-outputs"])
+@pytest.mark.parametrize("case", ["fan", "routing", "routing-gated-outputs", "routing-sparse"])
 def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
     """Fan-out/fan-in grouping and the all-outputs shortcut compute the same Eq. (1)."""
     if case == "fan":
         graph, ex = fan_graph()
+    elif case == "routing-sparse":  # each gate on for 1/6 of the rows: row-sparse products
+        graph, ex = routing(6, 1, 5)
+        data = _tensorise(_compile(graph), ex, "examples", torch.float64, torch.device("cpu"))
+        assert len(data.rows) == 12 and not data.plan.fan_out
     else:
         graph, ex = routing(3, 2, 5, gated_out_node=case.endswith("outputs"))
-    plan = _compile(graph)  # the cases do exercise the grouped code paths
-    assert plan.fan_out and (case == "fan") == (plan.output_group is None)
+        plan = _compile(graph)  # the cases do exercise the grouped code paths
+        assert plan.fan_out and (case == "fan") == (plan.output_group is None)
     W0 = {e: w[0] for e, w in initial_weights(graph, scale=0.8, seed=3).items()}
     lr = 0.05
     traj = simulate(graph, ex, steps=1, lr=lr, init="given", weights=W0, record_weights=True)
@@ -218,6 +224,23 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
         np.testing.assert_allclose(
             traj.series[f"W/{edge_label(e)}"][1, 0], W0[e] - lr * grads[e], rtol=1e-12, atol=1e-15
         )
+
+
+def test_sparse_plan_equals_dense_plan() -> None:
+    """Full-batch (row-sparse gated edges) and all-rows minibatch (dense) passes agree."""
+    graph, ex = routing(6, 2, 5)
+    net = _compile(graph)
+    data = _tensorise(net, ex, "examples", torch.float64, torch.device("cpu"))
+    assert data.rows
+    drawn = initial_weights(graph, scale=0.9, seeds=2)
+    W = [torch.as_tensor(drawn[e]) for e in net.edges]
+    assert data.sparse_outputs == net.outputs
+    h_sparse, sparse = _forward(net, W, data, outputs=True)
+    h_dense, dense = _forward(net, W, data, torch.arange(data.n).expand(2, data.n))
+    np.testing.assert_allclose(sparse.numpy(), dense.numpy(), rtol=1e-12)
+    for v in net.outputs:
+        np.testing.assert_allclose(h_sparse[v].numpy(), h_dense[v].numpy(), rtol=1e-13, atol=0)
+    assert "y0" not in _forward(net, W, data)[0]  # built only when asked for
 
 
 def test_gradient_descent_is_euler_map_over_many_steps() -> None:

@@ -28,6 +28,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import math
+
 import numpy as np
 import sympy as sp
 
@@ -141,7 +143,7 @@ def joint_modes(
             break
         _absorb(modes, vectors[:, k], labels, offsets, spaces)
     _orient(modes, blocks, outputs)
-    modes.sort(key=lambda m: -_strength(m, blocks))
+    modes.sort(key=lambda m: _strength(m, blocks, outputs), reverse=True)
     complement = {s: _complement([m[s] for m in modes if s in m], spaces[s]) for s in labels}
     result = Modes(spaces=dict(spaces), vectors=tuple(modes), complement=complement)
     _verify(result, blocks)
@@ -198,12 +200,17 @@ def _orient(modes: list[dict[Hashable, np.ndarray]], blocks: Sequence[Block], ou
                 mode[s] = -mode[s]
 
 
-def _strength(mode: Mapping[Hashable, np.ndarray], blocks: Sequence[Block]) -> tuple[float, float]:
-    best = 0.0
+def _strength(mode: Mapping[Hashable, np.ndarray], blocks: Sequence[Block], outputs: frozenset[Hashable]) -> tuple[bool, float, float]:
+    """Modes that reach an output first, then by input-output value, then by variance."""
+    yx, xx = 0.0, 0.0
     for b in blocks:
         if b.row in mode and b.col in mode:
-            best = max(best, abs(float(mode[b.row] @ b.value @ mode[b.col])))
-    return best  # type: ignore[return-value]
+            value = abs(float(mode[b.row] @ b.value @ mode[b.col]))
+            if b.row in outputs:
+                yx = max(yx, value)
+            else:
+                xx = max(xx, value)
+    return (any(s in outputs for s in mode), round(yx, 12), round(xx, 12))
 
 
 def _complement(vectors: list[np.ndarray], dim: int) -> np.ndarray:
@@ -338,9 +345,9 @@ def _rational_direction(v: np.ndarray) -> Any:
 def _primitive(v: Any) -> Any:
     v = sp.Matrix(v).applyfunc(sp.nsimplify)
     if all(x.is_Rational for x in v):
-        denominators = sp.ilcm(*[x.q for x in v]) if len(v) else 1
+        denominators = math.lcm(*[int(x.q) for x in v]) if len(v) else 1
         ints = [int(x * denominators) for x in v]
-        g = sp.igcd(*ints) if any(ints) else 1
+        g = math.gcd(*ints) if any(ints) else 1
         return sp.Matrix([sp.Integer(i // g) for i in ints])
     return v
 

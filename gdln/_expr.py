@@ -144,7 +144,8 @@ def evaluate(text: Any, names: Mapping[str, Any]) -> Any:
         return exact(text)
     tree = _parse(text)
     try:
-        return exact(_walk(tree.body, names, text))
+        value = _walk(tree.body, names, text)
+        return value if isinstance(value, str) else exact(value)
     except (TypeError, ZeroDivisionError) as err:
         raise ExpressionError(f"cannot evaluate {text!r}: {err}") from err
 
@@ -160,6 +161,8 @@ def _parse(text: str) -> ast.Expression:
 def _walk(node: ast.AST, names: Mapping[str, Any], text: str) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
         return exact(node.value)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
     if isinstance(node, ast.Name):
         if node.id not in names:
             known = ", ".join(sorted(names)) or "none"

@@ -33,6 +33,7 @@ Lumping, each verified exactly, never assumed:
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
@@ -389,7 +390,12 @@ def _alive_edges(
                     ok = ok and alpha < graph.nodes[v]["size"]
             if ok:
                 alive[alpha].add(edge)
-    return {a: frozenset(alive[a]) for a in range(n_slots)}
+    # keep only edges on some active path that is alive end to end in that mode
+    out = {}
+    for alpha in range(n_slots):
+        on_paths = {e for p in active.paths if all(e2 in alive[alpha] for e2 in p.edges) for e in p.edges}
+        out[alpha] = frozenset(on_paths)
+    return out
 
 
 class _LossBuilder:
@@ -461,12 +467,12 @@ class _LossBuilder:
                 if o in c.targets:
                     for i_node, F in transfers.items():
                         vals = self._values("s", k, c.dataset, c.targets[o], c.inputs[i_node], self.space[(k, o)], self.space[(k, i_node)])
-                        sym = self._symbol("s", vals)
+                        sym = self._symbol("s", vals) if any(vals[a] != 0 for a in slots) else None
                         if sym is not None:
                             loss.add_scaled(F * Polynomial.variable(_gen(gen, sym)), -1)
                 for (ia, Fa), (ib, Fb) in itertools.product(transfers.items(), repeat=2):
                     vals = self._values("d", k, c.dataset, c.inputs[ia], c.inputs[ib], self.space[(k, ia)], self.space[(k, ib)])
-                    sym = self._symbol("d", vals)
+                    sym = self._symbol("d", vals) if any(vals[a] != 0 for a in slots) else None
                     if sym is not None:
                         loss.add_scaled(Fa * Fb * Polynomial.variable(_gen(gen, sym)), sp.Rational(1, 2))
             out.append(loss)
@@ -704,9 +710,9 @@ def _conserved(rhs_poly: Mapping[int, Polynomial], n: int, generators: Sequence[
     out = []
     for vector in matrix.nullspace():
         denominators = [sp.fraction(sp.nsimplify(x))[1] for x in vector]
-        scale = sp.ilcm(*denominators) if denominators else 1
+        scale = math.lcm(*[int(x) for x in denominators]) if denominators else 1
         vector = vector * scale
-        gcd = sp.igcd(*[int(x) for x in vector if x != 0]) or 1
+        gcd = math.gcd(*[int(x) for x in vector if x != 0]) or 1
         expr = sum((vector[c] / gcd) * generators[i] * generators[j] for c, (i, j) in enumerate(pairs))
         expr = sp.expand(expr)
         if expr.could_extract_minus_sign():
@@ -770,10 +776,15 @@ def _closed_form(rhs: Mapping[sp.Symbol, sp.Expr], initial: Mapping[sp.Symbol, A
         return {}
     (v,) = free
     f = rhs[v]
+    if f == 0:
+        return {}
+    positive = {s: sp.Symbol(s.name, positive=True) for s in f.free_symbols if s != v}
+    f = f.subs(positive)
     t = sp.Symbol("t", nonnegative=True)
     x = sp.Dummy("x")
     v0 = sp.Symbol(f"{v}_0", positive=True)
-    out: dict[str, sp.Expr] = {"t": sp.Integral(1 / f.subs(v, x), (x, v0, v))}
+    back = {p: s for s, p in positive.items()}
+    out: dict[str, sp.Expr] = {"t": sp.Integral(1 / f.subs(v, x), (x, v0, v)).subs(back)}
     poly = sp.Poly(sp.expand(f), v)
     if poly.degree() <= 3:
         func = sp.Function(str(v))
@@ -791,6 +802,6 @@ def _closed_form(rhs: Mapping[sp.Symbol, sp.Expr], initial: Mapping[sp.Symbol, A
             except (TypeError, ValueError):
                 continue
             if abs(start - 0.1) < 1e-9 and abs(value.imag) < 1e-12:
-                out[str(v)] = sp.simplify(expr)
+                out[str(v)] = sp.simplify(expr).subs({p: s for s, p in positive.items()})
                 break
     return out

@@ -219,8 +219,8 @@ def compare(
     if not (isinstance(n_points, int) and n_points >= 2):
         raise SimulationSpecError(f"n_points: expected an int >= 2, got {n_points!r}")
     if random_init not in INITS or INITS[random_init].draw is None:
-        random = sorted(k for k, v in INITS.items() if v.draw is not None)
-        raise SimulationSpecError(f"random_init: expected one of {random}, got {random_init!r}")
+        choices = sorted(k for k, v in INITS.items() if v.draw is not None)
+        raise SimulationSpecError(f"random_init: expected one of {choices}, got {random_init!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise SimulationSpecError(f"lr: expected a finite number > 0, got {lr!r}")
     settings = getattr(problem, "settings", {}) or {}
@@ -231,7 +231,7 @@ def compare(
     record_every = max(1, steps // (n_points - 1))
     b0 = float(init) if init is not None else float(settings.get("init", 0.001))
 
-    reduction = reduce(problem, lump=lump, init=b0)
+    reduction = reduce(problem, lump=lump, init=b0)  # type: ignore[arg-type]
     ode = solve(reduction, t_max=steps * lr, n_points=n_points)
     gd_map = solve(reduction, t_max=steps * lr, lr=lr, n_points=n_points)
     graph = problem.graph
@@ -249,7 +249,9 @@ def compare(
         graph,
         examples,
         init="given",
-        weights=reduction.decoupled_weights(b0, seed=seed),
+        weights={
+            (str(u), str(v)): w for (u, v), w in reduction.decoupled_weights(b0, seed=seed).items()
+        },
         bases=decoupled_bases(reduction, seed=seed),
         **common,
     )

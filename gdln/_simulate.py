@@ -385,16 +385,14 @@ def _tensorise(
 
     check(ex.inputs, "inputs", net.inputs)
     check(ex.targets, "targets", net.outputs)
-    x = {v: tensor(ex.inputs[v]) if v in ex.inputs else None for v in net.inputs}
-    x = {
-        v: (t if t is not None else torch.zeros(n, net.sizes[v], dtype=dtype, device=device))
-        for v, t in x.items()
-    }
-    y = {v: tensor(ex.targets[v]) if v in ex.targets else None for v in net.outputs}
-    y = {
-        v: (t if t is not None else torch.zeros(n, net.sizes[v], dtype=dtype, device=device))
-        for v, t in y.items()
-    }
+
+    def column(table: Mapping[str, np.ndarray], v: str) -> torch.Tensor:
+        if v in table:
+            return tensor(table[v])
+        return torch.zeros(n, net.sizes[v], dtype=dtype, device=device)
+
+    x = {v: column(ex.inputs, v) for v in net.inputs}
+    y = {v: column(ex.targets, v) for v in net.outputs}
     index = {e: i for i, e in enumerate(net.edges)}
     node_gates: dict[str, torch.Tensor] = {}
     edge_gates: dict[int, torch.Tensor] = {}
@@ -430,8 +428,8 @@ def _tensorise(
             avg[:, c] = np.nan
     rows: dict[int, torch.Tensor] = {}
     if n >= 16:
-        for i, g in edge_gates.items():
-            on = torch.nonzero(g != 0).flatten()
+        for i, gate_values in edge_gates.items():
+            on = torch.nonzero(gate_values != 0).flatten()
             if len(on) <= SPARSE_FRACTION * n:
                 rows[i] = on
     plan = _compile(net.graph, frozenset(rows)) if rows else net
@@ -567,9 +565,9 @@ def _forward(
         group = net.fan_out.get(v)
         if group is not None:
             product = torch.matmul(hv, torch.cat([weights[i] for i in group], dim=-2).mT)
-            gates = data.group_gates[group]
-            if gates is not None:
-                product = product * pick(gates)
+            group_gate = data.group_gates[group]
+            if group_gate is not None:
+                product = product * pick(group_gate)
             whole[v] = product
             sizes = [net.sizes[net.edges[i][1]] for i in group]
             split.update(zip(group, torch.split(product, sizes, dim=-1), strict=True))
@@ -995,8 +993,8 @@ def _bases(
     device: torch.device,
 ) -> dict[Edge, tuple[torch.Tensor, torch.Tensor]]:
     out: dict[Edge, tuple[torch.Tensor, torch.Tensor]] = {}
-    for e, pair in (bases or {}).items():
-        e = tuple(e)
+    for key, pair in (bases or {}).items():
+        e = (str(key[0]), str(key[1]))
         if e not in net.edges:
             raise SimulationSpecError(
                 f"bases: {e!r} is not an edge of the graph; expected one of {list(net.edges)}"

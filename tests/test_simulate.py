@@ -207,10 +207,10 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
     """Fan-out/fan-in grouping and the all-outputs shortcut compute the same Eq. (1)."""
     if case == "fan":
         graph, ex = fan_graph()
-    elif case == "routing-sparse":  # each gate on for 1/6 of the rows: row-sparse products
-        graph, ex = routing(6, 1, 5)
+    elif case == "routing-sparse":  # each gate on for 1/20 of the rows: row-sparse products
+        graph, ex = routing(20, 1, 5)
         data = _tensorise(_compile(graph), ex, "examples", torch.float64, torch.device("cpu"))
-        assert len(data.rows) == 12 and not data.plan.fan_out
+        assert len(data.rows) == 40 and not data.plan.fan_out
     else:
         graph, ex = routing(3, 2, 5, gated_out_node=case.endswith("outputs"))
         plan = _compile(graph)  # the cases do exercise the grouped code paths
@@ -228,7 +228,7 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
 
 def test_sparse_plan_equals_dense_plan() -> None:
     """Full-batch (row-sparse gated edges) and all-rows minibatch (dense) passes agree."""
-    graph, ex = routing(6, 2, 5)
+    graph, ex = routing(20, 2, 5)
     net = _compile(graph)
     data = _tensorise(net, ex, "examples", torch.float64, torch.device("cpu"))
     assert data.rows

@@ -24,11 +24,10 @@ others follow exactly through the blocks, and the exact blocks are checked again
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import math
 
 import numpy as np
 import sympy as sp
@@ -151,8 +150,15 @@ def joint_modes(
         exact_vectors = _exactify(result, blocks)
         if exact_vectors is not None:
             floats = tuple({s: _to_float(v) for s, v in m.items()} for m in exact_vectors)
-            complement = {s: _complement([m[s] for m in floats if s in m], spaces[s]) for s in labels}
-            result = Modes(spaces=dict(spaces), vectors=floats, exact_vectors=exact_vectors, complement=complement)
+            complement = {
+                s: _complement([m[s] for m in floats if s in m], spaces[s]) for s in labels
+            }
+            result = Modes(
+                spaces=dict(spaces),
+                vectors=floats,
+                exact_vectors=exact_vectors,
+                complement=complement,
+            )
     return result
 
 
@@ -187,7 +193,9 @@ def _absorb(
         modes.append(fresh)
 
 
-def _orient(modes: list[dict[Hashable, np.ndarray]], blocks: Sequence[Block], outputs: frozenset[Hashable]) -> None:
+def _orient(
+    modes: list[dict[Hashable, np.ndarray]], blocks: Sequence[Block], outputs: frozenset[Hashable]
+) -> None:
     for mode in modes:
         for s in [s for s in mode if s in outputs]:
             best = 0.0
@@ -200,7 +208,9 @@ def _orient(modes: list[dict[Hashable, np.ndarray]], blocks: Sequence[Block], ou
                 mode[s] = -mode[s]
 
 
-def _strength(mode: Mapping[Hashable, np.ndarray], blocks: Sequence[Block], outputs: frozenset[Hashable]) -> tuple[bool, float, float]:
+def _strength(
+    mode: Mapping[Hashable, np.ndarray], blocks: Sequence[Block], outputs: frozenset[Hashable]
+) -> tuple[bool, float, float]:
     """Modes that reach an output first, then by input-output value, then by variance."""
     yx, xx = 0.0, 0.0
     for b in blocks:
@@ -217,7 +227,7 @@ def _complement(vectors: list[np.ndarray], dim: int) -> np.ndarray:
     if not vectors:
         return np.eye(dim)
     Q = np.column_stack(vectors)
-    u, s, _ = np.linalg.svd(Q, full_matrices=True)
+    u, _s, _ = np.linalg.svd(Q, full_matrices=True)
     return u[:, len(vectors) :]
 
 
@@ -228,7 +238,9 @@ def _verify(modes: Modes, blocks: Sequence[Block]) -> None:
         U, row_owner = bases[b.row]
         V, col_owner = bases[b.col]
         projected = U.T @ b.value @ V
-        same = np.array([[r is not None and r == c for c in col_owner] for r in row_owner], dtype=bool)
+        same = np.array(
+            [[r is not None and r == c for c in col_owner] for r in row_owner], dtype=bool
+        )
         norm = float(np.abs(b.value).max()) or 1.0
         residual = float(np.abs(np.where(same, 0.0, projected)).max(initial=0.0)) / norm
         if residual > TOLERANCE * 10:
@@ -289,14 +301,19 @@ def _exactify(modes: Modes, blocks: Sequence[Block]) -> tuple[dict[Hashable, Any
     for b in blocks:
         for a, ma in enumerate(exact):
             for c, mc in enumerate(exact):
-                if a != c and b.row in ma and b.col in mc:
-                    if sp.simplify((ma[b.row].T * b.exact * mc[b.col])[0, 0]) != 0:
-                        return None
+                if (
+                    a != c
+                    and b.row in ma
+                    and b.col in mc
+                    and sp.simplify((ma[b.row].T * b.exact * mc[b.col])[0, 0]) != 0
+                ):
+                    return None
     return tuple(exact)
 
 
 def _canonical_rotation(vectors: list[dict[Hashable, np.ndarray]], blocks: Sequence[Block]) -> None:
     """Rotate groups of exactly degenerate modes to a canonical, exactly expressible basis."""
+
     def signature(mode: Mapping[Hashable, np.ndarray]) -> tuple[Any, ...]:
         vals = []
         for b in blocks:

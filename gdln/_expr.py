@@ -145,7 +145,7 @@ def evaluate(text: Any, names: Mapping[str, Any]) -> Any:
     tree = _parse(text)
     try:
         value = _walk(tree.body, names, text)
-        return value if isinstance(value, str) else exact(value)
+        return value if isinstance(value, (str, bool)) else exact(value)
     except (TypeError, ZeroDivisionError) as err:
         raise ExpressionError(f"cannot evaluate {text!r}: {err}") from err
 

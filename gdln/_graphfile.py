@@ -169,7 +169,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None
-        raise GraphSpecError(f"malformed YAML: {err}".splitlines()[0], source=str(path), key=where) from err
+        raise GraphSpecError(
+            f"malformed YAML: {err}".splitlines()[0], source=str(path), key=where
+        ) from err
     if not isinstance(doc, dict):
         raise GraphSpecError(
             f"expected a mapping at the top level, got {type(doc).__name__}", source=str(path)
@@ -182,7 +184,9 @@ def _read_networkx(path: Path) -> nx.DiGraph:
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(path.read_text())
-            raw = nx.node_link_graph(data, directed=True, edges="links" if "links" in data else "edges")
+            raw = nx.node_link_graph(
+                data, directed=True, edges="links" if "links" in data else "edges"
+            )
         else:
             raw = nx.read_graphml(path)
     except (ValueError, KeyError, TypeError, nx.NetworkXError) as err:
@@ -197,7 +201,9 @@ def _read_networkx(path: Path) -> nx.DiGraph:
         try:
             size = int(attrs["size"])
         except (TypeError, ValueError) as err:
-            raise GraphSpecError(f"size {attrs['size']!r} is not an integer", source=source, key=key) from err
+            raise GraphSpecError(
+                f"size {attrs['size']!r} is not an integer", source=source, key=key
+            ) from err
         graph.add_node(str(node), size=size, gated=_flag(attrs.get("gated", False)))
     for u, v, attrs in raw.edges(data=True):
         graph.add_edge(str(u), str(v), gated=_flag(attrs.get("gated", False)))
@@ -216,7 +222,9 @@ def _validate_graph(graph: nx.DiGraph, source: str) -> None:
     for node, size in graph.nodes(data="size"):
         if not isinstance(size, int) or size <= 0:
             raise GraphSpecError(
-                f"size must be a positive integer, got {size!r}", source=source, key=f"node {node!r}"
+                f"size must be a positive integer, got {size!r}",
+                source=source,
+                key=f"node {node!r}",
             )
     if not nx.is_directed_acyclic_graph(graph):
         cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(graph))
@@ -242,16 +250,30 @@ class _Reader:
         self.source = source
         self.folder = folder
 
-    def fail(self, message: str, key: str, cls: type[GraphSpecError] = GraphSpecError) -> GraphSpecError:
+    def fail(
+        self, message: str, key: str, cls: type[GraphSpecError] = GraphSpecError
+    ) -> GraphSpecError:
         return cls(message, source=self.source, key=key)
 
-    def eval(self, text: Any, names: Mapping[str, Any], key: str, cls: type[GraphSpecError] = GraphSpecError) -> Any:
+    def eval(
+        self,
+        text: Any,
+        names: Mapping[str, Any],
+        key: str,
+        cls: type[GraphSpecError] = GraphSpecError,
+    ) -> Any:
         try:
             return evaluate(text, names)
         except ExpressionError as err:
             raise self.fail(str(err), key, cls) from err
 
-    def render(self, text: Any, names: Mapping[str, Any], key: str, cls: type[GraphSpecError] = GraphSpecError) -> str:
+    def render(
+        self,
+        text: Any,
+        names: Mapping[str, Any],
+        key: str,
+        cls: type[GraphSpecError] = GraphSpecError,
+    ) -> str:
         try:
             return render(text, names)
         except ExpressionError as err:
@@ -259,7 +281,10 @@ class _Reader:
 
     # -- parameters --------------------------------------------------------------
     def parameters(
-        self, doc: Mapping[str, Any], overrides: Mapping[str, Any], base: Mapping[str, Any] | None = None
+        self,
+        doc: Mapping[str, Any],
+        overrides: Mapping[str, Any],
+        base: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         declared = self.mapping(doc.get("params", {}), "params")
         names: dict[str, Any] = dict(base or {})
@@ -268,17 +293,27 @@ class _Reader:
         unknown = set(overrides) - set(declared) - set(names)
         if unknown:
             known = ", ".join(sorted(declared)) or "none"
-            raise self.fail(f"unknown parameter {sorted(unknown)[0]!r} (declared: {known})", "params")
+            raise self.fail(
+                f"unknown parameter {sorted(unknown)[0]!r} (declared: {known})", "params"
+            )
         for name, value in declared.items():
             text = overrides.get(name, value)
             names[name] = self.eval(text, names, f"params.{name}")
         for name, text in self.mapping(doc.get("derived", {}), "derived").items():
             names[name] = self.eval(text, names, f"derived.{name}")
         for index, check in enumerate(self.sequence(doc.get("checks", []), "checks")):
-            text, message = (check.get("expr"), check.get("message")) if isinstance(check, dict) else (check, None)
+            text, message = (
+                (check.get("expr"), check.get("message"))
+                if isinstance(check, dict)
+                else (check, None)
+            )
             if not self.eval(text, names, f"checks[{index}]"):
-                shown = ", ".join(f"{k}={v}" for k, v in names.items() if not isinstance(v, sp.Symbol))
-                raise self.fail(f"{message or 'check failed'}: {text} is false for {shown}", f"checks[{index}]")
+                shown = ", ".join(
+                    f"{k}={v}" for k, v in names.items() if not isinstance(v, sp.Symbol)
+                )
+                raise self.fail(
+                    f"{message or 'check failed'}: {text} is false for {shown}", f"checks[{index}]"
+                )
         return names
 
     def settings(self, doc: Mapping[str, Any], names: Mapping[str, Any]) -> dict[str, Any]:
@@ -287,19 +322,25 @@ class _Reader:
         out: dict[str, Any] = {}
         for key, value in raw.items():
             if key not in allowed:
-                raise self.fail(f"unknown setting {key!r}; expected one of {sorted(allowed)}", "solve")
+                raise self.fail(
+                    f"unknown setting {key!r}; expected one of {sorted(allowed)}", "solve"
+                )
             out[key] = value if key == "lump" else self.eval(value, names, f"solve.{key}")
         return out
 
     # -- structure helpers -----------------------------------------------------------
-    def mapping(self, value: Any, key: str, cls: type[GraphSpecError] = GraphSpecError) -> dict[str, Any]:
+    def mapping(
+        self, value: Any, key: str, cls: type[GraphSpecError] = GraphSpecError
+    ) -> dict[str, Any]:
         if value is None:
             return {}
         if not isinstance(value, dict):
             raise self.fail(f"expected a mapping, got {type(value).__name__} {value!r}", key, cls)
         return value
 
-    def sequence(self, value: Any, key: str, cls: type[GraphSpecError] = GraphSpecError) -> list[Any]:
+    def sequence(
+        self, value: Any, key: str, cls: type[GraphSpecError] = GraphSpecError
+    ) -> list[Any]:
         if value is None:
             return []
         if not isinstance(value, list):
@@ -307,7 +348,11 @@ class _Reader:
         return value
 
     def expand(
-        self, entry: Mapping[str, Any], names: Mapping[str, Any], key: str, cls: type[GraphSpecError] = GraphSpecError
+        self,
+        entry: Mapping[str, Any],
+        names: Mapping[str, Any],
+        key: str,
+        cls: type[GraphSpecError] = GraphSpecError,
     ) -> Iterator[dict[str, Any]]:
         """Iterate over the bindings of an entry's ``repeat`` and ``let``."""
         repeat = self.mapping(entry.get("repeat", {}), f"{key}.repeat", cls)
@@ -318,7 +363,11 @@ class _Reader:
             else:
                 count = self.eval(spec, names, f"{key}.repeat.{var}", cls)
                 if not isinstance(count, int) or count < 0:
-                    raise self.fail(f"repeat count must be a non-negative integer, got {count!r}", f"{key}.repeat.{var}", cls)
+                    raise self.fail(
+                        f"repeat count must be a non-negative integer, got {count!r}",
+                        f"{key}.repeat.{var}",
+                        cls,
+                    )
                 values = list(range(count))
             ranges.append((str(var), values))
         lets = self.mapping(entry.get("let", {}), f"{key}.let", cls)
@@ -331,7 +380,19 @@ class _Reader:
 
     # -- graph -------------------------------------------------------------------------
     def graph(self, doc: Mapping[str, Any], names: Mapping[str, Any]) -> nx.DiGraph:
-        allowed = {"name", "description", "params", "derived", "symbols", "checks", "nodes", "edges", "datasets", "task", "solve"}
+        allowed = {
+            "name",
+            "description",
+            "params",
+            "derived",
+            "symbols",
+            "checks",
+            "nodes",
+            "edges",
+            "datasets",
+            "task",
+            "solve",
+        }
         for key in doc:
             if key not in allowed:
                 raise self.fail(f"unknown key {key!r}; expected one of {sorted(allowed)}", str(key))
@@ -371,14 +432,24 @@ class _Reader:
                     if node not in graph:
                         raise self.fail(f"unknown node {node!r}", f"{key}.{end}")
                 if graph.has_edge(u, v):
-                    raise self.fail(f"duplicate edge {u}->{v} (parallel edges need a hidden node)", key)
+                    raise self.fail(
+                        f"duplicate edge {u}->{v} (parallel edges need a hidden node)", key
+                    )
                 graph.add_edge(u, v, gated=bool(entry.get("gated", False)))
         return graph
 
-    def only(self, entry: Mapping[str, Any], allowed: set[str], key: str, cls: type[GraphSpecError] = GraphSpecError) -> None:
+    def only(
+        self,
+        entry: Mapping[str, Any],
+        allowed: set[str],
+        key: str,
+        cls: type[GraphSpecError] = GraphSpecError,
+    ) -> None:
         for name in entry:
             if name not in allowed:
-                raise self.fail(f"unknown key {name!r}; expected one of {sorted(allowed)}", key, cls)
+                raise self.fail(
+                    f"unknown key {name!r}; expected one of {sorted(allowed)}", key, cls
+                )
 
     # -- datasets and task ---------------------------------------------------------------
     def task(self, doc: Mapping[str, Any], names: Mapping[str, Any], graph: nx.DiGraph) -> Task:
@@ -409,20 +480,37 @@ class _Reader:
         if "builtin" in spec:
             which = spec["builtin"]
             if which not in BUILTIN_DATASETS:
-                raise self.fail(f"unknown builtin dataset {which!r}; expected one of {sorted(BUILTIN_DATASETS)}", f"{key}.builtin", T)
+                raise self.fail(
+                    f"unknown builtin dataset {which!r}; expected one of {sorted(BUILTIN_DATASETS)}",
+                    f"{key}.builtin",
+                    T,
+                )
             return BUILTIN_DATASETS[which](name)
         if "examples" in spec:
             fields_raw = self.mapping(spec["examples"], f"{key}.examples", T)
-            examples = {f: self.matrix(v, names, f"{key}.examples.{f}") for f, v in fields_raw.items()}
+            examples = {
+                f: self.matrix(v, names, f"{key}.examples.{f}") for f, v in fields_raw.items()
+            }
             sizes = {m.rows for m in examples.values()}
             if len(sizes) != 1:
-                raise self.fail(f"fields have different numbers of examples: {sorted(sizes)}", f"{key}.examples", T)
+                raise self.fail(
+                    f"fields have different numbers of examples: {sorted(sizes)}",
+                    f"{key}.examples",
+                    T,
+                )
             weights = None
             if "weights" in spec:
                 weights = self.matrix([spec["weights"]], names, f"{key}.weights").T
                 if any(w < 0 for w in weights) or weights.rows != sizes.pop():
-                    raise self.fail("weights must be non-negative, one per example", f"{key}.weights", T)
-            return Dataset(name=name, fields={f: m.cols for f, m in examples.items()}, examples=examples, weights=weights)
+                    raise self.fail(
+                        "weights must be non-negative, one per example", f"{key}.weights", T
+                    )
+            return Dataset(
+                name=name,
+                fields={f: m.cols for f, m in examples.items()},
+                examples=examples,
+                weights=weights,
+            )
         if "moments" in spec:
             table = self.mapping(spec["moments"], f"{key}.moments", T)
             moments: dict[tuple[str, str], Any] = {}
@@ -433,15 +521,30 @@ class _Reader:
                     moments[(str(a), str(b))] = m
                     for f, dim in ((str(a), m.rows), (str(b), m.cols)):
                         if fields.setdefault(f, dim) != dim:
-                            raise self.fail(f"field {f!r} has dimension {dim} here but {fields[f]} elsewhere", f"{key}.moments.{a}.{b}", T)
+                            raise self.fail(
+                                f"field {f!r} has dimension {dim} here but {fields[f]} elsewhere",
+                                f"{key}.moments.{a}.{b}",
+                                T,
+                            )
             for f in fields:
                 if (f, f) not in moments:
-                    raise self.fail(f"missing moment {f}.{f} (the second moment of field {f!r})", f"{key}.moments", T)
+                    raise self.fail(
+                        f"missing moment {f}.{f} (the second moment of field {f!r})",
+                        f"{key}.moments",
+                        T,
+                    )
             return Dataset(name=name, fields=fields, moments_given=moments)
         if "npz" in spec:
             arrays = self.load_npz(spec["npz"], f"{key}.npz")
-            examples = {f: np.atleast_2d(a.astype(float).T).T for f, a in arrays.items() if f != "weights"}
-            return Dataset(name=name, fields={f: a.shape[1] for f, a in examples.items()}, examples=examples, weights=arrays.get("weights"))
+            examples = {
+                f: np.atleast_2d(a.astype(float).T).T for f, a in arrays.items() if f != "weights"
+            }
+            return Dataset(
+                name=name,
+                fields={f: a.shape[1] for f, a in examples.items()},
+                examples=examples,
+                weights=arrays.get("weights"),
+            )
         raise self.fail("expected one of 'builtin', 'examples', 'moments' or 'npz'", key, T)
 
     def matrix(self, value: Any, names: Mapping[str, Any], key: str) -> sp.ImmutableMatrix:
@@ -452,7 +555,9 @@ class _Reader:
         try:
             out = sp.ImmutableMatrix([[self.eval(x, names, key, T) for x in row] for row in rows])
         except (ValueError, TypeError) as err:
-            raise self.fail(f"expected a number, a list or a list of lists, got {value!r}", key, T) from err
+            raise self.fail(
+                f"expected a number, a list or a list of lists, got {value!r}", key, T
+            ) from err
         return out
 
     def load_npz(self, name: Any, key: str) -> dict[str, np.ndarray]:
@@ -470,15 +575,21 @@ class _Reader:
         if cached is not None and cached[0] is graph:
             return cached[1]
         items: dict[str, Hashable] = {str(v): v for v in graph.nodes if graph.nodes[v].get("gated")}
-        items.update({f"{u}{EDGE_SEPARATOR}{v}": (u, v) for u, v, g in graph.edges(data="gated") if g})
+        items.update(
+            {f"{u}{EDGE_SEPARATOR}{v}": (u, v) for u, v, g in graph.edges(data="gated") if g}
+        )
         self._gated = (graph, items)
         return items
 
-    def gates(self, entry: Mapping[str, Any], local: Mapping[str, Any], graph: nx.DiGraph, key: str) -> dict[Hashable, Any]:
+    def gates(
+        self, entry: Mapping[str, Any], local: Mapping[str, Any], graph: nx.DiGraph, key: str
+    ) -> dict[Hashable, Any]:
         T = TaskSpecError
         items = self.gated_items(graph)
         if "active" in entry and "gates" in entry:
-            raise self.fail("give either 'active' (a list) or 'gates' (a complete mapping), not both", key, T)
+            raise self.fail(
+                "give either 'active' (a list) or 'gates' (a complete mapping), not both", key, T
+            )
         values: dict[Hashable, Any] = {}
         if "active" in entry:
             for ref in self.sequence(entry["active"], f"{key}.active", T):
@@ -503,7 +614,9 @@ class _Reader:
             )
         return values
 
-    def gated_item(self, name: str, items: Mapping[str, Hashable], graph: nx.DiGraph, key: str) -> Hashable:
+    def gated_item(
+        self, name: str, items: Mapping[str, Hashable], graph: nx.DiGraph, key: str
+    ) -> Hashable:
         if name in items:
             return items[name]
         u, sep, v = name.partition(EDGE_SEPARATOR)
@@ -512,7 +625,9 @@ class _Reader:
         reason = "is not gated (mark it 'gated: true')" if exists else "does not exist"
         raise self.fail(f"{what} {name!r} {reason}", key, TaskSpecError)
 
-    def contexts(self, raw: Any, names: Mapping[str, Any], graph: nx.DiGraph, datasets: Mapping[str, Dataset]) -> list[Context]:
+    def contexts(
+        self, raw: Any, names: Mapping[str, Any], graph: nx.DiGraph, datasets: Mapping[str, Dataset]
+    ) -> list[Context]:
         T = TaskSpecError
         out: list[Context] = []
         inputs = {v for v in graph.nodes if graph.in_degree(v) == 0}
@@ -520,14 +635,33 @@ class _Reader:
         for index, entry in enumerate(self.sequence(raw, "task.contexts", T)):
             key = f"task.contexts[{index}]"
             entry = self.mapping(entry, key, T)
-            self.only(entry, {"repeat", "let", "probability", "label", "active", "gates", "dataset", "inputs", "targets"}, key, T)
+            self.only(
+                entry,
+                {
+                    "repeat",
+                    "let",
+                    "probability",
+                    "label",
+                    "active",
+                    "gates",
+                    "dataset",
+                    "inputs",
+                    "targets",
+                },
+                key,
+                T,
+            )
             for field_name in ("probability", "dataset"):
                 if field_name not in entry:
                     raise self.fail(f"missing '{field_name}'", key, T)
             for local in self.expand(entry, names, key, T):
                 dataset = self.render(entry["dataset"], local, f"{key}.dataset", T)
                 if dataset not in datasets:
-                    raise self.fail(f"unknown dataset {dataset!r}; defined: {sorted(datasets)}", f"{key}.dataset", T)
+                    raise self.fail(
+                        f"unknown dataset {dataset!r}; defined: {sorted(datasets)}",
+                        f"{key}.dataset",
+                        T,
+                    )
                 data = datasets[dataset]
                 binding: dict[str, dict[str, str]] = {}
                 for part, allowed in (("inputs", inputs), ("targets", outputs)):
@@ -538,7 +672,11 @@ class _Reader:
                             kind = "an input" if part == "inputs" else "an output"
                             raise self.fail(f"{node!r} is not {kind} node", f"{key}.{part}", T)
                         if str(fld) not in data.fields:
-                            raise self.fail(f"dataset {dataset!r} has no field {fld!r}; fields: {sorted(data.fields)}", f"{key}.{part}.{node}", T)
+                            raise self.fail(
+                                f"dataset {dataset!r} has no field {fld!r}; fields: {sorted(data.fields)}",
+                                f"{key}.{part}.{node}",
+                                T,
+                            )
                         if data.fields[str(fld)] != graph.nodes[node]["size"]:
                             raise self.fail(
                                 f"field {fld!r} has dimension {data.fields[str(fld)]} but node {node!r} has size {graph.nodes[node]['size']}",
@@ -547,7 +685,9 @@ class _Reader:
                             )
                         binding[part][node] = str(fld)
                 probability = self.eval(entry["probability"], local, f"{key}.probability", T)
-                label = self.render(entry.get("label", ""), local, f"{key}.label", T) or _default_label(binding, len(out))
+                label = self.render(
+                    entry.get("label", ""), local, f"{key}.label", T
+                ) or _default_label(binding, len(out))
                 out.append(
                     Context(
                         label=label,
@@ -562,19 +702,27 @@ class _Reader:
             raise self.fail("no contexts", "task.contexts", T)
         return out
 
-    def example_rows(self, raw: Any, names: Mapping[str, Any], graph: nx.DiGraph) -> list[dict[str, Any]]:
+    def example_rows(
+        self, raw: Any, names: Mapping[str, Any], graph: nx.DiGraph
+    ) -> list[dict[str, Any]]:
         T = TaskSpecError
         rows: list[dict[str, Any]] = []
         for index, entry in enumerate(self.sequence(raw, "task.examples", T)):
             key = f"task.examples[{index}]"
             entry = self.mapping(entry, key, T)
-            self.only(entry, {"repeat", "let", "inputs", "targets", "active", "gates", "weight"}, key, T)
+            self.only(
+                entry, {"repeat", "let", "inputs", "targets", "active", "gates", "weight"}, key, T
+            )
             for local in self.expand(entry, names, key, T):
                 row: dict[str, Any] = {"key": key}
                 for part in ("inputs", "targets"):
                     row[part] = {
-                        self.render(node, local, f"{key}.{part}", T): self.matrix(value, local, f"{key}.{part}.{node}")
-                        for node, value in self.mapping(entry.get(part, {}), f"{key}.{part}", T).items()
+                        self.render(node, local, f"{key}.{part}", T): self.matrix(
+                            value, local, f"{key}.{part}.{node}"
+                        )
+                        for node, value in self.mapping(
+                            entry.get(part, {}), f"{key}.{part}", T
+                        ).items()
                     }
                 row["gates"] = self.gates(entry, local, graph, key)
                 row["weight"] = self.eval(entry.get("weight", 1), local, f"{key}.weight", T)
@@ -588,22 +736,38 @@ class _Reader:
         for k, a in arrays.items():
             n = n if n is not None else len(a)
             if len(a) != n:
-                raise self.fail(f"array {k!r} has {len(a)} rows, expected {n}", "task.npz", TaskSpecError)
+                raise self.fail(
+                    f"array {k!r} has {len(a)} rows, expected {n}", "task.npz", TaskSpecError
+                )
         assert n is not None
         missing = [g for g in items if f"gates/{g}" not in arrays]
         if missing:
-            raise self.fail(f"missing gate value for {missing[0]!r}: no array 'gates/{missing[0]}'", "task.npz", TaskSpecError)
+            raise self.fail(
+                f"missing gate value for {missing[0]!r}: no array 'gates/{missing[0]}'",
+                "task.npz",
+                TaskSpecError,
+            )
         rows = []
         weights = arrays.get("weights", np.ones(n))
         for mu in range(n):
             row: dict[str, Any] = {"key": f"task.npz[{mu}]", "weight": float(weights[mu])}
             for part in ("inputs", "targets"):
-                row[part] = {k.split("/", 1)[1]: np.atleast_1d(arrays[k][mu]).astype(float)[None, :] for k in arrays if k.startswith(part + "/")}
-            row["gates"] = {items[g]: float(arrays[f"gates/{g}"][mu]) for g in items if float(arrays[f"gates/{g}"][mu]) != 0}
+                row[part] = {
+                    k.split("/", 1)[1]: np.atleast_1d(arrays[k][mu]).astype(float)[None, :]
+                    for k in arrays
+                    if k.startswith(part + "/")
+                }
+            row["gates"] = {
+                items[g]: float(arrays[f"gates/{g}"][mu])
+                for g in items
+                if float(arrays[f"gates/{g}"][mu]) != 0
+            }
             rows.append(row)
         return rows
 
-    def group_examples(self, rows: list[dict[str, Any]], graph: nx.DiGraph) -> tuple[list[Context], dict[str, Dataset]]:
+    def group_examples(
+        self, rows: list[dict[str, Any]], graph: nx.DiGraph
+    ) -> tuple[list[Context], dict[str, Dataset]]:
         """Examples sharing a gate pattern become one context with its own dataset."""
         T = TaskSpecError
         inputs = [v for v in graph.nodes if graph.in_degree(v) == 0]
@@ -617,15 +781,27 @@ class _Reader:
                         raise self.fail(f"{node!r} is not {kind} node", f"{row['key']}.{part}", T)
                     size = graph.nodes[node]["size"]
                     if np.size(value) != size:
-                        raise self.fail(f"value has {np.size(value)} entries but node {node!r} has size {size}", f"{row['key']}.{part}.{node}", T)
+                        raise self.fail(
+                            f"value has {np.size(value)} entries but node {node!r} has size {size}",
+                            f"{row['key']}.{part}.{node}",
+                            T,
+                        )
             pattern = tuple(sorted((str(k), str(v)) for k, v in row["gates"].items()))
             groups.setdefault(pattern, []).append(row)
-        total = sum(sp.nsimplify(r["weight"]) if not isinstance(r["weight"], float) else r["weight"] for r in rows)
+        total = sum(
+            sp.nsimplify(r["weight"]) if not isinstance(r["weight"], float) else r["weight"]
+            for r in rows
+        )
         contexts, datasets = [], {}
         for index, members in enumerate(groups.values()):
             name = f"examples{index}"
             fields: dict[str, Any] = {}
-            exact = all(isinstance(v, sp.MatrixBase) for r in members for p in ("inputs", "targets") for v in r[p].values())
+            exact = all(
+                isinstance(v, sp.MatrixBase)
+                for r in members
+                for p in ("inputs", "targets")
+                for v in r[p].values()
+            )
             for part, nodes in (("inputs", inputs), ("targets", outputs)):
                 for node in nodes:
                     if not any(node in r[part] for r in members):
@@ -633,20 +809,49 @@ class _Reader:
                     size = graph.nodes[node]["size"]
                     cells = [r[part].get(node) for r in members]
                     if exact:
-                        fields[node] = sp.ImmutableMatrix([list(c) if c is not None else [0] * size for c in cells])
+                        fields[node] = sp.ImmutableMatrix(
+                            [list(c) if c is not None else [0] * size for c in cells]
+                        )
                     else:
-                        fields[node] = np.vstack([np.asarray(c, dtype=float).reshape(1, -1) if c is not None else np.zeros((1, size)) for c in cells])
+                        fields[node] = np.vstack(
+                            [
+                                np.asarray(c, dtype=float).reshape(1, -1)
+                                if c is not None
+                                else np.zeros((1, size))
+                                for c in cells
+                            ]
+                        )
             weights_list = [r["weight"] for r in members]
             share = sum(weights_list)
-            weights = sp.ImmutableMatrix(weights_list) if exact else np.asarray(weights_list, dtype=float)
+            weights = (
+                sp.ImmutableMatrix(weights_list) if exact else np.asarray(weights_list, dtype=float)
+            )
             if not fields:
-                fields["__none__"] = sp.ImmutableMatrix([[0]] * len(members)) if exact else np.zeros((len(members), 1))
-            datasets[name] = Dataset(name=name, fields={f: _ncols(v) for f, v in fields.items()}, examples=fields, weights=weights)
+                fields["__none__"] = (
+                    sp.ImmutableMatrix([[0]] * len(members))
+                    if exact
+                    else np.zeros((len(members), 1))
+                )
+            datasets[name] = Dataset(
+                name=name,
+                fields={f: _ncols(v) for f, v in fields.items()},
+                examples=fields,
+                weights=weights,
+            )
             binding_in = {v: v for v in inputs if v in fields}
             binding_out = {v: v for v in outputs if v in fields}
             probability = share / total if not isinstance(total, float) else float(share) / total
             label = "context" + str(index) if len(groups) > 1 else "all"
-            contexts.append(Context(label=label, probability=probability, gates=members[0]["gates"], dataset=name, inputs=binding_in, targets=binding_out))
+            contexts.append(
+                Context(
+                    label=label,
+                    probability=probability,
+                    gates=members[0]["gates"],
+                    dataset=name,
+                    inputs=binding_in,
+                    targets=binding_out,
+                )
+            )
         return contexts, datasets
 
     def check_probabilities(self, task: Task) -> None:
@@ -659,7 +864,11 @@ class _Reader:
                 continue
             value = float(p)
             if not 0 <= value <= 1:
-                raise self.fail(f"probability {p} of context {c.label!r} is outside [0, 1]", f"task.contexts[{index}].probability", T)
+                raise self.fail(
+                    f"probability {p} of context {c.label!r} is outside [0, 1]",
+                    f"task.contexts[{index}].probability",
+                    T,
+                )
             if total is not None:
                 total = total + p
         if total is not None and abs(float(total) - 1) > 1e-9:

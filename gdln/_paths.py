@@ -113,7 +113,7 @@ def enumerate_paths(
                 if target is None or nodes[-1] == target:
                     yield Path(nodes)
                 continue
-            stack.extend(nodes + (s,) for s in reversed(successors))
+            stack.extend((*nodes, s) for s in reversed(successors))
 
 
 def paths_through(graph: nx.DiGraph, edge: Edge) -> Iterator[Path]:
@@ -149,11 +149,11 @@ def _paths_into(graph: nx.DiGraph, node: Hashable) -> list[tuple[Hashable, ...]]
     predecessors = list(graph.predecessors(node))
     if not predecessors:
         return [(node,)]
-    return [head + (node,) for p in predecessors for head in _paths_into(graph, p)]
+    return [(*head, node) for p in predecessors for head in _paths_into(graph, p)]
 
 
 def _paths_out_of(graph: nx.DiGraph, node: Hashable) -> list[tuple[Hashable, ...]]:
     successors = list(graph.successors(node))
     if not successors:
         return [(node,)]
-    return [(node,) + tail for s in successors for tail in _paths_out_of(graph, s)]
+    return [(node, *tail) for s in successors for tail in _paths_out_of(graph, s)]

@@ -66,7 +66,9 @@ class Polynomial:
     __slots__ = ("terms",)
 
     def __init__(self, terms: Mapping[Monomial, Any] | None = None):
-        self.terms: dict[Monomial, Any] = {m: coefficient(c) for m, c in (terms or {}).items() if c != 0}
+        self.terms: dict[Monomial, Any] = {
+            m: coefficient(c) for m, c in (terms or {}).items() if c != 0
+        }
 
     @classmethod
     def variable(cls, index: int) -> Polynomial:
@@ -161,7 +163,9 @@ class Polynomial:
             out[key] = out.get(key, 0) + c * exp
         return Polynomial(out)
 
-    def gradient(self, indices: Sequence[int], mapping: Mapping[int, int] | None = None) -> dict[int, Polynomial]:
+    def gradient(
+        self, indices: Sequence[int], mapping: Mapping[int, int] | None = None
+    ) -> dict[int, Polynomial]:
         """All partial derivatives at once, each with variables renamed by ``mapping``.
 
         Renaming after differentiating is how a gradient is restricted to a tied
@@ -198,7 +202,12 @@ class Polynomial:
         return Polynomial(out)
 
     def to_sympy(self, symbols: Sequence[sp.Symbol]) -> sp.Expr:
-        return sp.Add(*[to_sympy_number(c) * sp.Mul(*[symbols[v] ** e for v, e in m]) for m, c in self.terms.items()])
+        return sp.Add(
+            *[
+                to_sympy_number(c) * sp.Mul(*[symbols[v] ** e for v, e in m])
+                for m, c in self.terms.items()
+            ]
+        )
 
     def evaluate(self, values: Sequence[Any]) -> Any:
         """Numeric value; ``values[i]`` may be floats or broadcastable arrays."""

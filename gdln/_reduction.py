@@ -47,7 +47,7 @@ import sympy as sp
 from ._bases import Block, Modes, joint_modes
 from ._errors import GdlnError
 from ._graphfile import Problem
-from ._paths import Path, input_nodes, output_nodes
+from ._paths import input_nodes, output_nodes
 from ._poly import Polynomial
 from ._statistics import ActivePaths, active_paths, path_statistics
 from ._task import as_float
@@ -128,7 +128,10 @@ class ReducedSystem:
     def equations(self) -> list[sp.Eq]:
         r"""$\tau\,\dot B = f(B)$ as sympy equations (with $\tau$ a symbol)."""
         t, tau = sp.symbols("t tau", positive=True)
-        return [sp.Eq(tau * sp.Derivative(sp.Function(str(v))(t), t), self.rhs[v]) for v in self.variables]
+        return [
+            sp.Eq(tau * sp.Derivative(sp.Function(str(v))(t), t), self.rhs[v])
+            for v in self.variables
+        ]
 
 
 @dataclass(frozen=True, eq=False)
@@ -192,7 +195,11 @@ class Reduction:
             else:
                 space = self._space[(k, node)]
                 vectors = self.modes[k].vectors
-                cols.append(np.column_stack([vectors[a][space] for a in slots]) if slots else np.zeros((graph.nodes[node]["size"], 0)))
+                cols.append(
+                    np.column_stack([vectors[a][space] for a in slots])
+                    if slots
+                    else np.zeros((graph.nodes[node]["size"], 0))
+                )
         return cols[0], cols[1], slots
 
     def decoupled_weights(self, init: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
@@ -296,7 +303,9 @@ def _initial_values(problem: Problem, init: Any) -> dict[Edge, Any]:
     return dict.fromkeys(edges, v)
 
 
-def _component_modes(problem: Problem, active: ActivePaths) -> tuple[dict[tuple[int, Hashable], Hashable], list[Modes]]:
+def _component_modes(
+    problem: Problem, active: ActivePaths
+) -> tuple[dict[tuple[int, Hashable], Hashable], list[Modes]]:
     """Bases per component: from the datasets when each node sees one field, else per node."""
     task = problem.require_task()
     comp_of = active.component_of()
@@ -319,9 +328,12 @@ def _component_modes(problem: Problem, active: ActivePaths) -> tuple[dict[tuple[
                 xx_keys[comp_of[i]].add((c.dataset, c.inputs[a.source], c.inputs[b.source]))
     space: dict[tuple[int, Hashable], Hashable] = {}
     result: list[Modes] = []
+    cache: dict[Any, Modes] = {}  # components with the same dataset-level blocks share bases
     stats = None
     for k, members in enumerate(active.components):
-        nodes = {("in", active.paths[i].source) for i in members} | {("out", active.paths[i].target) for i in members}
+        nodes = {("in", active.paths[i].source) for i in members} | {
+            ("out", active.paths[i].target) for i in members
+        }
         dataset_level = all(len(binding[(k, role, v)]) <= 1 for role, v in nodes)
         spaces: dict[Hashable, int] = {}
         blocks: list[Block] = []
@@ -329,7 +341,7 @@ def _component_modes(problem: Problem, active: ActivePaths) -> tuple[dict[tuple[
         if dataset_level:
             for role, v in nodes:
                 if binding[(k, role, v)]:
-                    (d, f), = binding[(k, role, v)]
+                    ((d, f),) = binding[(k, role, v)]
                     label = (role, d, f)
                 else:
                     label = (role, "node", v)
@@ -354,13 +366,30 @@ def _component_modes(problem: Problem, active: ActivePaths) -> tuple[dict[tuple[
                     outputs.add(label)
             paths = [active.paths[i] for i in members]
             for p in paths:
-                blocks.append(_block(("out", "node", p.target), ("in", "node", p.source), stats.input_output[p], f"Sigma_yx({p})"))
+                blocks.append(
+                    _block(
+                        ("out", "node", p.target),
+                        ("in", "node", p.source),
+                        stats.input_output[p],
+                        f"Sigma_yx({p})",
+                    )
+                )
             member_set = set(paths)
             for (j, p), m in stats.input.items():
                 if j in member_set and p in member_set:
-                    blocks.append(_block(("in", "node", j.source), ("in", "node", p.source), m, f"Sigma_x({j}, {p})"))
+                    blocks.append(
+                        _block(
+                            ("in", "node", j.source),
+                            ("in", "node", p.source),
+                            m,
+                            f"Sigma_x({j}, {p})",
+                        )
+                    )
         exact = task.exact and sum(spaces.values()) <= MAX_EXACT_DIMS
-        result.append(joint_modes(spaces, blocks, outputs=frozenset(outputs), exact=exact))
+        key = (tuple(sorted(spaces.items(), key=str)), tuple((b.row, b.col, b.tag) for b in blocks))
+        if not dataset_level or key not in cache:
+            cache[key] = joint_modes(spaces, blocks, outputs=frozenset(outputs), exact=exact)
+        result.append(cache[key])
     return space, result
 
 
@@ -393,7 +422,9 @@ def _alive_edges(
     # keep only edges on some active path that is alive end to end in that mode
     out = {}
     for alpha in range(n_slots):
-        on_paths = {e for p in active.paths if all(e2 in alive[alpha] for e2 in p.edges) for e in p.edges}
+        on_paths = {
+            e for p in active.paths if all(e2 in alive[alpha] for e2 in p.edges) for e in p.edges
+        }
         out[alpha] = frozenset(on_paths)
     return out
 
@@ -401,7 +432,14 @@ def _alive_edges(
 class _LossBuilder:
     """Builds the per-mode loss polynomials of one reduction."""
 
-    def __init__(self, problem: Problem, active: ActivePaths, space: Mapping[tuple[int, Hashable], Hashable], modes: Sequence[Modes], slot_edges: Mapping[int, frozenset[Edge]]):
+    def __init__(
+        self,
+        problem: Problem,
+        active: ActivePaths,
+        space: Mapping[tuple[int, Hashable], Hashable],
+        modes: Sequence[Modes],
+        slot_edges: Mapping[int, frozenset[Edge]],
+    ):
         self.problem = problem
         self.task = problem.require_task()
         self.active = active
@@ -413,7 +451,11 @@ class _LossBuilder:
         self.symbol_values: dict[tuple[str, tuple[Any, ...]], sp.Symbol] = {}
         self.symbol_order: list[tuple[sp.Symbol, tuple[Any, ...]]] = []
         self._value_cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        self.edges = [e for e in nx.topological_sort(nx.line_graph(problem.graph)) if e in {x for s in slot_edges.values() for x in s}]
+        self.edges = [
+            e
+            for e in nx.topological_sort(nx.line_graph(problem.graph))
+            if e in {x for s in slot_edges.values() for x in s}
+        ]
         self._names = _edge_symbols(self.edges)
 
     def classes(self) -> list[tuple[int, ...]]:
@@ -423,14 +465,19 @@ class _LossBuilder:
                 groups[edges].append(alpha)
         return [tuple(g) for g in groups.values()]
 
-    def _values(self, kind: str, k: int, dataset: str, fa: str, fb: str, sa: Hashable, sb: Hashable) -> tuple[Any, ...]:
+    def _values(
+        self, kind: str, k: int, dataset: str, fa: str, fb: str, sa: Hashable, sb: Hashable
+    ) -> tuple[Any, ...]:
         key = (kind, k, dataset, fa, fb, sa, sb)
         if key not in self._value_cache:
             data = self.task.datasets[dataset]
             block = _block(sa, sb, data.moment(fa, fb), "")
             modes = self.modes[k]
             exact = modes.exact_vectors is not None and block.exact is not None
-            vals = [modes.value(block, a, exact=exact) if a < len(modes) else 0 for a in range(self.n_slots)]
+            vals = [
+                modes.value(block, a, exact=exact) if a < len(modes) else 0
+                for a in range(self.n_slots)
+            ]
             self._value_cache[key] = tuple(_clean(v) for v in vals)
         return self._value_cache[key]
 
@@ -446,7 +493,9 @@ class _LossBuilder:
             self.symbol_order.append((symbol, values))
         return self.symbol_values[key]
 
-    def context_losses(self, slots: tuple[int, ...], var_index: Mapping[Edge, int], gen: dict[sp.Symbol, int]) -> list[Polynomial]:
+    def context_losses(
+        self, slots: tuple[int, ...], var_index: Mapping[Edge, int], gen: dict[sp.Symbol, int]
+    ) -> list[Polynomial]:
         """$\\ell_c$ per context (without $\\pi_c$ and the constant) for these modes."""
         alive = self.slot_edges[slots[0]]
         out = []
@@ -466,15 +515,33 @@ class _LossBuilder:
             for (k, o), transfers in groups.items():
                 if o in c.targets:
                     for i_node, F in transfers.items():
-                        vals = self._values("s", k, c.dataset, c.targets[o], c.inputs[i_node], self.space[(k, o)], self.space[(k, i_node)])
+                        vals = self._values(
+                            "s",
+                            k,
+                            c.dataset,
+                            c.targets[o],
+                            c.inputs[i_node],
+                            self.space[(k, o)],
+                            self.space[(k, i_node)],
+                        )
                         sym = self._symbol("s", vals) if any(vals[a] != 0 for a in slots) else None
                         if sym is not None:
                             loss.add_scaled(F * Polynomial.variable(_gen(gen, sym)), -1)
                 for (ia, Fa), (ib, Fb) in itertools.product(transfers.items(), repeat=2):
-                    vals = self._values("d", k, c.dataset, c.inputs[ia], c.inputs[ib], self.space[(k, ia)], self.space[(k, ib)])
+                    vals = self._values(
+                        "d",
+                        k,
+                        c.dataset,
+                        c.inputs[ia],
+                        c.inputs[ib],
+                        self.space[(k, ia)],
+                        self.space[(k, ib)],
+                    )
                     sym = self._symbol("d", vals) if any(vals[a] != 0 for a in slots) else None
                     if sym is not None:
-                        loss.add_scaled(Fa * Fb * Polynomial.variable(_gen(gen, sym)), sp.Rational(1, 2))
+                        loss.add_scaled(
+                            Fa * Fb * Polynomial.variable(_gen(gen, sym)), sp.Rational(1, 2)
+                        )
             out.append(loss)
         return out
 
@@ -487,30 +554,29 @@ class _LossBuilder:
                 m = data.moment(f, f)
                 value = value + (m.trace() if isinstance(m, sp.MatrixBase) else float(np.trace(m)))
             per_context.append(_clean(value / 2))
-        total = sum((c.probability * v for c, v in zip(self.task.contexts, per_context, strict=True)), sp.Integer(0))
+        total = sum(
+            (c.probability * v for c, v in zip(self.task.contexts, per_context, strict=True)),
+            sp.Integer(0),
+        )
         return _clean(total), tuple(per_context)
 
     def system(self, slots: tuple[int, ...], lump: str, init: Mapping[Edge, Any]) -> ReducedSystem:
         edges = [e for e in self.edges if e in self.slot_edges[slots[0]]]
         var_index = {e: i for i, e in enumerate(edges)}
-        generators: list[sp.Symbol] = [self._names[e] for e in edges]
-        gen = {s: i for i, s in enumerate(generators)}
-        per_context = self.context_losses(slots, var_index, gen)
-        for s in list(gen):
-            if s not in generators:
-                generators.append(s)
-        generators = list(generators)
-        for s, i in gen.items():
-            while len(generators) <= i:
-                generators.append(s)
-            generators[i] = s
+        gen = {self._names[e]: i for i, e in enumerate(edges)}
+        per_context = self.context_losses(slots, var_index, gen)  # adds the data symbols
+        generators = sorted(gen, key=gen.__getitem__)
         loss = Polynomial()
-        for c, l in zip(self.task.contexts, per_context, strict=True):
-            loss.add_scaled(l, c.probability)
+        for c, ell in zip(self.task.contexts, per_context, strict=True):
+            loss.add_scaled(ell, c.probability)
         n_edges = len(edges)
-        data_values = {sym: tuple(vals[a] for a in slots) for sym, vals in self.symbol_order if sym in gen}
+        data_values = {
+            sym: tuple(vals[a] for a in slots) for sym, vals in self.symbol_order if sym in gen
+        }
         blocks = _partition(self.problem.graph, edges, loss, n_edges, lump, init, data_values)
-        return _lumped_system(edges, blocks, loss, per_context, generators, n_edges, lump, init, data_values, slots)
+        return _lumped_system(
+            edges, blocks, loss, per_context, generators, n_edges, lump, init, data_values, slots
+        )
 
 
 def _gen(gen: dict[sp.Symbol, int], symbol: sp.Symbol) -> int:
@@ -544,7 +610,13 @@ def _edge_symbols(edges: Sequence[Edge]) -> dict[Edge, sp.Symbol]:
 
 
 def _partition(
-    graph: nx.DiGraph, edges: list[Edge], loss: Polynomial, n_edges: int, lump: str, init: Mapping[Edge, Any], data_values: Mapping[sp.Symbol, tuple[Any, ...]]
+    graph: nx.DiGraph,
+    edges: list[Edge],
+    loss: Polynomial,
+    n_edges: int,
+    lump: str,
+    init: Mapping[Edge, Any],
+    data_values: Mapping[sp.Symbol, tuple[Any, ...]],
 ) -> list[list[int]]:
     if lump == "none":
         return [[i] for i in range(n_edges)]
@@ -564,12 +636,29 @@ def _partition(
 
 def _edge_colours(graph: nx.DiGraph) -> dict[Edge, int]:
     """Directed colour refinement (1-WL): edges related by a symmetry share a colour."""
-    colour = {v: hash(("in" if graph.in_degree(v) == 0 else "out" if graph.out_degree(v) == 0 else "hidden", graph.nodes[v]["size"], bool(graph.nodes[v].get("gated")))) for v in graph.nodes}
+    colour = {
+        v: hash(
+            (
+                "in"
+                if graph.in_degree(v) == 0
+                else "out"
+                if graph.out_degree(v) == 0
+                else "hidden",
+                graph.nodes[v]["size"],
+                bool(graph.nodes[v].get("gated")),
+            )
+        )
+        for v in graph.nodes
+    }
     for _ in range(graph.number_of_nodes()):
         new = {}
         for v in graph.nodes:
-            outs = sorted((bool(graph.edges[v, w].get("gated")), colour[w]) for w in graph.successors(v))
-            ins = sorted((bool(graph.edges[u, v].get("gated")), colour[u]) for u in graph.predecessors(v))
+            outs = sorted(
+                (bool(graph.edges[v, w].get("gated")), colour[w]) for w in graph.successors(v)
+            )
+            ins = sorted(
+                (bool(graph.edges[u, v].get("gated")), colour[u]) for u in graph.predecessors(v)
+            )
             new[v] = hash((colour[v], tuple(outs), tuple(ins)))
         if len(set(new.values())) == len(set(colour.values())):
             colour = new
@@ -661,7 +750,9 @@ def _lumped_system(
         rhs_poly[k] = tied_loss.diff(k) * sp.Rational(-1, len(members))
     rhs = {variables[k]: _tidy(p.to_sympy(new_generators)) for k, p in rhs_poly.items()}
     initial = {variables[k]: init[edges[members[0]]] for k, members in enumerate(blocks)}
-    system_edges = {variables[k]: tuple(edges[i] for i in members) for k, members in enumerate(blocks)}
+    system_edges = {
+        variables[k]: tuple(edges[i] for i in members) for k, members in enumerate(blocks)
+    }
     conserved = _conserved(rhs_poly, len(variables), new_generators, blocks, edges)
     eliminated: dict[sp.Symbol, sp.Expr] = {}
     constants: dict[sp.Symbol, Any] = {}
@@ -687,7 +778,13 @@ def _lumped_system(
     )
 
 
-def _conserved(rhs_poly: Mapping[int, Polynomial], n: int, generators: Sequence[sp.Symbol], blocks: list[list[int]], edges: list[Edge]) -> list[sp.Expr]:
+def _conserved(
+    rhs_poly: Mapping[int, Polynomial],
+    n: int,
+    generators: Sequence[sp.Symbol],
+    blocks: list[list[int]],
+    edges: list[Edge],
+) -> list[sp.Expr]:
     r"""Quadratic $Q=\sum c_{ij}B_iB_j$ with $\nabla Q\cdot f\equiv0$ (Eq. 15's $C$)."""
     if n <= MAX_FULL_QUADRATIC:
         pairs = [(i, j) for i in range(n) for j in range(i, n)]
@@ -698,7 +795,9 @@ def _conserved(rhs_poly: Mapping[int, Polynomial], n: int, generators: Sequence[
     columns = []
     for i, j in pairs:
         q = Polynomial.variable(i) * Polynomial.variable(j)
-        columns.append(sum((q.diff(k) * rhs_poly[k] for k in range(n) if k in (i, j)), Polynomial()))
+        columns.append(
+            sum((q.diff(k) * rhs_poly[k] for k in range(n) if k in (i, j)), Polynomial())
+        )
     monomials = sorted({m for col in columns for m in col.terms})
     if not monomials:
         return []
@@ -713,7 +812,9 @@ def _conserved(rhs_poly: Mapping[int, Polynomial], n: int, generators: Sequence[
         scale = math.lcm(*[int(x) for x in denominators]) if denominators else 1
         vector = vector * scale
         gcd = math.gcd(*[int(x) for x in vector if x != 0]) or 1
-        expr = sum((vector[c] / gcd) * generators[i] * generators[j] for c, (i, j) in enumerate(pairs))
+        expr = sum(
+            (vector[c] / gcd) * generators[i] * generators[j] for c, (i, j) in enumerate(pairs)
+        )
         expr = sp.expand(expr)
         if expr.could_extract_minus_sign():
             expr = -expr
@@ -734,7 +835,7 @@ def _eliminate(
     constants: dict[sp.Symbol, Any] = {}
     remaining = list(variables)
     for q in conserved:
-        q_now = sp.expand(q.subs({v: sp.sqrt(e) for v, e in []}))
+        q_now = sp.expand(q)
         candidates = []
         for v in remaining:
             poly = sp.Poly(q_now, *remaining)
@@ -769,39 +870,35 @@ def _even_in(expr: sp.Expr, v: sp.Symbol) -> bool:
     return all(m[0] % 2 == 0 for m in poly.monoms())
 
 
-def _closed_form(rhs: Mapping[sp.Symbol, sp.Expr], initial: Mapping[sp.Symbol, Any], eliminated: Mapping[sp.Symbol, sp.Expr], constants: Mapping[sp.Symbol, Any]) -> dict[str, sp.Expr]:
-    """Formal separable solution of a one-variable system, and sympy's explicit one."""
+def _closed_form(
+    rhs: Mapping[sp.Symbol, sp.Expr],
+    initial: Mapping[sp.Symbol, Any],
+    eliminated: Mapping[sp.Symbol, sp.Expr],
+    constants: Mapping[sp.Symbol, Any],
+) -> dict[str, sp.Expr]:
+    r"""Closed forms of a one-variable system $\dot B = f(B)$.
+
+    Always the formal separable solution $t=\int_{B_0}^{B} dx/f(x)$ (as for Eq. 15).
+    When $f = pB + qB^n$ (a Bernoulli equation, e.g. a balanced two-layer pathway), also
+    the explicit solution $B^{1-n} = (B_0^{1-n} + q/p)\,e^{(1-n)pt} - q/p$, which is the
+    logistic solution of Eq. (21) for $a = B^2$.
+    """
     free = [v for v in rhs if v not in eliminated]
     if len(free) != 1:
         return {}
     (v,) = free
-    f = rhs[v]
+    f = sp.expand(rhs[v])
     if f == 0:
         return {}
-    positive = {s: sp.Symbol(s.name, positive=True) for s in f.free_symbols if s != v}
-    f = f.subs(positive)
-    t = sp.Symbol("t", nonnegative=True)
     x = sp.Dummy("x")
+    t = sp.Symbol("t", nonnegative=True)
     v0 = sp.Symbol(f"{v}_0", positive=True)
-    back = {p: s for s, p in positive.items()}
-    out: dict[str, sp.Expr] = {"t": sp.Integral(1 / f.subs(v, x), (x, v0, v)).subs(back)}
-    poly = sp.Poly(sp.expand(f), v)
-    if poly.degree() <= 3:
-        func = sp.Function(str(v))
-        try:
-            solutions = sp.dsolve(sp.Eq(func(t).diff(t), f.subs(v, func(t))), func(t), ics={func(0): v0})
-        except (NotImplementedError, ValueError, TypeError):
-            solutions = []
-        candidates = solutions if isinstance(solutions, list) else [solutions]
-        for sol in candidates:
-            expr = sol.rhs
-            probe = {s: sp.Rational(1, 2 + k) for k, s in enumerate(sorted(expr.free_symbols - {t, v0}, key=str))}
-            try:
-                value = complex(expr.subs(probe).subs({v0: sp.Rational(1, 10), t: sp.Rational(1, 7)}).evalf())
-                start = complex(expr.subs(probe).subs({v0: sp.Rational(1, 10), t: 0}).evalf())
-            except (TypeError, ValueError):
-                continue
-            if abs(start - 0.1) < 1e-9 and abs(value.imag) < 1e-12:
-                out[str(v)] = sp.simplify(expr).subs({p: s for s, p in positive.items()})
-                break
+    out: dict[str, sp.Expr] = {"t": sp.Integral(1 / sp.factor(f.subs(v, x)), (x, v0, v))}
+    poly = sp.Poly(f, v)
+    terms = dict(zip([m[0] for m in poly.monoms()], poly.coeffs(), strict=True))
+    if len(terms) == 2 and 1 in terms:
+        (n,) = [k for k in terms if k != 1]
+        p, q = terms[1], terms[n]
+        u = (v0 ** (1 - n) + q / p) * sp.exp((1 - n) * p * t) - q / p
+        out[str(v)] = u ** sp.Rational(1, 1 - n)
     return out

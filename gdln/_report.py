@@ -39,7 +39,13 @@ def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> st
         return json.dumps(
             {
                 "graph": problem.name,
-                "nodes": {str(v): {"size": graph.nodes[v]["size"], "gated": bool(graph.nodes[v].get("gated"))} for v in graph.nodes},
+                "nodes": {
+                    str(v): {
+                        "size": graph.nodes[v]["size"],
+                        "gated": bool(graph.nodes[v].get("gated")),
+                    }
+                    for v in graph.nodes
+                },
                 "inputs": [str(v) for v in input_nodes(graph)],
                 "outputs": [str(v) for v in output_nodes(graph)],
                 "paths": [str(p) for p in paths],
@@ -48,7 +54,9 @@ def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> st
             },
             indent=1,
         )
-    lines = [f"{problem.name}: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges, {len(paths)} input-output paths"]
+    lines = [
+        f"{problem.name}: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges, {len(paths)} input-output paths"
+    ]
     lines.append("")
     lines.append("paths:")
     lines += [f"  {p}" for p in paths[:limit]]
@@ -76,7 +84,9 @@ def _matrix_json(m: Any) -> list[list[str]] | list[list[float]]:
     return np.asarray(m).tolist()
 
 
-def format_statistics(problem: Problem, reduction: Reduction | None = None, fmt: str = "text") -> str:
+def format_statistics(
+    problem: Problem, reduction: Reduction | None = None, fmt: str = "text"
+) -> str:
     r"""$\Sigma^{yx}(p)$, $\Sigma^x(j,p)$ (Eqs. 5-6) and, with a reduction, $U$, $V$, $S$, $D$."""
     _check(fmt)
     task = problem.require_task()
@@ -87,7 +97,10 @@ def format_statistics(problem: Problem, reduction: Reduction | None = None, fmt:
             {
                 "exact": stats.exact,
                 "Sigma_yx": {str(p): _matrix_json(m) for p, m in stats.input_output.items()},
-                "Sigma_x": [{"j": str(j), "p": str(p), "value": _matrix_json(m)} for (j, p), m in stats.input.items()],
+                "Sigma_x": [
+                    {"j": str(j), "p": str(p), "value": _matrix_json(m)}
+                    for (j, p), m in stats.input.items()
+                ],
                 "components": bases,
             },
             indent=1,
@@ -96,12 +109,16 @@ def format_statistics(problem: Problem, reduction: Reduction | None = None, fmt:
     lines = []
     for p, m in stats.input_output.items():
         if latex:
-            lines.append(rf"\Sigma^{{yx}}(\mathrm{{{p}}}) = {sp.latex(sp.Matrix(m) if not isinstance(m, sp.MatrixBase) else m)}")
+            lines.append(
+                rf"\Sigma^{{yx}}(\mathrm{{{p}}}) = {sp.latex(sp.Matrix(m) if not isinstance(m, sp.MatrixBase) else m)}"
+            )
         else:
             lines += [f"Sigma_yx({p}) =", _indent(_matrix_text(m))]
     for (j, p), m in stats.input.items():
         if latex:
-            lines.append(rf"\Sigma^{{x}}(\mathrm{{{j}}}, \mathrm{{{p}}}) = {sp.latex(sp.Matrix(m) if not isinstance(m, sp.MatrixBase) else m)}")
+            lines.append(
+                rf"\Sigma^{{x}}(\mathrm{{{j}}}, \mathrm{{{p}}}) = {sp.latex(sp.Matrix(m) if not isinstance(m, sp.MatrixBase) else m)}"
+            )
         else:
             lines += [f"Sigma_x({j}, {p}) =", _indent(_matrix_text(m))]
     for k, comp in enumerate(bases):
@@ -109,7 +126,10 @@ def format_statistics(problem: Problem, reduction: Reduction | None = None, fmt:
         lines.append(f"component {k}: {len(comp['modes'])} live modes")
         for space, matrix in comp["bases"].items():
             name = "U" if space.startswith("out") else "V"
-            lines += [f"  {name}[{space}] (columns: modes {comp['columns'][space]}) =", _indent(_matrix_text(sp.Matrix(matrix) if comp["exact"] else np.array(matrix)), 4)]
+            lines += [
+                f"  {name}[{space}] (columns: modes {comp['columns'][space]}) =",
+                _indent(_matrix_text(sp.Matrix(matrix) if comp["exact"] else np.array(matrix)), 4),
+            ]
         for alpha, mode in enumerate(comp["modes"]):
             lines.append(f"  mode {alpha}: " + ", ".join(f"{k2} = {v}" for k2, v in mode.items()))
     return "\n".join(lines)
@@ -123,7 +143,7 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
     """Per component: bases of each space and the diagonal values per live mode."""
     out = []
     task = reduction.problem.require_task()
-    for k, modes in enumerate(reduction.modes):
+    for _k, modes in enumerate(reduction.modes):
         exact = modes.exact_vectors is not None
         bases, columns = {}, {}
         for space in modes.spaces:
@@ -132,15 +152,19 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
             columns[label] = [o if o is not None else "-" for o in owners]
             if exact:
                 cols = [modes.exact_vectors[o][space] for o in owners if o is not None]
-                rest = matrix[:, len(cols):]
-                full = sp.Matrix.hstack(*cols, sp.Matrix(np.round(rest, 12))) if cols else sp.Matrix(np.round(rest, 12))
+                rest = matrix[:, len(cols) :]
+                full = (
+                    sp.Matrix.hstack(*cols, sp.Matrix(np.round(rest, 12)))
+                    if cols
+                    else sp.Matrix(np.round(rest, 12))
+                )
                 bases[label] = [[str(x) for x in row] for row in full.tolist()]
             else:
                 bases[label] = np.round(matrix, 12).tolist()
         mode_values = []
         for alpha in range(len(modes)):
             entry = {}
-            for space, vec in modes.vectors[alpha].items():
+            for space, _vec in modes.vectors[alpha].items():
                 entry["/".join(str(x) for x in space)] = "present"
             mode_values.append(entry)
         out.append({"exact": exact, "bases": bases, "columns": columns, "modes": mode_values})
@@ -169,8 +193,13 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
         lines.append(("% " if latex else "") + f"system {k}: modes {list(system.modes)}")
         for v in list(system.variables) + list(system.eliminated):
             edges = system.edges[v]
-            shown = ", ".join(edge_name(e) for e in edges[:6]) + (f", ... ({len(edges)} edges)" if len(edges) > 6 else "")
-            lines.append(("% " if latex else "  ") + f"{v}: orbit {len(edges)} [{shown}], initial {system.initial[v]}")
+            shown = ", ".join(edge_name(e) for e in edges[:6]) + (
+                f", ... ({len(edges)} edges)" if len(edges) > 6 else ""
+            )
+            lines.append(
+                ("% " if latex else "  ")
+                + f"{v}: orbit {len(edges)} [{shown}], initial {system.initial[v]}"
+            )
         for v in system.variables:
             lhs = sp.Derivative(sp.Function(str(v))(t), t) * tau
             if latex:
@@ -179,15 +208,29 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
                 lines.append(f"  tau d{v}/dt = {system.rhs[v]}")
             del lhs
         for v, expr in system.eliminated.items():
-            lines.append(rf"{sp.latex(v)} = {sp.latex(expr)}" if latex else f"  {v} = {expr}   (eliminated)")
+            lines.append(
+                rf"{sp.latex(v)} = {sp.latex(expr)}" if latex else f"  {v} = {expr}   (eliminated)"
+            )
         for c, value in system.constants.items():
-            lines.append(rf"{sp.latex(c)} = {sp.latex(value)}" if latex else f"  {c} = {value}   (from the initial values)")
-        lines.append(rf"\mathcal{{L}}_\alpha = {sp.latex(system.loss)}" if latex else f"  L_mode = {system.loss}")
+            lines.append(
+                rf"{sp.latex(c)} = {sp.latex(value)}"
+                if latex
+                else f"  {c} = {value}   (from the initial values)"
+            )
+        lines.append(
+            rf"\mathcal{{L}}_\alpha = {sp.latex(system.loss)}"
+            if latex
+            else f"  L_mode = {system.loss}"
+        )
         for q in system.conserved:
-            lines.append(rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right) = 0" if latex else f"  conserved: {q}")
+            lines.append(
+                rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right) = 0" if latex else f"  conserved: {q}"
+            )
         for key, expr in system.closed_form.items():
             if latex:
-                lines.append(rf"{'t' if key == 't' else sp.latex(sp.Symbol(key)) + '(t)'} = {sp.latex(expr)}")
+                lines.append(
+                    rf"{'t' if key == 't' else sp.latex(sp.Symbol(key)) + '(t)'} = {sp.latex(expr)}"
+                )
             else:
                 lines.append(f"  closed form {key if key == 't' else key + '(t)'} = {expr}")
         for s, values in system.symbols.items():
@@ -216,7 +259,9 @@ def _derivation_json(reduction: Reduction) -> dict[str, Any]:
                 "modes": list(system.modes),
                 "time_unit": "tau",
                 "variables": variables,
-                "symbols": {str(s): [_str(x) for x in values] for s, values in system.symbols.items()},
+                "symbols": {
+                    str(s): [_str(x) for x in values] for s, values in system.symbols.items()
+                },
                 "constants": {str(c): _str(v) for c, v in system.constants.items()},
                 "loss": str(system.loss),
                 "conserved": [str(q) for q in system.conserved],

@@ -13,7 +13,6 @@ network does, mode by mode.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -54,13 +53,18 @@ class _Numeric:
         """Free and eliminated variables, each ``(T, modes)``, from ``y`` ``(vars, T, modes)``."""
         values = {v: y[i] for i, v in enumerate(self.free)}
         for v, fn in self.eliminated.items():
-            values[v] = np.broadcast_to(np.asarray(fn(list(y), [d[None, :] for d in self.data], self.consts), dtype=float), y.shape[1:])
+            values[v] = np.broadcast_to(
+                np.asarray(fn(list(y), [d[None, :] for d in self.data], self.consts), dtype=float),
+                y.shape[1:],
+            )
         return values
 
     def context_losses(self, values: dict[sp.Symbol, np.ndarray]) -> np.ndarray:
         """$\\sum_\\alpha \\ell^c_\\alpha$ per context: ``(contexts, T)``."""
         T = next(iter(values.values())).shape[0] if values else 1
-        args = [values[v] for v in self.lumped] + [np.broadcast_to(d, (T, self.n_modes)) for d in self.data]
+        args = [values[v] for v in self.lumped] + [
+            np.broadcast_to(d, (T, self.n_modes)) for d in self.data
+        ]
         if not self.monomials:
             return np.zeros((self.table.shape[0], T))
         summed = evaluate_monomials(self.monomials, args).sum(axis=-1)
@@ -108,17 +112,30 @@ def solve(
 
     def rhs(y: np.ndarray) -> np.ndarray:
         parts = np.split(y, splits)
-        return np.concatenate([n.f(p.reshape(len(n.free), n.n_modes)).ravel() for n, p in zip(numerics, parts, strict=True)])
+        return np.concatenate(
+            [
+                n.f(p.reshape(len(n.free), n.n_modes)).ravel()
+                for n, p in zip(numerics, parts, strict=True)
+            ]
+        )
 
     if lr is None:
         t_eval = np.linspace(0.0, t_max, n_points)
-        result = solve_ivp(lambda t, y: rhs(y), (0.0, t_max), y0, t_eval=t_eval, method="LSODA", rtol=rtol, atol=atol)
+        result = solve_ivp(
+            lambda t, y: rhs(y),
+            (0.0, t_max),
+            y0,
+            t_eval=t_eval,
+            method="LSODA",
+            rtol=rtol,
+            atol=atol,
+        )
         if not result.success:
             raise GdlnError(f"the ODE solver failed: {result.message}")
         times, states = result.t, result.y
         method = "ode"
     else:
-        steps = int(round(t_max / lr))
+        steps = round(t_max / lr)
         record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
         states_list, y, step = [], y0.copy(), 0
         for target in record:
@@ -126,13 +143,17 @@ def solve(
                 y = y + lr * rhs(y)
                 step += 1
             if not np.all(np.isfinite(y)):
-                raise GdlnError(f"the gradient-descent map diverged at step {step} (lr={lr}); lower lr")
+                raise GdlnError(
+                    f"the gradient-descent map diverged at step {step} (lr={lr}); lower lr"
+                )
             states_list.append(y.copy())
         times, states = record * lr, np.array(states_list).T
         method = "gd-map"
     task = reduction.problem.require_task()
     probabilities = np.array([float(c.probability) for c in task.contexts])
-    context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(len(times))
+    context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(
+        len(times)
+    )
     series: dict[str, np.ndarray] = {}
     parts = np.split(states, splits)
     for k, (n, part) in enumerate(zip(numerics, parts, strict=True)):

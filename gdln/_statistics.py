@@ -81,7 +81,7 @@ def active_paths(graph: nx.DiGraph, task: Task) -> ActivePaths:
                     if node_gated[w]:
                         value = value * gates.get(w, 0)
                     if value != 0:
-                        stack.append((nodes + (w,), value))
+                        stack.append(((*nodes, w), value))
         per_context.append(found)
     components = _components(graph, task, paths, per_context)
     return ActivePaths(paths=tuple(paths), gates=tuple(per_context), components=components)
@@ -179,7 +179,9 @@ class PathStatistics:
         return int(self.input_output[path].shape[1])
 
 
-def path_statistics(graph: nx.DiGraph, task: Task, active: ActivePaths | None = None) -> PathStatistics:
+def path_statistics(
+    graph: nx.DiGraph, task: Task, active: ActivePaths | None = None
+) -> PathStatistics:
     """Compute Eqs. (5)-(6) for every active path and co-active pair."""
     active = active or active_paths(graph, task)
     paths = active.paths

@@ -34,7 +34,13 @@ def _write(text: str, out: str | None, force: bool) -> None:
 
 
 def common(fn: Any) -> Any:
-    fn = click.option("--task", "task", type=click.Path(), default=None, help="A task file replacing the graph file's task.")(fn)
+    fn = click.option(
+        "--task",
+        "task",
+        type=click.Path(),
+        default=None,
+        help="A task file replacing the graph file's task.",
+    )(fn)
     fn = click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help=PARAM_HELP)(fn)
     return click.argument("file", type=click.Path())(fn)
 
@@ -52,7 +58,9 @@ def cli() -> None:
 
 @cli.command()
 @common
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 def paths(file: str, params: tuple[str, ...], task: str | None, fmt: str) -> None:
     """List input-output paths, |P(e)| per edge and |T(v)| per output.
 
@@ -65,7 +73,13 @@ def paths(file: str, params: tuple[str, ...], task: str | None, fmt: str) -> Non
 
 @cli.command()
 @common
-@click.option("--format", "fmt", type=click.Choice(["text", "latex", "json"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "latex", "json"]),
+    default="text",
+    show_default=True,
+)
 def stats(file: str, params: tuple[str, ...], task: str | None, fmt: str) -> None:
     """Print the path statistics (Eqs. 5-6) and the bases U, V that diagonalise them.
 
@@ -79,10 +93,26 @@ def stats(file: str, params: tuple[str, ...], task: str | None, fmt: str) -> Non
 
 @cli.command()
 @common
-@click.option("--lump", type=click.Choice(gdln.LUMPINGS), default="none", show_default=True, help="How far to lump the reduced ODEs.")
-@click.option("--init", default=None, help="Initial value of every b_e (default: the file's solve.init).")
-@click.option("--format", "fmt", type=click.Choice(["text", "latex", "json"]), default="text", show_default=True)
-def derive(file: str, params: tuple[str, ...], task: str | None, lump: str, init: str | None, fmt: str) -> None:
+@click.option(
+    "--lump",
+    type=click.Choice(gdln.LUMPINGS),
+    default="none",
+    show_default=True,
+    help="How far to lump the reduced ODEs.",
+)
+@click.option(
+    "--init", default=None, help="Initial value of every b_e (default: the file's solve.init)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "latex", "json"]),
+    default="text",
+    show_default=True,
+)
+def derive(
+    file: str, params: tuple[str, ...], task: str | None, lump: str, init: str | None, fmt: str
+) -> None:
     """Derive the reduced singular-value ODEs (Eq. 10), lumped and simplified.
 
     \b
@@ -95,15 +125,48 @@ def derive(file: str, params: tuple[str, ...], task: str | None, lump: str, init
 
 @cli.command()
 @common
-@click.option("--lump", type=click.Choice(gdln.LUMPINGS), default=None, help="Lumping to solve (default: the file's, else full).")
-@click.option("--t-max", type=float, default=None, help="Final time in units of tau (default: the file's solve.t_max, else 10).")
+@click.option(
+    "--lump",
+    type=click.Choice(gdln.LUMPINGS),
+    default=None,
+    help="Lumping to solve (default: the file's, else full).",
+)
+@click.option(
+    "--t-max",
+    type=float,
+    default=None,
+    help="Final time in units of tau (default: the file's solve.t_max, else 10).",
+)
 @click.option("--init", default=None, help="Initial value of every b_e.")
-@click.option("--lr", type=float, default=None, help="Iterate the exact gradient-descent map with this learning rate instead of the ODE.")
-@click.option("--points", type=int, default=201, show_default=True, help="Number of recorded times.")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
-@click.option("-o", "--out", default=None, type=click.Path(), help="Write here instead of to standard output.")
+@click.option(
+    "--lr",
+    type=float,
+    default=None,
+    help="Iterate the exact gradient-descent map with this learning rate instead of the ODE.",
+)
+@click.option(
+    "--points", type=int, default=201, show_default=True, help="Number of recorded times."
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True
+)
+@click.option(
+    "-o", "--out", default=None, type=click.Path(), help="Write here instead of to standard output."
+)
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
-def solve(file: str, params: tuple[str, ...], task: str | None, lump: str | None, t_max: float | None, init: str | None, lr: float | None, points: int, fmt: str, out: str | None, force: bool) -> None:
+def solve(
+    file: str,
+    params: tuple[str, ...],
+    task: str | None,
+    lump: str | None,
+    t_max: float | None,
+    init: str | None,
+    lr: float | None,
+    points: int,
+    fmt: str,
+    out: str | None,
+    force: bool,
+) -> None:
     """Solve the reduced dynamics numerically; write t, loss and every variable.
 
     \b

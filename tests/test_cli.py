@@ -1,0 +1,101 @@
+"""The command line: each command, its formats, and errors as one line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import sympy as sp
+from helpers import GRAPHS
+
+from gdln.cli import main
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_paths(capsys) -> None:
+    code, out, _ = run(["paths", str(GRAPHS / "xor.yaml")], capsys)
+    assert code == 0 and "4 input-output paths" in out and "x->h0->y" in out
+
+
+def test_stats_json(capsys) -> None:
+    code, out, _ = run(["stats", str(GRAPHS / "xor.yaml"), "--format", "json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["exact"] and data["Sigma_yx"]["x->h0->y"] == [["1/4", "1/4"]]
+
+
+def test_derive_json_is_parsable(capsys) -> None:
+    code, out, _ = run(
+        [
+            "derive",
+            str(GRAPHS / "routing.yaml"),
+            "--lump",
+            "symmetry",
+            "--param",
+            "M=5",
+            "--format",
+            "json",
+        ],
+        capsys,
+    )
+    assert code == 0
+    (system,) = json.loads(out)["systems"]
+    names = {v["name"]: v for v in system["variables"]}
+    B1, B2, B3, s, d = sp.symbols("B1 B2 B3 s d")
+    got = sp.parse_expr(
+        names["B1"]["rhs"], local_dict={"B1": B1, "B2": B2, "B3": B3, "s": s, "d": d}
+    )
+    assert sp.simplify(got - B3 * B2 * (s - B1 * B2 * B3 * d) / 5) == 0
+    assert names["B1"]["orbit"] == 5 and len(system["symbols"]["s"]) == 4
+
+
+def test_derive_latex(capsys) -> None:
+    code, out, _ = run(
+        ["derive", str(GRAPHS / "routing.yaml"), "--lump", "full", "--format", "latex"], capsys
+    )
+    assert code == 0 and r"\tau \frac{d B_{2}}{dt}" in out
+
+
+def test_solve_writes_and_refuses_to_overwrite(tmp_path, capsys) -> None:
+    out_file = tmp_path / "xor.json"
+    args = ["solve", str(GRAPHS / "xor.yaml"), "--t-max", "5", "--points", "6", "-o", str(out_file)]
+    code, _, _ = run(args, capsys)
+    data = json.loads(out_file.read_text())
+    assert code == 0 and len(data["t"]) == 6 and data["loss"][-1] < data["loss"][0]
+    code, _, err = run(args, capsys)
+    assert code == 2 and "exists; pass --force" in err
+    code, _, _ = run([*args, "--force", "--format", "csv"], capsys)
+    assert code == 0 and out_file.read_text().startswith("t,loss,")
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["derive", "missing.yaml"], "missing.yaml: no such file"),
+        (["derive", str(GRAPHS / "routing.yaml"), "--param", "M=0"], "need 1 <= K <= M"),
+        (["derive", str(GRAPHS / "routing.yaml"), "--param", "oops"], "expected NAME=VALUE"),
+    ],
+)
+def test_errors_are_one_line_with_exit_code_2(args, match, capsys) -> None:
+    code, _out, err = run(args, capsys)
+    assert code == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def test_console_script_help() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gdln.cli", "derive", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "Example:" in result.stdout and "--lump" in result.stdout

@@ -1,0 +1,197 @@
+"""Graph files: loading, parameters, and a clear error for each kind of bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import networkx as nx
+import pytest
+import yaml
+from helpers import GRAPHS, load
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gdln
+
+SHIPPED = sorted(p.stem for p in GRAPHS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_graph_loads(name: str) -> None:
+    problem = load(name)
+    assert nx.is_directed_acyclic_graph(problem.graph)
+    assert all(problem.graph.nodes[v]["size"] > 0 for v in problem.graph.nodes)
+
+
+def test_routing_parameters_control_the_size() -> None:
+    problem = load("routing", M=100, K=40)
+    graph = problem.graph
+    assert graph.number_of_nodes() == 2 * 100 + 2 and graph.number_of_edges() == 201
+    assert len(problem.task.contexts) == 100 * 40
+    assert sum(c.probability for c in problem.task.contexts) == 1
+
+
+def test_default_routes_train_each_output_k_times() -> None:
+    task = load("routing", M=7, K=3).task
+    counts = {}
+    for c in task.contexts:
+        (out,) = c.targets
+        counts[out] = counts.get(out, 0) + 1
+    assert set(counts.values()) == {3}
+
+
+def test_examples_sharing_gates_form_one_context() -> None:
+    task = load("chain").task  # three ungated examples
+    assert len(task.contexts) == 1 and task.contexts[0].probability == 1
+    assert len(load("xor").task.contexts) == 4
+
+
+def write(tmp_path: Path, text: str, name: str = "g.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BASE = "nodes: [{id: x, size: 2}, {id: y, size: 1}]\nedges: [{source: x, target: y, gated: true}]\n"
+TASK = "task:\n  examples:\n    - {inputs: {x: [1, 0]}, targets: {y: [1]}, %s}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "cls", "match"),
+    [
+        ("nodes: [{id: x, size: 2}\n", gdln.GraphSpecError, r"g\.yaml: line \d+: malformed YAML"),
+        (
+            BASE.replace("target: y", "target: z"),
+            gdln.GraphSpecError,
+            r"edges\[0\]\.target: unknown node 'z'",
+        ),
+        (
+            "nodes: [{id: a, size: 1}, {id: b, size: 1}]\nedges: [{source: a, target: b}, {source: b, target: a}]\n",
+            gdln.GraphSpecError,
+            r"edges: the graph has a cycle",
+        ),
+        (
+            BASE.replace("size: 2", "size: 0"),
+            gdln.GraphSpecError,
+            r"nodes\[0\]\.size: size must be a positive integer, got 0",
+        ),
+        (BASE.replace("size: 2", "size: -3"), gdln.GraphSpecError, r"got -3"),
+        (BASE + TASK % "gates: {}", gdln.TaskSpecError, r"missing gate value for 'x->y'"),
+        (
+            BASE + "datasets: {d: {examples: {a: [[1, 0]], b: [[1]]}}}\n"
+            "task:\n  contexts:\n    - {probability: 3/2, dataset: d, active: [x->y], inputs: {x: a}, targets: {y: b}}\n",
+            gdln.TaskSpecError,
+            r"probability\: probability 3/2 of context .* is outside \[0, 1\]",
+        ),
+        (BASE + TASK % "active: [x->q]", gdln.TaskSpecError, r"edge 'x->q' does not exist"),
+        (
+            BASE.replace("size: 2}", "size: 2, colour: red}"),
+            gdln.GraphSpecError,
+            r"nodes\[0\]: unknown key 'colour'",
+        ),
+        (
+            "params: {M: 2}\nnodes: [{id: 'x{i}', size: 1, repeat: {i: M}}]\nedges: []\n",
+            gdln.GraphSpecError,
+            "has no edges",
+        ),
+        (
+            "params: {M: 2}\nnodes: [{id: 'x{i}', size: N, repeat: {i: M}}]\nedges: []\n",
+            gdln.GraphSpecError,
+            r"unknown name 'N'",
+        ),
+        (
+            "nodes: [{id: x, size: __import__('os')}]\nedges: []\n",
+            gdln.GraphSpecError,
+            "is not allowed",
+        ),
+    ],
+)
+def test_bad_input_gives_one_clear_error(tmp_path: Path, text: str, cls: type, match: str) -> None:
+    with pytest.raises(cls, match=match):
+        gdln.load(write(tmp_path, text))
+
+
+def test_unknown_parameter_override_is_an_error() -> None:
+    with pytest.raises(
+        gdln.GraphSpecError, match=r"unknown parameter 'Q' \(declared: K, M, hidden, seed\)"
+    ):
+        load("routing", Q=3)
+
+
+def test_failed_check_names_the_values() -> None:
+    with pytest.raises(gdln.GraphSpecError, match=r"P must be a perfect square.*P=3"):
+        load("race", P=3)
+
+
+def test_node_link_json_and_graphml_load(tmp_path: Path) -> None:
+    graph = load("chain").graph
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(graph, edges="links")))
+    nx.write_graphml(graph, tmp_path / "g.graphml")
+    task = write(
+        tmp_path,
+        yaml.safe_dump({"task": yaml.safe_load((GRAPHS / "chain.yaml").read_text())["task"]}),
+        "task.yaml",
+    )
+    for name in ("g.json", "g.graphml"):
+        problem = gdln.load(tmp_path / name, task=task)
+        assert sorted(problem.graph.edges) == sorted(graph.edges)
+        assert {v: problem.graph.nodes[v]["size"] for v in graph.nodes} == dict(
+            graph.nodes(data="size")
+        )
+        assert gdln.reduce(problem).systems
+
+
+def test_graphml_without_size_is_an_error(tmp_path: Path) -> None:
+    graph = nx.DiGraph([("a", "b")])
+    nx.write_graphml(graph, tmp_path / "g.graphml")
+    with pytest.raises(
+        gdln.GraphSpecError, match=r"nodes\['a'\]\.size: missing node attribute 'size'"
+    ):
+        gdln.load(tmp_path / "g.graphml")
+
+
+yaml_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=6),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "size",
+                    "source",
+                    "target",
+                    "gated",
+                    "repeat",
+                    "nodes",
+                    "edges",
+                    "params",
+                    "task",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    doc=st.dictionaries(
+        st.sampled_from(["nodes", "edges", "params", "task", "name", "datasets"]),
+        yaml_values,
+        max_size=4,
+    )
+)
+def test_loader_fuzz_raises_only_gdln_errors(tmp_path: Path, doc: dict) -> None:
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with contextlib.suppress(gdln.GdlnError):
+        gdln.load(path)

@@ -1,0 +1,50 @@
+"""Paths, P(e), T(v) and the split of a path at an edge, against networkx."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+from helpers import load
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gdln
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 7), st.floats(0.2, 0.8), st.integers(0, 10_000))
+def test_paths_match_networkx_on_random_dags(n: int, p: float, seed: int) -> None:
+    g = nx.gnp_random_graph(n, p, seed=seed, directed=True)
+    dag = nx.DiGraph([(u, v) for u, v in g.edges if u < v])
+    if dag.number_of_edges() == 0:
+        return
+    ours = sorted(tuple(path.nodes) for path in gdln.enumerate_paths(dag))
+    theirs = sorted(
+        tuple(path)
+        for s in gdln.input_nodes(dag)
+        for t in gdln.output_nodes(dag)
+        for path in nx.all_simple_paths(dag, s, t)
+    )
+    assert ours == theirs
+    for edge in dag.edges:
+        through = sorted(tuple(p.nodes) for p in gdln.paths_through(dag, edge))
+        assert through == sorted(q for q in theirs if edge in itertools.pairwise(q))
+        for path in gdln.paths_through(dag, edge):
+            head, tail = gdln.source_subpath(path, edge), gdln.target_subpath(path, edge)
+            assert (
+                head.nodes + tail.nodes == path.nodes
+                and head.target == edge[0]
+                and tail.source == edge[1]
+            )
+    for v in gdln.output_nodes(dag):
+        assert sorted(tuple(p.nodes) for p in gdln.paths_ending_at(dag, v)) == sorted(
+            q for q in theirs if q[-1] == v
+        )
+
+
+def test_routing_path_counts() -> None:
+    graph = load("routing", M=5, K=2).graph
+    assert sum(1 for _ in gdln.enumerate_paths(graph)) == 25
+    assert sum(1 for _ in gdln.paths_through(graph, ("h1", "h2"))) == 25
+    assert sum(1 for _ in gdln.paths_through(graph, ("x0", "h1"))) == 5

@@ -1,0 +1,226 @@
+"""The reduction against the paper's equations and against autograd on the full network."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+from helpers import RTOL_EXACT, full_loss_and_gradient, load, rhs_values
+
+import gdln
+
+B1, B2, B3, s, d, C = sp.symbols("B1 B2 B3 s d C", real=True)
+
+
+def rhs_by_name(system: gdln.ReducedSystem) -> dict[str, sp.Expr]:
+    return {str(v): e for v, e in system.rhs.items()}
+
+
+def same(got: sp.Expr, expected: sp.Expr) -> bool:
+    names = {str(x): x for x in got.free_symbols}
+    expected = expected.subs({x: names.get(str(x), x) for x in expected.free_symbols})
+    return sp.simplify(got - expected) == 0
+
+
+@pytest.mark.parametrize("M,K", [(7, 4), (5, 2), (4, 4)])
+def test_routing_symmetry_gives_eqs_44_to_46(M: int, K: int) -> None:
+    (system,) = gdln.reduce(load("routing", M=M, K=K), lump="symmetry").systems
+    rhs = rhs_by_name(system)
+    error = s - B3 * B2 * B1 * d
+    assert same(rhs["B1"], B3 * B2 * error / M)  # Eq. (44)
+    assert same(rhs["B2"], B3 * B1 * error)  # Eq. (45)
+    assert same(rhs["B3"], B2 * B1 * error / M)  # Eq. (46)
+    assert [system.orbit(v) for v in system.variables] == [M, 1, M]
+
+
+def test_routing_balanced_gives_eqs_47_48_and_conserved_quantity() -> None:
+    M = 7
+    (system,) = gdln.reduce(load("routing", M=M, K=4), lump="balanced").systems
+    rhs = rhs_by_name(system)
+    error = s - B2 * B1**2 * d
+    assert same(rhs["B1"], B2 * B1 * error / M)  # Eq. (47)
+    assert same(rhs["B2"], B1**2 * error)  # Eq. (48)
+    (q,) = system.conserved
+    assert same(q, M * B1**2 - B2**2) or same(q, B2**2 - M * B1**2)
+
+
+def test_routing_full_gives_eq_15() -> None:
+    M, init = 7, sp.Rational(1, 10)
+    (system,) = gdln.reduce(load("routing", M=M, K=4), lump="full", init=init).systems
+    assert [str(v) for v in system.variables] == ["B2"]
+    expected = (B2**2 + C) / M * (s - B2 * (B2**2 + C) * d / M)  # Eq. (15)
+    assert same(system.rhs[system.variables[0]], expected)
+    (c,) = system.constants
+    assert system.constants[c] == M * init**2 - init**2  # C = M B1(0)^2 - B2(0)^2
+
+
+@pytest.mark.parametrize("P", [1, 4, 100])
+def test_race_gives_eqs_52_53(P: int) -> None:
+    M = 10
+    (system,) = gdln.reduce(load("race", M=M, P=P), lump="symmetry").systems
+    rhs = rhs_by_name(system)
+    # balanced subspace B3 = B1 of the symmetric system, as in App. C
+    error = s - B2 * B1**2 * d
+    assert same(rhs["B1"].subs(B3, B1), sp.sqrt(P) / M**2 * B2 * B1 * error)  # Eq. (52)
+    assert same(rhs["B2"].subs(B3, B1), sp.Rational(P, M**2) * B1**2 * error)  # Eq. (53)
+
+
+def test_routing_base_dataset_modes_are_exact() -> None:
+    (system,) = gdln.reduce(load("routing", M=3, K=2)).systems
+    values = {str(k): v for k, v in system.symbols.items()}
+    # Sigma_yx of Fig. 4c: (1/4) Y^T with one-hot inputs; Y Y^T has eigenvalues 185, 41, 9, 9
+    assert [sp.simplify(v**2 * 16) for v in values["s"]] == [185, 41, 9, 9]
+    assert all(v == sp.Rational(1, 4) for v in values["d"])
+
+
+def test_xor_loss_is_eq_23_and_solution_is_eq_21() -> None:
+    reduction = gdln.reduce(load("xor"), lump="full")
+    (system,) = reduction.systems
+    (B,) = system.variables
+    a = sp.Symbol("a", positive=True)
+    values = {k: v[0] for k, v in system.symbols.items()}
+    loss = reduction.constant + system.loss.subs(values)
+    assert (
+        sp.simplify(loss.subs(B, sp.sqrt(a)) - (sp.Rational(1, 2) - sp.sqrt(2) * a + a**2)) == 0
+    )  # Eq. (23)
+    # Eq. (21) with the pathway statistics s = sqrt(2)/P, d = 2/P, P = 4, tau = 1
+    t, a0 = sp.symbols("t a0", positive=True)
+    sp_, dp = sp.sqrt(2) / 4, sp.Rational(2, 4)
+    eq21 = (sp_ / dp) / (1 - (1 - sp_ / (dp * a0)) * sp.exp(-2 * sp_ * t))
+    solution = system.closed_form[str(B)].subs(values)
+    b0 = next(x for x in solution.free_symbols if x.name.endswith("_0"))
+    t_ours = next(x for x in solution.free_symbols if x.name == "t")
+    ours = (solution**2).subs({b0: sp.sqrt(a0), t_ours: t})
+    for tv, av in [(0.3, 0.01), (2.0, 0.1), (7.5, 0.3)]:
+        assert float(ours.subs({t: tv, a0: av})) == pytest.approx(
+            float(eq21.subs({t: tv, a0: av})), rel=1e-12
+        )
+
+
+@pytest.mark.parametrize(
+    ("pathways", "expected"),
+    [(1, [[0.5, 0.5]]), (2, [[1.0, 0.0], [0.0, 1.0]])],
+)
+def test_context_task_converges_to_app_a2_solutions(
+    pathways: int, expected: list[list[float]]
+) -> None:
+    problem = load("context", pathways=pathways)
+    reduction = gdln.reduce(problem, lump="none", init=0.1)
+    trajectory = gdln.solve(reduction, t_max=400)
+    # rebuild the total map of each pathway from the final reduced variables
+    final = {
+        name: series[-1] for name, series in trajectory.series.items() if name != "context_loss"
+    }
+    totals = []
+    for k in range(pathways):
+        W = np.zeros((1, 2))
+        for system in reduction.systems:
+            b_in, b_out = (f"b_x_h{k}", f"b_h{k}_y")
+            if b_in not in final:
+                continue
+            edge = ("x", f"h{k}")
+            _, right, slots = reduction.edge_bases(edge)
+            out_left, _, _ = reduction.edge_bases((f"h{k}", "y"))
+            for j, alpha in enumerate(system.modes):
+                col = slots.index(alpha)
+                W += (
+                    final[b_out][j]
+                    * final[b_in][j]
+                    * np.outer(out_left[:, col] / np.linalg.norm(out_left[:, col]), right[:, col])
+                )
+        totals.append(W.ravel())
+    np.testing.assert_allclose(totals, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["crosspath", "chain", "routing", "xor"])
+def test_reduced_dynamics_equal_autograd_of_full_network(name: str) -> None:
+    problem = load(name, **({"M": 4, "K": 3, "hidden": 8} if name == "routing" else {}))
+    reduction = gdln.reduce(problem, lump="none", init=0.3)
+    weights = reduction.decoupled_weights(seed=3)
+    loss, grad = full_loss_and_gradient(problem, weights)
+    # loss: constant + sum over modes of the per-mode loss
+    total = float(reduction.constant)
+    for system in reduction.systems:
+        fn = sp.lambdify(list(system.variables) + list(system.symbols), system.loss, "numpy")
+        args = [0.3] * len(system.variables) + [
+            np.array([float(x) for x in system.symbols[k]]) for k in system.symbols
+        ]
+        total += float(np.sum(fn(*args)))
+    assert loss == pytest.approx(total, rel=RTOL_EXACT)
+    # gradient: projected onto the modes it is -rhs; nothing outside the modes
+    values = {}
+    for system in reduction.systems:
+        rhs = rhs_values(system, dict.fromkeys(system.variables, 0.3))
+        for v in system.variables:
+            (edge,) = system.edges[v]
+            for j, alpha in enumerate(system.modes):
+                values[(edge, alpha)] = rhs[v][j]
+    scale = max(np.abs(g).max() for g in grad.values())
+    for edge, g in grad.items():
+        left, right, slots = reduction.edge_bases(edge, seed=3)
+        flow = -g
+        for k, alpha in enumerate(slots):
+            projected = left[:, k] @ flow @ right[:, k]
+            assert projected == pytest.approx(
+                values[(edge, alpha)], rel=RTOL_EXACT, abs=RTOL_EXACT * scale
+            )
+            flow = flow - projected * np.outer(left[:, k], right[:, k])
+        assert np.abs(flow).max() <= RTOL_EXACT * scale
+
+
+def test_lumped_rhs_equals_unlumped_on_tied_subspace() -> None:
+    problem = load("routing", M=4, K=2)
+    tied = gdln.reduce(problem, lump="symmetry", init=0.2)
+    free = gdln.reduce(problem, lump="none", init=0.2)
+    (st,), (sf,) = tied.systems, free.systems
+    point = {v: 0.3 + 0.1 * i for i, v in enumerate(st.variables)}
+    lumped = rhs_values(st, point)
+    edge_value = {e: point[v] for v in st.variables for e in st.edges[v]}
+    unlumped = rhs_values(sf, {v: edge_value[sf.edges[v][0]] for v in sf.variables})
+    for v in sf.variables:
+        owner = next(w for w in st.variables if sf.edges[v][0] in st.edges[w])
+        np.testing.assert_allclose(unlumped[v], lumped[owner], rtol=RTOL_EXACT)
+
+
+def test_conserved_quantities_are_conserved_numerically() -> None:
+    reduction = gdln.reduce(load("routing", M=5, K=3), lump="symmetry", init=0.2)
+    trajectory = gdln.solve(reduction, t_max=30)
+    (system,) = reduction.systems
+    for q in system.conserved:
+        fn = sp.lambdify(system.variables, q, "numpy")
+        values = fn(*[trajectory.series[str(v)] for v in system.variables])
+        assert np.ptp(values) <= 1e-8 * max(1.0, np.abs(values).max())
+
+
+def test_random_routing_choice_splits_unequal_outputs() -> None:
+    reduction = gdln.reduce(load("routing", M=6, K=2, seed=1), lump="symmetry")
+    task = reduction.problem.task
+    counts = {}
+    for c in task.contexts:
+        (out,) = c.targets
+        counts[out] = counts.get(out, 0) + 1
+    (system,) = reduction.systems
+    output_blocks = [v for v in system.variables if system.edges[v][0][1].startswith("y")]
+    # outputs trained a different number of times cannot share a variable
+    assert len(output_blocks) == len(set(counts.values()))
+
+
+def test_not_diagonalizable_names_paths_and_residual(tmp_path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "nodes: [{id: x, size: 2}, {id: h, size: 2}, {id: y, size: 1}]\n"
+        "edges: [{source: x, target: h}, {source: h, target: y}]\n"
+        "task:\n  examples:\n"
+        "    - {inputs: {x: [1, 0]}, targets: {y: [1]}}\n"
+        "    - {inputs: {x: [1, 1]}, targets: {y: [0]}}\n"
+    )
+    with pytest.raises(
+        gdln.NotDiagonalizableError, match=r"no common bases.*relative residual"
+    ) as info:
+        gdln.reduce(gdln.load(path))
+    assert info.value.paths and info.value.residual > 1e-3
+
+
+def test_unknown_lumping_is_an_error() -> None:
+    with pytest.raises(gdln.GdlnError, match="lump='sideways': expected one of"):
+        gdln.reduce(load("chain"), lump="sideways")  # type: ignore[arg-type]

@@ -1,0 +1,77 @@
+"""Numeric solutions against closed forms and properties of gradient flow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+from helpers import RTOL_ODE, load
+
+import gdln
+
+
+def test_ode_matches_logistic_closed_form() -> None:
+    reduction = gdln.reduce(load("xor"), lump="full", init=0.05)
+    trajectory = gdln.solve(reduction, t_max=12, n_points=25)
+    (system,) = reduction.systems
+    (B,) = system.variables
+    closed = system.closed_form[str(B)].subs({k: v[0] for k, v in system.symbols.items()})
+    t, b0 = sorted(closed.free_symbols, key=str)[::-1]
+    fn = sp.lambdify(t, closed.subs(b0, sp.Rational(1, 20)), "numpy")
+    np.testing.assert_allclose(trajectory.series[str(B)][:, 0], fn(trajectory.t), rtol=RTOL_ODE)
+
+
+@pytest.mark.parametrize("lump", ["none", "symmetry", "balanced", "full"])
+def test_every_lumping_gives_the_same_loss(lump: str) -> None:
+    problem = load("routing", M=4, K=2)
+    reference = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=30, n_points=31)
+    trajectory = gdln.solve(gdln.reduce(problem, lump=lump, init=0.1), t_max=30, n_points=31)
+    np.testing.assert_allclose(trajectory.loss, reference.loss, rtol=RTOL_ODE, atol=1e-9)
+
+
+def test_loss_never_increases_under_gradient_flow() -> None:
+    trajectory = gdln.solve(gdln.reduce(load("crosspath"), init=0.1), t_max=20, n_points=400)
+    assert np.all(np.diff(trajectory.loss) <= 1e-9)
+    assert trajectory.loss[-1] < trajectory.loss[0]
+
+
+def test_context_losses_average_to_the_loss() -> None:
+    problem = load("routing", M=3, K=2)
+    trajectory = gdln.solve(gdln.reduce(problem, lump="symmetry", init=0.2), t_max=10, n_points=11)
+    p = np.array([float(c.probability) for c in problem.task.contexts])
+    np.testing.assert_allclose(trajectory.series["context_loss"] @ p, trajectory.loss, rtol=1e-12)
+    assert trajectory.loss[0] == pytest.approx(float(gdln.reduce(problem).constant), rel=1e-2)
+
+
+def test_gd_map_approaches_ode_at_first_order_in_lr() -> None:
+    reduction = gdln.reduce(load("routing", M=4, K=2), lump="symmetry", init=0.2)
+    ode = gdln.solve(reduction, t_max=8, n_points=9)
+    errors = []
+    for lr in (0.02, 0.01):
+        gd = gdln.solve(reduction, t_max=8, lr=lr, n_points=9)
+        errors.append(np.abs(gd.loss - ode.loss).max())
+    assert 1.7 < errors[0] / errors[1] < 2.3  # halving lr halves the error
+
+
+def test_bad_solve_settings() -> None:
+    reduction = gdln.reduce(load("chain"))
+    with pytest.raises(gdln.GdlnError, match="t_max must be a positive number, got -1"):
+        gdln.solve(reduction, t_max=-1)
+    with pytest.raises(gdln.GdlnError, match="lr must be a positive number, got 0"):
+        gdln.solve(reduction, t_max=1, lr=0)
+    with pytest.raises(gdln.GdlnError, match="diverged at step"):
+        gdln.solve(gdln.reduce(load("chain"), init=3), t_max=50, lr=0.9)
+
+
+def test_trajectory_round_trip(tmp_path) -> None:
+    trajectory = gdln.solve(gdln.reduce(load("chain")), t_max=2, n_points=5)
+    for suffix in (".npz", ".json"):
+        path = trajectory.save(tmp_path / f"t{suffix}")
+        again = gdln.Trajectory.load(path)
+        np.testing.assert_array_equal(again.t, trajectory.t)
+        np.testing.assert_allclose(
+            again.series["B1" if "B1" in again.series else next(iter(again.series))],
+            trajectory.series[next(iter(again.series))],
+        )
+        with pytest.raises(FileExistsError, match="exists; pass force=True"):
+            trajectory.save(path)

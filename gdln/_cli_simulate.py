@@ -124,7 +124,8 @@ def _options(fn: Any) -> Any:
     default="xavier",
     show_default=True,
     help="xavier: sigma0 x Xavier normal; singular/orthogonal: every singular value sigma0; "
-    "decoupled: Eq. (9) weights from the reduction, with b(0) = --b0.",
+    "decoupled: Eq. (9) weights from the reduction, with b(0) = --b0 (one run; hidden "
+    "bases drawn from --seed).",
 )
 @click.option(
     "--b0",

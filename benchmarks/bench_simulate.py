@@ -1,0 +1,142 @@
+"""Benchmarks of the full-network simulator (issue 3), printed side by side.
+
+1. Steps per second of full-batch gradient descent on the routing network of Fig. 4
+   (``graphs/routing.yaml``, K = 4, hidden 128) for M = 7 and M = 100, 10 seeds batched.
+2. The batched-seed speedup: one run with 10 seeds on a leading tensor axis against a
+   Python loop of 10 single-seed runs (target >= 5x).
+3. Theory against simulation for the horizon of Fig. 4e (M = 7, K = 4, hidden 64,
+   t = 40 tau, lr = 0.05): time to solve the reduced ODE (Eq. 15, ``lump="full"``)
+   against time to simulate the same horizon (target ratio >= 1000x).
+
+Runs on CPU now and on CUDA when present (``--device cuda``; default: CUDA if available).
+
+    python benchmarks/bench_simulate.py               # everything, default device
+    python benchmarks/bench_simulate.py --quick       # fewer steps
+    python benchmarks/bench_simulate.py --device cpu --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import gdln  # noqa: E402
+from gdln._simulate import simulate  # noqa: E402
+
+ROUTING = ROOT / "graphs" / "routing.yaml"
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def steps_per_second(problem, *, steps, seeds, device, dtype, threads) -> float:
+    """Full-batch GD steps per second, recording only at the start and the end."""
+    kw = dict(lr=0.02, dtype=dtype, device=device, threads=threads, scale=0.2)
+    simulate(problem.graph, problem.examples(), steps=2, record_every=2, seeds=seeds, **kw)
+    _sync(device)
+    start = time.perf_counter()
+    simulate(problem.graph, problem.examples(), steps=steps, record_every=steps, seeds=seeds, **kw)
+    _sync(device)
+    return steps / (time.perf_counter() - start)
+
+
+def per_seed_loop(problem, *, steps, seeds, device, dtype, threads) -> float:
+    """The same work as a Python loop over single-seed runs: steps per second."""
+    kw = dict(lr=0.02, dtype=dtype, device=device, threads=threads, scale=0.2)
+    examples = problem.examples()
+    simulate(problem.graph, examples, steps=2, record_every=2, seeds=[0], **kw)
+    _sync(device)
+    start = time.perf_counter()
+    for s in range(seeds):
+        simulate(problem.graph, examples, steps=steps, record_every=steps, seeds=[s], **kw)
+    _sync(device)
+    return steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="fewer steps")
+    args = parser.parse_args()
+    dev, dt, th, n = args.device, args.dtype, args.threads, args.seeds
+
+    print(
+        f"# gdln simulate benchmark: {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, torch {torch.__version__}, "
+        f"threads {th or torch.get_num_threads()}, device {dev}, {dt}"
+    )
+    if dev.startswith("cuda"):
+        print(f"# GPU: {torch.cuda.get_device_name(0)}")
+
+    print("\n## 1-2. routing, K=4, hidden 128: GD steps/s, batched seeds vs per-seed loop")
+    print(f"{'M':>4} {'seeds':>5} {'batched steps/s':>16} {'loop steps/s':>13} {'speedup':>8}")
+    for m, steps in ((7, 50 if args.quick else 200), (100, 3 if args.quick else 10)):
+        problem = gdln.load(ROUTING, params={"M": m, "K": 4, "hidden": 128})
+        opts = dict(steps=steps, seeds=n, device=dev, dtype=dt, threads=th)
+        batched = steps_per_second(problem, **opts)
+        loop = per_seed_loop(problem, **opts)
+        print(f"{m:>4} {n:>5} {batched:>16.3g} {loop:>13.3g} {batched / loop:>7.2f}x")
+
+    print("\n## 3. Fig. 4e horizon (M=7, K=4, hidden 64, t=40 tau): reduced ODE vs simulation")
+    problem = gdln.load(ROUTING, params={"M": 7, "K": 4, "hidden": 64})
+    start = time.perf_counter()
+    reduction = gdln.reduce(problem, lump="full", init=0.1)
+    t_reduce = time.perf_counter() - start
+    gdln.solve(reduction, t_max=1.0, n_points=11)  # warm-up (lambdify caches)
+    start = time.perf_counter()
+    gdln.solve(reduction, t_max=40.0, n_points=201)
+    t_ode = time.perf_counter() - start
+    lr = 0.05
+    steps = round(40 / lr)
+    timings = {}
+    for seeds in (1, n):
+        simulate(
+            problem.graph,
+            problem.examples(),
+            steps=2,
+            lr=lr,
+            seeds=seeds,
+            device=dev,
+            dtype=dt,
+            threads=th,
+            record_every=2,
+        )
+        _sync(dev)
+        start = time.perf_counter()
+        simulate(
+            problem.graph,
+            problem.examples(),
+            steps=steps,
+            lr=lr,
+            seeds=seeds,
+            device=dev,
+            dtype=dt,
+            threads=th,
+            record_every=steps // 200,
+        )
+        _sync(dev)
+        timings[seeds] = time.perf_counter() - start
+    print(f"{'what':<52} {'seconds':>9} {'sim / ODE':>10}")
+    print(f"{'reduce (symbolic, once)':<52} {t_reduce:>9.3g}")
+    print(f"{'solve reduced ODE to t=40 (LSODA, 201 points)':<52} {t_ode:>9.3g} {1:>10}")
+    for seeds, t in timings.items():
+        label = f"simulate to t=40: {steps} steps, {seeds} seed(s), {dev}"
+        print(f"{label:<52} {t:>9.3g} {t / t_ode:>9.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The ``gdln simulate`` and ``gdln compare`` commands, through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import gdln
+from gdln.cli import main
+
+GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
+ROUTING = str(GRAPHS / "routing.yaml")
+SMALL = ["--param", "M=3", "--param", "K=2", "--param", "hidden=8"]
+
+ALL_ROUTES_TASK = """\
+datasets:
+  base: {builtin: hierarchy}
+task:
+  contexts:
+    - repeat: {i: M, j: M}
+      label: "x{i}->y{j}"
+      probability: 1/(M*M)
+      active: ["x{i}->h1", "h2->y{j}"]
+      dataset: base
+      inputs: {"x{i}": x}
+      targets: {"y{j}": y}
+"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small networks: one torch thread (see tests/test_simulate.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """Run ``gdln ARGV``; return the exit status and stderr."""
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_simulate_writes_a_trajectory(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run.npz"
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "2", "--seeds", "3"]
+    code, err = run([*argv, "--points", "5", "--threads", "1", "-o", str(out)], capsys)
+    assert code == 0, err
+    assert f"wrote {out}" in err
+    traj = gdln.Trajectory.load(out)
+    assert traj.loss.shape == (5, 3)
+    np.testing.assert_allclose(traj.t, [0, 0.5, 1, 1.5, 2], rtol=1e-12)
+    assert traj.meta["seeds"] == [0, 1, 2] and traj.meta["init"] == "xavier"
+    # refuses to overwrite: one line, exit 2
+    code, err = run([*argv, "-o", str(out)], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [f"gdln: error: {out} exists; pass --force to replace it"]
+    code, err = run([*argv, "--points", "3", "--no-progress", "--force", "-o", str(out)], capsys)
+    assert code == 0, err
+    assert len(gdln.Trajectory.load(out).t) == 3
+
+
+def test_simulate_decoupled_equals_reduced_map(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "dec.json"
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "5", "--init", "decoupled"]
+    code, err = run([*argv, "--b0", "0.1", "--points", "11", "--project", "-o", str(out)], capsys)
+    assert code == 0, err
+    sim = gdln.Trajectory.load(out)
+    problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
+    theory = gdln.solve(gdln.reduce(problem, init=0.1), t_max=5, lr=0.05, n_points=11)
+    np.testing.assert_allclose(sim.loss[:, 0], theory.loss, rtol=1e-10)
+    np.testing.assert_allclose(
+        sim.series["proj/h1->h2"][:, 0], theory.series["b_h1_h2"], rtol=1e-10
+    )
+
+
+def test_simulate_eval_task_and_rsm(tmp_path: Path, capsys) -> None:
+    task = tmp_path / "all_routes.yaml"
+    task.write_text(ALL_ROUTES_TASK)
+    out = tmp_path / "ev.npz"
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "1", "--seeds", "2"]
+    code, err = run([*argv, "--eval-task", str(task), "--rsm", "-o", str(out)], capsys)
+    assert code == 0, err
+    traj = gdln.Trajectory.load(out)
+    assert traj.meta["eval_contexts"] == [f"x{i}->y{j}" for i in range(3) for j in range(3)]
+    # 9 routes x 4 items; RSM at both hidden nodes over the evaluation examples
+    assert traj.series["eval/example_loss"].shape[1:] == (2, 36)
+    assert traj.series["rsm/h1"].shape[1:] == (2, 36, 36)
+    # the trained routes' evaluation loss equals their training loss
+    np.testing.assert_allclose(
+        traj.series["eval/loss/x0->y1"], traj.series["loss/x0->y1"], rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-o", "x.txt"], r"--out: expected a \.npz or \.json file, got '.*x\.txt'"),
+        (["--points", "1", "-o", "x.npz"], r"--points: expected an int >= 2, got 1"),
+        (["--lr", "-1", "-o", "x.npz"], r"--lr: expected a finite number > 0, got -1.0"),
+        (["--param", "Q=3", "-o", "x.npz"], r"unknown parameter 'Q'"),
+        (["--optimizer", "sgd", "-o", "x.npz"], r"batch_size: expected an int > 0, got None"),
+    ],
+)
+def test_simulate_bad_input_is_one_line(
+    extra, message, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, err = run(["simulate", ROUTING, *SMALL, "--t-max", "1", *extra], capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gdln: error: ")
+
+    assert re.search(message, lines[0]), lines[0]
+
+
+def test_simulate_cuda_missing(tmp_path: Path, capsys) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present")
+    argv = ["simulate", ROUTING, *SMALL, "--t-max", "1", "--device", "cuda"]
+    code, err = run([*argv, "-o", str(tmp_path / "c.npz")], capsys)
+    assert code == 2
+    assert "device: 'cuda' requested but CUDA is not available" in err
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_help_has_an_example(command: str, capsys) -> None:
+    code = 0
+    try:
+        main([command, "--help"])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "Example:" in text and f"gdln {command} graphs/routing.yaml" in text
+    assert "--force" in text and "--seed" in text and "--device" in text and "--dtype" in text
+
+
+def test_compare_refuses_existing_outputs(tmp_path: Path, capsys) -> None:
+    (tmp_path / "metrics.json").write_text("{}")
+    argv = ["compare", ROUTING, *SMALL, "--t-max", "1", "-o", str(tmp_path)]
+    code, err = run(argv, capsys)
+    assert code == 2
+    assert "metrics.json exists; pass force=True (CLI: --force)" in err
+
+
+@pytest.mark.slow
+def test_compare_command_writes_everything(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cmp"
+    argv = ["compare", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "10", "--init", "0.1"]
+    code, err = run([*argv, "--seeds", "2", "--points", "21", "-o", str(out)], capsys)
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["decoupled_vs_map"] < 1e-10
+    assert sorted(metrics["files"]) == sorted(p.name for p in out.iterdir())

@@ -7,12 +7,15 @@ symbolically, solves them numerically, and checks them against simulations.
 
 The data flow, one module per stage: graph file (:func:`load`) -> paths
 (:func:`enumerate_paths`) -> path statistics (:func:`path_statistics`) -> reduction
-(:func:`reduce`) -> numeric solution (:func:`solve`).
+(:func:`reduce`) -> numeric solution (:func:`solve`) | simulation of the full network
+(:func:`simulate`) -> comparison (:func:`compare`).
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from ._bases import Modes as Modes
+from ._compare import CompareResult as CompareResult
+from ._compare import compare as compare
 from ._errors import GdlnError as GdlnError
 from ._errors import GraphSpecError as GraphSpecError
 from ._errors import NotDiagonalizableError as NotDiagonalizableError
@@ -40,6 +43,11 @@ from ._reduction import reduce as reduce
 from ._report import format_derivation as format_derivation
 from ._report import format_paths as format_paths
 from ._report import format_statistics as format_statistics
+from ._simulate import INITS as INITS
+from ._simulate import SimulationDivergedError as SimulationDivergedError
+from ._simulate import SimulationSpecError as SimulationSpecError
+from ._simulate import initial_weights as initial_weights
+from ._simulate import simulate as simulate
 from ._solve import solve as solve
 from ._statistics import PathStatistics as PathStatistics
 from ._statistics import path_statistics as path_statistics

@@ -13,9 +13,7 @@ import click
 
 import gdln
 
-from ._compare import compare as _compare
 from ._simulate import DTYPES, INITS, OPTIMIZERS, SimulationSpecError
-from ._simulate import simulate as _simulate
 
 __all__ = ["compare", "simulate"]
 
@@ -235,7 +233,7 @@ def simulate(
         options["seeds"] = [seed]
     else:
         options |= {"init": init, "scale": scale}
-    trajectory = _simulate(problem.graph, problem.examples(), **options)
+    trajectory = gdln.simulate(problem.graph, problem.examples(), **options)
     trajectory.save(path, force=force)
     final = trajectory.loss[-1]
     click.echo(
@@ -291,7 +289,7 @@ def compare(
     """
     problem = _problem(file, params, task)
     rate = _positive("--lr", _setting(problem, "lr", lr, 0.05))
-    result = _compare(
+    result = gdln.compare(
         problem,
         out,
         lr=rate,

@@ -108,16 +108,17 @@ def solve(
     numerics = [_Numeric(s) for s in reduction.systems]
     sizes = [len(n.free) * n.n_modes for n in numerics]
     splits = np.cumsum(sizes)[:-1]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     y0 = np.concatenate([n.y0.ravel() for n in numerics])
 
     def rhs(y: np.ndarray) -> np.ndarray:
-        parts = np.split(y, splits)
-        return np.concatenate(
-            [
-                n.f(p.reshape(len(n.free), n.n_modes)).ravel()
-                for n, p in zip(numerics, parts, strict=True)
-            ]
-        )
+        out = np.empty_like(y)
+        for n, start in zip(numerics, starts, strict=False):
+            m = n.n_modes
+            rows = [y[start + i * m : start + (i + 1) * m] for i in range(len(n.free))]
+            for i, value in enumerate(n.rhs(rows, n.data, n.consts)):
+                out[start + i * m : start + (i + 1) * m] = value
+        return out
 
     if lr is None:
         t_eval = np.linspace(0.0, t_max, n_points)

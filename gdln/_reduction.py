@@ -45,7 +45,7 @@ import numpy as np
 import sympy as sp
 
 from ._bases import Block, Modes, joint_modes
-from ._errors import GdlnError
+from ._errors import GdlnError, NotDiagonalizableError
 from ._graphfile import Problem
 from ._paths import input_nodes, output_nodes
 from ._poly import Polynomial
@@ -268,7 +268,12 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
     for i, p in enumerate(active.paths):
         for e in p.edges:
             edge_component[e] = comp_of_path[i]
-    space, modes = _component_modes(problem, active)
+    try:
+        space, modes = _component_modes(problem, active)
+    except NotDiagonalizableError as err:
+        raise NotDiagonalizableError(
+            f"{problem.source}: {err}", paths=err.paths, residual=err.residual
+        ) from err
     slot_edges = _alive_edges(graph, active, space, modes, edge_component)
     builder = _LossBuilder(problem, active, space, modes, slot_edges)
     systems = []

@@ -99,3 +99,48 @@ def test_console_script_help() -> None:
         check=True,
     )
     assert "Example:" in result.stdout and "--lump" in result.stdout
+
+
+BAD = {
+    "malformed YAML": ("nodes: [{id: x, size: 2}\n", "malformed YAML"),
+    "unknown node": (
+        "nodes: [{id: x, size: 1}, {id: y, size: 1}]\nedges: [{source: x, target: q}]\n",
+        "unknown node 'q'",
+    ),
+    "cycle": (
+        "nodes: [{id: a, size: 1}, {id: b, size: 1}]\nedges: [{source: a, target: b}, {source: b, target: a}]\n",
+        "cycle",
+    ),
+    "size <= 0": (
+        "nodes: [{id: x, size: 0}, {id: y, size: 1}]\nedges: [{source: x, target: y}]\n",
+        "got 0",
+    ),
+    "missing gate": (
+        "nodes: [{id: x, size: 1}, {id: y, size: 1}]\nedges: [{source: x, target: y, gated: true}]\n"
+        "task: {examples: [{inputs: {x: [1]}, targets: {y: [1]}, gates: {}}]}\n",
+        "missing gate value for 'x->y'",
+    ),
+    "probability": (
+        "nodes: [{id: x, size: 1}, {id: y, size: 1}]\nedges: [{source: x, target: y}]\n"
+        "datasets: {d: {examples: {a: [[1]], b: [[1]]}}}\n"
+        "task: {contexts: [{probability: 2, dataset: d, inputs: {x: a}, targets: {y: b}}]}\n",
+        "outside [0, 1]",
+    ),
+    "not diagonalizable": (
+        "nodes: [{id: x, size: 2}, {id: h, size: 2}, {id: y, size: 1}]\n"
+        "edges: [{source: x, target: h}, {source: h, target: y}]\n"
+        "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [1]}}, {inputs: {x: [1, 1]}, targets: {y: [0]}}]}\n",
+        "no common bases",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_each_bad_input_is_one_line_naming_the_file(case, tmp_path, capsys) -> None:
+    text, match = BAD[case]
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    code, _, err = run(["derive", str(path)], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and match in lines[0]
+    assert "bad.yaml" in lines[0]

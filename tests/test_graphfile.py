@@ -195,3 +195,35 @@ def test_loader_fuzz_raises_only_gdln_errors(tmp_path: Path, doc: dict) -> None:
     path.write_text(yaml.safe_dump(doc))
     with contextlib.suppress(gdln.GdlnError):
         gdln.load(path)
+
+
+def test_npz_task_equals_the_same_examples_in_yaml(tmp_path: Path) -> None:
+    import numpy as np
+
+    xor = load("xor")
+    ex = xor.examples()
+    arrays = {"inputs/x": ex.inputs["x"], "targets/y": ex.targets["y"]}
+    arrays.update({f"gates/h{k}": ex.gates[f"h{k}"] for k in range(4)})
+    np.savez(tmp_path / "xor.npz", **arrays)
+    text = (GRAPHS / "xor.yaml").read_text().split("task:")[0] + "task: {npz: xor.npz}\n"
+    problem = gdln.load(write(tmp_path, text))
+    ours = gdln.path_statistics(problem.graph, problem.task)
+    reference = gdln.path_statistics(xor.graph, xor.task)
+    for p, value in reference.input_output.items():
+        np.testing.assert_allclose(ours.input_output[p], np.array(value, dtype=float), rtol=1e-12)
+
+
+def test_npz_dataset_and_missing_gate_array(tmp_path: Path) -> None:
+    import numpy as np
+
+    np.savez(tmp_path / "d.npz", a=np.eye(2), b=np.array([[1.0], [0.0]]))
+    text = (
+        BASE
+        + "datasets: {d: {npz: d.npz}}\ntask:\n  contexts:\n    - {probability: 1, dataset: d, active: [x->y], inputs: {x: a}, targets: {y: b}}\n"
+    )
+    problem = gdln.load(write(tmp_path, text))
+    stats = gdln.path_statistics(problem.graph, problem.task)
+    np.testing.assert_allclose(next(iter(stats.input_output.values())), [[0.5, 0.0]])
+    np.savez(tmp_path / "t.npz", **{"inputs/x": np.eye(2), "targets/y": np.ones((2, 1))})
+    with pytest.raises(gdln.TaskSpecError, match=r"task\.npz: missing gate value for 'x->y'"):
+        gdln.load(write(tmp_path, BASE + "task: {npz: t.npz}\n", "t.yaml"))

@@ -20,6 +20,13 @@ GRAPHS = ROOT / "graphs"
 RTOL_EXACT = 1e-10
 RTOL_ODE = 1e-6
 
+# Sigma_x of the input does not commute with Sigma_yx^T Sigma_yx: no common bases exist.
+NOT_DIAGONALIZABLE = (
+    "nodes: [{id: x, size: 2}, {id: h, size: 2}, {id: y, size: 1}]\n"
+    "edges: [{source: x, target: h}, {source: h, target: y}]\n"
+    "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [1]}}, {inputs: {x: [1, 1]}, targets: {y: [0]}}]}\n"
+)
+
 
 def load(name: str, **params: object) -> gdln.Problem:
     return gdln.load(GRAPHS / f"{name}.yaml", params={k: str(v) for k, v in params.items()})

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import sympy as sp
-from helpers import GRAPHS
+from helpers import GRAPHS, NOT_DIAGONALIZABLE
 
 from gdln.cli import main
 
@@ -126,12 +126,7 @@ BAD = {
         "task: {contexts: [{probability: 2, dataset: d, inputs: {x: a}, targets: {y: b}}]}\n",
         "outside [0, 1]",
     ),
-    "not diagonalizable": (
-        "nodes: [{id: x, size: 2}, {id: h, size: 2}, {id: y, size: 1}]\n"
-        "edges: [{source: x, target: h}, {source: h, target: y}]\n"
-        "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [1]}}, {inputs: {x: [1, 1]}, targets: {y: [0]}}]}\n",
-        "no common bases",
-    ),
+    "not diagonalizable": (NOT_DIAGONALIZABLE, "no common bases"),
 }
 
 

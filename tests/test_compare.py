@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 import gdln
 from gdln._compare import (
@@ -23,16 +22,6 @@ from gdln._compare import (
     time_to_half_loss,
 )
 from gdln._simulate import SimulationSpecError, edge_label, simulate
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small networks: one torch thread (on a busy 2-core machine, 2 threads spin ~500x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import RTOL_EXACT, full_loss_and_gradient, load
+from helpers import NOT_DIAGONALIZABLE, RTOL_EXACT, full_loss_and_gradient, load
 
 import gdln
 
@@ -31,13 +31,7 @@ def test_eqs_3_4_equal_minus_autograd_gradient(name: str) -> None:
 
 def test_full_dynamics_work_without_common_bases(tmp_path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text(
-        "nodes: [{id: x, size: 2}, {id: h, size: 2}, {id: y, size: 1}]\n"
-        "edges: [{source: x, target: h}, {source: h, target: y}]\n"
-        "task:\n  examples:\n"
-        "    - {inputs: {x: [1, 0]}, targets: {y: [1]}}\n"
-        "    - {inputs: {x: [1, 1]}, targets: {y: [0]}}\n"
-    )
+    path.write_text(NOT_DIAGONALIZABLE)
     problem = gdln.load(path)
     weights = random_weights(problem, 1)
     _, grad = full_loss_and_gradient(problem, weights)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy as sp
-from helpers import RTOL_EXACT, full_loss_and_gradient, load, rhs_values
+from helpers import NOT_DIAGONALIZABLE, RTOL_EXACT, full_loss_and_gradient, load, rhs_values
 
 import gdln
 
@@ -207,13 +207,7 @@ def test_random_routing_choice_splits_unequal_outputs() -> None:
 
 def test_not_diagonalizable_names_paths_and_residual(tmp_path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text(
-        "nodes: [{id: x, size: 2}, {id: h, size: 2}, {id: y, size: 1}]\n"
-        "edges: [{source: x, target: h}, {source: h, target: y}]\n"
-        "task:\n  examples:\n"
-        "    - {inputs: {x: [1, 0]}, targets: {y: [1]}}\n"
-        "    - {inputs: {x: [1, 1]}, targets: {y: [0]}}\n"
-    )
+    path.write_text(NOT_DIAGONALIZABLE)
     with pytest.raises(
         gdln.NotDiagonalizableError, match=r"no common bases.*relative residual"
     ) as info:

@@ -22,16 +22,6 @@ from gdln._simulate import (
 )
 from gdln._trajectory import Trajectory
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small networks: one torch thread (on a busy 2-core machine, 2 threads spin ~500x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # ----------------------------------------------------------------------------- fixtures
 
 

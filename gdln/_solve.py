@@ -13,10 +13,11 @@ network does, mode by mode.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import sympy as sp
-from scipy.integrate import solve_ivp
+from scipy.integrate import odeint
 
 from ._errors import GdlnError
 from ._poly import evaluate_monomials, monomial_table
@@ -71,6 +72,16 @@ class _Numeric:
         return self.table @ summed
 
 
+_COMPILED: weakref.WeakKeyDictionary[ReducedSystem, _Numeric] = weakref.WeakKeyDictionary()
+
+
+def _compiled(system: ReducedSystem) -> _Numeric:
+    """Lambdify a system once; later solves of the same system reuse it."""
+    if system not in _COMPILED:
+        _COMPILED[system] = _Numeric(system)
+    return _COMPILED[system]
+
+
 def solve(
     reduction: Reduction,
     *,
@@ -89,7 +100,7 @@ def solve(
     t_max
         Final time, in units of $\tau$.
     lr
-        ``None``: solve the ODE (scipy ``solve_ivp``, LSODA). A number: iterate the exact
+        ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``). A number: iterate the exact
         gradient-descent map with this learning rate (``t_max/lr`` steps).
     n_points
         Number of recorded times.
@@ -105,7 +116,7 @@ def solve(
         raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
     if lr is not None and not (lr > 0 and math.isfinite(lr)):
         raise GdlnError(f"lr must be a positive number, got {lr!r}")
-    numerics = [_Numeric(s) for s in reduction.systems]
+    numerics = [_compiled(s) for s in reduction.systems]
     sizes = [len(n.free) * n.n_modes for n in numerics]
     splits = np.cumsum(sizes)[:-1]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
@@ -121,19 +132,13 @@ def solve(
         return out
 
     if lr is None:
-        t_eval = np.linspace(0.0, t_max, n_points)
-        result = solve_ivp(
-            lambda t, y: rhs(y),
-            (0.0, t_max),
-            y0,
-            t_eval=t_eval,
-            method="LSODA",
-            rtol=rtol,
-            atol=atol,
+        times = np.linspace(0.0, t_max, n_points)
+        states, info = odeint(
+            lambda y, t: rhs(y), y0, times, rtol=rtol, atol=atol, full_output=True
         )
-        if not result.success:
-            raise GdlnError(f"the ODE solver failed: {result.message}")
-        times, states = result.t, result.y
+        if info["message"] != "Integration successful.":
+            raise GdlnError(f"the ODE solver failed: {info['message']}")
+        states = states.T
         method = "ode"
     else:
         steps = round(t_max / lr)

@@ -160,3 +160,28 @@ def test_gate_and_input_errors():
             make_dgn(3, 4, 1), _x(8, 3) * 100, torch.ones(8), lr=1e6, optimizer="sgd", epochs=40
         )
     assert issubclass(DGNSpecError, GdlnError)
+
+
+def test_datasets():
+    from gdln._dgn import make_dataset
+
+    x, y = make_dataset("digits47", n=40, seed=0)
+    assert x.shape == (40, 64) and sorted(set(y.tolist())) == [-1.0, 1.0]
+    assert float((y == 1).sum()) == 20
+    assert torch.allclose(x.norm(dim=1), torch.ones(40, dtype=x.dtype))
+    x2, _ = make_dataset("digits47", n=40, seed=0)
+    assert torch.equal(x, x2)
+    x, y = make_dataset("digits", n=50, seed=1)
+    assert y.dtype == torch.int64 and x.shape == (50, 64)
+    x, y = make_dataset("identical", n=5)
+    assert torch.equal(x, torch.ones(5, 1, dtype=x.dtype)) and bool((y.abs() <= 1).all())
+    x, _ = make_dataset("uniform2d", n=5)
+    assert x.shape == (5, 2)
+    with pytest.raises(DGNSpecError, match=r"dataset: got 'mnist'"):
+        make_dataset("mnist", n=3)
+    with pytest.raises(DGNSpecError, match=r"n: got 41, expected an even number"):
+        make_dataset("digits47", n=41)
+    with pytest.raises(DGNSpecError, match=r"n: got 0, expected an integer >= 1"):
+        make_dataset("digits", n=0)
+    with pytest.raises(DGNSpecError, match=r"n: got 5000, expected at most 1797"):
+        make_dataset("digits", n=5000)

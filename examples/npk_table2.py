@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seeds", type=int, default=5)
     args = ap.parse_args(argv)
     if args.quick:
-        cfg = dict(width=16, depth=3, epochs=2, seeds=1, n_train=200, n_test=100)
+        cfg = dict(width=8, depth=3, epochs=1, seeds=1, n_train=100, n_test=50)
     else:
         cfg = dict(width=100, depth=5, epochs=40, seeds=args.seeds, n_train=1297, n_test=500)
     torch.manual_seed(0)

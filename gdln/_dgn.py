@@ -57,6 +57,7 @@ __all__ = [
     "TrainResult",
     "bernoulli_gates",
     "dgn_forward",
+    "feature_gates",
     "make_dataset",
     "make_dgn",
     "train_dgn",

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
             20 if q else 200,
             [5, 40] if q else [25, 500],
             [2, 4] if q else [2, 4, 6, 8, 12, 16, 20],
-            2 if q else 20,
+            2 if q else 10,
             0.5,
         ),
         "fig3_frg": {
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
                 w,
                 [2, 4] if q else [2, 4, 6, 8, 12],
                 5 if q else 100,
-                1 if q else 5,
+                1 if q else 2,
             )
             for w in ([8] if q else [25, 500])
         },
@@ -145,13 +145,13 @@ def main(argv: list[str] | None = None) -> dict:
                 8 if q else 100,
                 [2, 3] if q else [2, 4, 6, 8, 10],
                 5 if q else 100,
-                1 if q else 5,
+                1 if q else 3,
             )
             for mode in ("galu", "relu")
         },
     }
     var = gram_variance_by_depth(
-        8 if q else 25, [2, 3] if q else [2, 4, 6, 8, 10], n_samples=30 if q else 2000, seed=0
+        8 if q else 25, [2, 3] if q else [2, 4, 6, 8, 10], n_samples=30 if q else 1000, seed=0
     )
     res["variance"] = {
         "width": var.width,

@@ -88,9 +88,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     q = args.quick
     n, d_in = (30, 50) if q else (200, 50)
-    widths = [4, 8, 16] if q else [25, 50, 100, 200, 400, 800]
-    steps = 20 if q else 400
-    seeds = 1 if q else 3
+    widths = [4, 8, 16] if q else [25, 50, 100, 200, 400]
+    steps = 20 if q else 300
+    seeds = 1 if q else 2
     x, y = teacher_data(n, d_in, 100, seed=0)
     res: dict = {"n": n, "widths": widths, "steps": steps, "seeds": seeds}
     # Thm. 5.1 check on one student: path formula == autodiff, and term counts

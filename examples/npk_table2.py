@@ -43,10 +43,11 @@ def run(
 ) -> dict:
     x, y = make_dataset("digits", n=n_train + n_test, seed=0)
     xtr, ytr, xte, yte = x[:n_train], y[:n_train], x[n_train:], y[n_train:]
-    results: dict[str, dict[str, list[float]]] = {}
-    for opt in ("sgd", "adam"):
-        results[opt] = {m: [] for m in MODES}
-        for seed in range(seeds):
+    results: dict[str, dict[str, list[float]]] = {
+        o: {m: [] for m in MODES} for o in ("sgd", "adam")
+    }
+    for seed in range(seeds):
+        for opt in ("sgd", "adam"):
             kw = dict(
                 epochs=epochs,
                 lr=lr[opt],
@@ -59,6 +60,7 @@ def run(
                 make_dgn(64, width, depth, d_out=10, seed=100 + seed), xtr, ytr, **kw
             ).net
             results[opt]["relu"].append(accuracy(relu, xte, yte))
+            print(f"seed {seed} {opt} relu {results[opt]['relu'][-1]:.2f}", flush=True)
             for mode in ("frnpf_ii", "frnpf_di", "dnpfl", "flnpf"):
                 gate = Gate("soft", beta=4.0) if mode == "dnpfl" else Gate("relu")
                 net = make_dgn(
@@ -73,6 +75,7 @@ def run(
                 )
                 trained = train_dgn(net, xtr, ytr, **kw).net
                 results[opt][mode].append(accuracy(trained, xte, yte))
+                print(f"seed {seed} {opt} {mode} {results[opt][mode][-1]:.2f}", flush=True)
     return results
 
 
@@ -81,11 +84,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-o", "--out", type=Path, default=Path("out/npk_table2"))
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=40)
     args = ap.parse_args(argv)
     if args.quick:
         cfg = dict(width=8, depth=3, epochs=1, seeds=1, n_train=100, n_test=50)
     else:
-        cfg = dict(width=100, depth=5, epochs=40, seeds=args.seeds, n_train=1297, n_test=500)
+        cfg = dict(
+            width=100, depth=5, epochs=args.epochs, seeds=args.seeds, n_train=1297, n_test=500
+        )
     torch.manual_seed(0)
     res = run(**cfg, lr={"sgd": 0.1, "adam": 3e-4 if not args.quick else 1e-2})
     args.out.mkdir(parents=True, exist_ok=True)

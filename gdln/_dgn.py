@@ -232,6 +232,8 @@ class DGN:
         new_mode = mode or self.mode
         if new_mode == "relu":
             feature = value
+        elif new_mode == "frg":
+            feature = ()
         else:
             feature = tuple(f.detach().clone() for f in (self.feature or self.value))
         fixed = None if self.fixed_gates is None else tuple(g.clone() for g in self.fixed_gates)

@@ -1,0 +1,557 @@
+r"""Deep gated networks: a feature (gating) network and a value network.
+
+A deep gated network (DGN) separates the two roles a ReLU plays: the *feature network*
+$\Theta^F$ decides, through its pre-activations $q^F_x(l)$, which gates
+$G_x(l)\in[0,1+\varepsilon]^w$ are on, and the *value network* $\Theta^V$ of the same
+architecture carries the signal through those gates (Sec. 4 and Fig. 2 of Lakshminarayanan
+& Singh, *Neural Path Features and Neural Path Kernel* (NPF/NPK); Tables 2-3 of
+Lakshminarayanan & Singh, *Deep Gated Networks* (DGN)):
+
+$$q^V_x(l) = \Theta^V(l)^\top z^V_x(l-1),\quad z^V_x(l) = q^V_x(l)\odot G_x(l),\quad
+\hat y(x) = \Theta^V(d)^\top z^V_x(d-1).$$
+
+The network is fully connected, has $d$ weight layers ($d-1$ hidden layers of width $w$)
+and no biases, so that every output is a sum over paths.
+
+Gates (:class:`Gate`): hard ReLU gates $\mathbb 1\{q>0\}$; soft gates
+$(1+\varepsilon)\,\mathrm{sigmoid}(\beta q)$ (the $\chi_\varepsilon(-\beta q)$ of DGN
+Table 2); fixed random Bernoulli($p$) gates, one draw per example (DGN-FRG).
+
+Modes (:data:`MODES`):
+
+``"relu"``
+    $\Theta^F=\Theta^V$ (one tied set of weights): the ordinary ReLU network, or the
+    soft-ReLU network with soft gates.
+``"frnpf_ii"``, ``"galu"``
+    fixed random NPF, independent initialisation: $\Theta^F$ random and frozen,
+    $\Theta^V$ random and independent of it. ``"galu"`` is the same network under the
+    name of the DGN paper (gates from a separate frozen ReLU network).
+``"frnpf_di"``
+    fixed random NPF, dependent initialisation: $\Theta^V_0=\Theta^F_0$, $\Theta^F$ frozen.
+``"flnpf"``
+    fixed learnt NPF: $\Theta^F$ copied from a (trained) ``"relu"`` network and frozen.
+``"dnpfl"``
+    decoupled NPF learning: $\Theta^F$ and $\Theta^V$ both trained.
+``"frg"``
+    fixed random gating: Bernoulli($p$) gates drawn once per example, no feature network.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import torch
+
+from ._errors import GdlnError
+
+__all__ = [
+    "DATASETS",
+    "DGN",
+    "MODES",
+    "DGNSpecError",
+    "Gate",
+    "TrainResult",
+    "bernoulli_gates",
+    "dgn_forward",
+    "feature_gates",
+    "make_dataset",
+    "make_dgn",
+    "train_dgn",
+]
+
+MODES: tuple[str, ...] = ("relu", "frnpf_ii", "frnpf_di", "flnpf", "dnpfl", "galu", "frg")
+_FROZEN_FEATURE = ("frnpf_ii", "frnpf_di", "flnpf", "galu")
+
+
+class DGNSpecError(GdlnError, ValueError):
+    """A deep gated network, or the data given to it, is malformed."""
+
+
+GateKind = Literal["relu", "soft", "bernoulli"]
+
+
+@dataclass(frozen=True)
+class Gate:
+    r"""How a pre-activation $q$ of the feature network becomes a gate value.
+
+    Attributes
+    ----------
+    kind
+        ``"relu"``: $\mathbb 1\{q>0\}$. ``"soft"``: $(1+\varepsilon)\,\sigma(\beta q)$
+        with $\sigma$ the logistic function (DGN Table 2, $\chi_\varepsilon(-\beta q)$).
+        ``"bernoulli"``: no function of $q$; values are drawn once per example with
+        probability ``p`` of being 1 (DGN-FRG, Sec. 2 of the DGN paper).
+    beta, epsilon
+        Slope and overshoot of the soft gate.
+    p
+        Probability that a Bernoulli gate is on.
+
+    Examples
+    --------
+    >>> g = Gate("soft", beta=2.0, epsilon=0.5)
+    >>> float(g(torch.tensor(0.0)))
+    0.75
+    """
+
+    kind: GateKind = "relu"
+    beta: float = 4.0
+    epsilon: float = 0.0
+    p: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("relu", "soft", "bernoulli"):
+            raise DGNSpecError(
+                f"gate kind: got {self.kind!r}, expected one of 'relu', 'soft', 'bernoulli'"
+            )
+        if not (math.isfinite(self.beta) and self.beta > 0):
+            raise DGNSpecError(f"gate beta: got {self.beta!r}, expected a finite number > 0")
+        if not (math.isfinite(self.epsilon) and self.epsilon >= 0):
+            raise DGNSpecError(f"gate epsilon: got {self.epsilon!r}, expected a number >= 0")
+        if not (0.0 <= self.p <= 1.0):
+            raise DGNSpecError(f"gate p: got {self.p!r}, expected a probability in [0, 1]")
+
+    def __call__(self, q: torch.Tensor) -> torch.Tensor:
+        """Gate values for pre-activations ``q`` (same shape)."""
+        if self.kind == "relu":
+            return (q > 0).to(q.dtype)
+        if self.kind == "soft":
+            return (1.0 + self.epsilon) * torch.sigmoid(self.beta * q)
+        raise DGNSpecError(
+            "gate kind 'bernoulli': gates are drawn per example, not computed from q; "
+            "use mode='frg' (make_dgn draws them) or pass gates explicitly"
+        )
+
+    @property
+    def differentiable(self) -> bool:
+        """Whether gate values depend smoothly on the feature weights."""
+        return self.kind == "soft"
+
+
+@dataclass(frozen=True)
+class DGN:
+    r"""A fully connected deep gated network (Fig. 2 of the NPF/NPK paper).
+
+    Weights are stored as in Table 1 of the NPF/NPK paper: ``value[l-1]`` is
+    $\Theta^V(l)$ of shape ``(fan_in, fan_out)``, so $q(l)=\Theta(l)^\top z(l-1)$ is
+    ``z @ value[l-1]`` on a batch of rows.
+
+    Attributes
+    ----------
+    mode
+        One of :data:`MODES`.
+    gate
+        The gate function (:class:`Gate`).
+    feature
+        Feature-network weights $\Theta^F(1..d)$; in mode ``"relu"`` the very same tensor
+        objects as ``value``; empty in mode ``"frg"``.
+    value
+        Value-network weights $\Theta^V(1..d)$.
+    fixed_gates
+        Mode ``"frg"`` only: per hidden layer an ``(n, w)`` 0/1 tensor; row ``s`` gates
+        example ``s`` of every batch given to this network.
+    sigma
+        The scale the weights were drawn with.
+    """
+
+    mode: str
+    gate: Gate
+    feature: tuple[torch.Tensor, ...]
+    value: tuple[torch.Tensor, ...]
+    fixed_gates: tuple[torch.Tensor, ...] | None = None
+    sigma: float = field(default=1.0)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise DGNSpecError(f"mode: got {self.mode!r}, expected one of {', '.join(MODES)}")
+        if len(self.value) < 1:
+            raise DGNSpecError("value: got no weight layers, expected at least one")
+        for k, (a, b) in enumerate(zip(self.value[:-1], self.value[1:], strict=False)):
+            if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+                raise DGNSpecError(
+                    f"value[{k}] and value[{k + 1}]: shapes {tuple(a.shape)} and "
+                    f"{tuple(b.shape)} do not chain"
+                )
+        if self.mode == "frg":
+            if self.fixed_gates is None or len(self.fixed_gates) != len(self.value) - 1:
+                raise DGNSpecError(
+                    "fixed_gates: mode 'frg' needs one (n, w) gate tensor per hidden layer"
+                )
+        elif len(self.feature) != len(self.value) or any(
+            f.shape != v.shape for f, v in zip(self.feature, self.value, strict=True)
+        ):
+            raise DGNSpecError(
+                "feature: expected the same architecture as value "
+                f"(shapes {[tuple(v.shape) for v in self.value]})"
+            )
+
+    @property
+    def depth(self) -> int:
+        """$d$, the number of weight layers."""
+        return len(self.value)
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """Layer sizes $(d_\\mathrm{in}, w_1, \\dots, w_{d-1}, d_\\mathrm{out})$."""
+        return (int(self.value[0].shape[0]), *(int(v.shape[1]) for v in self.value))
+
+    @property
+    def d_in(self) -> int:
+        """Input dimension."""
+        return self.widths[0]
+
+    @property
+    def tied(self) -> bool:
+        """Whether feature and value weights are one tensor set (mode ``"relu"``)."""
+        return self.mode == "relu"
+
+    def trainable(self) -> list[torch.Tensor]:
+        """The tensors gradient descent updates in this mode (Sec. 4 of NPF/NPK)."""
+        if self.mode == "dnpfl":
+            return [*self.feature, *self.value]
+        return list(self.value)
+
+    def gates(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Gate values $G_x(l)$, one ``(n, w_l)`` tensor per hidden layer."""
+        x = _check_input(self, x)
+        if self.mode == "frg":
+            return _check_fixed(self, x)
+        return feature_gates(self.feature, x, self.gate)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Network output $\\hat y(x)$, shape ``(n, d_out)``."""
+        x = _check_input(self, x)
+        return dgn_forward(self.value, x, self.gates(x))
+
+    def clone(self, mode: str | None = None) -> DGN:
+        """A deep copy (optionally under another mode with the same weights)."""
+        value = tuple(v.detach().clone() for v in self.value)
+        new_mode = mode or self.mode
+        if new_mode == "relu":
+            feature = value
+        elif new_mode == "frg":
+            feature = ()
+        else:
+            feature = tuple(f.detach().clone() for f in (self.feature or self.value))
+        fixed = None if self.fixed_gates is None else tuple(g.clone() for g in self.fixed_gates)
+        return DGN(new_mode, self.gate, feature, value, fixed, self.sigma)
+
+
+def _check_input(net: DGN, x: torch.Tensor) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        x = torch.as_tensor(np.asarray(x), dtype=net.value[0].dtype)
+    if x.ndim != 2 or x.shape[1] != net.d_in:
+        raise DGNSpecError(f"x: got shape {tuple(x.shape)}, expected (n, d_in={net.d_in})")
+    return x.to(net.value[0].dtype)
+
+
+def _check_fixed(net: DGN, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    assert net.fixed_gates is not None
+    n = int(net.fixed_gates[0].shape[0])
+    if x.shape[0] != n:
+        raise DGNSpecError(
+            f"x: got {x.shape[0]} rows, expected n={n}: fixed random gates (mode 'frg') "
+            "are drawn for one dataset, row s for example s"
+        )
+    return net.fixed_gates
+
+
+def feature_gates(
+    feature: Sequence[torch.Tensor], x: torch.Tensor, gate: Gate
+) -> tuple[torch.Tensor, ...]:
+    r"""Gates from the feature network's pre-activations (Fig. 2 of NPF/NPK).
+
+    $q^F_x(l) = \Theta^F(l)^\top z^F_x(l-1)$, $G_x(l) = \gamma(q^F_x(l))$ and
+    $z^F_x(l) = q^F_x(l)\odot G_x(l)$ for $l=1..d-1$ (DGN Table 2, gating network).
+    """
+    z = x
+    gates = []
+    for W in feature[:-1]:
+        q = z @ W
+        G = gate(q)
+        gates.append(G)
+        z = q * G
+    return tuple(gates)
+
+
+def dgn_forward(
+    value: Sequence[torch.Tensor], x: torch.Tensor, gates: Sequence[torch.Tensor]
+) -> torch.Tensor:
+    r"""Value-network output given the gates (Table 1 of NPF/NPK with $G$ supplied).
+
+    $z(0)=x$, $z(l) = (\Theta^V(l)^\top z(l-1))\odot G_x(l)$, $\hat y = \Theta^V(d)^\top z(d-1)$.
+    """
+    z = x
+    for W, G in zip(value[:-1], gates, strict=True):
+        z = (z @ W) * G
+    return z @ value[-1]
+
+
+def bernoulli_gates(
+    n: int,
+    widths: Sequence[int],
+    p: float,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, ...]:
+    """Fixed random gates, i.i.d. Bernoulli($p$), one ``(n, w)`` tensor per hidden width."""
+    return tuple((torch.rand(n, w, generator=generator, dtype=dtype) < p).to(dtype) for w in widths)
+
+
+def _draw(
+    shape: tuple[int, int], sigma: float, init: str, gen: torch.Generator, dtype: torch.dtype
+) -> torch.Tensor:
+    if init == "gaussian":
+        return sigma * torch.randn(*shape, generator=gen, dtype=dtype)
+    signs = torch.randint(0, 2, shape, generator=gen).to(dtype) * 2 - 1
+    return sigma * signs
+
+
+def make_dgn(
+    d_in: int,
+    width: int,
+    depth: int,
+    *,
+    mode: str = "relu",
+    gate: Gate | None = None,
+    d_out: int = 1,
+    sigma: float | None = None,
+    init: Literal["gaussian", "bernoulli"] = "gaussian",
+    seed: int = 0,
+    source: DGN | None = None,
+    n_examples: int | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> DGN:
+    r"""Build a deep gated network in one of the modes of Sec. 4/6 of NPF/NPK.
+
+    Parameters
+    ----------
+    d_in, width, depth
+        Input size, hidden width $w$ and number of weight layers $d\ge 1$.
+    mode
+        One of :data:`MODES`.
+    gate
+        Gate function; default hard ReLU gates, Bernoulli(0.5) for ``"frg"``.
+    d_out
+        Output size (the path objects of :mod:`gdln._npk` need ``d_out=1``).
+    sigma
+        Weight scale; default $\sqrt{2/w}$ (the "choice of $\sigma$" after Thm. 5.1 of
+        NPF/NPK), used for every layer.
+    init
+        ``"gaussian"``: $N(0,\sigma^2)$; ``"bernoulli"``: $\pm\sigma$ with probability 1/2
+        each (Assumption 5.1 of NPF/NPK, Assumption 1 of DGN).
+    seed
+        Seed of the ``torch.Generator`` all draws come from.
+    source
+        Mode ``"flnpf"``: the (trained) ``"relu"`` network whose weights become the frozen
+        feature network.
+    n_examples
+        Mode ``"frg"``: the number of examples to draw gates for.
+
+    Examples
+    --------
+    >>> net = make_dgn(3, 4, 3, mode="frnpf_di", seed=1)
+    >>> net.widths, all(torch.equal(f, v) for f, v in zip(net.feature, net.value))
+    ((3, 4, 4, 1), True)
+    """
+    for name, val, low in (("d_in", d_in, 1), ("width", width, 1), ("depth", depth, 1)):
+        if not isinstance(val, (int, np.integer)) or val < low:
+            raise DGNSpecError(f"{name}: got {val!r}, expected an integer >= {low}")
+    if mode not in MODES:
+        raise DGNSpecError(f"mode: got {mode!r}, expected one of {', '.join(MODES)}")
+    if init not in ("gaussian", "bernoulli"):
+        raise DGNSpecError(f"init: got {init!r}, expected 'gaussian' or 'bernoulli'")
+    sigma = math.sqrt(2.0 / width) if sigma is None else float(sigma)
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise DGNSpecError(f"sigma: got {sigma!r}, expected a finite number > 0")
+    if gate is None:
+        gate = Gate("bernoulli") if mode == "frg" else Gate("relu")
+    if (mode == "frg") != (gate.kind == "bernoulli"):
+        raise DGNSpecError(
+            f"gate: got kind {gate.kind!r} for mode {mode!r}; Bernoulli gates go with "
+            "mode 'frg' and only there"
+        )
+    gen = torch.Generator().manual_seed(int(seed))
+    shapes = [(d_in, width)] + [(width, width)] * (depth - 2) + [(width, d_out)]
+    if depth == 1:
+        shapes = [(d_in, d_out)]
+
+    def draw_all() -> tuple[torch.Tensor, ...]:
+        return tuple(_draw(s, sigma, init, gen, dtype) for s in shapes)
+
+    fixed = None
+    if mode == "relu":
+        value = draw_all()
+        feature = value
+    elif mode == "frg":
+        if n_examples is None or n_examples < 1:
+            raise DGNSpecError(
+                f"n_examples: got {n_examples!r}, expected the number of examples (>= 1) "
+                "to draw fixed random gates for"
+            )
+        value = draw_all()
+        feature = ()
+        fixed = bernoulli_gates(
+            n_examples, [width] * (depth - 1), gate.p, generator=gen, dtype=dtype
+        )
+    elif mode == "flnpf":
+        if (
+            source is None
+            or source.mode != "relu"
+            or source.widths[:-1] != (d_in, *([width] * (depth - 1)))
+        ):
+            raise DGNSpecError(
+                "source: mode 'flnpf' needs a 'relu' DGN of the same architecture whose "
+                f"weights become the frozen feature network, got {source!r:.80}"
+            )
+        copied = [v.detach().clone() for v in source.value[:-1]]
+        feature = (*copied, _draw(shapes[-1], sigma, init, gen, dtype))
+        value = draw_all()
+    elif mode == "frnpf_di":
+        feature = draw_all()
+        value = tuple(f.clone() for f in feature)
+    else:
+        feature = draw_all()
+        value = draw_all()
+    return DGN(mode, gate, feature, value, fixed, sigma)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """A trained network and its per-epoch training loss."""
+
+    net: DGN
+    losses: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not all(math.isfinite(v) for v in self.losses):
+            raise DGNSpecError("training diverged: the loss became non-finite; lower lr")
+
+
+def train_dgn(
+    net: DGN,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    epochs: int = 10,
+    lr: float = 1e-3,
+    optimizer: Literal["sgd", "adam"] = "adam",
+    batch_size: int = 32,
+    loss: Literal["squared", "cross_entropy"] = "squared",
+    seed: int = 0,
+    callback: Callable[[int, DGN], None] | None = None,
+) -> TrainResult:
+    r"""Train the trainable weights of a copy of ``net`` by mini-batch SGD or Adam.
+
+    The squared loss is $\tfrac12\,\mathrm{mean}_s\lVert \hat y(x_s)-y_s\rVert^2$; the
+    cross-entropy loss takes integer class labels ``y``. ``callback(epoch, net)`` is
+    called after every epoch (epoch 0 = before training) with the live network.
+    Mode ``"frg"`` trains full-batch on its own examples (the gates are tied to rows).
+    """
+    if optimizer not in ("sgd", "adam"):
+        raise DGNSpecError(f"optimizer: got {optimizer!r}, expected 'sgd' or 'adam'")
+    if loss not in ("squared", "cross_entropy"):
+        raise DGNSpecError(f"loss: got {loss!r}, expected 'squared' or 'cross_entropy'")
+    net = net.clone()
+    x = _check_input(net, x)
+    y = torch.as_tensor(y)
+    if y.shape[0] != x.shape[0]:
+        raise DGNSpecError(f"y: got {y.shape[0]} rows, expected {x.shape[0]} (one per x row)")
+    params = net.trainable()
+    for t in params:
+        t.requires_grad_(True)
+    opt = torch.optim.Adam(params, lr=lr) if optimizer == "adam" else torch.optim.SGD(params, lr=lr)
+    gen = torch.Generator().manual_seed(int(seed))
+    n = x.shape[0]
+    bs = n if net.mode == "frg" else max(1, min(batch_size, n))
+
+    def batch_loss(idx: torch.Tensor) -> torch.Tensor:
+        if net.mode == "frg":
+            out = net(x)
+        else:
+            out = dgn_forward(net.value, x[idx], feature_gates(net.feature, x[idx], net.gate))
+        if loss == "squared":
+            target = y[idx].to(out.dtype).reshape(out.shape)
+            return 0.5 * ((out - target) ** 2).sum(dim=1).mean()
+        return torch.nn.functional.cross_entropy(out, y[idx].long())
+
+    losses = []
+    if callback is not None:
+        callback(0, net)
+    for epoch in range(1, epochs + 1):
+        perm = torch.randperm(n, generator=gen) if bs < n else torch.arange(n)
+        total = 0.0
+        for start in range(0, n, bs):
+            idx = perm[start : start + bs]
+            opt.zero_grad()
+            value = batch_loss(idx)
+            value.backward()
+            opt.step()
+            total += float(value.detach()) * len(idx)
+        losses.append(total / n)
+        if not math.isfinite(losses[-1]):
+            break
+        if callback is not None:
+            callback(epoch, net)
+    for t in params:
+        t.requires_grad_(False)
+    return TrainResult(net, tuple(losses))
+
+
+DATASETS: tuple[str, ...] = ("digits", "digits47", "identical", "uniform2d")
+
+
+def make_dataset(
+    name: str, *, n: int, seed: int = 0, dtype: torch.dtype = torch.float64
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Inputs and targets for the kernel experiments, reproducible under ``seed``.
+
+    ``"digits"``
+        ``n`` images of sklearn's bundled 8x8 digits (the stand-in for MNIST), pixels
+        scaled to $[0,1]$ then each row to unit norm; targets are class labels 0-9.
+    ``"digits47"``
+        "Binary" digits, 4 vs 7 (Sec. 6 of NPF/NPK), ``n/2`` of each; targets $-1$ (4) and
+        $+1$ (7); inputs as for ``"digits"``.
+    ``"identical"``
+        Experiment 1 of DGN: $x_s=1\in\mathbb R$, $y_s\sim U[-1,1]$.
+    ``"uniform2d"``
+        Experiment 2 of DGN: $x_s\sim U([-1,1]^2)$, $y_s\sim U[-1,1]$.
+    """
+    if name not in DATASETS:
+        raise DGNSpecError(f"dataset: got {name!r}, expected one of {', '.join(DATASETS)}")
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise DGNSpecError(f"n: got {n!r}, expected an integer >= 1")
+    rng = np.random.default_rng(seed)
+    if name in ("digits", "digits47"):
+        from sklearn.datasets import load_digits
+
+        data = load_digits()
+        images, labels = data.data / 16.0, data.target
+        if name == "digits":
+            if n > len(images):
+                raise DGNSpecError(f"n: got {n}, expected at most {len(images)} digits")
+            idx = rng.permutation(len(images))[:n]
+            y = labels[idx].astype(np.int64)
+        else:
+            if n % 2 or n // 2 > min((labels == 4).sum(), (labels == 7).sum()):
+                raise DGNSpecError(
+                    f"n: got {n}, expected an even number of at most 358 (179 sevens)"
+                )
+            fours = rng.permutation(np.flatnonzero(labels == 4))[: n // 2]
+            sevens = rng.permutation(np.flatnonzero(labels == 7))[: n // 2]
+            idx = rng.permutation(np.concatenate([fours, sevens]))
+            y = np.where(labels[idx] == 7, 1.0, -1.0)
+        x = images[idx]
+        x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    elif name == "identical":
+        x = np.ones((n, 1))
+        y = rng.uniform(-1, 1, size=n)
+    else:
+        x = rng.uniform(-1, 1, size=(n, 2))
+        y = rng.uniform(-1, 1, size=n)
+    yt = torch.as_tensor(y) if y.dtype == np.int64 else torch.as_tensor(y, dtype=dtype)
+    return torch.as_tensor(x, dtype=dtype), yt

@@ -1,0 +1,141 @@
+"""NPF, NPV, overlap and NPK against explicit path enumeration (gdln._npk)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from gdln._dgn import DGNSpecError, Gate, make_dgn
+from gdln._npk import (
+    neural_path_features,
+    neural_path_kernel,
+    neural_path_value,
+    normalised_nu,
+    num_paths,
+    overlap,
+)
+
+RTOL = 1e-10
+
+NETS = [
+    ("relu", None, (2, 3, 3)),
+    ("relu", Gate("soft", beta=2.0, epsilon=0.1), (3, 2, 4)),
+    ("frnpf_ii", None, (2, 3, 3)),
+    ("dnpfl", Gate("soft"), (3, 3, 2)),
+    ("frg", Gate("bernoulli", p=0.6), (2, 3, 4)),
+]
+
+
+def _x(n, d_in, seed=0):
+    return torch.randn(n, d_in, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def _enumerate(net, x):
+    """Explicit path enumeration: Phi (P, n) and v (P,) by looping over every path."""
+    d_in, *hidden, _ = net.widths
+    gates = [g.numpy() for g in net.gates(x)]
+    value = [w.numpy() for w in net.value]
+    xs = x.numpy()
+    phi, v = [], []
+    for path in itertools.product(range(d_in), *(range(w) for w in hidden)):
+        activity = np.ones(len(xs))
+        for layer, unit in enumerate(path[1:]):
+            activity = activity * gates[layer][:, unit]
+        phi.append(xs[:, path[0]] * activity)
+        strength = 1.0
+        nodes = [*path, 0]
+        for layer, W in enumerate(value):
+            strength *= W[nodes[layer], nodes[layer + 1]]
+        v.append(strength)
+    return np.array(phi), np.array(v)
+
+
+@pytest.mark.parametrize(("mode", "gate", "shape"), NETS)
+def test_npf_npv_match_enumeration_and_prop21(mode, gate, shape):
+    d_in, w, d = shape
+    n = 5
+    net = make_dgn(d_in, w, d, mode=mode, gate=gate, seed=7, n_examples=n)
+    x = _x(n, d_in)
+    phi_e, v_e = _enumerate(net, x)
+    phi, v = neural_path_features(net, x), neural_path_value(net)
+    assert phi.shape == (num_paths(net), n) == phi_e.shape
+    np.testing.assert_allclose(phi, phi_e, rtol=RTOL, atol=1e-14)
+    np.testing.assert_allclose(v, v_e, rtol=RTOL, atol=1e-14)
+    # Prop. 2.1: y = Phi^T v
+    np.testing.assert_allclose(phi.T @ v, net(x).numpy().ravel(), rtol=RTOL, atol=1e-13)
+
+
+@pytest.mark.parametrize(("mode", "gate", "shape"), NETS)
+def test_npk_equals_sigma_hadamard_lambda_equals_phi_t_phi(mode, gate, shape):
+    d_in, w, d = shape
+    n = 6
+    net = make_dgn(d_in, w, d, mode=mode, gate=gate, seed=3, n_examples=n)
+    x = _x(n, d_in, seed=1)
+    phi_e, _ = _enumerate(net, x)
+    k = neural_path_kernel(net, x)
+    np.testing.assert_allclose(k.kernel, phi_e.T @ phi_e, rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(k.input_gram, x.numpy() @ x.numpy().T, rtol=RTOL)
+    # Def. 2.2: Lambda = (number of co-active paths over all inputs) / d_in
+    xs = torch.ones(n, d_in, dtype=torch.float64)
+    phi_ones, _ = _enumerate(net, xs) if mode != "frg" else (None, None)
+    if phi_ones is not None:
+        lam_paths = (phi_ones.T @ phi_ones) / d_in
+        np.testing.assert_allclose(neural_path_kernel(net, xs).overlap, lam_paths, rtol=RTOL)
+        # and the overlap computed for x equals that for ones: gates differ, so compare gates
+    gates = net.gates(x)
+    lam = overlap(gates)
+    assert np.allclose(lam, k.overlap, rtol=RTOL)
+
+
+def test_overlap_counts_active_paths_for_hard_gates():
+    net = make_dgn(2, 4, 4, seed=11)
+    x = _x(7, 2, seed=2)
+    gates = [g.numpy().astype(bool) for g in net.gates(x)]
+    lam = overlap(net.gates(x))
+    for s in range(7):
+        for t in range(7):
+            count = sum(
+                all(gates[layer][s, u] and gates[layer][t, u] for layer, u in enumerate(path))
+                for path in itertools.product(range(4), repeat=3)
+            )
+            assert lam[s, t] == count
+
+
+def test_depth_one_overlap_is_all_ones():
+    net = make_dgn(3, 4, 1)
+    x = _x(4, 3)
+    k = neural_path_kernel(net, x)
+    np.testing.assert_array_equal(k.overlap, np.ones((4, 4)))
+
+
+def test_nu_matches_eigen_form():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(6, 6))
+    h = a @ a.T + 0.1 * np.eye(6)
+    y = rng.choice([-1.0, 1.0], size=6)
+    hh = h / np.trace(h)
+    rho, u = np.linalg.eigh(hh)
+    expected = float(np.sum((u.T @ y) ** 2 / rho))
+    got = normalised_nu(h, y)
+    assert isinstance(got, float)
+    assert got == pytest.approx(expected, rel=1e-10)
+
+
+def test_npk_errors():
+    net = make_dgn(3, 4, 3, d_out=2)
+    with pytest.raises(DGNSpecError, match=r"net: got d_out=2, expected d_out=1"):
+        neural_path_features(net, _x(2, 3))
+    with pytest.raises(DGNSpecError, match=r"kernel, y: got shapes \(2, 2\) and \(3,\)"):
+        normalised_nu(np.eye(2), np.ones(3))
+    with pytest.raises(DGNSpecError, match=r"not positive definite"):
+        normalised_nu(np.ones((2, 2)), np.array([1.0, -1.0]))
+    with pytest.raises(DGNSpecError, match=r"trace is 0.0"):
+        normalised_nu(np.zeros((2, 2)), np.ones(2))
+    with pytest.raises(DGNSpecError, match=r"got no gate layers and no n"):
+        overlap([])
+    big = make_dgn(64, 128, 6)
+    with pytest.raises(DGNSpecError, match=r"would list .* path entries"):
+        neural_path_value(big)

@@ -155,7 +155,7 @@ def _check_probabilities(p: np.ndarray, *, key: str = "p", positive: bool = Fals
     if bad.size:
         i = int(bad[0])
         raise StochasticDepthError(
-            f"survival probability {key}[{i}] = {p[i]!r} is outside [0, 1]; "
+            f"survival probability {key}[{i}] = {float(p[i])!r} is outside [0, 1]; "
             "expected every p_l in [0, 1]",
             key=f"{key}[{i}]",
         )

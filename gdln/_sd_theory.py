@@ -49,12 +49,16 @@ __all__ = [
 # ----------------------------------------------------------------------------------------
 
 
-def gradient_growth(p: np.ndarray | None = None, *, L: int | None = None) -> np.ndarray:
+def gradient_growth(
+    p: np.ndarray | None = None, *, L: int | None = None, scaling: str | float = "plain"
+) -> np.ndarray:
     r"""$\tilde q_l = \prod_{k=l+1}^{L}(1+p_k)$ for $l=0,\dots,L$ (Prop. 1 of Hayou & Ayed).
 
     The expected ratio $\mathbb E\|\nabla_{y_l}\mathcal L\|^2/\|\nabla_{y_L}\mathcal L\|^2$
     of a ReLU ResNet with He init at infinite width. Without SD (``p=None``, give ``L``)
-    it is $2^{L-l}$.
+    it is $2^{L-l}$. With a residual scale $\kappa$ (``scaling="stable"``:
+    $\kappa=1/\sqrt L$, Eq. 3) the same argument gives factors $1+\kappa^2p_k$, i.e.
+    $\prod_k(1+p_k/L)\le e$ for Stable ResNet (Fig. 2c).
 
     Examples
     --------
@@ -71,7 +75,7 @@ def gradient_growth(p: np.ndarray | None = None, *, L: int | None = None) -> np.
         p_arr = np.ones(int(L))
     else:
         p_arr = _check_probabilities(p)
-    factors = 1.0 + p_arr
+    factors = 1.0 + chain_scale(scaling, p_arr.size) ** 2 * p_arr
     tail = np.cumprod(factors[::-1])[::-1]  # tail[l] = prod_{k >= l+1} in 1-based terms
     return np.concatenate([tail, [1.0]])
 

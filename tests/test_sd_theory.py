@@ -34,6 +34,7 @@ def test_gradient_growth_is_the_product_of_Prop_1():
     np.testing.assert_allclose(gradient_growth(L=5), 2.0 ** (5 - np.arange(6)))
     np.testing.assert_allclose(growth_rate(gradient_growth(np.full(9, 0.7))), 1.7)
     np.testing.assert_allclose(growth_rate(gradient_growth(L=9)), 2.0)
+    np.testing.assert_allclose(gradient_growth(L=4, scaling="stable"), 1.25 ** (4 - np.arange(5)))
 
 
 def test_uniform_mode_explodes_most_at_fixed_budget():

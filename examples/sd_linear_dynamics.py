@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.quick:
-        args.L, args.runs, args.steps = 4, 40, 60
+        args.L, args.runs, args.steps = 4, 20, 40
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     r = run(args.L, args.runs, args.steps, args.lr, args.p_L, args.mode, args.seed)

@@ -666,16 +666,24 @@ def brute_force_chain(
             f"L = {L} is too deep to enumerate 2^L masks; expected L <= 20", key="L"
         )
     kappa = chain_scale(scaling, L)
-    masks = np.array(list(itertools.product((0.0, 1.0), repeat=L)))  # (2^L, L)
-    prob = np.prod(np.where(masks == 1.0, p, 1.0 - p), axis=1)
-    gate = conv.gate_value(masks, p)
-    h = 1.0 + kappa * gate[:, :, None] * B[None]  # (2^L, L, M)
-    f = ca * np.prod(h, axis=1)  # (2^L, M)
-    loss = -s_ * f + 0.5 * d_ * f**2
-    excl = np.stack([_exclusive_products(hk) for hk in h])  # (2^L, L, M)
-    df = ca * excl * kappa * gate[:, :, None]
-    g = ((-s_ + d_ * f)[:, None, :] * df * prob[:, None, None]).sum(axis=0)
-    total = float((prob[:, None] * loss).sum())
+    total = 0.0
+    g = np.zeros_like(B)
+    chunk = 1 << min(L, 14)
+    bits = 1 << np.arange(L - 1, -1, -1)
+    for start in range(0, 1 << L, chunk):
+        # masks start .. start + chunk - 1 in binary, first block as the highest bit
+        masks = ((np.arange(start, start + chunk)[:, None] & bits) > 0).astype(float)
+        prob = np.prod(np.where(masks == 1.0, p, 1.0 - p), axis=1)
+        gate = conv.gate_value(masks, p)
+        h = 1.0 + kappa * gate[:, :, None] * B[None]  # (chunk, L, M)
+        f = ca * np.prod(h, axis=1)  # (chunk, M)
+        loss = -s_ * f + 0.5 * d_ * f**2
+        ones = np.ones((chunk, 1, B.shape[1]))
+        prefix = np.cumprod(np.concatenate([ones, h[:, :-1]], axis=1), axis=1)
+        suffix = np.cumprod(np.concatenate([ones, h[:, ::-1][:, :-1]], axis=1), axis=1)[:, ::-1]
+        df = ca * prefix * suffix * kappa * gate[:, :, None]
+        g += ((-s_ + d_ * f)[:, None, :] * df * prob[:, None, None]).sum(axis=0)
+        total += float((prob[:, None] * loss).sum())
     return total, (g[:, 0] if vector else g)
 
 

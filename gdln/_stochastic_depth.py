@@ -47,6 +47,7 @@ __all__ = [
     "MASK_CONVENTIONS",
     "SURVIVAL_MODES",
     "ChainExpectation",
+    "LinearResNetExpectation",
     "MaskConvention",
     "StochasticDepthError",
     "SymbolicChain",
@@ -55,6 +56,7 @@ __all__ = [
     "expected_chain",
     "expected_chain_symbolic",
     "expected_gate_product",
+    "expected_linear_resnet",
     "expected_path_loss",
     "expected_sd_flow",
     "expected_sd_gd",
@@ -685,6 +687,137 @@ def brute_force_chain(
         g += ((-s_ + d_ * f)[:, None, :] * df * prob[:, None, None]).sum(axis=0)
         total += float((prob[:, None] * loss).sum())
     return total, (g[:, 0] if vector else g)
+
+
+# ----------------------------------------------------------------------------------------
+# Full linear SD ResNets (matrices, not aligned): second-moment recursion
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinearResNetExpectation:
+    r"""Exact expected loss of a linear SD ResNet and its gradients.
+
+    Attributes
+    ----------
+    loss
+        $\mathbb E_\delta[\mathcal L]$ (Eq. 1 of Saxe et al. with the $\frac12\mathrm{tr}
+        \Sigma^{yy}$ term when given).
+    average_loss
+        Loss of the average network
+        $W_{\rm out}\prod_l(I+\kappa\,\mathbb E\tilde\delta_l\,W_l)W_{\rm in}$.
+    grad_blocks
+        ``(L, N, N)`` gradient of ``loss`` in the block weights.
+    grad_in, grad_out
+        Gradients in $W_{\rm in}$ and $W_{\rm out}$.
+    """
+
+    loss: float
+    average_loss: float
+    grad_blocks: np.ndarray
+    grad_in: np.ndarray
+    grad_out: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.loss, float) or not isinstance(self.average_loss, float):
+            raise TypeError("loss and average_loss must be Python floats")
+        if self.grad_blocks.ndim != 3:
+            raise ValueError("grad_blocks must be (L, N, N)")
+
+
+def expected_linear_resnet(
+    blocks: np.ndarray,
+    p: np.ndarray,
+    sigma_x: np.ndarray,
+    sigma_yx: np.ndarray,
+    *,
+    w_in: np.ndarray | None = None,
+    w_out: np.ndarray | None = None,
+    trace_yy: float = 0.0,
+    scaling: str | float = "plain",
+    mask: str = "unscaled",
+) -> LinearResNetExpectation:
+    r"""Exact expected loss of $y=W_{\rm out}\prod_l(I+\kappa\tilde\delta_lW_l)W_{\rm in}x$.
+
+    No path is listed: with independent gates the mean map is
+    $\mathbb E F = W_{\rm out}\prod_l(I+\kappa\mu_lW_l)W_{\rm in}$ and the second moment
+    of the hidden state obeys $S_0=W_{\rm in}\Sigma^xW_{\rm in}^T$,
+    $S_l = S_{l-1}+\kappa\mu_l(W_lS_{l-1}+S_{l-1}W_l^T)+\kappa^2\nu_lW_lS_{l-1}W_l^T$
+    ($\mu=\mathbb E\tilde\delta$, $\nu=\mathbb E\tilde\delta^2$), so
+    $\mathbb E\mathcal L = \frac12\mathrm{tr}\Sigma^{yy}-\mathrm{tr}(\mathbb EF\,\Sigma^{yx\,T})
+    +\frac12\mathrm{tr}(W_{\rm out}S_LW_{\rm out}^T)$, in $O(LN^3)$ for the $2^L$ paths of
+    Saxe et al.'s path sum. Gradients by reverse-mode AD (torch, float64).
+
+    Parameters
+    ----------
+    blocks
+        ``(L, N, N)`` residual weights $W_l$.
+    p
+        ``(L,)`` survival probabilities.
+    sigma_x, sigma_yx
+        Input covariance $\Sigma^x$ ``(D, D)`` and input-output covariance $\Sigma^{yx}$
+        ``(O, D)``.
+    w_in, w_out
+        ``(N, D)`` and ``(O, N)``; identity when omitted (then $D=N$ or $O=N$).
+    trace_yy
+        $\mathrm{tr}\,\Sigma^{yy}$ (a constant).
+    """
+    import torch
+
+    conv = _mask(mask)
+    blocks = np.asarray(blocks, dtype=float)
+    if blocks.ndim != 3 or blocks.shape[1] != blocks.shape[2]:
+        raise StochasticDepthError(
+            f"blocks has shape {blocks.shape}; expected (L, N, N)", key="blocks"
+        )
+    L, N, _ = blocks.shape
+    p = _check_probabilities(p, positive=conv.name == "inverted")
+    if p.shape != (L,):
+        raise StochasticDepthError(
+            f"p has shape {p.shape}; expected ({L},), one survival probability per block",
+            key="p",
+        )
+    kappa = chain_scale(scaling, L)
+    sx = np.asarray(sigma_x, dtype=float)
+    syx = np.asarray(sigma_yx, dtype=float)
+    win = np.eye(N) if w_in is None else np.asarray(w_in, dtype=float)
+    wout = np.eye(N) if w_out is None else np.asarray(w_out, dtype=float)
+    if (
+        win.shape != (N, sx.shape[0])
+        or wout.shape != (syx.shape[0], N)
+        or syx.shape[1] != sx.shape[0]
+    ):
+        raise StochasticDepthError(
+            f"shapes do not chain: w_in {win.shape}, blocks {(N, N)}, w_out {wout.shape}, "
+            f"sigma_x {sx.shape}, sigma_yx {syx.shape}",
+            key="sigma_yx",
+        )
+    t = {
+        k: torch.tensor(v, dtype=torch.float64, requires_grad=k in ("W", "win", "wout"))
+        for k, v in (("W", blocks), ("win", win), ("wout", wout), ("sx", sx), ("syx", syx))
+    }
+    mu = conv.mean(p)
+    nu = conv.second_moment(p)
+    W, win_t, wout_t = t["W"], t["win"], t["wout"]
+    mean_map = win_t
+    S = win_t @ t["sx"] @ win_t.T
+    for ell in range(L):
+        Wl = W[ell]
+        mean_map = mean_map + kappa * mu[ell] * (Wl @ mean_map)
+        WS = Wl @ S
+        S = S + kappa * mu[ell] * (WS + WS.T) + kappa**2 * nu[ell] * (WS @ Wl.T)
+    EF = wout_t @ mean_map
+    cross = torch.trace(EF @ t["syx"].T)
+    loss = 0.5 * trace_yy - cross + 0.5 * torch.trace(wout_t @ S @ wout_t.T)
+    average = 0.5 * trace_yy - cross + 0.5 * torch.trace(EF @ t["sx"] @ EF.T)
+    gW, gin, gout = torch.autograd.grad(loss, (W, win_t, wout_t))
+    return LinearResNetExpectation(
+        loss=float(loss),
+        average_loss=float(average),
+        grad_blocks=gW.numpy(),
+        grad_in=gin.numpy(),
+        grad_out=gout.numpy(),
+    )
 
 
 # ----------------------------------------------------------------------------------------

@@ -351,3 +351,53 @@ def test_cli_bad_input_raises_gdln_errors(args, match):
     assert isinstance(result.exception, GdlnError)
     with pytest.raises(StochasticDepthError, match=match):
         raise result.exception
+
+
+@pytest.mark.parametrize("mask", ["unscaled", "inverted"])
+def test_full_linear_resnet_expected_loss_equals_enumeration_without_alignment(mask):
+    from gdln._stochastic_depth import expected_linear_resnet
+
+    rng = np.random.default_rng(8)
+    L, D, N, n_out = 6, 3, 4, 2
+    W = rng.normal(scale=0.4, size=(L, N, N))
+    win = rng.normal(size=(N, D))
+    wout = rng.normal(size=(n_out, N))
+    A = rng.normal(size=(D, D))
+    sx = A @ A.T / D + 0.1 * np.eye(D)
+    syx = rng.normal(size=(n_out, D))
+    p = rng.uniform(0.2, 1.0, size=L)
+    kappa = 1 / np.sqrt(L)
+    ex = expected_linear_resnet(
+        W, p, sx, syx, w_in=win, w_out=wout, trace_yy=2.5, scaling="stable", mask=mask
+    )
+
+    def masked_loss(Wb, gates):
+        F = win
+        for ell in range(L):
+            F = F + kappa * gates[ell] * Wb[ell] @ F
+        F = wout @ F
+        return 1.25 - np.trace(F @ syx.T) + 0.5 * np.trace(F @ sx @ F.T)
+
+    conv = MASK_CONVENTIONS[mask]
+    brute = 0.0
+    for bits in itertools.product((0.0, 1.0), repeat=L):
+        bits = np.array(bits)
+        prob = np.prod(np.where(bits == 1, p, 1 - p))
+        brute += prob * masked_loss(W, conv.gate_value(bits, p))
+    assert ex.loss == pytest.approx(brute, rel=1e-12)
+    assert ex.average_loss == pytest.approx(masked_loss(W, conv.mean(p)), rel=1e-12)
+    # gradient in one block entry by central differences of the enumerated loss
+    h = 1e-6
+    for idx in [(0, 1, 2), (5, 3, 0)]:
+        Wp, Wm = W.copy(), W.copy()
+        Wp[idx] += h
+        Wm[idx] -= h
+        fp = sum(
+            np.prod(np.where(np.array(bits) == 1, p, 1 - p))
+            * (
+                masked_loss(Wp, conv.gate_value(np.array(bits), p))
+                - masked_loss(Wm, conv.gate_value(np.array(bits), p))
+            )
+            for bits in itertools.product((0.0, 1.0), repeat=L)
+        )
+        assert ex.grad_blocks[idx] == pytest.approx(fp / (2 * h), rel=1e-6, abs=1e-9)

@@ -63,3 +63,9 @@ def test_budget_quick(tmp_path):
     r = _load("sd_budget").main(["--quick", "-o", str(tmp_path)])
     assert r["toy"]["0.25"]["linear"] is None  # linear mode needs budget >= (L - 1)/2
     assert len(r["digits"]["0.75"]["uniform"]) == 1
+
+
+@pytest.mark.slow
+def test_max_regularisation_quick(tmp_path):
+    r = _load("sd_max_regularisation").main(["--quick", "-o", str(tmp_path)])
+    assert sum(r["p_star_init"]) == pytest.approx(0.7 * 6, abs=1e-8)  # budget met

@@ -112,6 +112,11 @@ def report(r: dict) -> str:
     lines.append(
         f"expected GD map vs expected flow: max |dev b| = {r['max_abs_dev_gd_vs_flow']:.3g}"
     )
+    lines.append(
+        f"final expected loss: GD map {r['loss_gd'][-1]:.5g}, simulations "
+        f"{r['loss_sim_mean'][-1]:.5g} +- {r['loss_sim_se'][-1]:.2g} (the runs' weights fluctuate "
+        "around the mean path, which raises the mean of a convex loss at O(lr))"
+    )
     return "\n".join(lines)
 
 

@@ -1,0 +1,160 @@
+"""Budget hypothesis (Sec. 5-6, Table 2 of Hayou & Ayed): uniform vs linear vs SenseMode.
+
+At a fixed budget L_bar / L (average share of surviving blocks) we train a Stable ReLU
+ResNet (FC blocks, 1/sqrt(L), unscaled mask, average network at test time) with each
+survival mode and report the test metric, mean +- std over seeds:
+
+- toy regression y = sin(beta^T x), x, beta in R^256 (beta ~ N(0, I/256), see
+  sd_regulariser.py): test MSE (x 100);
+- sklearn digits (8x8, 10 classes, bundled): test classification error in % (trained with
+  the squared loss on one-hot targets).
+
+SenseMode uses the rule of Sec. 6 of the paper, p_l proportional to |S_l| at the budget
+(clipped at 1), with S_l = dL/d delta_l at delta = 1 measured at initialisation on the
+training set. The linear mode exists only for L_bar >= (L - 1)/2. The paper's setting
+(ResNet110 on CIFAR) is far larger; this is a CPU-sized check of the same question.
+
+    python examples/sd_budget.py -o out/          # full (about 15 min on 2 CPU cores)
+    python examples/sd_budget.py --quick -o out/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gdln._sd_resnet import SDResNet, average_network_loss, layer_sensitivities, train_sd
+from gdln._stochastic_depth import StochasticDepthError, mode_for_budget
+
+MODES = ("uniform", "sensemode_proportional", "linear")
+
+
+def load_task(name: str, gen: torch.Generator, n_toy: int = 1024):
+    if name == "toy":
+        d = 256
+        beta = torch.randn(d, generator=gen) / np.sqrt(d)
+        x = torch.randn(n_toy, d, generator=gen)
+        y = torch.sin(x @ beta)[:, None]
+        half = n_toy // 2
+        return x[:half], y[:half], x[half:], y[half:]
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    x = torch.tensor(data.data, dtype=torch.float32)
+    x = (x - x.mean(0)) / (x.std(0) + 1e-6)
+    y = torch.nn.functional.one_hot(torch.tensor(data.target), 10).float()
+    perm = torch.randperm(len(x), generator=gen)
+    tr, te = perm[:1000], perm[1000:]
+    return x[tr], y[tr], x[te], y[te]
+
+
+def metric(task: str, net: SDResNet, x: torch.Tensor, y: torch.Tensor) -> float:
+    if task == "toy":
+        return 100.0 * 2.0 * average_network_loss(net, x, y)  # MSE x 100
+    with torch.no_grad():
+        pred = net(x, net.mean_gates()).argmax(1)
+    return 100.0 * float((pred != y.argmax(1)).float().mean())
+
+
+def run_one(task, mode, ratio, seed, L, width, steps, lr, batch) -> float | None:
+    gen = torch.Generator().manual_seed(1000 + seed)
+    xtr, ytr, xte, yte = load_task(task, gen)
+    net = SDResNet(
+        xtr.shape[1], width, ytr.shape[1], L, np.ones(L), scaling="stable", generator=gen
+    )
+    if ratio < 1.0:
+        sens = layer_sensitivities(net, xtr, ytr) if mode.startswith("sense") else None
+        try:
+            p = mode_for_budget(mode, L, ratio * L, sensitivities=sens)
+        except StochasticDepthError:
+            return None  # e.g. the linear mode below budget (L - 1)/2
+        net.p.copy_(torch.tensor(p, dtype=net.p.dtype))
+    train_sd(net, xtr, ytr, steps=steps, lr=lr, batch_size=batch, momentum=0.9, generator=gen)
+    return metric(task, net, xte, yte)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("-o", "--out", default="out")
+    ap.add_argument("--tasks", default="toy,digits")
+    ap.add_argument("--L", type=int, default=20)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--budgets", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.L, args.width, args.steps, args.seeds, args.budgets = 4, 8, 10, 1, "0.25,0.75"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budgets = [float(b) for b in args.budgets.split(",")]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    results: dict = {}
+    try:
+        for task in args.tasks.split(","):
+            results[task] = {}
+            for ratio in [*budgets, 1.0]:
+                row = {}
+                for mode in MODES if ratio < 1.0 else ("uniform",):
+                    vals = [
+                        run_one(
+                            task,
+                            mode,
+                            ratio,
+                            s,
+                            args.L,
+                            args.width,
+                            args.steps,
+                            args.lr,
+                            args.batch,
+                        )
+                        for s in range(args.seeds)
+                    ]
+                    row[mode] = None if vals[0] is None else vals
+                results[task][str(ratio)] = row
+    finally:
+        torch.set_num_threads(threads)
+    lines = []
+    for task, rows in results.items():
+        unit = "test MSE x 100" if task == "toy" else "test error %"
+        lines += [
+            f"{task} ({unit}, mean +- std over {args.seeds} seeds, L = {args.L}, "
+            f"width {args.width}); * = best of the row",
+            "",
+            "| L_bar/L | uniform | SenseMode | linear |",
+            "|---|---|---|---|",
+        ]
+        for ratio, row in rows.items():
+            means = {m: np.mean(v) for m, v in row.items() if v is not None}
+            best = min(means, key=means.get)
+            cells = []
+            for m in MODES:
+                v = row.get(m)
+                if v is None:
+                    cells.append("-")
+                else:
+                    star = "*" if m == best and len(means) > 1 else ""
+                    cells.append(f"{np.mean(v):.2f} +- {np.std(v):.2f}{star}")
+            lines.append(f"| {ratio} | " + " | ".join(cells) + " |")
+        lines.append("")
+    report = "\n".join(lines)
+    meta = {k: v for k, v in vars(args).items() if k != "out"}
+    meta["seconds"] = time.perf_counter() - t0
+    (out / "sd_budget.json").write_text(json.dumps({"meta": meta, "results": results}))
+    (out / "sd_budget.md").write_text(report)
+    print(report)
+    return results
+
+
+if __name__ == "__main__":
+    main()

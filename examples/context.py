@@ -71,10 +71,11 @@ def total_maps(traj: gdln.Trajectory, pathways: int) -> np.ndarray:
 
 
 def _save(fig: plt.Figure, out: Path, name: str) -> list[str]:
+    fig.tight_layout()
     files = []
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        fig.savefig(path, dpi=110)
         files.append(str(path))
     plt.close(fig)
     return files

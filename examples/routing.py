@@ -47,10 +47,11 @@ GRAPH = ROOT / "graphs" / "routing.yaml"
 
 
 def _save(fig: plt.Figure, out: Path, name: str) -> list[str]:
+    fig.tight_layout()
     files = []
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=100, bbox_inches="tight")
+        fig.savefig(path, dpi=100)
         files.append(str(path))
     plt.close(fig)
     return files
@@ -60,6 +61,30 @@ def hidden_rsm(traj: gdln.Trajectory, m: int, *, index: int = -1, seed: int = 0)
     """$H^T H$ at $h_1$ for one-hot items in every domain: ``(4M, 4M)`` (Fig. 4g)."""
     h = np.concatenate([traj.series[f"W/x{i}->h1"][index, seed] for i in range(m)], axis=1)
     return h.T @ h
+
+
+def balance(traj: gdln.Trajectory, m: int, n_modes: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""The matrix conserved quantity at $h_1$ and its value on the top hidden modes.
+
+    $Q = \sum_i W_{x_i\to h_1} W_{x_i\to h_1}^T - W_{h_1\to h_2}^T W_{h_1\to h_2}$ is
+    conserved by the gradient flow of the full network (each example's gradient adds the
+    same term $\delta_{h_1} h_1^T + h_1\delta_{h_1}^T$ to both sums). On the $a$-th right
+    singular vector $u_a$ of $W_{h_1\to h_2}$, $u_a^T Q u_a$ is $M B_1^2 - B_2^2$ in the
+    decoupled regime (App. C). Returns the relative drift
+    $\lVert Q(t)-Q(0)\rVert_F / \lVert W_{h_1\to h_2}^T W_{h_1\to h_2}(t)\rVert_F$ ``(T, S)``
+    and $u_a^T Q u_a$ ``(T, S, n_modes)``.
+    """
+    w_in = sum(
+        traj.series[f"W/x{i}->h1"] @ np.swapaxes(traj.series[f"W/x{i}->h1"], -1, -2)
+        for i in range(m)
+    )
+    w_h = traj.series["W/h1->h2"]
+    gram = np.swapaxes(w_h, -1, -2) @ w_h
+    q = w_in - gram
+    drift = np.linalg.norm(q - q[:1], axis=(-2, -1)) / np.linalg.norm(gram, axis=(-2, -1))
+    _, _, vt = np.linalg.svd(w_h)
+    u = vt[..., :n_modes, :]  # (T, S, n_modes, hidden)
+    return drift, np.einsum("tsah,tshk,tsak->tsa", u, q, u)
 
 
 def route_losses(traj: gdln.Trajectory, m: int) -> np.ndarray:
@@ -133,6 +158,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sv[name] = {"B1": b1, "B2": b2, "ratio": b2 / b1, "C": m * b1_sq - b2**2}
     th_b1, th_b2 = theory.series["B1"], theory.series["B2"]
     th_c = m * th_b1**2 - th_b2**2
+    drift_random, c_random = balance(random, m, n_modes)
+    drift_decoupled, _ = balance(decoupled, m, n_modes)
 
     # ---- losses per route (Fig. 4h)
     per_route = route_losses(random, m)  # (T, S, M, M)
@@ -198,10 +225,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             float(sv["decoupled"]["C"][:, 0].min()),
             float(sv["decoupled"]["C"][:, 0].max()),
         ],
-        "conserved_random_mode0_initial_final": [
-            float(sv["random"]["C"][0, :, 0].mean()),
-            float(sv["random"]["C"][-1, :, 0].mean()),
+        "conserved_random_uQu_initial_final_mean": [
+            c_random[0].mean(axis=0).tolist(),
+            c_random[-1].mean(axis=0).tolist(),
         ],
+        "conserved_matrix_drift_random_max": float(drift_random.max()),
+        "conserved_matrix_drift_decoupled_max": float(drift_decoupled.max()),
         "B2_final_random_mode0_squared": float((sv["random"]["B2"][-1, :, 0] ** 2).mean()),
         "untrained_loss_initial_mean": float(untrained_loss[0].mean()),
         "untrained_loss_final_mean": float(untrained_loss[-1].mean()),
@@ -265,13 +294,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for a in range(n_modes):
         ax.plot(theory.t, th_c[:, a], color="C0", lw=1.5)
         ax.plot(decoupled.t, sv["decoupled"]["C"][:, 0, a], ":", color="C2", lw=1.5)
-        ax.plot(random.t, sv["random"]["C"][:, :, a].mean(axis=1), "--", color="C3", lw=0.8)
+        ax.plot(random.t, c_random[:, :, a].mean(axis=1), "--", color="C3", lw=0.8)
     ax.set_xlabel(r"time $t/\tau$")
     ax.set_ylabel(r"$M B_1^2 - B_2^2$")
-    ax.set_title("conserved quantity (theory, decoupled, random)")
+    ax.plot([], [], color="C0", label="theory")
+    ax.plot([], [], ":", color="C2", label="decoupled sim")
+    ax.plot([], [], "--", color="C3", label=r"random init: $u_a^T Q u_a$ (mean)")
+    ax.set_title("conserved quantity per mode")
+    ax.legend(fontsize=7)
     files += _save(fig, out, "routing_singular_values")
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for ax, index, title in ((axes[0], 0, "initial"), (axes[1], -1, "after training")):
         im = ax.imshow(hidden_rsm(random, m, index=index, seed=0), cmap="RdBu_r")
         ax.set_title(f"Fig. 4g: RSM at $h_1$, {title} (seed {args.seed})", fontsize=9)
@@ -282,7 +315,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fig.colorbar(im, ax=ax, shrink=0.8, label=r"$h_1^T h_1'$")
     files += _save(fig, out, "routing_rsm")
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axes[0]
     im = ax.imshow(per_route[-1, 0], cmap="viridis", vmin=0)
     for i, j in zip(*np.nonzero(trained), strict=True):
@@ -295,7 +328,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.semilogy(random.t, untrained_loss.mean(axis=1), color="C3", label="untrained routes")
     ax.semilogy(random.t, trained_loss.mean(axis=1), color="C0", label="trained routes")
     ax.set_xlabel(r"time $t/\tau$")
-    ax.set_ylabel("mean route loss (random init)")
+    ax.set_ylabel("mean loss per route (seed mean)")
     ax.set_title("zero-shot generalisation over training")
     ax.legend(fontsize=7)
     ax = axes[2]

@@ -133,10 +133,11 @@ def time_to_half(t: np.ndarray, loss: np.ndarray) -> float:
 
 
 def _save(fig: plt.Figure, out: Path, name: str) -> list[str]:
+    fig.tight_layout()
     files = []
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        fig.savefig(path, dpi=110)
         files.append(str(path))
     plt.close(fig)
     return files

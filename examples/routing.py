@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     m, k, hidden, sigma0, init_b = 7, 4, 64, 0.2, 0.1
     if args.quick:
-        lr, t_max, reps, n_records = 0.2, 50.0, 2, 50
+        lr, t_max, reps, n_records = 0.2, 50.0, 2, 125
     else:
         lr, t_max, reps, n_records = 0.02, 60.0, 10, 150
     steps = round(t_max / lr)

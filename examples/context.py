@@ -161,7 +161,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     files = _save(fig, out, "context_loss")
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
-    for ax, pathways, title in zip(axes, (1, 2), ("linear network", "gated network"), strict=True):
+    for ax, pathways, title in zip(
+        axes,
+        (1, 2),
+        ("linear network (all four entries overlap)", "gated network"),
+        strict=True,
+    ):
         run = runs[pathways]
         for c in range(2):
             for i in range(2):

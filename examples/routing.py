@@ -320,9 +320,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     im = ax.imshow(per_route[-1, 0], cmap="viridis", vmin=0)
     for i, j in zip(*np.nonzero(trained), strict=True):
         ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="w", lw=1.5))
+    untrained_i, untrained_j = np.nonzero(~trained)
+    ax.plot(untrained_j, untrained_i, "rx", ms=6, label="untrained route")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.12))
     ax.set_xlabel("output domain j")
     ax.set_ylabel("input domain i")
-    ax.set_title("Fig. 4h: loss per route after training\n(white: trained routes)", fontsize=9)
+    ax.set_title(
+        "Fig. 4h: loss per route after training\n(white boxes: trained, x: untrained)", fontsize=9
+    )
     fig.colorbar(im, ax=ax, shrink=0.8, label="route loss")
     ax = axes[1]
     ax.semilogy(random.t, untrained_loss.mean(axis=1), color="C3", label="untrained routes")
@@ -341,6 +346,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     ax.set_title(f"untrained route x{i}->y{j}: output (top) vs target (bottom)", fontsize=9)
     ax.set_xlabel("output feature")
+    ax.set_yticks(
+        [0, 1, 2, 3, 5, 6, 7, 8],
+        ["out 1", "out 2", "out 3", "out 4", "target 1", "target 2", "target 3", "target 4"],
+    )
     ax.set_ylabel("item")
     files += _save(fig, out, "routing_outputs")
 

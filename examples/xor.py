@@ -149,6 +149,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (< 30 s)")
     parser.add_argument("-o", "--out", default="out/xor", help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="learning rate = time step in tau (default 1/tau = 0.4 with tau = 5/2 steps)",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(1)
 
     hidden, sigma0, tau_steps = 128, 0.0002, 2.5  # Fig. 3c parameters
-    lr = 1.0 / tau_steps
+    lr = 1.0 / tau_steps if args.lr is None else args.lr
     reps = 4 if args.quick else 10
     t_max = 40.0
     steps = round(t_max / lr)

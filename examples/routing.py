@@ -46,8 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 GRAPH = ROOT / "graphs" / "routing.yaml"
 
 
-def _save(fig: plt.Figure, out: Path, name: str) -> list[str]:
-    fig.tight_layout()
+def _save(fig: plt.Figure, out: Path, name: str, *, tidy: bool = True) -> list[str]:
+    if tidy:  # tight_layout costs a full extra draw; --quick skips it
+        fig.tight_layout()
     files = []
     for ext in ("png", "svg"):
         path = out / f"{name}.{ext}"
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     m, k, hidden, sigma0, init_b = 7, 4, 64, 0.2, 0.1
     if args.quick:
-        lr, t_max, reps, n_records = 0.2, 50.0, 2, 125
+        lr, t_max, reps, n_records = 0.2, 50.0, 2, 60
     else:
         lr, t_max, reps, n_records = 0.02, 60.0, 10, 150
     steps = round(t_max / lr)
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel(r"training loss $\mathcal{L}$")
     ax.set_title(rf"Routing network (Fig. 4e): M={m}, K={k}, $N_h$={hidden}, $\lambda$={lr}")
     ax.legend(fontsize=7)
-    files += _save(fig, out, "routing_loss")
+    files += _save(fig, out, "routing_loss", tidy=not args.quick)
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     ax = axes[0]
@@ -302,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.plot([], [], "--", color="C3", label=r"random init: $u_a^T Q u_a$ (mean)")
     ax.set_title("conserved quantity per mode")
     ax.legend(fontsize=7)
-    files += _save(fig, out, "routing_singular_values")
+    files += _save(fig, out, "routing_singular_values", tidy=not args.quick)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for ax, index, title in ((axes[0], 0, "initial"), (axes[1], -1, "after training")):
@@ -313,7 +314,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ax.set_xlabel("input domain (4 items each)")
         ax.set_ylabel("input domain (4 items each)")
         fig.colorbar(im, ax=ax, shrink=0.8, label=r"$h_1^T h_1'$")
-    files += _save(fig, out, "routing_rsm")
+    files += _save(fig, out, "routing_rsm", tidy=not args.quick)
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axes[0]
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ["out 1", "out 2", "out 3", "out 4", "target 1", "target 2", "target 3", "target 4"],
     )
     ax.set_ylabel("item")
-    files += _save(fig, out, "routing_outputs")
+    files += _save(fig, out, "routing_outputs", tidy=not args.quick)
 
     results["files"] = files
     results["wall_time_s"] = time.perf_counter() - start

@@ -1,0 +1,365 @@
+r"""Routing network: neural race dynamics, sqrt(M) scaling, shared representation (Fig. 4e-h).
+
+Saxe, Sodhani & Lewallen (2022), Sec. 4, Fig. 4 and App. C. M input domains and M
+output domains share two hidden layers (``graphs/routing.yaml``); each input domain is
+trained with K output domains (route $i \to (i+k) \bmod M$, $k < K$), so $M(M-K)$ routes
+are never trained. Parameters of Fig. 4: $M = 7$, $K = 4$, $\lambda = 0.02$,
+$\sigma_0 = 0.2$ (times Xavier normal), $N_h = 64$, 10 repetitions.
+
+What is computed (time in units of $\tau$, $t/\tau = \lambda\cdot\mathrm{step}$):
+
+* **Fig. 4e** training loss from the reduced ODE (Eqs. 44-46, found by :func:`gdln.reduce`
+  with ``lump="symmetry"``; Eq. 15 is its lumped form), from the decoupled initial
+  weights of Eq. (9) and from $0.2\times$ Xavier weights (10 seeds). The theory's initial
+  value $b_e = 0.1$ is the graph file's ``solve.init``, not fitted.
+* **Fig. 4f / App. C** singular values $B_1$ (input weights $x_i\to h_1$) and $B_2$
+  (hidden weights $h_1 \to h_2$) per mode, the ratio $B_2/B_1$ against $\sqrt M$
+  (Eq. 51), and the conserved quantity $M B_1^2 - B_2^2$ over time.
+* **Fig. 4g** the representational similarity $H^T H$ at $h_1$ for the $4M$ inputs
+  (4 items in each of the M domains) after training.
+* **Fig. 4h** the outputs and losses on all $M^2$ routes (``K = M`` gives the evaluation
+  set) after training: zero-shot generalisation to the untrained routes.
+
+Run ``python examples/routing.py [--quick] [-o DIR]``; writes ``routing_loss``,
+``routing_singular_values``, ``routing_rsm``, ``routing_outputs`` (PNG and SVG) and
+``results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+import gdln
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPH = ROOT / "graphs" / "routing.yaml"
+
+
+def _save(fig: plt.Figure, out: Path, name: str, *, tidy: bool = True) -> list[str]:
+    if tidy:  # tight_layout costs a full extra draw; --quick skips it
+        fig.tight_layout()
+    files = []
+    for ext in ("png", "svg"):
+        path = out / f"{name}.{ext}"
+        fig.savefig(path, dpi=100)
+        files.append(str(path))
+    plt.close(fig)
+    return files
+
+
+def hidden_rsm(traj: gdln.Trajectory, m: int, *, index: int = -1, seed: int = 0) -> np.ndarray:
+    """$H^T H$ at $h_1$ for one-hot items in every domain: ``(4M, 4M)`` (Fig. 4g)."""
+    h = np.concatenate([traj.series[f"W/x{i}->h1"][index, seed] for i in range(m)], axis=1)
+    return h.T @ h
+
+
+def balance(traj: gdln.Trajectory, m: int, n_modes: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""The matrix conserved quantity at $h_1$ and its value on the top hidden modes.
+
+    $Q = \sum_i W_{x_i\to h_1} W_{x_i\to h_1}^T - W_{h_1\to h_2}^T W_{h_1\to h_2}$ is
+    conserved by the gradient flow of the full network (each example's gradient adds the
+    same term $\delta_{h_1} h_1^T + h_1\delta_{h_1}^T$ to both sums). On the $a$-th right
+    singular vector $u_a$ of $W_{h_1\to h_2}$, $u_a^T Q u_a$ is $M B_1^2 - B_2^2$ in the
+    decoupled regime (App. C). Returns the relative drift
+    $\lVert Q(t)-Q(0)\rVert_F / \lVert W_{h_1\to h_2}^T W_{h_1\to h_2}(t)\rVert_F$ ``(T, S)``
+    and $u_a^T Q u_a$ ``(T, S, n_modes)``.
+    """
+    w_in = sum(
+        traj.series[f"W/x{i}->h1"] @ np.swapaxes(traj.series[f"W/x{i}->h1"], -1, -2)
+        for i in range(m)
+    )
+    w_h = traj.series["W/h1->h2"]
+    gram = np.swapaxes(w_h, -1, -2) @ w_h
+    q = w_in - gram
+    drift = np.linalg.norm(q - q[:1], axis=(-2, -1)) / np.linalg.norm(gram, axis=(-2, -1))
+    _, _, vt = np.linalg.svd(w_h)
+    u = vt[..., :n_modes, :]  # (T, S, n_modes, hidden)
+    return drift, np.einsum("tsah,tshk,tsak->tsa", u, q, u)
+
+
+def route_losses(traj: gdln.Trajectory, m: int) -> np.ndarray:
+    """Loss per route from the evaluation set: ``(T, S, M, M)``, [input i, output j]."""
+    return np.stack(
+        [
+            np.stack([traj.series[f"eval/loss/x{i}->y{j}"] for j in range(m)], axis=-1)
+            for i in range(m)
+        ],
+        axis=-2,
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example; return (and write to ``results.json``) its key numbers."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small run (< 30 s)")
+    parser.add_argument("-o", "--out", default="out/routing", help="output folder")
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+
+    m, k, hidden, sigma0, init_b = 7, 4, 64, 0.2, 0.1
+    if args.quick:
+        lr, t_max, reps, n_records = 0.2, 50.0, 2, 60
+    else:
+        lr, t_max, reps, n_records = 0.02, 60.0, 10, 150
+    steps = round(t_max / lr)
+    record_every = max(1, steps // n_records)
+    problem = gdln.load(GRAPH, params={"M": str(m), "K": str(k), "hidden": str(hidden)})
+    all_routes = gdln.load(GRAPH, params={"M": str(m), "K": str(m), "hidden": str(hidden)})
+    examples, eval_examples = problem.examples(), all_routes.examples()
+    trained = np.zeros((m, m), dtype=bool)
+    for label in examples.context_labels:
+        i, j = (int(part[1:]) for part in label.split("->"))
+        trained[i, j] = True
+
+    reduction = gdln.reduce(problem, lump="symmetry", init=init_b)
+    theory = gdln.solve(reduction, t_max=t_max, n_points=401)
+    gd_map = gdln.solve(reduction, t_max=t_max, lr=lr, n_points=steps + 1)
+    common = {
+        "steps": steps,
+        "lr": lr,
+        "record_every": record_every,
+        "eval_examples": eval_examples,
+        "record_weights": True,
+        "threads": 1,
+    }
+    decoupled = gdln.simulate(
+        problem.graph,
+        examples,
+        init="given",
+        weights=reduction.decoupled_weights(seed=args.seed),
+        seeds=1,
+        seed=args.seed,
+        **common,
+    )
+    random = gdln.simulate(
+        problem.graph, examples, init="xavier", scale=sigma0, seeds=reps, seed=args.seed, **common
+    )
+
+    # ---- singular values (Fig. 4f), ratio (Eq. 51), conserved quantity (App. C)
+    n_modes = 4
+    sv: dict[str, dict[str, np.ndarray]] = {}
+    for name, traj in (("decoupled", decoupled), ("random", random)):
+        b1 = np.mean([traj.series[f"sv/x{i}->h1"][..., :n_modes] for i in range(m)], axis=0)
+        b1_sq = np.mean([traj.series[f"sv/x{i}->h1"][..., :n_modes] ** 2 for i in range(m)], axis=0)
+        b2 = traj.series["sv/h1->h2"][..., :n_modes]
+        sv[name] = {"B1": b1, "B2": b2, "ratio": b2 / b1, "C": m * b1_sq - b2**2}
+    th_b1, th_b2 = theory.series["B1"], theory.series["B2"]
+    th_c = m * th_b1**2 - th_b2**2
+    drift_random, c_random = balance(random, m, n_modes)
+    drift_decoupled, _ = balance(decoupled, m, n_modes)
+
+    # ---- losses per route (Fig. 4h)
+    per_route = route_losses(random, m)  # (T, S, M, M)
+    untrained_loss = per_route[:, :, ~trained].mean(axis=-1)  # (T, S)
+    trained_loss = per_route[:, :, trained].mean(axis=-1)
+    dec_route = route_losses(decoupled, m)
+    rsm = hidden_rsm(random, m, seed=0)
+    rsm_cos = rsm / np.sqrt(np.outer(np.diag(rsm), np.diag(rsm)))
+    same_item = np.equal.outer(np.arange(4 * m) % 4, np.arange(4 * m) % 4)
+    other_domain = ~np.equal.outer(np.arange(4 * m) // 4, np.arange(4 * m) // 4)
+
+    def half_time(t: np.ndarray, loss: np.ndarray) -> float:
+        below = np.nonzero(loss <= loss[0] / 2)[0]
+        return float(t[below[0]]) if len(below) else float("nan")
+
+    results: dict[str, Any] = {
+        "paper": "Fig. 4e-h: theory matches decoupled sims exactly and random init well; "
+        "B2/B1 -> sqrt(M) (Eq. 51); shared representation; zero-shot generalisation",
+        "settings": {
+            "M": m,
+            "K": k,
+            "hidden": hidden,
+            "sigma0_xavier": sigma0,
+            "lr": lr,
+            "t_max_tau": t_max,
+            "steps": steps,
+            "repetitions": reps,
+            "theory_init_b": init_b,
+        },
+        "sqrt_M": math.sqrt(m),
+        "loss_initial_theory": float(theory.loss[0]),
+        "loss_final_theory": float(theory.loss[-1]),
+        "loss_final_decoupled": float(decoupled.loss[-1, 0]),
+        "loss_final_random_max": float(random.loss[-1].max()),
+        "decoupled_vs_theory_max_rel": float(
+            np.max(np.abs(decoupled.loss[:, 0] - np.interp(decoupled.t, theory.t, theory.loss)))
+            / theory.loss[0]
+        ),
+        "decoupled_vs_gd_map_max_rel": float(
+            np.max(np.abs(decoupled.loss[:, 0] - np.interp(decoupled.t, gd_map.t, gd_map.loss)))
+            / gd_map.loss[0]
+        ),
+        "random_vs_theory_max_rel_mean": float(
+            np.mean(
+                np.max(
+                    np.abs(random.loss - np.interp(random.t, theory.t, theory.loss)[:, None]),
+                    axis=0,
+                )
+            )
+            / theory.loss[0]
+        ),
+        "time_to_half_theory": half_time(theory.t, theory.loss),
+        "time_to_half_gd_map": half_time(gd_map.t, gd_map.loss),
+        "time_to_half_decoupled": half_time(decoupled.t, decoupled.loss[:, 0]),
+        "time_to_half_random": [half_time(random.t, random.loss[:, r]) for r in range(reps)],
+        "ratio_B2_B1_initial_decoupled": sv["decoupled"]["ratio"][0, 0].tolist(),
+        "ratio_B2_B1_final_theory": (th_b2[-1] / th_b1[-1]).tolist(),
+        "ratio_B2_B1_final_decoupled": sv["decoupled"]["ratio"][-1, 0].tolist(),
+        "ratio_B2_B1_initial_random_mean": sv["random"]["ratio"][0].mean(axis=0).tolist(),
+        "ratio_B2_B1_final_random_mean": sv["random"]["ratio"][-1].mean(axis=0).tolist(),
+        "conserved_theory_drift": float(np.max(np.abs(th_c - th_c[0]))),
+        "conserved_decoupled": [
+            float(sv["decoupled"]["C"][:, 0].min()),
+            float(sv["decoupled"]["C"][:, 0].max()),
+        ],
+        "conserved_random_uQu_initial_final_mean": [
+            c_random[0].mean(axis=0).tolist(),
+            c_random[-1].mean(axis=0).tolist(),
+        ],
+        "conserved_matrix_drift_random_max": float(drift_random.max()),
+        "conserved_matrix_drift_decoupled_max": float(drift_decoupled.max()),
+        "B2_final_random_mode0_squared": float((sv["random"]["B2"][-1, :, 0] ** 2).mean()),
+        "untrained_loss_initial_mean": float(untrained_loss[0].mean()),
+        "untrained_loss_final_mean": float(untrained_loss[-1].mean()),
+        "untrained_loss_final_max": float(untrained_loss[-1].max()),
+        "trained_loss_final_mean": float(trained_loss[-1].mean()),
+        "untrained_loss_final_decoupled": float(dec_route[-1, 0][~trained].mean()),
+        "rsm_cosine_same_item_other_domain_mean": float(rsm_cos[same_item & other_domain].mean()),
+        "rsm_cosine_other_item_mean": float(rsm_cos[~same_item].mean()),
+        "rsm_cosine_same_item_other_domain_initial_mean": float(
+            (lambda r: (r / np.sqrt(np.outer(np.diag(r), np.diag(r))))[same_item & other_domain])(
+                hidden_rsm(random, m, index=0, seed=0)
+            ).mean()
+        ),
+        "n_trained_routes": int(trained.sum()),
+        "n_untrained_routes": int((~trained).sum()),
+    }
+
+    # ---- figures
+    files: list[str] = []
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for r in range(reps):
+        ax.plot(random.t, random.loss[:, r], color="C3", lw=0.7, alpha=0.6)
+    ax.plot([], [], color="C3", lw=0.7, label=rf"random init, $\sigma_0$={sigma0} ({reps} seeds)")
+    ax.plot(decoupled.t, decoupled.loss[:, 0], "o", color="C2", ms=3, label="decoupled init")
+    ax.plot(theory.t, theory.loss, color="C0", lw=2, label="theory (Eqs. 44-46 / 15)")
+    ax.plot(gd_map.t, gd_map.loss, "k--", lw=0.8, label=rf"reduced GD map ($\lambda$={lr})")
+    ax.set_xlabel(r"time $t/\tau$ ($t/\tau = \lambda\cdot$step)")
+    ax.set_ylabel(r"training loss $\mathcal{L}$")
+    ax.set_title(rf"Routing network (Fig. 4e): M={m}, K={k}, $N_h$={hidden}, $\lambda$={lr}")
+    ax.legend(fontsize=7)
+    files += _save(fig, out, "routing_loss", tidy=not args.quick)
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    ax = axes[0]
+    for a in range(n_modes):
+        ax.plot(theory.t, th_b2[:, a], color="C0", lw=1.5)
+        ax.plot(theory.t, th_b1[:, a], color="C1", lw=1.5)
+        ax.plot(random.t, sv["random"]["B2"][:, :, a].mean(axis=1), "--", color="C0", lw=0.8)
+        ax.plot(random.t, sv["random"]["B1"][:, :, a].mean(axis=1), "--", color="C1", lw=0.8)
+    ax.plot([], [], color="C0", label=r"hidden $B_2$ (theory)")
+    ax.plot([], [], color="C1", label=r"input $B_1$ (theory)")
+    ax.plot([], [], "k--", lw=0.8, label="random init (mean, top 4 sv)")
+    ax.set_xlabel(r"time $t/\tau$")
+    ax.set_ylabel("singular value")
+    ax.set_title("Fig. 4f: singular values per mode")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for a in range(n_modes):
+        ax.plot(theory.t, th_b2[:, a] / th_b1[:, a], color="C0", lw=1.5)
+        ax.plot(decoupled.t, sv["decoupled"]["ratio"][:, 0, a], ":", color="C2", lw=1.5)
+        ax.plot(random.t, sv["random"]["ratio"][:, :, a].mean(axis=1), "--", color="C3", lw=0.8)
+    ax.axhline(math.sqrt(m), color="k", lw=0.8, label=rf"$\sqrt{{M}}$ = {math.sqrt(m):.3f}")
+    ax.plot([], [], color="C0", label="theory")
+    ax.plot([], [], ":", color="C2", label="decoupled sim")
+    ax.plot([], [], "--", color="C3", label="random init (mean)")
+    ax.set_xlabel(r"time $t/\tau$")
+    ax.set_ylabel(r"$B_2/B_1$ (dimensionless)")
+    ax.set_title("App. C, Eq. (51): ratio per mode")
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    for a in range(n_modes):
+        ax.plot(theory.t, th_c[:, a], color="C0", lw=1.5)
+        ax.plot(decoupled.t, sv["decoupled"]["C"][:, 0, a], ":", color="C2", lw=1.5)
+        ax.plot(random.t, c_random[:, :, a].mean(axis=1), "--", color="C3", lw=0.8)
+    ax.set_xlabel(r"time $t/\tau$")
+    ax.set_ylabel(r"$M B_1^2 - B_2^2$")
+    ax.plot([], [], color="C0", label="theory")
+    ax.plot([], [], ":", color="C2", label="decoupled sim")
+    ax.plot([], [], "--", color="C3", label=r"random init: $u_a^T Q u_a$ (mean)")
+    ax.set_title("conserved quantity per mode")
+    ax.legend(fontsize=7)
+    files += _save(fig, out, "routing_singular_values", tidy=not args.quick)
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, index, title in ((axes[0], 0, "initial"), (axes[1], -1, "after training")):
+        im = ax.imshow(hidden_rsm(random, m, index=index, seed=0), cmap="RdBu_r")
+        ax.set_title(f"Fig. 4g: RSM at $h_1$, {title} (seed {args.seed})", fontsize=9)
+        ax.set_xticks(np.arange(2, 4 * m, 4), [f"x{i}" for i in range(m)])
+        ax.set_yticks(np.arange(2, 4 * m, 4), [f"x{i}" for i in range(m)])
+        ax.set_xlabel("input domain (4 items each)")
+        ax.set_ylabel("input domain (4 items each)")
+        fig.colorbar(im, ax=ax, shrink=0.8, label=r"$h_1^T h_1'$")
+    files += _save(fig, out, "routing_rsm", tidy=not args.quick)
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    ax = axes[0]
+    im = ax.imshow(per_route[-1, 0], cmap="viridis", vmin=0)
+    for i, j in zip(*np.nonzero(trained), strict=True):
+        ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="w", lw=1.5))
+    untrained_i, untrained_j = np.nonzero(~trained)
+    ax.plot(untrained_j, untrained_i, "rx", ms=6, label="untrained route")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.12))
+    ax.set_xlabel("output domain j")
+    ax.set_ylabel("input domain i")
+    ax.set_title(
+        "Fig. 4h: loss per route after training\n(white boxes: trained, x: untrained)", fontsize=9
+    )
+    fig.colorbar(im, ax=ax, shrink=0.8, label="route loss")
+    ax = axes[1]
+    ax.semilogy(random.t, untrained_loss.mean(axis=1), color="C3", label="untrained routes")
+    ax.semilogy(random.t, trained_loss.mean(axis=1), color="C0", label="trained routes")
+    ax.set_xlabel(r"time $t/\tau$")
+    ax.set_ylabel("mean loss per route (seed mean)")
+    ax.set_title("zero-shot generalisation over training")
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    i, j = next(zip(*np.nonzero(~trained), strict=True))
+    rows = eval_examples.context == eval_examples.context_labels.index(f"x{i}->y{j}")
+    output = random.series[f"eval/output/y{j}"][-1, 0][rows]
+    target = eval_examples.targets[f"y{j}"][rows]
+    ax.imshow(
+        np.concatenate([output, np.full((1, output.shape[1]), np.nan), target]), cmap="RdBu_r"
+    )
+    ax.set_title(f"untrained route x{i}->y{j}: output (top) vs target (bottom)", fontsize=9)
+    ax.set_xlabel("output feature")
+    ax.set_yticks(
+        [0, 1, 2, 3, 5, 6, 7, 8],
+        ["out 1", "out 2", "out 3", "out 4", "target 1", "target 2", "target 3", "target 4"],
+    )
+    ax.set_ylabel("item")
+    files += _save(fig, out, "routing_outputs", tidy=not args.quick)
+
+    results["files"] = files
+    results["wall_time_s"] = time.perf_counter() - start
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    res = main()
+    print(json.dumps({k: v for k, v in res.items() if k != "files"}, indent=2))

@@ -3,7 +3,8 @@
 Reproduces Fig. 6a-d of Saxe, Sodhani & Lewallen (2022), Sec. 4.3. The routing network
 ``graphs/routing.yaml`` (Fig. 4: M = 7 domains, K = 4 outputs per input with output
 j = (i + k) mod M, N_h = 64, the hierarchical dataset of Fig. 4c) is trained by
-full-batch gradient descent (:func:`gdln.simulate`) from random matrices whose singular
+full-batch gradient descent (:func:`gdln.simulate`, a fixed number of steps with
+lr = 0.1 min(1, sigma_0^-4), see :func:`lr_for`) from random matrices whose singular
 values all equal sigma_0 (``init="singular"``, as in Sec. 4.3), for a sweep of sigma_0
 and seeds run by :func:`gdln._sweep.run_sweep` (resumable CSV table, local processes or
 Dask).
@@ -52,13 +53,12 @@ def _zero_output_loss(examples: gdln.ExampleSet) -> np.ndarray:
 
 
 def train(
-    *, M: int, K: int, hidden: int, scale: float, seed: int, lr: float, t_max: float
+    *, M: int, K: int, hidden: int, scale: float, seed: int, lr: float, steps: int
 ) -> dict[str, Any]:
     """One run: loss curve, trained/untrained errors and h1 similarity matrix."""
     params = {"M": str(M), "K": str(K), "hidden": str(hidden), "seed": "-1"}
     problem = gdln.load(GRAPHS / "routing.yaml", params=params)
     everything = gdln.load(GRAPHS / "routing.yaml", params={**params, "K": str(M)}).examples()
-    steps = round(t_max / lr)
     every = max(1, steps // N_RECORDS)
     trajectory = gdln.simulate(
         problem.graph,
@@ -105,14 +105,14 @@ def train(
 
 
 def sweep_point(
-    *, M: int, K: int, hidden: int, scale: float, seed: int, lr: float, t_max: float
+    *, M: int, K: int, hidden: int, scale: float, seed: int, lr: float, steps: int
 ) -> dict[str, float]:
     """The numbers of one (sigma_0, seed) point.
 
     The loss curve comes as columns ``loss_000``, ... and the h1 similarity matrix,
     flattened, as ``sim_0000``, ...
     """
-    run = train(M=M, K=K, hidden=hidden, scale=scale, seed=seed, lr=lr, t_max=t_max)
+    run = train(M=M, K=K, hidden=hidden, scale=scale, seed=seed, lr=lr, steps=steps)
     row = {
         "trained_error": run["trained_error"],
         "untrained_error": run["untrained_error"],
@@ -123,6 +123,16 @@ def sweep_point(
     for n, value in enumerate(run["similarity"].ravel()):
         row[f"sim_{n:04d}"] = float(value)
     return row
+
+
+def lr_for(scale: float, base: float) -> float:
+    """Learning rate at init scale sigma_0: ``base`` up to 1, ``base / sigma_0^4`` above.
+
+    The curvature of the three-layer network grows like sigma_0^4, and so does the rate
+    of the lazy (NTK) dynamics; with a fixed number of steps the training time
+    t/tau = lr * steps then shrinks like the lazy time scale, and every run converges.
+    """
+    return base * min(1.0, scale**-4)
 
 
 def _save(fig: Any, out: Path, name: str) -> list[str]:
@@ -152,13 +162,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import matplotlib.pyplot as plt
 
     if args.quick:
-        M, K, hidden, lr, t_max, seeds = 4, 2, 16, 0.05, 40.0, (0,)
-        scales = (0.05, 0.3, 1.0)
+        M, K, hidden, base_lr, steps, seeds = 4, 2, 16, 0.1, 600, (0,)
+        scales = (0.1, 0.5, 2.0)
     else:
-        M, K, hidden, lr, t_max, seeds = 7, 4, 64, 0.05, 80.0, (0, 1)
-        scales = (0.02, 0.05, 0.1, 0.3, 0.6, 1.0)
-    config = {"M": M, "K": K, "hidden": hidden, "lr": lr, "t_max": t_max}
-    points = [{**config, "scale": s, "seed": seed} for s in scales for seed in seeds]
+        M, K, hidden, base_lr, steps, seeds = 7, 4, 64, 0.1, 2000, (0, 1)
+        scales = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0)
+    config = {"M": M, "K": K, "hidden": hidden, "steps": steps}
+    points = [
+        {**config, "scale": s, "lr": lr_for(s, base_lr), "seed": seed}
+        for s in scales
+        for seed in seeds
+    ]
     rows = run_sweep(
         sweep_point, points, table=out / "sweep.csv", workers=args.workers, scheduler=args.scheduler
     )
@@ -167,10 +181,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return float(np.mean([r[name] for r in rows if r["scale"] == scale]))
 
     loss_columns = sorted(k for k in rows[0] if k.startswith("loss_"))
-    steps = round(t_max / lr)
     every = max(1, steps // N_RECORDS)
-    record_steps = [*range(0, steps, every), steps]
-    t = np.array(record_steps[: len(loss_columns)], dtype=float) * lr
+    record_steps = np.array([*range(0, steps, every), steps][: len(loss_columns)], dtype=float)
     curves = {
         s: np.mean([[r[c] for c in loss_columns] for r in rows if r["scale"] == s], axis=0)
         for s in scales
@@ -179,9 +191,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(scales)))
     fig, ax = plt.subplots(figsize=(5, 3.6))
     for s, color in zip(scales, colors, strict=True):
-        ax.plot(t, curves[s] / curves[s][0], color=color, label=f"σ0 = {s:g}")
+        t = record_steps * lr_for(s, base_lr)
+        ax.plot(t[1:], curves[s][1:] / curves[s][0], color=color, label=f"σ0 = {s:g}")
+    ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("time t / τ (= lr · step)")
+    ax.set_xlabel("time t / τ (= lr · step; lr = 0.1 min(1, σ0⁻⁴))")
     ax.set_ylabel("training loss / initial loss")
     ax.set_title(f"Fig. 6a: routing M = {M}, K = {K}, N_h = {hidden}")
     ax.legend(fontsize=7)
@@ -199,7 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_xscale("log")
     ax.set_xlabel("initialisation scale σ0 (singular value of every W)")
     ax.set_ylabel("error (loss / zero-output loss); cosine")
-    ax.set_title(f"Fig. 6b: error vs σ0, {len(seeds)} seed(s), t = {t_max:g} τ")
+    ax.set_title(f"Fig. 6b: error vs σ0, {len(seeds)} seed(s), {steps} steps")
     ax.legend(fontsize=7)
     fig.tight_layout()
     figures += _save(fig, out, "init_scale_error")
@@ -228,7 +242,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "trained_error": trained,
         "untrained_error": untrained,
         "cross_domain_similarity": similarity,
-        "loss_at_10pct_time": [float(curves[s][len(t) // 10] / curves[s][0]) for s in scales],
+        "lr": [lr_for(s, base_lr) for s in scales],
+        "t_max": [steps * lr_for(s, base_lr) for s in scales],
+        "loss_at_10pct_time": [
+            float(curves[s][len(record_steps) // 10] / curves[s][0]) for s in scales
+        ],
         "figures": figures,
         "seconds": time.perf_counter() - start,
     }

@@ -220,15 +220,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plt.close(fig)
 
     picks = (scales[0], scales[len(scales) // 2], scales[-1])
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.3))
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.4))
     for ax, s in zip(axes, picks, strict=True):
         row = next(r for r in rows if r["scale"] == s and r["seed"] == seeds[0])
         flat = np.array([row[c] for c in sorted(k for k in row if k.startswith("sim_"))])
         side = round(np.sqrt(len(flat)))
         image = ax.imshow(flat.reshape(side, side), vmin=-1, vmax=1, cmap="RdBu_r")
         ax.set_title(f"σ0 = {s:g}")
-        ax.set_xlabel("domain × item")
-        ax.set_ylabel("domain × item")
+        ax.set_xlabel("input domain × item")
+    axes[0].set_ylabel("input domain × item")
     fig.colorbar(image, ax=axes, label="cosine similarity of h1")
     fig.suptitle("Fig. 6c: representational similarity at h1 across input domains")
     figures += _save(fig, out, "init_scale_rsm")

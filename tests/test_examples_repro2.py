@@ -88,3 +88,19 @@ def test_naturalistic_quick(tmp_path: Path) -> None:
     ]
     assert gap[-1] > gap[0]
     assert all(math.isfinite(g) for g in gap)
+
+
+def test_race_quick_on_a_dask_cluster(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    race = load_example("race")
+    with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        race.main(["--quick", "-o", str(tmp_path), "--scheduler", cluster.scheduler_address])
+    from gdln._sweep import read_table
+
+    rows = read_table(tmp_path / "sweep.csv")
+    assert len(rows) == 4
+    for row in rows[:2]:  # the same numbers as a direct call in this process
+        point = {k: row[k] for k in ("M", "K", "seed", "hidden", "scale", "lr", "t_max")}
+        direct = race.route_errors(**point)
+        assert direct["trained_error"] == pytest.approx(row["trained_error"], rel=1e-12)
+        assert direct["final_loss"] == pytest.approx(row["final_loss"], rel=1e-12)

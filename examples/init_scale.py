@@ -1,0 +1,258 @@
+"""Neural race vs lazy regime: the initialisation scale decides generalisation (Fig. 6).
+
+Reproduces Fig. 6a-d of Saxe, Sodhani & Lewallen (2022), Sec. 4.3. The routing network
+``graphs/routing.yaml`` (Fig. 4: M = 7 domains, K = 4 outputs per input with output
+j = (i + k) mod M, N_h = 64, the hierarchical dataset of Fig. 4c) is trained by
+full-batch gradient descent (:func:`gdln.simulate`, a fixed number of steps with
+lr = 0.1 min(1, sigma_0^-4), see :func:`lr_for`) from random matrices whose singular
+values all equal sigma_0 (``init="singular"``, as in Sec. 4.3), for a sweep of sigma_0
+and seeds run by :func:`gdln._sweep.run_sweep` (resumable CSV table, local processes or
+Dask).
+
+* **Fig. 6a**: training loss against t/tau for each sigma_0: stage-like drops at small
+  sigma_0, fast exponential decay at large sigma_0.
+* **Fig. 6b**: error on trained and untrained routes (loss divided by the loss of a zero
+  output) against sigma_0.
+* **Fig. 6c**: representational similarity at the first hidden layer, cosine similarity
+  of h1 for the 4 items presented to each of the M input domains, at small, medium and
+  large sigma_0. ``cross_domain_similarity`` is the mean cosine between the
+  representations of the same item in two different domains (1 = one shared
+  representation; about 0 = independent random ones).
+
+Run: ``PYTHONPATH=. python examples/init_scale.py [--quick] [-o out/init_scale]
+[--workers N] [--scheduler ADDRESS]``. Writes ``init_scale_loss.{png,svg}``,
+``init_scale_error.{png,svg}``, ``init_scale_rsm.{png,svg}``, ``sweep.csv`` and
+``results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import gdln
+from gdln._sweep import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPHS = ROOT / "graphs"
+N_RECORDS = 40
+
+
+def _zero_output_loss(examples: gdln.ExampleSet) -> np.ndarray:
+    per_example = 0.5 * sum(np.sum(np.asarray(y) ** 2, axis=1) for y in examples.targets.values())
+    out = np.zeros(len(examples.context_labels))
+    for c in range(len(out)):
+        mask = examples.context == c
+        out[c] = np.average(per_example[mask], weights=examples.weights[mask])
+    return out
+
+
+def train(
+    *, M: int, K: int, hidden: int, scale: float, seed: int, lr: float, steps: int
+) -> dict[str, Any]:
+    """One run: loss curve, trained/untrained errors and h1 similarity matrix."""
+    params = {"M": str(M), "K": str(K), "hidden": str(hidden), "seed": "-1"}
+    problem = gdln.load(GRAPHS / "routing.yaml", params=params)
+    everything = gdln.load(GRAPHS / "routing.yaml", params={**params, "K": str(M)}).examples()
+    every = max(1, steps // N_RECORDS)
+    trajectory = gdln.simulate(
+        problem.graph,
+        problem.examples(),
+        steps=steps,
+        lr=lr,
+        init="singular",
+        scale=scale,
+        seeds=[seed],
+        eval_examples=everything,
+        record_every=every,
+        record_weights=True,
+        threads=1,
+    )
+    trained = set(problem.examples().context_labels)
+    base = _zero_output_loss(everything)
+    errors: dict[bool, list[float]] = {True: [], False: []}
+    for c, label in enumerate(everything.context_labels):
+        final = float(np.asarray(trajectory.series[f"eval/loss/{label}"])[-1, 0])
+        errors[label in trained].append(final / base[c])
+    # h1 for each (domain, item): the gated input edge of domain i applied to the items.
+    reps = []
+    for i in range(M):
+        c = everything.context_labels.index(f"x{i}->y0")
+        items = np.asarray(everything.inputs[f"x{i}"])[everything.context == c]
+        weight = np.asarray(trajectory.series[f"W/x{i}->h1"])[-1, 0]
+        reps.append(items @ weight.T)
+    reps_all = np.concatenate(reps)  # (M * items, hidden), domain-major
+    unit = reps_all / np.linalg.norm(reps_all, axis=1, keepdims=True)
+    similarity = unit @ unit.T
+    n_items = len(reps[0])
+    same_item = np.equal.outer(np.tile(np.arange(n_items), M), np.tile(np.arange(n_items), M))
+    other_domain = ~np.equal.outer(
+        np.repeat(np.arange(M), n_items), np.repeat(np.arange(M), n_items)
+    )
+    return {
+        "t": np.asarray(trajectory.t),
+        "loss": np.asarray(trajectory.loss)[:, 0],
+        "trained_error": float(np.mean(errors[True])),
+        "untrained_error": float(np.mean(errors[False])),
+        "similarity": similarity,
+        "cross_domain_similarity": float(similarity[same_item & other_domain].mean()),
+    }
+
+
+def sweep_point(
+    *, M: int, K: int, hidden: int, scale: float, seed: int, lr: float, steps: int
+) -> dict[str, float]:
+    """The numbers of one (sigma_0, seed) point.
+
+    The loss curve comes as columns ``loss_000``, ... and the h1 similarity matrix,
+    flattened, as ``sim_0000``, ...
+    """
+    run = train(M=M, K=K, hidden=hidden, scale=scale, seed=seed, lr=lr, steps=steps)
+    row = {
+        "trained_error": run["trained_error"],
+        "untrained_error": run["untrained_error"],
+        "cross_domain_similarity": run["cross_domain_similarity"],
+    }
+    for n, value in enumerate(run["loss"]):
+        row[f"loss_{n:03d}"] = float(value)
+    for n, value in enumerate(run["similarity"].ravel()):
+        row[f"sim_{n:04d}"] = float(value)
+    return row
+
+
+def lr_for(scale: float, base: float) -> float:
+    """Learning rate at init scale sigma_0: ``base`` up to 1, ``base / sigma_0^4`` above.
+
+    The curvature of the three-layer network grows like sigma_0^4, and so does the rate
+    of the lazy (NTK) dynamics; with a fixed number of steps the training time
+    t/tau = lr * steps then shrinks like the lazy time scale, and every run converges.
+    """
+    return base * min(1.0, scale**-4)
+
+
+def _save(fig: Any, out: Path, name: str) -> list[str]:
+    paths = []
+    for ext in ("png", "svg"):
+        path = out / f"{name}.{ext}"
+        fig.savefig(path, dpi=90)
+        paths.append(str(path))
+    return paths
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example; returns (and writes to results.json) the measured numbers."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
+    parser.add_argument("-o", "--out", default="out/init_scale", help="output directory")
+    parser.add_argument("--scheduler", default=None, help="Dask scheduler address")
+    parser.add_argument("--workers", type=int, default=None, help="local processes")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if args.quick:
+        M, K, hidden, base_lr, steps, seeds = 4, 2, 16, 0.1, 600, (0,)
+        scales = (0.1, 0.5, 2.0)
+    else:
+        M, K, hidden, base_lr, steps, seeds = 7, 4, 64, 0.1, 2000, (0, 1)
+        scales = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0)
+    config = {"M": M, "K": K, "hidden": hidden, "steps": steps}
+    points = [
+        {**config, "scale": s, "lr": lr_for(s, base_lr), "seed": seed}
+        for s in scales
+        for seed in seeds
+    ]
+    rows = run_sweep(
+        sweep_point, points, table=out / "sweep.csv", workers=args.workers, scheduler=args.scheduler
+    )
+
+    def mean_of(name: str, scale: float) -> float:
+        return float(np.mean([r[name] for r in rows if r["scale"] == scale]))
+
+    loss_columns = sorted(k for k in rows[0] if k.startswith("loss_"))
+    every = max(1, steps // N_RECORDS)
+    record_steps = np.array([*range(0, steps, every), steps][: len(loss_columns)], dtype=float)
+    curves = {
+        s: np.mean([[r[c] for c in loss_columns] for r in rows if r["scale"] == s], axis=0)
+        for s in scales
+    }
+
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(scales)))
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for s, color in zip(scales, colors, strict=True):
+        t = record_steps * lr_for(s, base_lr)
+        ax.plot(t[1:], curves[s][1:] / curves[s][0], color=color, label=f"σ0 = {s:g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time t / τ (= lr · step; lr = 0.1 min(1, σ0⁻⁴))")
+    ax.set_ylabel("training loss / initial loss")
+    ax.set_title(f"Fig. 6a: routing M = {M}, K = {K}, N_h = {hidden}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    figures = _save(fig, out, "init_scale_loss")
+    plt.close(fig)
+
+    trained = [mean_of("trained_error", s) for s in scales]
+    untrained = [mean_of("untrained_error", s) for s in scales]
+    similarity = [mean_of("cross_domain_similarity", s) for s in scales]
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot(scales, trained, "o-", color="tab:blue", label="trained routes")
+    ax.plot(scales, untrained, "o-", color="tab:red", label="untrained routes")
+    ax.plot(scales, similarity, "s--", color="grey", label="cross-domain similarity (h1)")
+    ax.set_xscale("log")
+    ax.set_xlabel("initialisation scale σ0 (singular value of every W)")
+    ax.set_ylabel("error (loss / zero-output loss); cosine")
+    ax.set_title(f"Fig. 6b: error vs σ0, {len(seeds)} seed(s), {steps} steps")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    figures += _save(fig, out, "init_scale_error")
+    plt.close(fig)
+
+    picks = (scales[0], scales[len(scales) // 2], scales[-1])
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.4))
+    for ax, s in zip(axes, picks, strict=True):
+        row = next(r for r in rows if r["scale"] == s and r["seed"] == seeds[0])
+        flat = np.array([row[c] for c in sorted(k for k in row if k.startswith("sim_"))])
+        side = round(np.sqrt(len(flat)))
+        image = ax.imshow(flat.reshape(side, side), vmin=-1, vmax=1, cmap="RdBu_r")
+        ax.set_title(f"σ0 = {s:g}")
+        ax.set_xlabel("input domain × item")
+    axes[0].set_ylabel("input domain × item")
+    fig.colorbar(image, ax=axes, label="cosine similarity of h1")
+    fig.suptitle("Fig. 6c: representational similarity at h1 across input domains")
+    figures += _save(fig, out, "init_scale_rsm")
+    plt.close(fig)
+
+    results: dict[str, Any] = {
+        "quick": args.quick,
+        **config,
+        "seeds": list(seeds),
+        "scales": list(scales),
+        "trained_error": trained,
+        "untrained_error": untrained,
+        "cross_domain_similarity": similarity,
+        "lr": [lr_for(s, base_lr) for s in scales],
+        "t_max": [steps * lr_for(s, base_lr) for s in scales],
+        "loss_at_10pct_time": [
+            float(curves[s][len(record_steps) // 10] / curves[s][0]) for s in scales
+        ],
+        "figures": figures,
+        "seconds": time.perf_counter() - start,
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=2))

@@ -1,0 +1,265 @@
+"""Pathway race: sharing speeds learning, and generalisation sets in with K/M (Fig. 5).
+
+Reproduces Fig. 5b-c of Saxe, Sodhani & Lewallen (2022), "The Neural Race Reduction".
+
+* **Fig. 5b** (theory, Eqs. 16-17 and 52-56): ``graphs/race.yaml`` with M = 10 and
+  P in {1, 4, M^2} routes per hidden pathway, reduced with :func:`gdln.reduce` (lumping
+  by symmetry) and solved with :func:`gdln.solve` from small balanced weights. Plotted:
+  the strength of the top mode, B1*B2*B3 (input, hidden, output edge), against time, and
+  the ratio B2/B1 of hidden to input singular values against P^(1/4) (Eq. 56).
+* **Fig. 5c** (simulation): ``graphs/routing.yaml`` with M = 10 input and output
+  domains, each input trained with K seeded random outputs, N_h = 64, sigma_0 = 0.2
+  (x Xavier normal), trained by full-batch gradient descent with :func:`gdln.simulate`
+  and evaluated on all M^2 routes. The error of a route is its loss divided by the loss
+  of a zero output (1 = nothing learned). Grid: K = 1..M and seeds, run by
+  :func:`gdln._sweep.run_sweep` (resumable CSV table, local processes or Dask).
+
+Learning rate: gdln's loss is the *average* over the K*M trained routes (Eq. 1), so the
+gradient of each edge does not grow with K; the paper's lambda = 0.05/K compensates the
+K-fold growth of a summed loss. We use one lr (time t/tau = lr * step) for all K.
+
+Onset of generalisation: the smallest K/M from which on the mean untrained error is
+within ``--tol`` (default 0.05, fixed before any run) of the mean trained error.
+
+Run: ``PYTHONPATH=. python examples/race.py [--quick] [-o out/race] [--workers N]
+[--scheduler ADDRESS]``. Writes ``race_singular_values.{png,svg}``,
+``race_ratio.{png,svg}``, ``race_generalisation.{png,svg}``, ``sweep.csv`` and
+``results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import gdln
+from gdln._sweep import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPHS = ROOT / "graphs"
+
+
+def race_theory(*, M: int, P: int, init: float, t_max: float) -> dict[str, np.ndarray]:
+    """Reduced dynamics of ``graphs/race.yaml`` (Eqs. 16-17): t, B1, B2, B3, strength."""
+    problem = gdln.load(GRAPHS / "race.yaml", params={"M": str(M), "P": str(P)})
+    reduction = gdln.reduce(problem, lump="symmetry", init=init)
+    trajectory = gdln.solve(reduction, t_max=t_max, n_points=4001)
+    series = {name: np.asarray(trajectory.series[name]) for name in ("B1", "B2", "B3")}
+    return {
+        "t": np.asarray(trajectory.t),
+        **series,
+        "strength": series["B1"] * series["B2"] * series["B3"],
+        "loss": np.asarray(trajectory.loss),
+    }
+
+
+def _zero_output_loss(examples: gdln.ExampleSet) -> np.ndarray:
+    """Per-context loss of a zero output: the normaliser of the route error."""
+    per_example = 0.5 * sum(np.sum(np.asarray(y) ** 2, axis=1) for y in examples.targets.values())
+    out = np.zeros(len(examples.context_labels))
+    for c in range(len(out)):
+        mask = examples.context == c
+        out[c] = np.average(per_example[mask], weights=examples.weights[mask])
+    return out
+
+
+def route_errors(
+    *, M: int, K: int, seed: int, hidden: int, scale: float, lr: float, t_max: float
+) -> dict[str, float]:
+    """Train routing with K seeded random outputs per input; errors on all M^2 routes.
+
+    Returns the mean normalised error on trained and untrained routes (NaN when K = M)
+    and the final training loss. Top level, so that sweeps can send it to workers.
+    """
+    params = {"M": str(M), "K": str(K), "hidden": str(hidden), "seed": str(seed)}
+    problem = gdln.load(GRAPHS / "routing.yaml", params=params)
+    everything = gdln.load(
+        GRAPHS / "routing.yaml", params={**params, "K": str(M), "seed": "-1"}
+    ).examples()
+    steps = round(t_max / lr)
+    trajectory = gdln.simulate(
+        problem.graph,
+        problem.examples(),
+        steps=steps,
+        lr=lr,
+        init="xavier",
+        scale=scale,
+        seeds=[seed],
+        eval_examples=everything,
+        record_every=steps,
+        threads=1,
+    )
+    trained = set(problem.examples().context_labels)
+    base = _zero_output_loss(everything)
+    errors = {True: [], False: []}
+    for c, label in enumerate(everything.context_labels):
+        final = float(np.asarray(trajectory.series[f"eval/loss/{label}"])[-1, 0])
+        errors[label in trained].append(final / base[c])
+    return {
+        "trained_error": float(np.mean(errors[True])),
+        "untrained_error": float(np.mean(errors[False])) if errors[False] else float("nan"),
+        "final_loss": float(np.asarray(trajectory.loss)[-1, 0]),
+    }
+
+
+def onset(fractions: np.ndarray, trained: np.ndarray, untrained: np.ndarray, tol: float) -> float:
+    """Smallest K/M from which on (all larger K < M too) untrained <= trained + tol."""
+    ok = [(f, u <= t + tol) for f, t, u in zip(fractions, trained, untrained, strict=True)]
+    ok = [(f, good) for f, good in ok if np.isfinite(f)]
+    result = float("nan")
+    for f, good in reversed(ok):
+        if not good:
+            break
+        result = float(f)
+    return result
+
+
+def _save(fig: Any, out: Path, name: str) -> list[str]:
+    paths = []
+    for ext in ("png", "svg"):
+        path = out / f"{name}.{ext}"
+        fig.savefig(path, dpi=90)
+        paths.append(str(path))
+    return paths
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example; returns (and writes to results.json) the measured numbers."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
+    parser.add_argument("-o", "--out", default="out/race", help="output directory")
+    parser.add_argument("--scheduler", default=None, help="Dask scheduler address")
+    parser.add_argument("--workers", type=int, default=None, help="local processes")
+    parser.add_argument("--tol", type=float, default=0.05, help="onset tolerance")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if args.quick:
+        M_theory, Ps, init, t_max_theory = 4, (1, 4, 16), 0.01, 2000.0
+        M, hidden, seeds, lr, t_max = 4, 16, (0,), 0.1, 40.0
+        Ks = (1, 2, 3, 4)
+    else:
+        M_theory, Ps, init, t_max_theory = 10, (1, 4, 100), 0.01, 20000.0
+        M, hidden, seeds, lr, t_max = 10, 64, (0, 1, 2), 0.1, 80.0
+        Ks = tuple(range(1, 11))
+
+    # Fig. 5b: reduced dynamics for several degrees of sharing P.
+    theory = {P: race_theory(M=M_theory, P=P, init=init, t_max=t_max_theory) for P in Ps}
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for P, th in theory.items():
+        ax.plot(th["t"][1:], th["strength"][1:, 0], label=f"P = {P}")
+    ax.set_xscale("log")
+    ax.set_xlabel("time t / τ")
+    ax.set_ylabel("top-mode strength B1·B2·B3")
+    ax.set_title(f"Fig. 5b: pathway race, M = {M_theory}")
+    ax.legend()
+    fig.tight_layout()
+    figures = _save(fig, out, "race_singular_values")
+    plt.close(fig)
+
+    ratios = {P: float(th["B2"][-1, 0] / th["B1"][-1, 0]) for P, th in theory.items()}
+    half_times = {}
+    for P, th in theory.items():
+        s = th["strength"][:, 0]
+        target = 0.5 * s[-1]
+        half_times[P] = float(th["t"][np.argmax(s >= target)])
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    grid = np.array(Ps, dtype=float)
+    ax.plot(grid, grid**0.25, "k--", label="P^(1/4) (Eq. 56)")
+    ax.plot(grid, [ratios[P] for P in Ps], "o", label="reduced ODE, end of learning")
+    ax.set_xscale("log")
+    ax.set_xlabel("routes per hidden pathway P")
+    ax.set_ylabel("B2 / B1 (hidden / input singular value)")
+    ax.set_title("Eq. 56: B2 = P^(1/4) B1")
+    ax.legend()
+    fig.tight_layout()
+    figures += _save(fig, out, "race_ratio")
+    plt.close(fig)
+
+    # Fig. 5c: trained and untrained error against K/M.
+    points = [
+        {"M": M, "K": K, "seed": s, "hidden": hidden, "scale": 0.2, "lr": lr, "t_max": t_max}
+        for K in Ks
+        for s in seeds
+    ]
+    rows = run_sweep(
+        route_errors,
+        points,
+        table=out / "sweep.csv",
+        workers=args.workers,
+        scheduler=args.scheduler,
+    )
+    fractions = np.array([K / M for K in Ks])
+    trained = np.array([np.mean([r["trained_error"] for r in rows if r["K"] == K]) for K in Ks])
+    untrained = np.array(
+        [
+            np.nanmean([r["untrained_error"] for r in rows if r["K"] == K]) if K < M else np.nan
+            for K in Ks
+        ]
+    )
+    sem = np.array(
+        [
+            np.nanstd([r["untrained_error"] for r in rows if r["K"] == K]) / np.sqrt(len(seeds))
+            if K < M
+            else np.nan
+            for K in Ks
+        ]
+    )
+    start_onset = onset(fractions[:-1], trained[:-1], untrained[:-1], args.tol)
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot(fractions, trained, "o-", color="tab:blue", label="trained routes")
+    ax.errorbar(fractions, untrained, yerr=sem, fmt="o-", color="tab:red", label="untrained routes")
+    if np.isfinite(start_onset):
+        ax.axvline(start_onset, color="grey", ls=":", label=f"onset K/M = {start_onset:.2f}")
+    ax.set_xlabel("fraction of output domains trained per input, K / M")
+    ax.set_ylabel("error (loss / zero-output loss)")
+    ax.set_title(f"Fig. 5c: M = {M}, N_h = {hidden}, σ0 = 0.2, {len(seeds)} seeds")
+    ax.legend()
+    fig.tight_layout()
+    figures += _save(fig, out, "race_generalisation")
+    plt.close(fig)
+
+    results: dict[str, Any] = {
+        "quick": args.quick,
+        "theory": {
+            "M": M_theory,
+            "P": list(Ps),
+            "init": init,
+            "ratio_B2_B1": [ratios[P] for P in Ps],
+            "P_quarter": [P**0.25 for P in Ps],
+            "half_time_top_mode": [half_times[P] for P in Ps],
+        },
+        "generalisation": {
+            "M": M,
+            "hidden": hidden,
+            "seeds": list(seeds),
+            "lr": lr,
+            "t_max": t_max,
+            "K_over_M": fractions.tolist(),
+            "trained_error": trained.tolist(),
+            "untrained_error": [None if not np.isfinite(u) else float(u) for u in untrained],
+            "tol": args.tol,
+            "onset_K_over_M": start_onset if np.isfinite(start_onset) else None,
+            "paper_onset_K_over_M": 0.4,
+        },
+        "figures": figures,
+        "seconds": time.perf_counter() - start,
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=2))

@@ -30,15 +30,21 @@ print(json.dumps({"M": M, "K": K, "contexts": len(problem.task.contexts), "load_
 
 
 def main(sizes: list[int]) -> None:
-    print(f"{'M':>4} {'K':>3} {'contexts':>8} {'load s':>7} {'derive s':>8} {'total s':>7} {'peak MiB':>8}")
+    print(
+        f"{'M':>4} {'K':>3} {'contexts':>8} {'load s':>7} {'derive s':>8} {'total s':>7} {'peak MiB':>8}"
+    )
     for M in sizes:
         out = subprocess.run(
             [sys.executable, "-c", CHILD, str(M), str(ROOT / "graphs" / "routing.yaml")],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         r = json.loads(out.stdout)
-        print(f"{r['M']:>4} {r['K']:>3} {r['contexts']:>8} {r['load_s']:>7.2f} {r['derive_s']:>8.2f} "
-              f"{r['total_s']:>7.2f} {r['peak_MiB']:>8.0f}")
+        print(
+            f"{r['M']:>4} {r['K']:>3} {r['contexts']:>8} {r['load_s']:>7.2f} {r['derive_s']:>8.2f} "
+            f"{r['total_s']:>7.2f} {r['peak_MiB']:>8.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -66,6 +66,8 @@ class SDResNet(torch.nn.Module):
         Seeds the initial weights.
     """
 
+    p: torch.Tensor  # survival probabilities, a buffer (moves with .to(device))
+
     def __init__(
         self,
         d_in: int,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from ._stochastic_depth import (
     StochasticDepthError,
@@ -409,6 +409,8 @@ def shapiro_pvalues(samples: np.ndarray) -> np.ndarray:
         ``(n_inputs, n_masks)``: for each input, a neuron's value under ``n_masks`` masks
         (at least 3). Rows with zero spread get p-value 0 (a point mass is not Gaussian).
     """
+    from scipy.stats import shapiro  # scipy.stats is slow to import; only this needs it
+
     x = np.asarray(samples, dtype=float)
     if x.ndim != 2 or x.shape[1] < 3:
         raise StochasticDepthError(
@@ -417,5 +419,5 @@ def shapiro_pvalues(samples: np.ndarray) -> np.ndarray:
         )
     out = np.empty(x.shape[0])
     for i, row in enumerate(x):
-        out[i] = 0.0 if np.ptp(row) == 0 else float(stats.shapiro(row).pvalue)
+        out[i] = 0.0 if np.ptp(row) == 0 else float(shapiro(row).pvalue)
     return out

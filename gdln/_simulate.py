@@ -924,13 +924,14 @@ def _run(
     for step in range(steps + 1):
         last = step == steps
         with torch.set_grad_enabled(not last):
+            full = None  # (activations, per-example loss) on the whole set, at record steps
             if minibatch or last:
                 if step in record_at:
                     with torch.no_grad():
-                        acts, per_ex = _forward(net, W, train)
-                    recorder.record(step, W, acts, per_ex)
+                        full = _forward(net, W, train)
                 if last:
-                    loss = per_ex @ train.w
+                    assert full is not None
+                    loss = full[1] @ train.w
                 else:
                     assert sampler is not None
                     _, batch_ex = _forward(net, W, train, sampler.rows(step))
@@ -939,14 +940,19 @@ def _run(
                 acts, per_ex = _forward(net, W, train)
                 loss = per_ex @ train.w
                 if step in record_at:
-                    recorder.record(step, W, acts, per_ex)
+                    full = (acts, per_ex)
             ld = loss.detach()
+            if full is not None and minibatch:
+                whole = full[1] @ train.w
+                ld = torch.where(torch.isfinite(whole), ld, whole)
             bad = ~torch.isfinite(ld) | (ld > diverge_above)
             new = bad & (bad_step < 0)
             bad_step = torch.where(new, torch.full_like(bad_step, step), bad_step)
             bad_value = torch.where(new, ld, bad_value)
-            if last or step in record_at or step % 256 == 0:
-                check(step)
+            if last or full is not None or step % 256 == 0:
+                check(step)  # before recording: the SVDs of non-finite weights would fail
+            if full is not None:
+                recorder.record(step, W, *full)
             if last:
                 break
             grads = torch.autograd.grad(loss.sum(), W)

@@ -145,8 +145,10 @@ def _mask(mask: str | MaskConvention) -> MaskConvention:
 # ----------------------------------------------------------------------------------------
 
 
-def _check_probabilities(p: np.ndarray, *, key: str = "p", positive: bool = False) -> np.ndarray:
-    p = np.asarray(p, dtype=float)
+def _check_probabilities(
+    p: Sequence[float] | np.ndarray, *, key: str = "p", positive: bool = False
+) -> np.ndarray:
+    p = np.asarray(p, dtype=float)  # type: ignore[assignment]
     if p.ndim != 1 or p.size == 0:
         raise StochasticDepthError(
             f"{key} must be a non-empty one-dimensional array of survival probabilities, "
@@ -190,17 +192,19 @@ def _linear(L: int, *, p_L: float, **_: Any) -> np.ndarray:
     return 1.0 - ell / L * (1.0 - float(p_L))
 
 
-def _per_layer(L: int, *, p: Sequence[float], **_: Any) -> np.ndarray:
-    p = np.asarray(p, dtype=float)
-    if p.shape != (L,):
+def _per_layer(L: int, *, p: Sequence[float] | np.ndarray, **_: Any) -> np.ndarray:
+    given = np.array(p, dtype=float)
+    if given.shape != (L,):
         raise StochasticDepthError(
-            f"p has shape {p.shape}; expected ({L},), one survival probability per block",
+            f"p has shape {given.shape}; expected ({L},), one survival probability per block",
             key="p",
         )
-    return p.copy()
+    return given
 
 
-def _sensemode(L: int, *, sensitivities: Sequence[float], p_min: float, **_: Any) -> np.ndarray:
+def _sensemode(
+    L: int, *, sensitivities: Sequence[float] | np.ndarray, p_min: float, **_: Any
+) -> np.ndarray:
     r"""SenseMode (Sec. 5 of Hayou & Ayed): $|S_l|$ mapped linearly onto $[p_{\min}, 1]$.
 
     The smallest sensitivity gets $p_{\min}$ and the largest gets 1; equal sensitivities
@@ -218,7 +222,7 @@ def _sensemode(L: int, *, sensitivities: Sequence[float], p_min: float, **_: Any
 
 
 def _sensemode_proportional(
-    L: int, *, sensitivities: Sequence[float], budget: float, **_: Any
+    L: int, *, sensitivities: Sequence[float] | np.ndarray, budget: float, **_: Any
 ) -> np.ndarray:
     r"""The rule of Sec. 6 of Hayou & Ayed: $p_l\propto|S_l|$, at budget $\sum_l p_l=\bar L$.
 
@@ -235,7 +239,7 @@ def _sensemode_proportional(
     p = np.zeros(L)
     free = np.ones(L, dtype=bool)
     remaining = float(budget)
-    for _ in range(L):
+    for _round in range(L):
         scale = remaining / s[free].sum() if s[free].sum() > 0 else 0.0
         p[free] = s[free] * scale
         over = free & (p > 1.0)
@@ -323,7 +327,7 @@ def survival_probabilities(mode: str, L: int, **settings: Any) -> np.ndarray:
 
 
 def mode_for_budget(
-    mode: str, L: int, budget: float, *, sensitivities: Sequence[float] | None = None
+    mode: str, L: int, budget: float, *, sensitivities: Sequence[float] | np.ndarray | None = None
 ) -> np.ndarray:
     r"""Survival probabilities of a mode whose average depth $\sum_l p_l$ equals ``budget``.
 
@@ -426,7 +430,7 @@ def expected_path_loss(
     paths: Sequence[Sequence[Any]],
     weights: Mapping[Any, float],
     survival: Mapping[Any, float],
-    s: Sequence[float],
+    s: Sequence[float] | np.ndarray,
     d: np.ndarray,
     *,
     mask: str = "unscaled",
@@ -452,16 +456,16 @@ def expected_path_loss(
         (zero for paths to different targets).
     """
     d = np.asarray(d, dtype=float)
-    s = np.asarray(s, dtype=float)
+    strengths = np.asarray(s, dtype=float)
     P = len(paths)
-    if s.shape != (P,) or d.shape != (P, P):
+    if strengths.shape != (P,) or d.shape != (P, P):
         raise StochasticDepthError(
-            f"s has shape {s.shape} and d {d.shape}; expected ({P},) and ({P}, {P}) for {P} paths",
+            f"s has shape {strengths.shape} and d {d.shape}; expected ({P},) and ({P}, {P}) for {P} paths",
             key="d",
         )
     bp = np.array([np.prod([float(weights.get(e, 1.0)) for e in path]) for path in paths])
     eg = np.array([expected_gate_product(path, (), survival, mask=mask) for path in paths])
-    loss = -float(np.sum(s * eg * bp))
+    loss = -float(np.sum(strengths * eg * bp))
     for j, p in itertools.product(range(P), repeat=2):
         if d[j, p] != 0.0:
             gjp = expected_gate_product(paths[j], paths[p], survival, mask=mask)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -45,7 +45,30 @@ def common(fn: Any) -> Any:
     return click.argument("file", type=click.Path())(fn)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose torch-based commands are imported only when they are used or listed.
+
+    ``gdln derive`` and ``gdln solve`` then start without paying torch's import time.
+    """
+
+    lazy: ClassVar[dict[str, str]] = {
+        "simulate": "gdln._cli_simulate",
+        "compare": "gdln._cli_simulate",
+        "kernel": "gdln._cli_kernel",
+        "sd": "gdln._cli_sd",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            command: click.Command = getattr(importlib.import_module(self.lazy[cmd_name]), cmd_name)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(gdln.__version__, prog_name="gdln")
 def cli() -> None:
     """Exact learning dynamics of gated deep linear networks, from graph files.
@@ -81,7 +104,7 @@ def paths(file: str, params: tuple[str, ...], task: str | None, fmt: str) -> Non
     show_default=True,
 )
 def stats(file: str, params: tuple[str, ...], task: str | None, fmt: str) -> None:
-    """Print the path statistics (Eqs. 5-6) and the bases U, V that diagonalise them.
+    """Print the path statistics and the bases U, V that diagonalise them (Eqs 5-8).
 
     \b
     Example:
@@ -113,7 +136,7 @@ def stats(file: str, params: tuple[str, ...], task: str | None, fmt: str) -> Non
 def derive(
     file: str, params: tuple[str, ...], task: str | None, lump: str, init: str | None, fmt: str
 ) -> None:
-    """Derive the reduced singular-value ODEs (Eq. 10), lumped and simplified.
+    """Derive the reduced singular-value ODEs (Eq 10), lumped and simplified.
 
     \b
     Example:
@@ -179,22 +202,6 @@ def solve(
     reduction = gdln.reduce(problem, lump=lump, init=_init(init))
     trajectory = gdln.solve(reduction, t_max=t_end, lr=lr, n_points=points)
     _write(gdln.format_trajectory(trajectory, fmt), out, force)
-
-
-# Commands that live in their own modules, registered by name.
-EXTRA_COMMANDS = {
-    "gdln._cli_simulate": ("simulate", "compare"),
-    "gdln._cli_kernel": ("kernel",),
-    "gdln._cli_sd": ("sd",),
-}
-for _module, _names in EXTRA_COMMANDS.items():
-    try:
-        _mod = importlib.import_module(_module)
-    except ModuleNotFoundError:
-        continue
-    for _name in _names:
-        if hasattr(_mod, _name):
-            cli.add_command(getattr(_mod, _name))
 
 
 def main(argv: list[str] | None = None) -> None:

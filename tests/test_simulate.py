@@ -429,6 +429,27 @@ def test_divergence_raises_with_step_and_value() -> None:
     assert err.seed == 0
 
 
+@pytest.mark.parametrize("optimizer", ["gd", "sgd"])
+def test_non_finite_weights_at_a_recorded_step_raise_divergence(optimizer: str) -> None:
+    # Recording takes SVDs of the weights; between two checks the weights reach inf/NaN
+    # at a recorded step, which must stop the run as a divergence, not a linear-algebra error.
+    graph, ex = tiny_graph(), tiny_examples()
+    kwargs = {"batch_size": 2} if optimizer == "sgd" else {}
+    with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+ ") as info:
+        simulate(
+            graph,
+            ex,
+            steps=400,
+            lr=50.0,
+            scale=1.0,
+            record_every=50,
+            diverge_above=1e300,
+            optimizer=optimizer,
+            **kwargs,
+        )
+    assert not np.isfinite(info.value.value)
+
+
 def test_divergence_threshold_reports_first_bad_step() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     ok = simulate(graph, ex, steps=10, lr=0.05, scale=0.5)

@@ -29,6 +29,25 @@ def test_every_lumping_gives_the_same_loss(lump: str) -> None:
     np.testing.assert_allclose(trajectory.loss, reference.loss, rtol=RTOL_ODE, atol=1e-9)
 
 
+@pytest.mark.parametrize("lr", [None, 0.1])
+def test_scalar_and_vectorised_right_hand_sides_agree(
+    lr: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small states are compiled into one scalar function, large ones stay numpy-vectorised;
+    # forcing the vectorised form on the same system must give the same solution.
+    from gdln import _solve
+
+    problem = load("routing", M=4, K=2)
+    scalar = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=20, lr=lr)
+    monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+    vectorised = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=20, lr=lr)
+    # the map agrees to rounding; the adaptive ODE steps may differ at the solver tolerance
+    rtol = 1e-12 if lr else RTOL_ODE
+    np.testing.assert_allclose(scalar.loss, vectorised.loss, rtol=rtol, atol=1e-12)
+    for name, values in scalar.series.items():
+        np.testing.assert_allclose(values, vectorised.series[name], rtol=rtol, atol=1e-12)
+
+
 def test_loss_never_increases_under_gradient_flow() -> None:
     trajectory = gdln.solve(gdln.reduce(load("crosspath"), init=0.1), t_max=20, n_points=400)
     assert np.all(np.diff(trajectory.loss) <= 1e-9)

@@ -22,8 +22,10 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +66,16 @@ def per_seed_loop(problem, *, steps, seeds, device, dtype, threads) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of ``repeats`` calls: robust to other jobs on a shared machine."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -97,9 +109,7 @@ def main() -> None:
     reduction = gdln.reduce(problem, lump="full", init=0.1)
     t_reduce = time.perf_counter() - start
     gdln.solve(reduction, t_max=1.0, n_points=11)  # warm-up (lambdify caches)
-    start = time.perf_counter()
-    gdln.solve(reduction, t_max=40.0, n_points=201)
-    t_ode = time.perf_counter() - start
+    t_ode = _median_seconds(lambda: gdln.solve(reduction, t_max=40.0, n_points=201), 7)
     lr = 0.05
     steps = round(40 / lr)
     timings = {}
@@ -116,23 +126,25 @@ def main() -> None:
             record_every=2,
         )
         _sync(dev)
-        start = time.perf_counter()
-        simulate(
-            problem.graph,
-            problem.examples(),
-            steps=steps,
-            lr=lr,
-            seeds=seeds,
-            device=dev,
-            dtype=dt,
-            threads=th,
-            record_every=steps // 200,
-        )
-        _sync(dev)
-        timings[seeds] = time.perf_counter() - start
+
+        def run(seeds: int = seeds) -> None:
+            simulate(
+                problem.graph,
+                problem.examples(),
+                steps=steps,
+                lr=lr,
+                seeds=seeds,
+                device=dev,
+                dtype=dt,
+                threads=th,
+                record_every=steps // 200,
+            )
+            _sync(dev)
+
+        timings[seeds] = _median_seconds(run, 3)
     print(f"{'what':<52} {'seconds':>9} {'sim / ODE':>10}")
     print(f"{'reduce (symbolic, once)':<52} {t_reduce:>9.3g}")
-    print(f"{'solve reduced ODE to t=40 (LSODA, 201 points)':<52} {t_ode:>9.3g} {1:>10}")
+    print(f"{'solve reduced ODE to t=40 (LSODA, 201 points; median)':<52} {t_ode:>9.3g} {1:>10}")
     for seeds, t in timings.items():
         label = f"simulate to t=40: {steps} steps, {seeds} seed(s), {dev}"
         print(f"{label:<52} {t:>9.3g} {t / t_ode:>9.0f}x")

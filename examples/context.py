@@ -70,17 +70,6 @@ def total_maps(traj: gdln.Trajectory, pathways: int) -> np.ndarray:
     return np.stack(maps, axis=2)
 
 
-def _save(fig: plt.Figure, out: Path, name: str) -> list[str]:
-    fig.tight_layout()
-    files = []
-    for ext in ("png", "svg"):
-        path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=110)
-        files.append(str(path))
-    plt.close(fig)
-    return files
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; return (and write to ``results.json``) its key numbers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -158,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel(r"training loss $\mathcal{L}$ (Eq. 1)")
     ax.set_title("Contextual classification (App. A.2)")
     ax.legend(fontsize=7)
-    files = _save(fig, out, "context_loss")
+    files = gdln.save_figure(fig, out, "context_loss", dpi=110, tight=True)
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
     for ax, pathways, title in zip(
@@ -183,9 +172,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ax.axhline(1.0, color="gray", ls=":", lw=0.8)
     axes[0].set_ylabel("total map entry (mean over seeds)")
     axes[1].legend(fontsize=7)
-    files += _save(fig, out, "context_weights")
+    files += gdln.save_figure(fig, out, "context_weights", dpi=110, tight=True)
 
-    results["files"] = files
+    results["files"] = [str(f) for f in files]
     results["wall_time_s"] = time.perf_counter() - start
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results

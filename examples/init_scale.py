@@ -135,15 +135,6 @@ def lr_for(scale: float, base: float) -> float:
     return base * min(1.0, scale**-4)
 
 
-def _save(fig: Any, out: Path, name: str) -> list[str]:
-    paths = []
-    for ext in ("png", "svg"):
-        path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=90)
-        paths.append(str(path))
-    return paths
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; returns (and writes to results.json) the measured numbers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -200,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_title(f"Fig. 6a: routing M = {M}, K = {K}, N_h = {hidden}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    figures = _save(fig, out, "init_scale_loss")
+    figures = gdln.save_figure(fig, out, "init_scale_loss", dpi=90)
     plt.close(fig)
 
     trained = [mean_of("trained_error", s) for s in scales]
@@ -216,7 +207,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_title(f"Fig. 6b: error vs σ0, {len(seeds)} seed(s), {steps} steps")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    figures += _save(fig, out, "init_scale_error")
+    figures += gdln.save_figure(fig, out, "init_scale_error", dpi=90)
     plt.close(fig)
 
     picks = (scales[0], scales[len(scales) // 2], scales[-1])
@@ -231,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     axes[0].set_ylabel("input domain × item")
     fig.colorbar(image, ax=axes, label="cosine similarity of h1")
     fig.suptitle("Fig. 6c: representational similarity at h1 across input domains")
-    figures += _save(fig, out, "init_scale_rsm")
+    figures += gdln.save_figure(fig, out, "init_scale_rsm", dpi=90)
     plt.close(fig)
 
     results: dict[str, Any] = {
@@ -247,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "loss_at_10pct_time": [
             float(curves[s][len(record_steps) // 10] / curves[s][0]) for s in scales
         ],
-        "figures": figures,
+        "figures": [str(f) for f in figures],
         "seconds": time.perf_counter() - start,
     }
     (out / "results.json").write_text(json.dumps(results, indent=2))

@@ -207,15 +207,6 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _save(fig: Any, out: Path, name: str) -> list[str]:
-    paths = []
-    for ext in ("png", "svg"):
-        path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=90)
-        paths.append(str(path))
-    return paths
-
-
 def _mean(rows: list[dict[str, Any]], name: str, **where: Any) -> float:
     values = [r[name] for r in rows if all(r[k] == v for k, v in where.items())]
     values = [v for v in values if np.isfinite(v)]
@@ -293,7 +284,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_title(f"Fig. 7b/c: digits, {args.transform} inputs, M = {M}, σ0 = {small:g}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    figures = _save(fig, out, "naturalistic_k")
+    figures = gdln.save_figure(fig, out, "naturalistic_k", dpi=90)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(5, 3.6))
@@ -306,7 +297,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_title(f"Fig. 7d: digits, M = {M}, K = {K_scale}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    figures += _save(fig, out, "naturalistic_scale")
+    figures += gdln.save_figure(fig, out, "naturalistic_scale", dpi=90)
     plt.close(fig)
 
     onset = float("nan")  # smallest K/M (K < M) from which untrained >= trained - tol
@@ -331,7 +322,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "scales": list(scales),
         "scale_trained_accuracy": s_trained,
         "scale_untrained_accuracy": s_untrained,
-        "figures": figures,
+        "figures": [str(f) for f in figures],
         "seconds": time.perf_counter() - start,
     }
     results = _finite(results)

@@ -119,15 +119,6 @@ def onset(fractions: np.ndarray, trained: np.ndarray, untrained: np.ndarray, tol
     return result
 
 
-def _save(fig: Any, out: Path, name: str) -> list[str]:
-    paths = []
-    for ext in ("png", "svg"):
-        path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=90)
-        paths.append(str(path))
-    return paths
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; returns (and writes to results.json) the measured numbers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -166,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_title(f"Fig. 5b: pathway race, M = {M_theory}")
     ax.legend()
     fig.tight_layout()
-    figures = _save(fig, out, "race_singular_values")
+    figures = gdln.save_figure(fig, out, "race_singular_values", dpi=90)
     plt.close(fig)
 
     ratios = {P: float(th["B2"][-1, 0] / th["B1"][-1, 0]) for P, th in theory.items()}
@@ -185,7 +176,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_title("Eq. 56: B2 = P^(1/4) B1")
     ax.legend()
     fig.tight_layout()
-    figures += _save(fig, out, "race_ratio")
+    figures += gdln.save_figure(fig, out, "race_ratio", dpi=90)
     plt.close(fig)
 
     # Fig. 5c: trained and untrained error against K/M.
@@ -228,7 +219,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_title(f"Fig. 5c: M = {M}, N_h = {hidden}, σ0 = 0.2, {len(seeds)} seeds")
     ax.legend()
     fig.tight_layout()
-    figures += _save(fig, out, "race_generalisation")
+    figures += gdln.save_figure(fig, out, "race_generalisation", dpi=90)
     plt.close(fig)
 
     results: dict[str, Any] = {
@@ -254,7 +245,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "onset_K_over_M": start_onset if np.isfinite(start_onset) else None,
             "paper_onset_K_over_M": 0.4,
         },
-        "figures": figures,
+        "figures": [str(f) for f in figures],
         "seconds": time.perf_counter() - start,
     }
     (out / "results.json").write_text(json.dumps(results, indent=2))

@@ -46,18 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GRAPH = ROOT / "graphs" / "routing.yaml"
 
 
-def _save(fig: plt.Figure, out: Path, name: str, *, tidy: bool = True) -> list[str]:
-    if tidy:  # tight_layout costs a full extra draw; --quick skips it
-        fig.tight_layout()
-    files = []
-    for ext in ("png", "svg"):
-        path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=100)
-        files.append(str(path))
-    plt.close(fig)
-    return files
-
-
 def hidden_rsm(traj: gdln.Trajectory, m: int, *, index: int = -1, seed: int = 0) -> np.ndarray:
     """$H^T H$ at $h_1$ for one-hot items in every domain: ``(4M, 4M)`` (Fig. 4g)."""
     h = np.concatenate([traj.series[f"W/x{i}->h1"][index, seed] for i in range(m)], axis=1)
@@ -172,10 +160,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     same_item = np.equal.outer(np.arange(4 * m) % 4, np.arange(4 * m) % 4)
     other_domain = ~np.equal.outer(np.arange(4 * m) // 4, np.arange(4 * m) // 4)
 
-    def half_time(t: np.ndarray, loss: np.ndarray) -> float:
-        below = np.nonzero(loss <= loss[0] / 2)[0]
-        return float(t[below[0]]) if len(below) else float("nan")
-
     results: dict[str, Any] = {
         "paper": "Fig. 4e-h: theory matches decoupled sims exactly and random init well; "
         "B2/B1 -> sqrt(M) (Eq. 51); shared representation; zero-shot generalisation",
@@ -212,10 +196,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
             / theory.loss[0]
         ),
-        "time_to_half_theory": half_time(theory.t, theory.loss),
-        "time_to_half_gd_map": half_time(gd_map.t, gd_map.loss),
-        "time_to_half_decoupled": half_time(decoupled.t, decoupled.loss[:, 0]),
-        "time_to_half_random": [half_time(random.t, random.loss[:, r]) for r in range(reps)],
+        "time_to_half_theory": gdln.time_to_half_loss(theory.t, theory.loss),
+        "time_to_half_gd_map": gdln.time_to_half_loss(gd_map.t, gd_map.loss),
+        "time_to_half_decoupled": gdln.time_to_half_loss(decoupled.t, decoupled.loss[:, 0]),
+        "time_to_half_random": [
+            gdln.time_to_half_loss(random.t, random.loss[:, r]) for r in range(reps)
+        ],
         "ratio_B2_B1_initial_decoupled": sv["decoupled"]["ratio"][0, 0].tolist(),
         "ratio_B2_B1_final_theory": (th_b2[-1] / th_b1[-1]).tolist(),
         "ratio_B2_B1_final_decoupled": sv["decoupled"]["ratio"][-1, 0].tolist(),
@@ -250,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
 
     # ---- figures
-    files: list[str] = []
+    files: list[Path] = []
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for r in range(reps):
         ax.plot(random.t, random.loss[:, r], color="C3", lw=0.7, alpha=0.6)
@@ -262,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel(r"training loss $\mathcal{L}$")
     ax.set_title(rf"Routing network (Fig. 4e): M={m}, K={k}, $N_h$={hidden}, $\lambda$={lr}")
     ax.legend(fontsize=7)
-    files += _save(fig, out, "routing_loss", tidy=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_loss", dpi=100, tight=not args.quick)
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     ax = axes[0]
@@ -303,7 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.plot([], [], "--", color="C3", label=r"random init: $u_a^T Q u_a$ (mean)")
     ax.set_title("conserved quantity per mode")
     ax.legend(fontsize=7)
-    files += _save(fig, out, "routing_singular_values", tidy=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_singular_values", dpi=100, tight=not args.quick)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for ax, index, title in ((axes[0], 0, "initial"), (axes[1], -1, "after training")):
@@ -314,7 +300,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ax.set_xlabel("input domain (4 items each)")
         ax.set_ylabel("input domain (4 items each)")
         fig.colorbar(im, ax=ax, shrink=0.8, label=r"$h_1^T h_1'$")
-    files += _save(fig, out, "routing_rsm", tidy=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_rsm", dpi=100, tight=not args.quick)
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axes[0]
@@ -352,9 +338,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ["out 1", "out 2", "out 3", "out 4", "target 1", "target 2", "target 3", "target 4"],
     )
     ax.set_ylabel("item")
-    files += _save(fig, out, "routing_outputs", tidy=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_outputs", dpi=100, tight=not args.quick)
 
-    results["files"] = files
+    results["files"] = [str(f) for f in files]
     results["wall_time_s"] = time.perf_counter() - start
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results

@@ -120,29 +120,6 @@ def _initial_a(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
     return np.mean(values, axis=0)
 
 
-def time_to_half(t: np.ndarray, loss: np.ndarray) -> float:
-    """First time at which the loss is at most half its initial value (linear interpolation)."""
-    below = np.nonzero(loss <= loss[0] / 2)[0]
-    if len(below) == 0:
-        return float("nan")
-    i = below[0]
-    if i == 0:
-        return float(t[0])
-    frac = (loss[i - 1] - loss[0] / 2) / (loss[i - 1] - loss[i])
-    return float(t[i - 1] + frac * (t[i] - t[i - 1]))
-
-
-def _save(fig: plt.Figure, out: Path, name: str) -> list[str]:
-    fig.tight_layout()
-    files = []
-    for ext in ("png", "svg"):
-        path = out / f"{name}.{ext}"
-        fig.savefig(path, dpi=110)
-        files.append(str(path))
-    plt.close(fig)
-    return files
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; return (and write to ``results.json``) its key numbers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -182,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     gap_mean = float(np.max(np.abs(mean_loss - theory)) / theory[0])
     gap_seeds = np.max(np.abs(relu["loss"] - theory[:, None]), axis=0) / theory[0]
     map_gap = float(np.max(np.abs(mean_loss - gd_map.loss)) / gd_map.loss[0])
-    half_relu = [time_to_half(t, relu["loss"][:, r]) for r in range(reps)]
+    half_relu = [gdln.time_to_half_loss(t, relu["loss"][:, r]) for r in range(reps)]
     results: dict[str, Any] = {
         "paper": "Fig. 3c: ReLU dynamics from small weights closely track Eq. (23)",
         "settings": {
@@ -201,8 +178,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "relu_mean_vs_eq23_max_rel": gap_mean,
         "relu_seed_vs_eq23_max_rel": gap_seeds.tolist(),
         "relu_mean_vs_gd_map_max_rel": map_gap,
-        "time_to_half_eq23": time_to_half(t_fine, eq23(t_fine, a0)),
-        "time_to_half_gd_map": time_to_half(gd_map.t, gd_map.loss),
+        "time_to_half_eq23": gdln.time_to_half_loss(t_fine, eq23(t_fine, a0)),
+        "time_to_half_gd_map": gdln.time_to_half_loss(gd_map.t, gd_map.loss),
         "time_to_half_relu": half_relu,
         "relu_initial_loss_mean": float(relu["loss"][0].mean()),
         "relu_final_loss_max": float(relu["loss"][-1].max()),
@@ -218,7 +195,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel(r"training loss $\mathcal{L}$")
     ax.set_title(rf"XoR (Fig. 3c): $N_h$={hidden}, $\sigma_0$={sigma0}, $a_0$={a0:.2g}")
     ax.legend(fontsize=7)
-    files = _save(fig, out, "xor_loss")
+    files = gdln.save_figure(fig, out, "xor_loss", dpi=110, tight=True)
 
     fig, ax = plt.subplots(figsize=(3.8, 3.6))
     w1 = relu["w1"][0]
@@ -229,9 +206,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel(r"$W_1[:, 1]$ (input 2 weight, a.u.)")
     ax.set_title("input-to-hidden weights\nafter training (seed 0)")
     ax.set_aspect("equal")
-    files += _save(fig, out, "xor_weights")
+    files += gdln.save_figure(fig, out, "xor_weights", dpi=110, tight=True)
 
-    results["files"] = files
+    results["files"] = [str(f) for f in files]
     results["wall_time_s"] = time.perf_counter() - start
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results

@@ -27,6 +27,7 @@ from ._errors import NotDiagonalizableError as NotDiagonalizableError
 from ._errors import TaskSpecError as TaskSpecError
 from ._examples import ExampleSet as ExampleSet
 from ._expr import evaluate as evaluate
+from ._figures import save_figure as save_figure
 from ._full import full_flow as full_flow
 from ._full import solve_full as solve_full
 from ._graphfile import Problem as Problem
@@ -94,6 +95,7 @@ from ._task import Dataset as Dataset
 from ._task import Task as Task
 from ._trajectory import Trajectory as Trajectory
 from ._trajectory import format_trajectory as format_trajectory
+from ._trajectory import time_to_half_loss as time_to_half_loss
 
 # Objects that need torch are imported on first use, so that ``import gdln`` and the
 # symbolic commands (``gdln derive``) do not pay torch's import time.

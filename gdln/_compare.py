@@ -27,8 +27,9 @@ import networkx as nx
 import numpy as np
 
 from ._errors import GdlnError
+from ._figures import save_figure
 from ._simulate import INITS, SimulationSpecError, edge_label, simulate
-from ._trajectory import Trajectory
+from ._trajectory import Trajectory, time_to_half_loss
 
 __all__ = [
     "CompareResult",
@@ -125,20 +126,6 @@ def max_relative_gap(t: np.ndarray, loss: np.ndarray, t_ref: np.ndarray, ref: np
     r"""$\max_t |L(t) - L_\mathrm{ref}(t)| / L_\mathrm{ref}(0)$, the reference interpolated."""
     on_grid = np.interp(np.asarray(t, float), np.asarray(t_ref, float), np.asarray(ref, float))
     return float(np.max(np.abs(np.asarray(loss, float) - on_grid)) / float(ref[0]))
-
-
-def time_to_half_loss(t: np.ndarray, loss: np.ndarray) -> float | None:
-    r"""First time with $L(t) \le L(0)/2$, linearly interpolated; ``None`` if never."""
-    t, loss = np.asarray(t, float), np.asarray(loss, float)
-    half = loss[0] / 2
-    below = np.nonzero(loss <= half)[0]
-    if len(below) == 0:
-        return None
-    i = int(below[0])
-    if i == 0:
-        return float(t[0])
-    frac = (loss[i - 1] - half) / (loss[i - 1] - loss[i])
-    return float(t[i - 1] + frac * (t[i] - t[i - 1]))
 
 
 def _plot_edges(graph: nx.DiGraph, edges: Sequence[Edge]) -> list[Edge]:
@@ -331,21 +318,13 @@ def _title(metrics: Mapping[str, Any]) -> str:
     )
 
 
-def _figure() -> tuple[Any, Any]:
+def _figure() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    return plt, plt.figure(figsize=(7.5, 4.8), layout="constrained")
-
-
-def _save(plt: Any, fig: Any, out: Path, stem: str) -> list[Path]:
-    paths = [out / f"{stem}.png", out / f"{stem}.svg"]
-    fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1])
-    plt.close(fig)
-    return paths
+    return plt.figure(figsize=(7.5, 4.8), layout="constrained")
 
 
 def _plot_loss(
@@ -356,7 +335,7 @@ def _plot_loss(
     decoupled: Trajectory,
     random: Trajectory,
 ) -> list[Path]:
-    plt, fig = _figure()
+    fig = _figure()
     ax = fig.add_subplot()
     n = random.loss.shape[1]
     mean, std = random.loss.mean(1), random.loss.std(1)
@@ -386,7 +365,7 @@ def _plot_loss(
     ax.set_title(_title(metrics), fontsize=9)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
-    return _save(plt, fig, out, "loss")
+    return save_figure(fig, out, "loss")
 
 
 def _plot_singular_values(
@@ -401,7 +380,7 @@ def _plot_singular_values(
     theory = theory_edge_values(reduction, ode)
     edges = _plot_edges(graph, [tuple(e) for e in graph.edges if tuple(e) in theory])
     colours = ["tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
-    plt, fig = _figure()
+    fig = _figure()
     ax = fig.add_subplot()
     step = max(1, len(decoupled.t) // 25)
     for c, edge in enumerate(edges):
@@ -448,4 +427,4 @@ def _plot_singular_values(
     ax.set_ylabel("singular values of $W_e$ (one line per mode)")
     ax.set_title(_title(metrics), fontsize=9)
     ax.legend(fontsize=7, ncol=1)
-    return _save(plt, fig, out, "singular_values")
+    return save_figure(fig, out, "singular_values")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Trajectory", "format_trajectory"]
+__all__ = ["Trajectory", "format_trajectory", "time_to_half_loss"]
 
 
 @dataclass(frozen=True)
@@ -126,3 +126,17 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
         rows += [",".join(f"{x:.12g}" for x in row) for row in np.column_stack(columns)]
         return "\n".join(rows)
     raise ValueError(f"format {fmt!r}: expected json or csv")
+
+
+def time_to_half_loss(t: np.ndarray, loss: np.ndarray) -> float | None:
+    r"""First time with $L(t) \le L(0)/2$, linearly interpolated; ``None`` if never."""
+    t, loss = np.asarray(t, float), np.asarray(loss, float)
+    half = loss[0] / 2
+    below = np.nonzero(loss <= half)[0]
+    if len(below) == 0:
+        return None
+    i = int(below[0])
+    if i == 0:
+        return float(t[0])
+    frac = (loss[i - 1] - half) / (loss[i - 1] - loss[i])
+    return float(t[i - 1] + frac * (t[i] - t[i - 1]))

@@ -43,15 +43,6 @@ GRAPHS = ROOT / "graphs"
 N_RECORDS = 40
 
 
-def _zero_output_loss(examples: gdln.ExampleSet) -> np.ndarray:
-    per_example = 0.5 * sum(np.sum(np.asarray(y) ** 2, axis=1) for y in examples.targets.values())
-    out = np.zeros(len(examples.context_labels))
-    for c in range(len(out)):
-        mask = examples.context == c
-        out[c] = np.average(per_example[mask], weights=examples.weights[mask])
-    return out
-
-
 def train(
     *, M: int, K: int, hidden: int, scale: float, seed: int, lr: float, steps: int
 ) -> dict[str, Any]:
@@ -74,7 +65,7 @@ def train(
         threads=1,
     )
     trained = set(problem.examples().context_labels)
-    base = _zero_output_loss(everything)
+    base = everything.zero_output_loss()
     errors: dict[bool, list[float]] = {True: [], False: []}
     for c, label in enumerate(everything.context_labels):
         final = float(np.asarray(trajectory.series[f"eval/loss/{label}"])[-1, 0])

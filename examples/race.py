@@ -58,16 +58,6 @@ def race_theory(*, M: int, P: int, init: float, t_max: float) -> dict[str, np.nd
     }
 
 
-def _zero_output_loss(examples: gdln.ExampleSet) -> np.ndarray:
-    """Per-context loss of a zero output: the normaliser of the route error."""
-    per_example = 0.5 * sum(np.sum(np.asarray(y) ** 2, axis=1) for y in examples.targets.values())
-    out = np.zeros(len(examples.context_labels))
-    for c in range(len(out)):
-        mask = examples.context == c
-        out[c] = np.average(per_example[mask], weights=examples.weights[mask])
-    return out
-
-
 def route_errors(
     *, M: int, K: int, seed: int, hidden: int, scale: float, lr: float, t_max: float
 ) -> dict[str, float]:
@@ -95,7 +85,7 @@ def route_errors(
         threads=1,
     )
     trained = set(problem.examples().context_labels)
-    base = _zero_output_loss(everything)
+    base = everything.zero_output_loss()
     errors = {True: [], False: []}
     for c, label in enumerate(everything.context_labels):
         final = float(np.asarray(trajectory.series[f"eval/loss/{label}"])[-1, 0])

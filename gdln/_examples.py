@@ -60,3 +60,18 @@ class ExampleSet:
 
     def __len__(self) -> int:
         return len(self.weights)
+
+    def zero_output_loss(self) -> np.ndarray:
+        r"""Per-context loss of the zero output, $\tfrac12\langle\lVert y\rVert^2\rangle_c$.
+
+        The loss of Eq. (1) before any learning from small weights, and the natural scale
+        of a route's error: a route error of 1 means no better than predicting zero.
+        Returns ``(contexts,)``.
+        """
+        per_example = np.zeros(len(self))
+        for y in self.targets.values():
+            per_example += 0.5 * np.sum(np.asarray(y, dtype=float) ** 2, axis=1)
+        n_contexts = max(len(self.context_labels), int(self.context.max(initial=-1)) + 1)
+        mass = np.bincount(self.context, weights=self.weights, minlength=n_contexts)
+        total = np.bincount(self.context, weights=self.weights * per_example, minlength=n_contexts)
+        return np.divide(total, mass, out=np.zeros(n_contexts), where=mass > 0)

@@ -233,6 +233,17 @@ def test_sparse_plan_equals_dense_plan() -> None:
     assert "y0" not in _forward(net, W, data)[0]  # built only when asked for
 
 
+def test_zero_output_loss_is_the_per_context_loss_of_zero_weights() -> None:
+    graph, ex = tiny_graph(), tiny_examples(seed=2)
+    zeros = {e: 0.0 * w[0] for e, w in initial_weights(graph, init="xavier", seed=0).items()}
+    traj = simulate(graph, ex, steps=1, lr=0.1, init="given", weights=zeros)
+    measured = [traj.series[f"loss/{label}"][0, 0] for label in ex.context_labels]
+    np.testing.assert_allclose(ex.zero_output_loss(), measured, rtol=1e-13)
+    # and the contexts' probabilities average it to the whole loss of Eq. (1)
+    mass = np.bincount(ex.context, weights=ex.weights)
+    assert mass @ ex.zero_output_loss() == pytest.approx(traj.loss[0, 0], rel=1e-13)
+
+
 def test_gradient_descent_is_euler_map_over_many_steps() -> None:
     """Ten GD steps equal ten numpy steps W <- W - lr dL/dW; t = lr * step."""
     graph, ex = tiny_graph(), tiny_examples(seed=4)

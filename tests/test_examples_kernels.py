@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -15,6 +17,7 @@ def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"_example_{name}", EXAMPLES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -37,3 +40,32 @@ def test_example_quick(name, output, tmp_path):
     if name == "pathgram_teacher_student":
         assert data["thm51_max_rel_diff"] < 1e-10
         assert data["terms"]["4"] == [51 * 4, 0]
+
+
+def test_fig3_digits10_reports_stages_and_rise(tmp_path):
+    """The 10-class task: FLNPF-1..6 stats per stage, epoch-0 reference, a rise test."""
+    module = _load("npk_fig3")
+    res = module.main(["--quick", "--task", "digits10", "--seeds", "2", "-o", str(tmp_path)])
+    task = module.QUICK["digits10"]
+    assert [f["gates_from_epoch"] for f in res["flnpf"]] == list(task.stage_epochs)
+    assert [f["gates_from_epoch"] for f in res["flnpf_references"]] == [0]
+    for f in res["flnpf"]:
+        assert len(f["test_acc_runs"]) == 2
+        assert all(0 <= a <= 100 for a in f["test_acc_runs"])
+        assert f["test_acc"] == pytest.approx(sum(f["test_acc_runs"]) / 2)
+    rise = res["rise"]
+    assert 0 <= rise["paired_t_p_one_sided"] <= 1
+    assert -1 <= rise["spearman_rho"] <= 1
+    assert isinstance(rise["holds"], bool)
+    assert not res["nu"]  # nu_t needs +-1 labels: digits47 only
+
+
+def test_fig3_rise_test_detects_rise_and_its_absence():
+    rise_test = _load("npk_fig3").rise_test
+    rng = np.random.default_rng(0)
+    rising = np.arange(6) * 2.0 + rng.normal(0, 0.3, size=(5, 6))
+    assert rise_test(rising)["holds"]
+    assert not rise_test(rising[:, ::-1])["holds"]
+    assert not rise_test(np.full((5, 6), 90.0))["holds"]  # ties everywhere
+    assert not rise_test(90 + rng.normal(0, 1.0, size=(5, 6)))["holds"]  # noise, no trend
+    assert rise_test(rising[:1]) is None  # one seed: no test

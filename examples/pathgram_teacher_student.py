@@ -3,9 +3,21 @@
 Teacher: 2 layers, input 50, hidden 100 (ReLU; the paper does not name it), output 1,
 Gaussian inputs and weights. Students: 2-layer networks of width m (linear or sigmoid), no
 biases, full-batch GD on the l2 loss with one step size for all widths. The convergence
-rate at step t is 1 - L_{t+1}/L_t, averaged over the first quarter of training; for linear
-students L is the excess over the least-squares loss, which is all a linear student can
-reach (the paper's steady-region average decays to 0 once that floor is reached).
+rate at step t is 1 - L_{t+1}/L_t; for linear students L is the excess over the
+least-squares loss, which is all a linear student can reach (the raw loss's rate decays to 0
+once that floor is reached). Rates are kept while L exceeds 1e-6 of its start, then
+averaged over a window (all three are measured on every run; ``--window`` picks the one
+the figure and the top-level fit report):
+
+``early``
+    the first quarter of the T training steps (the steep region);
+``late``
+    the last half of the kept steps (the paper's "steady region", Sec. 7, by a rule fixed
+    in advance: steps T/2..T when L stays above the floor);
+``flat``
+    the longest final run of steps over which the rate changes by less than 1% per step
+    (|r_{t+1} - r_t| < 0.01 r_t), if it is at least T/10 steps long (else no value).
+
 Thm. 5.1 with Prop. 6.1: H of a 2-layer student is a sum of m i.i.d. strongly-Gram terms
 (51 m summands, no weakly-Gram ones), so the rate should grow linearly in m.
 
@@ -14,6 +26,7 @@ the convergence-rate curves of f (GD), g (GD), mu2*mu1*f (GD) and f with momentu
 often cos(du_g/dt, u_g) >= cos(du_f/dt, u_f) holds along f's trajectory (at mu = 1).
 
     python examples/pathgram_teacher_student.py -o out/pathgram
+    python examples/pathgram_teacher_student.py --seeds 5 --window late -o out/pathgram
     python examples/pathgram_teacher_student.py --quick -o /tmp/pathgram
 """
 
@@ -29,6 +42,10 @@ import torch
 from gdln._gram_paths import mlp_graph, mlp_term_counts, path_gram
 
 ACT = {"linear": lambda a: a, "sigmoid": torch.sigmoid}
+WINDOWS = ("early", "late", "flat")
+#: ``flat`` window: largest relative change of the rate per step, and shortest length
+#: as a fraction of the training steps.
+FLAT_TOL, FLAT_MIN_FRACTION = 0.01, 0.1
 
 
 def teacher_data(n: int, d_in: int, hidden: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,6 +94,44 @@ def rates(losses: list[float], floor: float = 0.0) -> np.ndarray:
     return 1 - ell[1:] / ell[:-1] if len(ell) > 1 else np.zeros(1)
 
 
+def window_rate(r: np.ndarray, window: str, steps: int) -> float:
+    """Mean convergence rate over one window of the kept rates ``r`` (NaN if empty).
+
+    Examples
+    --------
+    >>> r = np.r_[np.full(10, 0.5), np.full(30, 0.1)]
+    >>> [round(window_rate(r, w, 40), 3) for w in WINDOWS]
+    [0.5, 0.1, 0.1]
+    """
+    if window == "early":
+        part = r[: steps // 4]
+    elif window == "late":
+        part = r[len(r) // 2 :]
+    elif window == "flat":
+        rel = np.abs(np.diff(r)) / np.maximum(np.abs(r[:-1]), np.finfo(float).tiny)
+        rough = np.flatnonzero(rel >= FLAT_TOL)
+        start = int(rough[-1]) + 1 if len(rough) else 0
+        part = r[start:]
+        if len(part) < max(2, FLAT_MIN_FRACTION * steps):
+            part = r[:0]
+    else:
+        raise ValueError(f"window: got {window!r}, expected one of {', '.join(WINDOWS)}")
+    return float(part.mean()) if len(part) else float("nan")
+
+
+def linear_fit(widths, rates) -> dict:
+    """Least-squares line rate = slope * m + intercept and its R^2 (NaN rates dropped)."""
+    ms, rs = np.asarray(widths, dtype=float), np.asarray(rates, dtype=float)
+    ok = np.isfinite(rs)
+    ms, rs = ms[ok], rs[ok]
+    if len(ms) < 2:
+        return {"slope": float("nan"), "intercept": float("nan"), "r2": float("nan")}
+    slope, icpt = np.polyfit(ms, rs, 1)
+    ss_tot = np.sum((rs - rs.mean()) ** 2)
+    r2 = 1 - np.sum((rs - (slope * ms + icpt)) ** 2) / ss_tot if ss_tot > 0 else float("nan")
+    return {"slope": float(slope), "intercept": float(icpt), "r2": float(r2)}
+
+
 def jac_gram(params, x, act, scalars=()) -> np.ndarray:
     def f(*ps):
         return forward(ps[: len(params)], x, act, ps[len(params) :])
@@ -90,15 +145,30 @@ def jac_gram(params, x, act, scalars=()) -> np.ndarray:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seeds", type=int, default=None, help="students per width (default 2)")
+    ap.add_argument("--steps", type=int, default=None, help="GD steps T (default 300)")
+    ap.add_argument(
+        "--window", choices=WINDOWS, default="early", help="window the figure and fit report"
+    )
     ap.add_argument("-o", "--out", type=Path, default=Path("out/pathgram"))
     args = ap.parse_args(argv)
     q = args.quick
     n, d_in = (30, 50) if q else (200, 50)
     widths = [4, 8, 16] if q else [25, 50, 100, 200, 400]
-    steps = 20 if q else 300
-    seeds = 1 if q else 2
+    steps = args.steps if args.steps is not None else (20 if q else 300)
+    if steps < 4:
+        raise SystemExit(f"--steps: got {steps}, expected >= 4")
+    seeds = args.seeds if args.seeds is not None else (1 if q else 2)
+    if seeds < 1:
+        raise SystemExit(f"--seeds: got {seeds}, expected >= 1")
     x, y = teacher_data(n, d_in, 100, seed=0)
-    res: dict = {"n": n, "widths": widths, "steps": steps, "seeds": seeds}
+    res: dict = {
+        "n": n,
+        "widths": widths,
+        "steps": steps,
+        "seeds": seeds,
+        "window": args.window,
+    }
     # Thm. 5.1 check on one student: path formula == autodiff, and term counts
     p0 = student(d_in, widths[0], 0)
     graph = mlp_graph(
@@ -117,28 +187,29 @@ def main(argv: list[str] | None = None) -> dict:
         if act == "linear":
             beta = np.linalg.lstsq(x.numpy(), y.numpy(), rcond=None)[0]
             floor = 0.5 * float(np.sum((x.numpy() @ beta - y.numpy()) ** 2))
-        rows = []
-        for m in widths:
-            r = [
-                float(
-                    rates(train(student(d_in, m, s), x, y, act, lr, steps), floor)[
-                        : steps // 4
-                    ].mean()
-                )
-                for s in range(seeds)
+        runs = {
+            m: [
+                rates(train(student(d_in, m, s), x, y, act, lr, steps), floor) for s in range(seeds)
             ]
-            rows.append({"width": m, "rate": float(np.mean(r)), "std": float(np.std(r))})
-        ms = np.array([r["width"] for r in rows], dtype=float)
-        rs = np.array([r["rate"] for r in rows])
-        slope, icpt = np.polyfit(ms, rs, 1)
-        r2 = 1 - np.sum((rs - (slope * ms + icpt)) ** 2) / np.sum((rs - rs.mean()) ** 2)
-        res[act] = {
-            "lr": lr,
-            "rows": rows,
-            "slope": float(slope),
-            "intercept": float(icpt),
-            "r2": float(r2),
+            for m in widths
         }
+        windows = {}
+        for w in WINDOWS:
+            rows = []
+            for m in widths:
+                r = [window_rate(rr, w, steps) for rr in runs[m]]
+                found = [v for v in r if np.isfinite(v)]
+                rows.append(
+                    {
+                        "width": m,
+                        "rate": float(np.mean(found)) if found else float("nan"),
+                        "std": float(np.std(found)) if found else float("nan"),
+                        "runs_with_window": len(found),
+                    }
+                )
+            fit = linear_fit([r["width"] for r in rows], [r["rate"] for r in rows])
+            windows[w] = {"rows": rows, **fit}
+        res[act] = {"lr": lr, **windows[args.window], "windows": windows}
     # depth-induced momentum
     m = widths[len(widths) // 2]
     p = student(d_in, m, 7)
@@ -186,7 +257,10 @@ def main(argv: list[str] | None = None) -> dict:
             [r["std"] for r in rows],
             marker="o",
         )
-        ax.set_title(f"{act} student: rate vs width (R^2={res[act]['r2']:.3f})")
+        ax.set_title(
+            f"{act} student, {args.window} window: rate vs width (R^2={res[act]['r2']:.3f})",
+            fontsize=8,
+        )
         ax.set_xlabel("width m")
     for k, v in curves.items():
         axes[2].plot(v, label=k)
@@ -197,11 +271,17 @@ def main(argv: list[str] | None = None) -> dict:
     plt.close(fig)
     print(f"Thm 5.1 path formula vs autodiff: max rel diff {res['thm51_max_rel_diff']:.1e}")
     for act in ("linear", "sigmoid"):
-        print(
-            f"{act}: rate = {res[act]['slope']:.3g} m + {res[act]['intercept']:.3g}, "
-            f"R^2 = {res[act]['r2']:.4f}; "
-            + ", ".join(f"m={r['width']}: {r['rate']:.4g}" for r in res[act]["rows"])
-        )
+        for w in WINDOWS:
+            win = res[act]["windows"][w]
+            print(
+                f"{act}, {w} window: rate = {win['slope']:.3g} m + {win['intercept']:.3g}, "
+                f"R^2 = {win['r2']:.4f}; "
+                + ", ".join(
+                    f"m={r['width']}: {r['rate']:.4g} +- {r['std']:.2g}"
+                    f" ({r['runs_with_window']}/{seeds})"
+                    for r in win["rows"]
+                )
+            )
     print("mean rates:", {k: round(v, 5) for k, v in res["momentum_mean_rate"].items()})
     print(f"Prop 6.2 cosine inequality held at {res['prop62_holds_fraction']:.0%} of states")
     return res

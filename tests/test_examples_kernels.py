@@ -69,3 +69,34 @@ def test_fig3_rise_test_detects_rise_and_its_absence():
     assert not rise_test(np.full((5, 6), 90.0))["holds"]  # ties everywhere
     assert not rise_test(90 + rng.normal(0, 1.0, size=(5, 6)))["holds"]  # noise, no trend
     assert rise_test(rising[:1]) is None  # one seed: no test
+
+
+def test_teacher_student_windows():
+    module = _load("pathgram_teacher_student")
+    # geometric decay at rate c: every window measures c
+    losses = list(0.7 ** np.arange(41))
+    for w in module.WINDOWS:
+        assert module.window_rate(module.rates(losses), w, 40) == pytest.approx(0.3)
+    # a steep region then a slow one: early sees the steep rate, late and flat the slow one
+    steep = 0.5 ** np.arange(11)
+    slow = steep[-1] * 0.95 ** np.arange(1, 31)
+    r = module.rates(list(np.r_[steep, slow]))
+    assert module.window_rate(r, "early", 40) == pytest.approx(0.5)
+    assert module.window_rate(r, "late", 40) == pytest.approx(0.05)
+    assert module.window_rate(r, "flat", 40) == pytest.approx(0.05)
+    # a rate that keeps changing by > 1% per step has no flat window
+    drifting = np.cumprod(1 - np.linspace(0.5, 0.01, 41))
+    assert np.isnan(module.window_rate(module.rates(list(drifting)), "flat", 40))
+    fit = module.linear_fit([1, 2, 3, 4], [0.1, 0.2, 0.3, float("nan")])
+    assert fit["slope"] == pytest.approx(0.1) and fit["r2"] == pytest.approx(1.0)
+
+
+def test_teacher_student_window_option(tmp_path):
+    res = _load("pathgram_teacher_student").main(
+        ["--quick", "--window", "late", "-o", str(tmp_path)]
+    )
+    for act in ("linear", "sigmoid"):
+        assert res[act]["slope"] == res[act]["windows"]["late"]["slope"]
+        # one step size of 1/rho_max: the loss falls at every window's steps
+        for w in ("early", "late"):
+            assert all(0 < row["rate"] < 1 for row in res[act]["windows"][w]["rows"])

@@ -63,7 +63,7 @@ def full_loss_and_gradient(problem: gdln.Problem, weights: dict) -> tuple[float,
             err = torch.tensor(ex.targets[v], dtype=torch.float64) - h[v]
             loss = loss + 0.5 * (w * (err**2).sum(1)).sum()
     loss.backward()
-    return float(loss), {e: t.grad.numpy() for e, t in W.items()}
+    return float(loss.detach()), {e: t.grad.numpy() for e, t in W.items()}
 
 
 def rhs_values(system: gdln.ReducedSystem, values: dict) -> dict:

@@ -106,6 +106,46 @@ TASK = "task:\n  examples:\n    - {inputs: {x: [1, 0]}, targets: {y: [1]}, %s}\n
             gdln.GraphSpecError,
             "is not allowed",
         ),
+        (
+            BASE.replace("size: 2", "size: 10**7"),
+            gdln.GraphSpecError,
+            r"nodes\[0\]\.size: size 10000000 is above the limit of 1000000",
+        ),
+        (
+            "nodes: [{id: 'x{i}_{j}', size: 1, repeat: {i: 2000, j: 2000}}]\nedges: []\n",
+            gdln.GraphSpecError,
+            r"nodes\[0\]\.repeat: 2000 x 2000 repetitions are above the limit of 1000000",
+        ),
+        (
+            "params: {M: 10**9}\nnodes: [{id: 'x{i}', size: 1, repeat: {i: M}}]\nedges: []\n",
+            gdln.GraphSpecError,
+            r"nodes\[0\]\.repeat\.i: repeat count 1000000000 is above the limit",
+        ),
+        (
+            "params: {M: 9**9**9}\nnodes: [{id: x, size: 1}]\nedges: []\n",
+            gdln.GraphSpecError,
+            r"params\.M: \(9\)\*\*\(387420489\) is too large",
+        ),
+        (
+            BASE + TASK.replace("[1, 0]", "[1, .nan]") % "active: [x->y]",
+            gdln.TaskSpecError,
+            r"task\.examples\[0\]\.inputs\.x: number nan is not finite",
+        ),
+        (
+            BASE + "datasets: {d: {moments: {a: {a: [[1, 0], [0, .inf]]}}}}\n"
+            "task:\n  contexts:\n    - {probability: 1, dataset: d, active: [x->y], inputs: {x: a}}\n",
+            gdln.TaskSpecError,
+            r"datasets\.d\.moments\.a\.a: number inf is not finite",
+        ),
+        (
+            BASE.replace(", gated: true", "")
+            + "datasets: {d: {examples: {a: [[1, 0]], b: [[1]]}}}\n"
+            "task:\n  contexts:\n"
+            "    - {probability: 1/2, dataset: d, inputs: {x: a}, targets: {y: b}}\n"
+            "    - {repeat: {i: 3}, probability: 1/2 - i, dataset: d, inputs: {x: a}}\n",
+            gdln.TaskSpecError,
+            r"task\.contexts\[1\] \(i=1\)\.probability: probability -1/2 of context",
+        ),
     ],
 )
 def test_bad_input_gives_one_clear_error(tmp_path: Path, text: str, cls: type, match: str) -> None:
@@ -211,6 +251,55 @@ def test_npz_task_equals_the_same_examples_in_yaml(tmp_path: Path) -> None:
     reference = gdln.path_statistics(xor.graph, xor.task)
     for p, value in reference.input_output.items():
         np.testing.assert_allclose(ours.input_output[p], np.array(value, dtype=float), rtol=1e-12)
+
+
+def test_truncated_graphml_is_an_error(tmp_path: Path) -> None:
+    graph = nx.DiGraph([("a", "b")])
+    nx.set_node_attributes(graph, 1, "size")
+    nx.write_graphml(graph, tmp_path / "g.graphml")
+    text = (tmp_path / "g.graphml").read_text()
+    (tmp_path / "g.graphml").write_text(text[: len(text) // 2])
+    with pytest.raises(gdln.GraphSpecError, match=r"g\.graphml: cannot read graph: "):
+        gdln.load(tmp_path / "g.graphml")
+
+
+@pytest.mark.parametrize(
+    ("arrays", "match"),
+    [
+        (
+            {"inputs/x": [[1.0, 0.0], [0.0, float("nan")]], "targets/y": [[1.0], [0.0]]},
+            r"task\.npz\['inputs/x'\]: t\.npz: array 'inputs/x' has the non-finite value nan "
+            r"at index \[1, 1\]",
+        ),
+        (
+            {"inputs/x": [[1.0, 0.0]], "targets/y": [[float("inf")]]},
+            r"array 'targets/y' has the non-finite value inf at index \[0, 0\]",
+        ),
+        ({"inputs/x": [["a", "b"]], "targets/y": [[1.0]]}, r"holds <U1 values; expected numbers"),
+        ({"inputs/x": 1.0}, r"array 'inputs/x' has shape \(\); expected one row per example"),
+    ],
+)
+def test_bad_npz_task_arrays(tmp_path: Path, arrays: dict, match: str) -> None:
+    import numpy as np
+
+    np.savez(tmp_path / "t.npz", **{k: np.asarray(v) for k, v in arrays.items()})
+    text = BASE.replace(", gated: true", "") + "task: {npz: t.npz}\n"
+    with pytest.raises(gdln.TaskSpecError, match=match):
+        gdln.load(write(tmp_path, text))
+
+
+def test_nan_in_an_npz_dataset_is_an_error(tmp_path: Path) -> None:
+    import numpy as np
+
+    np.savez(tmp_path / "d.npz", a=np.array([[1.0, np.nan]]), b=np.array([[1.0]]))
+    text = (
+        BASE
+        + "datasets: {d: {npz: d.npz}}\ntask:\n  contexts:\n    - {probability: 1, dataset: d, active: [x->y], inputs: {x: a}, targets: {y: b}}\n"
+    )
+    with pytest.raises(
+        gdln.TaskSpecError, match=r"datasets\.d\.npz\['a'\]: d\.npz: array 'a' has the non-finite"
+    ):
+        gdln.load(write(tmp_path, text))
 
 
 def test_npz_dataset_and_missing_gate_array(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ import sympy as sp
 
 from ._bases import Block, Modes, joint_modes
 from ._errors import GdlnError, NotDiagonalizableError
+from ._expr import ExpressionError, evaluate, exact
 from ._graphfile import Problem
 from ._paths import input_nodes, output_nodes
 from ._poly import Polynomial
@@ -303,9 +304,21 @@ def _initial_values(problem: Problem, init: Any) -> dict[Edge, Any]:
         default = value.get("default", sp.Rational(1, 1000))
         for e in edges:
             out[e] = value.get(e, value.get(edge_name(e), default))
-        return {e: sp.nsimplify(v) if isinstance(v, (int, float)) else v for e, v in out.items()}
-    v = sp.nsimplify(value) if isinstance(value, (int, float)) else sp.sympify(value)
-    return dict.fromkeys(edges, v)
+        return {e: _initial_number(problem, v, f"init[{edge_name(e)}]") for e, v in out.items()}
+    return dict.fromkeys(edges, _initial_number(problem, value, "init"))
+
+
+def _initial_number(problem: Problem, value: Any, key: str) -> Any:
+    """An initial value as an exact number (or a sympy expression in declared symbols)."""
+    try:
+        number = evaluate(value, {}) if isinstance(value, str) else exact(value)
+    except ExpressionError as err:
+        raise GdlnError(f"{problem.source}: {key} {value!r}: {err}") from err
+    if not isinstance(number, (int, sp.Expr)) or (
+        isinstance(number, sp.Expr) and not number.free_symbols and not number.is_extended_real
+    ):
+        raise GdlnError(f"{problem.source}: {key} {value!r}: expected a real number")
+    return sp.sympify(number)
 
 
 def _component_modes(
@@ -857,10 +870,14 @@ def _eliminate(
         constants[C] = sp.nsimplify(q_now.subs(initial))
         coefficient = sp.Poly(q_now, v).coeff_monomial(v**2)
         square = sp.expand((C - (q_now - coefficient * v**2)) / coefficient)
+        # v keeps the sign it starts with: it cannot cross 0 while Q = C is conserved
+        # unless the square itself reaches 0
+        sign = sp.sign(initial[v])
+        root = -sp.sqrt(square) if sign == -1 else sp.sqrt(square)
         for w in remaining:
             if w != v:
-                rhs[w] = _tidy(sp.expand(rhs[w]).subs(v**2, square).subs(v, sp.sqrt(square)))
-        eliminated[v] = sp.sqrt(square)
+                rhs[w] = _tidy(sp.expand(rhs[w]).subs(v**2, square).subs(v, root))
+        eliminated[v] = root
         remaining.remove(v)
     return rhs, eliminated, constants
 

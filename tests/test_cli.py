@@ -139,3 +139,95 @@ def test_each_bad_input_is_one_line_naming_the_file(case, tmp_path, capsys) -> N
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and match in lines[0]
     assert "bad.yaml" in lines[0]
+
+
+def _nan_npz(folder) -> None:
+    import numpy as np
+
+    x = np.array([[1.0, np.nan], [0.0, 1.0]])
+    np.savez(folder / "data.npz", **{"inputs/x": x, "targets/y": np.ones((2, 1))})
+
+
+def _truncated_graphml(folder) -> None:
+    import networkx as nx
+
+    graph = nx.DiGraph([("a", "b")])
+    nx.set_node_attributes(graph, 1, "size")
+    nx.write_graphml(graph, folder / "full.graphml")
+    text = (folder / "full.graphml").read_text()
+    (folder / "bad.graphml").write_text(text[: len(text) // 2])
+
+
+TWO_NODES = "nodes: [{id: x, size: 2}, {id: y, size: 1}]\nedges: [{source: x, target: y}]\n"
+# Bad command lines and bad data files: (file text or None for routing, setup, args, match).
+BAD_RUNS = {
+    "init not a number": (None, None, ["solve", "--init", "abc"], "--init 'abc': unknown name"),
+    "gd map overflows": (
+        None,
+        None,
+        ["solve", "--lr", "100", "--t-max", "1000"],
+        r"gradient-descent map diverged at step \d+ \(t = [\d.]+ tau, lr=100.0\), where B\d",
+    ),
+    "ode overflows": (
+        None,
+        None,
+        ["solve", "--init", "1e200"],
+        r"the ODE overflowed at t = 0 tau, where B\d = 1e\+200",
+    ),
+    "ode solver stalls": (
+        None,
+        None,
+        ["solve", "--init", "1e40", "--t-max", "100"],
+        r"the ODE solver made no progress in \d+ right-hand-side calls at t = [\d.e+-]+ tau",
+    ),
+    "huge parameter": (None, None, ["derive", "--param", "hidden=9**9**9"], "is too large"),
+    "huge repeat": (
+        None,
+        None,
+        ["derive", "--param", "M=10**9"],
+        r"nodes\[0\]\.repeat\.i: repeat count 1000000000 is above the limit",
+    ),
+    "nan in npz": (
+        TWO_NODES + "task: {npz: data.npz}\n",
+        _nan_npz,
+        ["derive"],
+        r"task\.npz\['inputs/x'\]: data\.npz: array 'inputs/x' has the non-finite value nan",
+    ),
+    "nan in examples": (
+        TWO_NODES + "task: {examples: [{inputs: {x: [1, .nan]}, targets: {y: [1]}}]}\n",
+        None,
+        ["derive"],
+        r"task\.examples\[0\]\.inputs\.x: number nan is not finite",
+    ),
+    "truncated graphml": (None, _truncated_graphml, ["derive"], "cannot read graph"),
+    "repeated context": (
+        TWO_NODES.replace("size: 2", "size: 1")
+        + "datasets: {d: {examples: {a: [[1]], b: [[1]]}}}\ntask:\n  contexts:\n"
+        "    - {probability: 1/4, dataset: d, inputs: {x: a}, targets: {y: b}}\n"
+        "    - {repeat: {i: 1, k: 3}, probability: 1/4 + k, dataset: d, inputs: {x: a}, "
+        "targets: {y: b}}\n",
+        None,
+        ["derive"],
+        r"task\.contexts\[1\] \(i=0, k=1\)\.probability: probability 5/4",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RUNS))
+def test_each_bad_run_is_one_line_naming_the_file(case, tmp_path, capsys) -> None:
+    import re
+
+    text, setup, args, match = BAD_RUNS[case]
+    if setup is not None:
+        setup(tmp_path)
+    if case == "truncated graphml":
+        path = tmp_path / "bad.graphml"
+    elif text is None:
+        path = GRAPHS / "routing.yaml"
+    else:
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+    code, _, err = run([args[0], str(path), *args[1:]], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and re.search(match, lines[0]), err
+    assert path.name in lines[0]

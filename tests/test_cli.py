@@ -231,3 +231,62 @@ def test_each_bad_run_is_one_line_naming_the_file(case, tmp_path, capsys) -> Non
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and re.search(match, lines[0]), err
     assert path.name in lines[0]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_solve_output_has_the_loss_of_each_context(fmt, tmp_path, capsys) -> None:
+    # Routing with a seeded random choice of routes: outputs are trained different numbers
+    # of times, so the contexts' losses differ. Each context's loss in the output must be
+    # the full network's loss on that context's examples, with the weights rebuilt from
+    # the reduced variables (Eq. 9), and the losses must average to the total.
+    import csv
+    import io
+
+    import numpy as np
+    from helpers import full_context_losses
+
+    import gdln
+
+    params = ["--param", "M=4", "--param", "K=2", "--param", "seed=1", "--param", "hidden=6"]
+    args = ["solve", str(GRAPHS / "routing.yaml"), *params, "--lump", "none", "--init", "0.2"]
+    code, out, _ = run([*args, "--t-max", "6", "--points", "4", "--format", fmt], capsys)
+    assert code == 0
+    problem = gdln.load(
+        GRAPHS / "routing.yaml", params={"M": "4", "K": "2", "seed": "1", "hidden": "6"}
+    )
+    labels = [c.label for c in problem.task.contexts]
+    if fmt == "json":
+        data = json.loads(out)
+        t, loss = np.array(data["t"]), np.array(data["loss"])
+        per_context = np.array([data["context_loss"][label] for label in labels]).T
+        variables = {k: np.array(v).T for k, v in data["variables"].items()}
+    else:
+        rows = list(csv.reader(io.StringIO(out)))
+        table = np.array(rows[1:], dtype=float)
+        column = {name: table[:, i] for i, name in enumerate(rows[0])}
+        t, loss = column["t"], column["loss"]
+        per_context = np.column_stack([column[f"context_loss[{label}]"] for label in labels])
+        variables = {}
+        for name, values in column.items():
+            if "[" in name and not name.startswith("context_loss"):
+                variables.setdefault(name.split("[")[0], []).append(values)
+        variables = {k: np.column_stack(v) for k, v in variables.items()}
+    p = np.array([float(c.probability) for c in problem.task.contexts])
+    digits = 1e-12 if fmt == "json" else 1e-10  # the CSV prints 12 significant digits
+    np.testing.assert_allclose(per_context @ p, loss, rtol=digits)
+    assert np.ptp(per_context[-1]) > 1e-3  # the contexts really differ
+    reduction = gdln.reduce(problem, lump="none", init=0.2)
+    edges = {str(v): s.edges[v][0] for s in reduction.systems for v in s.variables}
+    modes = {str(v): s.modes for s in reduction.systems for v in s.variables}
+    for k in range(len(t)):
+        weights = {}
+        for edge in problem.graph.edges:
+            left, right, slots = reduction.edge_bases(edge, seed=0)
+            b = np.zeros(len(slots))
+            for name in edges:
+                if edges[name] == edge:
+                    for j, alpha in enumerate(modes[name]):
+                        b[slots.index(alpha)] = variables[name][k, j]
+            weights[edge] = left @ np.diag(b) @ right.T
+        expected = full_context_losses(problem, weights)
+        np.testing.assert_allclose(per_context[k], expected, rtol=1e-8)

@@ -349,9 +349,11 @@ def _component_modes(
     cache: dict[Any, Modes] = {}  # components with the same dataset-level blocks share bases
     stats = None
     for k, members in enumerate(active.components):
-        nodes = {("in", active.paths[i].source) for i in members} | {
-            ("out", active.paths[i].target) for i in members
-        }
+        nodes = sorted(  # sorted: a set's order changes with the hash seed
+            {("in", active.paths[i].source) for i in members}
+            | {("out", active.paths[i].target) for i in members},
+            key=str,
+        )
         dataset_level = all(len(binding[(k, role, v)]) <= 1 for role, v in nodes)
         spaces: dict[Hashable, int] = {}
         blocks: list[Block] = []

@@ -15,7 +15,7 @@ import sympy as sp
 
 from ._graphfile import Problem
 from ._paths import enumerate_paths, input_nodes, output_nodes
-from ._reduction import Reduction, edge_name
+from ._reduction import Reduction, _block, edge_name
 from ._statistics import path_statistics
 
 __all__ = ["FORMATS", "format_derivation", "format_paths", "format_statistics"]
@@ -156,38 +156,19 @@ def _mode_values(reduction: Reduction, stats: Any) -> dict[str, list[Any]]:
     index = {p: i for i, p in enumerate(reduction.active.paths)}
     out: dict[str, list[Any]] = {}
 
-    def vec(k: int, alpha: int, node: Any) -> Any:
+    def values(k: int, row: Any, matrix: Any, col: Any, tag: str) -> list[Any]:
         modes = reduction.modes[k]
-        space = reduction._space[(k, node)]
-        if exact and modes.exact_vectors is not None:
-            return modes.exact_vectors[alpha].get(space)
-        v = modes.vectors[alpha].get(space)
-        return None if v is None else v
-
-    def value(k: int, a: Any, matrix: Any, b: Any) -> Any:
-        if a is None or b is None:
-            return 0
-        if exact and isinstance(a, sp.MatrixBase):
-            return sp.radsimp((a.T * sp.Matrix(matrix) * b)[0, 0])
-        return float(
-            np.asarray(a, dtype=float)
-            @ np.asarray(matrix, dtype=float)
-            @ np.asarray(b, dtype=float)
-        )
+        block = _block(reduction._space[(k, row)], reduction._space[(k, col)], matrix, tag)
+        use_exact = exact and modes.exact_vectors is not None and block.exact is not None
+        return [modes.value(block, a, exact=use_exact) for a in range(len(modes))]
 
     for p, m in stats.input_output.items():
         k = comp[index[p]]
-        out[f"S({p})"] = [
-            value(k, vec(k, a, p.target), m, vec(k, a, p.source))
-            for a in range(len(reduction.modes[k]))
-        ]
+        out[f"S({p})"] = values(k, p.target, m, p.source, f"Sigma_yx({p})")
     for (j, p), m in stats.input.items():
         k = comp[index[p]]
         if comp[index[j]] == k:
-            out[f"D({j}, {p})"] = [
-                value(k, vec(k, a, j.source), m, vec(k, a, p.source))
-                for a in range(len(reduction.modes[k]))
-            ]
+            out[f"D({j}, {p})"] = values(k, j.source, m, p.source, f"Sigma_x({j}, {p})")
     return out
 
 
@@ -205,12 +186,10 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
             if exact:
                 assert modes.exact_vectors is not None
                 cols = [modes.exact_vectors[o][space] for o in owners if o is not None]
-                rest = matrix[:, len(cols) :]
-                full = (
-                    sp.Matrix.hstack(*cols, sp.Matrix(np.round(rest, 12)))
-                    if cols
-                    else sp.Matrix(np.round(rest, 12))
-                )
+                rest = modes.exact_complement.get(space)
+                if rest is None:  # no exact completion found: float dead directions
+                    rest = sp.Matrix(np.round(matrix[:, len(cols) :], 12))
+                full = sp.Matrix.hstack(*cols, rest) if cols else sp.Matrix(rest)
                 bases[label] = [[str(x) for x in row] for row in full.tolist()]
             else:
                 bases[label] = np.round(matrix, 12).tolist()

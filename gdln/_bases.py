@@ -36,6 +36,7 @@ and kept only if the exact check holds for every value of the symbols.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ import sympy as sp
 
 from ._errors import NotDiagonalizableError
 
-__all__ = ["Block", "Modes", "joint_modes"]
+__all__ = ["Block", "Modes", "generic_values", "joint_modes"]
 
 TOLERANCE = 1e-9
 MAX_ALGEBRAIC_DIM = 12  # largest space whose vectors may be found as exact eigenvectors
@@ -202,6 +203,18 @@ def joint_modes(
                 exact_complement=exact_complement,
             )
     return result
+
+
+def generic_values(symbols: Any) -> dict[sp.Symbol, sp.Rational]:
+    """Generic rational values in $(1, 2)$ for symbols, fixed by each symbol's name.
+
+    Bases of symbolic data are found at these values (and kept only if they hold for all
+    values); a value depends on the name alone, so every block sees the same one.
+    """
+    return {
+        x: 1 + sp.Rational(zlib.crc32(x.name.encode()) % 99991 + 1, 99993)
+        for x in sorted(symbols, key=str)
+    }
 
 
 def _absorb(

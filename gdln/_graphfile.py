@@ -98,7 +98,12 @@ class Problem:
 
     def examples(self) -> ExampleSet:
         """The task as raw examples (see :meth:`gdln.Task.examples`)."""
-        return self.require_task().examples(self.graph)
+        try:
+            return self.require_task().examples(self.graph)
+        except TaskSpecError as err:
+            if err.source is not None:
+                raise
+            raise TaskSpecError(str(err), source=self.source) from err
 
 
 def parse_params(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -293,8 +298,14 @@ class _Reader:
     ) -> dict[str, Any]:
         declared = self.mapping(doc.get("params", {}), "params")
         names: dict[str, Any] = dict(base or {})
-        for symbol in self.sequence(doc.get("symbols", []), "symbols"):
-            names[str(symbol)] = sp.Symbol(str(symbol), positive=True)
+        for index, symbol in enumerate(self.sequence(doc.get("symbols", []), "symbols")):
+            name = str(symbol)
+            if not name.isidentifier():
+                raise self.fail(f"symbol {name!r} is not a name", f"symbols[{index}]")
+            if name in overrides:  # --param NAME=VALUE binds a declared symbol to a value
+                names[name] = self.eval(overrides[name], names, f"symbols[{index}] ({name})")
+            else:
+                names[name] = sp.Symbol(name, positive=True)
         unknown = set(overrides) - set(declared) - set(names)
         if unknown:
             known = ", ".join(sorted(declared)) or "none"

@@ -44,7 +44,7 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
-from ._bases import Block, Modes, joint_modes
+from ._bases import Block, Modes, generic_values, joint_modes
 from ._errors import GdlnError, NotDiagonalizableError
 from ._expr import ExpressionError, evaluate, exact
 from ._graphfile import Problem
@@ -406,16 +406,74 @@ def _component_modes(
                         )
                     )
         exact = task.exact and sum(spaces.values()) <= MAX_EXACT_DIMS
+        symbols = set().union(*(b.exact.free_symbols for b in blocks if b.exact is not None))
         key = (tuple(sorted(spaces.items(), key=str)), tuple((b.row, b.col, b.tag) for b in blocks))
         if not dataset_level or key not in cache:
-            cache[key] = joint_modes(spaces, blocks, outputs=frozenset(outputs), exact=exact)
+            cache[key] = joint_modes(
+                spaces,
+                blocks,
+                outputs=frozenset(outputs),
+                exact=exact,
+                symbols=generic_values(symbols),
+            )
+            if symbols and cache[key].exact_vectors is None:
+                raise GdlnError(_symbolic_bases_message(problem, spaces, blocks, symbols))
         result.append(cache[key])
     return space, result
 
 
+def _symbolic_bases_message(
+    problem: Problem, spaces: Mapping[Hashable, int], blocks: Sequence[Block], symbols: set[Any]
+) -> str:
+    """Name the symbols the (float) bases change with, and ask for their values."""
+    generic = generic_values(symbols)
+    reference = joint_modes(spaces, blocks)
+    moving = []
+    for x in sorted(symbols, key=str):
+        other = {**generic, x: generic[x] * 3 + 1}
+        moved = [
+            Block(b.row, b.col, as_float(b.exact.xreplace(other)), b.exact, b.tag)
+            if b.exact is not None
+            else b
+            for b in blocks
+        ]
+        try:
+            if not _same_bases(reference, joint_modes(spaces, moved)):
+                moving.append(x)
+        except NotDiagonalizableError:
+            moving.append(x)
+    names = moving or sorted(symbols, key=str)
+    listed = ", ".join(repr(str(x)) for x in names)
+    why = "depend on" if moving else "cannot be written exactly for all values of"
+    bind = " ".join(f"--param {x}=VALUE" for x in names)
+    return (
+        f"{problem.source}: the bases of the path statistics (Eqs. 7-8) {why} symbol {listed}; "
+        f"give it a value: {bind}"
+    )
+
+
+def _same_bases(a: Modes, b: Modes) -> bool:
+    """Whether two sets of modes span the same lines in every space (up to order, sign)."""
+    if len(a) != len(b):
+        return False
+    for mode in a.vectors:
+        if not any(
+            mode.keys() == other.keys()
+            and all(abs(abs(float(mode[s] @ other[s])) - 1) < 1e-6 for s in mode)
+            for other in b.vectors
+        ):
+            return False
+    return True
+
+
 def _block(row: Hashable, col: Hashable, matrix: Any, tag: str) -> Block:
+    """A statistic as a :class:`Block`; symbols take generic values in ``Block.value``."""
     exact = sp.ImmutableMatrix(matrix) if isinstance(matrix, sp.MatrixBase) else None
-    return Block(row=row, col=col, value=as_float(matrix), exact=exact, tag=tag)
+    if exact is not None and exact.free_symbols:
+        value = as_float(exact.xreplace(generic_values(exact.free_symbols)))
+    else:
+        value = as_float(matrix)
+    return Block(row=row, col=col, value=value, exact=exact, tag=tag)
 
 
 def _alive_edges(
@@ -691,7 +749,7 @@ def _refine(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[lis
     """Split blocks until every member has the same right-hand side on the tied subspace."""
     rng = np.random.default_rng(12345)
     n_vars = max(loss.variables(), default=n_edges - 1) + 1
-    coeffs = [(m, float(c)) for m, c in loss.terms.items()]
+    coeffs = [(m, _generic_float(c)) for m, c in loss.terms.items()]
     changed = True
     while changed:
         changed = False
@@ -736,6 +794,13 @@ def _refine(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[lis
         if len(new_blocks) == len(blocks):
             return sorted(new_blocks, key=min)
         blocks = new_blocks
+
+
+def _generic_float(value: Any) -> float:
+    """A number as float; symbols (e.g. a symbolic probability) at generic values."""
+    if isinstance(value, sp.Basic) and value.free_symbols:
+        value = value.xreplace(generic_values(value.free_symbols))
+    return float(value)
 
 
 def _lumped_system(

@@ -17,6 +17,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -25,6 +26,7 @@ from scipy.integrate import solve_ivp
 from ._errors import GdlnError
 from ._poly import evaluate_monomials, monomial_table
 from ._reduction import ReducedSystem, Reduction
+from ._task import unbound_message
 from ._trajectory import Trajectory
 
 __all__ = ["solve"]
@@ -123,6 +125,19 @@ def _compiled(system: ReducedSystem) -> _Numeric:
     return _COMPILED[system]
 
 
+def _require_numbers(reduction: Reduction) -> None:
+    """Refuse a reduction whose data or initial values still hold symbols."""
+    task = reduction.problem.require_task()
+    values: list[Any] = [reduction.constant, *reduction.context_constants]
+    values += [c.probability for c in task.contexts]
+    for system in reduction.systems:
+        values += [x for vals in system.symbols.values() for x in vals]
+        values += [*system.constants.values(), *system.initial.values()]
+    free = set().union(*(v.free_symbols for v in values if isinstance(v, sp.Basic)))
+    if free:
+        raise GdlnError(f"{reduction.problem.source}: {unbound_message(free)}")
+
+
 def solve(
     reduction: Reduction,
     *,
@@ -163,6 +178,7 @@ def solve(
         raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
     if lr is not None and not (lr > 0 and math.isfinite(lr)):
         raise GdlnError(f"lr must be a positive number, got {lr!r}")
+    _require_numbers(reduction)
     numerics = [_compiled(s) for s in reduction.systems]
     sizes = [len(n.free) * n.n_modes for n in numerics]
     splits = np.cumsum(sizes)[:-1]

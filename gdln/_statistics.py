@@ -124,7 +124,7 @@ def _components(
                         continue
                     key = (c.dataset, c.inputs[paths[i].source], c.inputs[paths[j].source])
                     if key not in nonzero:
-                        nonzero[key] = bool(np.any(as_float(data.moment(key[1], key[2])) != 0))
+                        nonzero[key] = _nonzero(data.moment(key[1], key[2]))
                     if nonzero[key]:
                         union(i, j)
     groups: dict[int, list[int]] = defaultdict(list)
@@ -213,6 +213,12 @@ def path_statistics(
         input={(paths[j], paths[i]): _freeze(v) for (j, i), v in xx.items()},
         exact=exact,
     )
+
+
+def _nonzero(moment: Any) -> bool:
+    if isinstance(moment, sp.MatrixBase):  # exact, possibly symbolic
+        return any(x != 0 for x in moment)
+    return bool(np.any(moment != 0))
 
 
 def _accumulate(table: dict[Any, Any], key: Any, weight: Any, moment: Any, exact: bool) -> None:

@@ -200,6 +200,22 @@ BAD_RUNS = {
         r"task\.examples\[0\]\.inputs\.x: number nan is not finite",
     ),
     "truncated graphml": (None, _truncated_graphml, ["derive"], "cannot read graph"),
+    "unbound symbol": (
+        "symbols: [a]\n"
+        + TWO_NODES
+        + "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [a]}}]}\n",
+        None,
+        ["solve"],
+        r"symbol 'a' \(from 'symbols:'\) has no value; .* --param a=VALUE",
+    ),
+    "bad symbol value": (
+        "symbols: [a]\n"
+        + TWO_NODES
+        + "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [a]}}]}\n",
+        None,
+        ["solve", "--param", "a=b"],
+        r"symbols\[0\] \(a\): unknown name 'b'",
+    ),
     "repeated context": (
         TWO_NODES.replace("size: 2", "size: 1")
         + "datasets: {d: {examples: {a: [[1]], b: [[1]]}}}\ntask:\n  contexts:\n"
@@ -290,3 +306,20 @@ def test_solve_output_has_the_loss_of_each_context(fmt, tmp_path, capsys) -> Non
             weights[edge] = left @ np.diag(b) @ right.T
         expected = full_context_losses(problem, weights)
         np.testing.assert_allclose(per_context[k], expected, rtol=1e-8)
+
+
+def test_symbolic_data_through_stats_derive_and_solve(tmp_path, capsys) -> None:
+    path = tmp_path / "sym.yaml"
+    path.write_text(
+        "symbols: [a]\n" + TWO_NODES + "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [a]}},"
+        " {inputs: {x: [0, 1]}, targets: {y: [0]}}]}\n"
+    )
+    code, out, _ = run(["stats", str(path), "--format", "json"], capsys)
+    a = sp.Symbol("a", positive=True)
+    values = json.loads(out)["mode_values"]
+    assert code == 0 and sp.simplify(sp.sympify(values["S(x->y)"][0], {"a": a}) - a / 2) == 0
+    code, out, _ = run(["derive", str(path), "--format", "json"], capsys)
+    (system,) = json.loads(out)["systems"]
+    assert code == 0 and system["symbols"]["s"] == ["a/2"]
+    code, out, _ = run(["solve", str(path), "--param", "a=2", "--t-max", "1"], capsys)
+    assert code == 0 and json.loads(out)["loss"][0] == pytest.approx(1.0, rel=1e-2)  # <y^2>/2 = 1

@@ -218,3 +218,92 @@ def test_not_diagonalizable_names_paths_and_residual(tmp_path) -> None:
 def test_unknown_lumping_is_an_error() -> None:
     with pytest.raises(gdln.GdlnError, match="lump='sideways': expected one of"):
         gdln.reduce(load("chain"), lump="sideways")  # type: ignore[arg-type]
+
+
+# -- symbolic data (``symbols:`` in a graph file) ------------------------------------------
+
+SYMBOLIC_SCALE = """
+symbols: [a]
+nodes: [{id: x, size: 3}, {id: h, size: 2}, {id: y, size: 2}]
+edges: [{source: x, target: h}, {source: h, target: y}]
+task:
+  examples:
+    - {inputs: {x: [1, 0, 0]}, targets: {y: [2*a, 0]}}
+    - {inputs: {x: [0, 1, 0]}, targets: {y: [0, a]}}
+    - {inputs: {x: [0, 0, 1]}, targets: {y: [a, 0]}}
+"""
+
+SYMBOLIC_PROBABILITY = """
+symbols: [p]
+nodes: [{id: x, size: 2}, {id: "h{k}", size: 2, repeat: {k: 2}}, {id: y, size: 1}]
+edges:
+  - {source: x, target: "h{k}", gated: true, repeat: {k: 2}}
+  - {source: "h{k}", target: y, repeat: {k: 2}}
+datasets:
+  first:  {moments: {x: {x: [[1/3, 0], [0, 1/3]]}, y: {x: [[1/3, 0]], y: [[1/3]]}}}
+  second: {moments: {x: {x: [[1/3, 0], [0, 1/3]]}, y: {x: [[0, 1/3]], y: [[1/3]]}}}
+task:
+  contexts:
+    - {probability: p, active: ["x->h0"], dataset: first, inputs: {x: x}, targets: {y: y}}
+    - {probability: 1 - p, active: ["x->h1"], dataset: second, inputs: {x: x}, targets: {y: y}}
+"""
+
+
+def symbolic(tmp_path, text: str, **params: str) -> gdln.Problem:
+    path = tmp_path / "symbolic.yaml"
+    path.write_text(text)
+    return gdln.load(path, params=params)
+
+
+def test_symbolic_target_scale_multiplies_the_singular_values(tmp_path) -> None:
+    a = sp.Symbol("a", positive=True)
+    (system,) = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE)).systems
+    (numeric,) = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE, a="1")).systems
+    values = {str(k): v for k, v in system.symbols.items()}
+    plain = {str(k): v for k, v in numeric.symbols.items()}
+    # Sigma_yx scales with a, Sigma_x does not: s = a * (its value at a = 1), d unchanged
+    assert values["s"] and all(
+        sp.simplify(got - a * want) == 0 for got, want in zip(values["s"], plain["s"], strict=True)
+    )
+    assert values["d"] == plain["d"]
+    (bound,) = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE, a="1/3")).systems
+    bound_s = {str(k): v for k, v in bound.symbols.items()}["s"]
+    assert all(got == want / 3 for got, want in zip(bound_s, plain["s"], strict=True))
+    # the constant of the loss is 1/2 <|y|^2> = 1/2 (4 + 1 + 1) a^2 / 3
+    reduction = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE))
+    assert sp.simplify(reduction.constant - a**2) == 0
+
+
+def test_symbolic_probability_lumps_and_binds(tmp_path) -> None:
+    p = sp.Symbol("p", positive=True)
+    problem = symbolic(tmp_path, SYMBOLIC_PROBABILITY)
+    (system,) = gdln.reduce(problem, lump="symmetry").systems
+    (bound,) = gdln.reduce(
+        symbolic(tmp_path, SYMBOLIC_PROBABILITY, p="1/3"), lump="symmetry"
+    ).systems
+    assert [str(v) for v in system.variables] == [str(v) for v in bound.variables]
+    for v, w in zip(system.variables, bound.variables, strict=True):
+        assert p in system.rhs[v].free_symbols
+        assert same(system.rhs[v].subs(p, sp.Rational(1, 3)), bound.rhs[w])
+    with pytest.raises(gdln.GdlnError, match=r"symbol 'p' .*has no value; .*--param p=VALUE"):
+        gdln.solve(gdln.reduce(problem), t_max=1)
+    trajectory = gdln.solve(gdln.reduce(symbolic(tmp_path, SYMBOLIC_PROBABILITY, p="1/3")), t_max=1)
+    assert np.all(np.isfinite(trajectory.loss))
+
+
+def test_bases_that_depend_on_a_symbol_need_its_value(tmp_path) -> None:
+    text = SYMBOLIC_SCALE.replace("[2*a, 0]", "[1, a]").replace("[0, a]", "[0, 1]")
+    with pytest.raises(
+        gdln.GdlnError,
+        match=r"symbolic\.yaml: the bases of the path statistics \(Eqs\. 7-8\) depend on "
+        r"symbol 'a'; give it a value: --param a=VALUE",
+    ):
+        gdln.reduce(symbolic(tmp_path, text))
+    assert gdln.reduce(symbolic(tmp_path, text, a="2")).systems
+
+
+def test_unbound_symbol_in_examples_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(
+        gdln.TaskSpecError, match=r"symbolic\.yaml: symbol 'a' .*has no value.*--param a=VALUE"
+    ):
+        symbolic(tmp_path, SYMBOLIC_SCALE).examples()

@@ -893,6 +893,14 @@ def _conserved(
             matrix[index[m], c] = value
     out = []
     for vector in matrix.nullspace():
+        if not all(x.is_Rational for x in vector):  # symbolic probabilities or gates
+            vector = vector.applyfunc(sp.cancel)
+            out.append(
+                sp.factor_terms(
+                    sum(vector[c] * generators[i] * generators[j] for c, (i, j) in enumerate(pairs))
+                )
+            )
+            continue
         denominators = [sp.fraction(sp.nsimplify(x))[1] for x in vector]
         scale = math.lcm(*[int(x) for x in denominators]) if denominators else 1
         vector = vector * scale

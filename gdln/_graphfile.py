@@ -507,9 +507,14 @@ class _Reader:
     def dataset(self, name: str, spec: Any, names: Mapping[str, Any], key: str) -> Dataset:
         T = TaskSpecError
         spec = self.mapping(spec, key, T)
+        forms = [k for k in ("builtin", "examples", "moments", "npz") if k in spec]
+        if len(forms) > 1:
+            raise self.fail(
+                f"give one of 'builtin', 'examples', 'moments' or 'npz', not {forms}", key, T
+            )
         if "builtin" in spec:
             which = spec["builtin"]
-            if which not in BUILTIN_DATASETS:
+            if not isinstance(which, str) or which not in BUILTIN_DATASETS:
                 raise self.fail(
                     f"unknown builtin dataset {which!r}; expected one of {sorted(BUILTIN_DATASETS)}",
                     f"{key}.builtin",
@@ -522,6 +527,8 @@ class _Reader:
                 f: self.matrix(v, names, f"{key}.examples.{f}") for f, v in fields_raw.items()
             }
             sizes = {m.rows for m in examples.values()}
+            if not sizes:
+                raise self.fail("no fields", f"{key}.examples", T)
             if len(sizes) != 1:
                 raise self.fail(
                     f"fields have different numbers of examples: {sorted(sizes)}",
@@ -531,7 +538,7 @@ class _Reader:
             weights = None
             if "weights" in spec:
                 weights = self.matrix([spec["weights"]], names, f"{key}.weights").T
-                if any(w < 0 for w in weights) or weights.rows != sizes.pop():
+                if any(w.is_negative for w in weights) or weights.rows != sizes.pop():
                     raise self.fail(
                         "weights must be non-negative, one per example", f"{key}.weights", T
                     )
@@ -589,6 +596,15 @@ class _Reader:
         rows = value if isinstance(value, list) else [value]
         if rows and not isinstance(rows[0], list):
             rows = [rows]
+        if (
+            not rows
+            or not all(isinstance(row, list) for row in rows)
+            or len({len(row) for row in rows}) != 1
+            or not rows[0]
+        ):
+            raise self.fail(
+                f"expected a number, a list or a list of equally long lists, got {value!r}", key, T
+            )
         try:
             out = sp.ImmutableMatrix([[self.eval(x, names, key, T) for x in row] for row in rows])
         except GraphSpecError:
@@ -600,8 +616,14 @@ class _Reader:
         return out
 
     def load_npz(self, name: Any, key: str) -> dict[str, np.ndarray]:
-        path = (self.folder / str(name)).resolve()
-        if not path.exists():
+        if not isinstance(name, str) or not name:
+            raise self.fail(f"expected a file name, got {name!r}", key, TaskSpecError)
+        path = (self.folder / name).resolve()
+        try:
+            exists = path.is_file()
+        except OSError as err:  # e.g. a name too long for the file system
+            raise self.fail(f"cannot use file {name!r}: {err}", key, TaskSpecError) from err
+        if not exists:
             raise self.fail(f"no such file {str(path)!r}", key, TaskSpecError)
         try:
             with np.load(path, allow_pickle=False) as data:
@@ -785,6 +807,13 @@ class _Reader:
                     }
                 row["gates"] = self.gates(entry, local, graph, key)
                 row["weight"] = self.eval(entry.get("weight", 1), local, f"{key}.weight", T)
+                weight = row["weight"]
+                if not isinstance(weight, (int, sp.Expr)) or sp.sympify(weight).is_negative:
+                    raise self.fail(
+                        f"weight must be a non-negative number, got {row['weight']!r}",
+                        f"{key}.weight",
+                        T,
+                    )
                 rows.append(row)
         return rows
 
@@ -858,6 +887,8 @@ class _Reader:
             sp.nsimplify(r["weight"]) if not isinstance(r["weight"], float) else r["weight"]
             for r in rows
         )
+        if total == 0:
+            raise self.fail("the example weights sum to 0", "task", T)
         contexts, datasets = [], {}
         for index, members in enumerate(groups.values()):
             name = f"examples{index}"

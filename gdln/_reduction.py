@@ -45,12 +45,17 @@ import numpy as np
 import sympy as sp
 
 from ._bases import Block, Modes, generic_values, joint_modes
-from ._errors import GdlnError, NotDiagonalizableError
+from ._errors import GdlnError, NotDiagonalizableError, TaskSpecError
 from ._expr import ExpressionError, evaluate, exact
 from ._graphfile import Problem
 from ._paths import input_nodes, output_nodes
 from ._poly import Polynomial
-from ._statistics import ActivePaths, active_paths, path_statistics
+from ._statistics import (
+    ActivePaths,
+    active_paths,
+    path_statistics,
+    require_numbers_for_float_data,
+)
 from ._task import as_float
 
 __all__ = ["LUMPINGS", "ReducedSystem", "Reduction", "reduce"]
@@ -260,6 +265,10 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
         raise GdlnError(f"lump={lump!r}: expected one of {', '.join(LUMPINGS)}")
     task = problem.require_task()
     graph = problem.graph
+    try:
+        require_numbers_for_float_data(task)
+    except TaskSpecError as err:
+        raise TaskSpecError(str(err), source=problem.source) from err
     active = active_paths(graph, task)
     if not active.paths:
         raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")

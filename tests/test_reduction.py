@@ -134,27 +134,44 @@ def test_context_task_converges_to_app_a2_solutions(
 
 @pytest.mark.parametrize("name", ["crosspath", "chain", "routing", "xor"])
 def test_reduced_dynamics_equal_autograd_of_full_network(name: str) -> None:
+    # Decoupled weights W_e = sum_alpha b_{e,alpha} u_alpha v_alpha^T (Eq. 9) with a
+    # different random b for every edge and every mode, so that a mix-up of edges, modes
+    # or orbit factors cannot cancel out.
     problem = load(name, **({"M": 4, "K": 3, "hidden": 8} if name == "routing" else {}))
-    reduction = gdln.reduce(problem, lump="none", init=0.3)
-    weights = reduction.decoupled_weights(seed=3)
-    loss, grad = full_loss_and_gradient(problem, weights)
-    # loss: constant + sum over modes of the per-mode loss
-    total = float(reduction.constant)
+    reduction = gdln.reduce(problem, lump="none")
+    rng = np.random.default_rng(7)
+    b = {}  # (edge, mode) -> value
     for system in reduction.systems:
-        fn = sp.lambdify(list(system.variables) + list(system.symbols), system.loss, "numpy")
-        args = [0.3] * len(system.variables) + [
-            np.array([float(x) for x in system.symbols[k]]) for k in system.symbols
-        ]
-        total += float(np.sum(fn(*args)))
-    assert loss == pytest.approx(total, rel=RTOL_EXACT)
-    # gradient: projected onto the modes it is -rhs; nothing outside the modes
-    values = {}
-    for system in reduction.systems:
-        rhs = rhs_values(system, dict.fromkeys(system.variables, 0.3))
         for v in system.variables:
             (edge,) = system.edges[v]
+            for alpha in system.modes:
+                b[(edge, alpha)] = rng.uniform(-0.8, 0.8)
+    weights = {}
+    for edge in problem.graph.edges:
+        left, right, slots = reduction.edge_bases(edge, seed=3)
+        values = np.array([b.get((edge, alpha), 0.0) for alpha in slots])
+        shape = (problem.graph.nodes[edge[1]]["size"], problem.graph.nodes[edge[0]]["size"])
+        weights[edge] = left @ np.diag(values) @ right.T if slots else np.zeros(shape)
+    loss, grad = full_loss_and_gradient(problem, weights)
+    # loss: constant + sum over modes of the per-mode loss; rhs per mode at those values
+    total = float(reduction.constant)
+    flows = {}
+    for system in reduction.systems:
+        args = list(system.variables) + list(system.symbols)
+        point = [
+            np.array([b[(system.edges[v][0], a)] for a in system.modes]) for v in system.variables
+        ]
+        point += [np.array([float(x) for x in system.symbols[k]]) for k in system.symbols]
+        total += float(np.sum(sp.lambdify(args, system.loss, "numpy")(*point)))
+        for v in system.variables:
+            value = np.broadcast_to(
+                sp.lambdify(args, system.rhs[v], "numpy")(*point), len(system.modes)
+            )
             for j, alpha in enumerate(system.modes):
-                values[(edge, alpha)] = rhs[v][j]
+                flows[(system.edges[v][0], alpha)] = value[j]
+    assert len(set(np.round(list(b.values()), 12))) == len(b) > 1
+    assert loss == pytest.approx(total, rel=RTOL_EXACT)
+    # gradient: projected onto the modes it is -rhs; nothing outside the modes
     scale = max(np.abs(g).max() for g in grad.values())
     for edge, g in grad.items():
         left, right, slots = reduction.edge_bases(edge, seed=3)
@@ -162,7 +179,7 @@ def test_reduced_dynamics_equal_autograd_of_full_network(name: str) -> None:
         for k, alpha in enumerate(slots):
             projected = left[:, k] @ flow @ right[:, k]
             assert projected == pytest.approx(
-                values[(edge, alpha)], rel=RTOL_EXACT, abs=RTOL_EXACT * scale
+                flows[(edge, alpha)], rel=RTOL_EXACT, abs=RTOL_EXACT * scale
             )
             flow = flow - projected * np.outer(left[:, k], right[:, k])
         assert np.abs(flow).max() <= RTOL_EXACT * scale

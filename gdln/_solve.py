@@ -66,6 +66,12 @@ class _Numeric:
 
     @functools.cached_property
     def scalar(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """:attr:`scalar_list` returning an array (for the gradient-descent map)."""
+        fn = self.scalar_list
+        return None if fn is None else (lambda state: np.array(fn(state)))
+
+    @functools.cached_property
+    def scalar_list(self) -> Callable[[np.ndarray], list[float]] | None:
         """The right-hand side as one scalar function of the flat state ``(vars * modes,)``.
 
         Compiled with the ``math`` module and shared subexpressions, and only for states of
@@ -87,7 +93,7 @@ class _Numeric:
                 )
                 exprs.append(system.rhs[v].xreplace({**values, **constants}))
         fn = sp.lambdify([s for row in y for s in row], exprs, "math", cse=True)
-        return lambda state: np.array(fn(*state.tolist()))
+        return lambda state: fn(*state.tolist())
 
     def f(self, y: np.ndarray) -> np.ndarray:
         out = self.rhs(list(y), self.data, self.consts)
@@ -198,8 +204,10 @@ def solve(
         return out
 
     rhs: Callable[[np.ndarray], np.ndarray] = all_systems
-    if len(numerics) == 1 and numerics[0].scalar is not None:
-        rhs = numerics[0].scalar  # skip the per-system loop; the solver calls this often
+    rhs_ode: Callable[[np.ndarray], Any] = all_systems
+    if len(numerics) == 1 and numerics[0].scalar_list is not None:
+        # skip the per-system loop; the solver calls this often, and takes a list as is
+        rhs, rhs_ode = numerics[0].scalar, numerics[0].scalar_list  # type: ignore[assignment]
 
     labels = [
         (f"{v}{'' if len(numerics) == 1 else f'@{k}'}", a)
@@ -218,28 +226,31 @@ def solve(
 
     if lr is None:
         times = np.linspace(0.0, t_max, n_points)
-        last: list[tuple[float, np.ndarray]] = [(0.0, y0)]
-        calls, stalled, furthest = 0, 0, -1.0
+        # what the solver asked for last, and a check of progress every `patience` calls
+        t_last, y_last, calls = 0.0, y0, 0
         patience = STALL_CALLS + 10 * len(y0)  # allows a few finite-difference Jacobians
+        checkpoint, t_checkpoint = patience, -1.0
 
-        def fun(t: float, y: np.ndarray) -> np.ndarray:
-            nonlocal calls, stalled, furthest
+        def fun(t: float, y: np.ndarray) -> Any:
+            nonlocal t_last, y_last, calls, checkpoint, t_checkpoint
+            t_last, y_last = t, y
             calls += 1
-            last[0] = (t, y)
-            if t > furthest:
-                furthest, stalled = t, 0
-            stalled += 1
-            if stalled > patience:
-                raise _Stop(f"solver made no progress in {patience} right-hand-side calls", t, y)
-            if calls > MAX_RHS_CALLS:
-                raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
+            if calls >= checkpoint:
+                if t <= t_checkpoint:
+                    raise _Stop(
+                        f"solver made no progress in {patience} right-hand-side calls", t, y
+                    )
+                if calls > MAX_RHS_CALLS:
+                    raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
+                checkpoint, t_checkpoint = calls + patience, t
             try:
-                value = rhs(y)
+                value = rhs_ode(y)
             except OverflowError as err:
                 raise _Stop("overflowed", t, y) from err
             except ZeroDivisionError as err:
                 raise _Stop("divided by zero", t, y) from err
-            if not math.isfinite(value.sum()):  # float products overflow to inf silently
+            total = sum(value) if isinstance(value, list) else float(value.sum())
+            if total - total != 0:  # inf or nan: float products overflow to inf silently
                 raise _Stop("overflowed", t, y)
             return value
 
@@ -255,7 +266,7 @@ def solve(
                 f"{worst(stop.state)}; lower the initial value (--init) or t_max"
             ) from None
         if result.status != 0 or not np.all(np.isfinite(result.y)):
-            t_fail, state = last[0]
+            t_fail, state = t_last, y_last
             raise GdlnError(
                 f"{source}: the ODE solver failed at t = {t_fail:.4g} tau, where "
                 f"{worst(state)}: {result.message}"

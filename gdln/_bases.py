@@ -19,12 +19,24 @@ above ``1e-9`` relative raise :class:`~gdln.NotDiagonalizableError` naming the b
 
 With exact data the float modes are made exact: degenerate groups are rotated to a
 canonical basis, one seed vector per mode is recognised as a rational direction, the
-others follow exactly through the blocks, and the exact blocks are checked again.
+others follow exactly through the blocks, and the exact blocks are checked again. When
+the seed vector is not a rational direction (e.g. the singular vectors of
+$\begin{pmatrix}1&2\\3&4\end{pmatrix}$), it is found exactly as an eigenvector of
+$A_s=\sum_b r_b B_b^\top B_b + \sum_b r_b B_b B_b^\top$ (rational weights $r_b$, the blocks
+$B_b$ leaving or entering its space $s$), provided its eigenvalue is a simple root of a
+factor of degree at most 2 of the characteristic polynomial of $A_s$ over the rationals,
+and $s$ has at most ``MAX_ALGEBRAIC_DIM`` dimensions. Values are then written with square
+roots, e.g. $\sqrt{15/4+\sqrt{221}/4}$. Otherwise the modes stay float.
+
+Symbolic data (``symbols:`` in a graph file) are handled the same way: the bases are found
+with the symbols replaced by generic rational values (``symbols`` of :func:`joint_modes`),
+and kept only if the exact check holds for every value of the symbols.
 """
 
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,9 +46,11 @@ import sympy as sp
 
 from ._errors import NotDiagonalizableError
 
-__all__ = ["Block", "Modes", "joint_modes"]
+__all__ = ["Block", "Modes", "generic_values", "joint_modes"]
 
 TOLERANCE = 1e-9
+MAX_ALGEBRAIC_DIM = 12  # largest space whose vectors may be found as exact eigenvectors
+MAX_EXACT_COMPLEMENT = 32  # largest space whose dead directions are completed exactly
 
 
 @dataclass(frozen=True)
@@ -52,7 +66,7 @@ class Block:
 
 @dataclass(frozen=True)
 class Modes:
-    """Matched orthonormal bases of several spaces (see the module docstring).
+    r"""Matched orthonormal bases of several spaces (see the module docstring).
 
     Attributes
     ----------
@@ -64,12 +78,19 @@ class Modes:
         The same, exact (sympy column matrices), or ``None`` if not available.
     complement
         Space -> orthonormal columns completing the live vectors to a basis.
+    exact_directions
+        With ``exact_vectors``: the same vectors before normalisation (entries rational
+        or of the form $a+b\sqrt{c}$), from which values are computed without nested roots.
+    exact_complement
+        Space -> exact orthonormal completion (sympy matrix), where it could be found.
     """
 
     spaces: Mapping[Hashable, int]
     vectors: tuple[Mapping[Hashable, np.ndarray], ...]
     exact_vectors: tuple[Mapping[Hashable, Any], ...] | None = None
     complement: Mapping[Hashable, np.ndarray] = field(default_factory=dict)
+    exact_directions: tuple[Mapping[Hashable, Any], ...] | None = None
+    exact_complement: Mapping[Hashable, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.vectors)
@@ -91,6 +112,10 @@ class Modes:
             mode = self.exact_vectors[alpha]
             if block.row not in mode or block.col not in mode:
                 return sp.Integer(0)
+            if self.exact_directions is not None:
+                d = self.exact_directions[alpha]
+                if not (_rational(d[block.row]) and _rational(d[block.col])):
+                    return _root_value(block.exact, d[block.col], self.value(block, alpha))
             return sp.radsimp((mode[block.row].T * block.exact * mode[block.col])[0, 0])
         mode_f = self.vectors[alpha]
         if block.row not in mode_f or block.col not in mode_f:
@@ -105,6 +130,7 @@ def joint_modes(
     outputs: frozenset[Hashable] = frozenset(),
     exact: bool = False,
     seed: int = 0,
+    symbols: Mapping[sp.Symbol, Any] | None = None,
 ) -> Modes:
     """Find matched bases diagonalising every block (see the module docstring).
 
@@ -121,6 +147,10 @@ def joint_modes(
         Try to make the modes exact (needs ``Block.exact`` on every block).
     seed
         Seed of the random weights.
+    symbols
+        Generic rational values of the symbols in ``Block.exact`` (``Block.value`` holds
+        the blocks at these values). Exact modes are kept only if they diagonalise the
+        blocks for every value of the symbols.
     """
     labels = list(spaces)
     offsets = dict(zip(labels, np.cumsum([0] + [spaces[s] for s in labels[:-1]]), strict=True))
@@ -147,19 +177,44 @@ def joint_modes(
     result = Modes(spaces=dict(spaces), vectors=tuple(modes), complement=complement)
     _verify(result, blocks)
     if exact and modes and all(b.exact is not None for b in blocks):
-        exact_vectors = _exactify(result, blocks)
-        if exact_vectors is not None:
+        found = _exactify(result, blocks, dict(symbols or {}))
+        if found is not None:
+            exact_vectors, directions = found
             floats = tuple({s: _to_float(v) for s, v in m.items()} for m in exact_vectors)
+            exact_complement = {}
+            for s in labels:
+                rest = _exact_complement([d[s] for d in directions if s in d], spaces[s])
+                if rest is not None:
+                    exact_complement[s] = rest
             complement = {
-                s: _complement([m[s] for m in floats if s in m], spaces[s]) for s in labels
+                s: (
+                    np.array(exact_complement[s].evalf(30), dtype=float).reshape(spaces[s], -1)
+                    if s in exact_complement
+                    else _complement([m[s] for m in floats if s in m], spaces[s])
+                )
+                for s in labels
             }
             result = Modes(
                 spaces=dict(spaces),
                 vectors=floats,
                 exact_vectors=exact_vectors,
                 complement=complement,
+                exact_directions=directions,
+                exact_complement=exact_complement,
             )
     return result
+
+
+def generic_values(symbols: Any) -> dict[sp.Symbol, sp.Rational]:
+    """Generic rational values in $(1, 2)$ for symbols, fixed by each symbol's name.
+
+    Bases of symbolic data are found at these values (and kept only if they hold for all
+    values); a value depends on the name alone, so every block sees the same one.
+    """
+    return {
+        x: 1 + sp.Rational(zlib.crc32(x.name.encode()) % 99991 + 1, 99993)
+        for x in sorted(symbols, key=str)
+    }
 
 
 def _absorb(
@@ -266,49 +321,165 @@ def _to_float(v: Any) -> np.ndarray:
     return np.array(v.evalf(30), dtype=float).ravel()
 
 
-def _exactify(modes: Modes, blocks: Sequence[Block]) -> tuple[dict[Hashable, Any], ...] | None:
+def _exactify(
+    modes: Modes, blocks: Sequence[Block], symbols: Mapping[sp.Symbol, Any]
+) -> tuple[tuple[dict[Hashable, Any], ...], tuple[dict[Hashable, Any], ...]] | None:
+    """Exact unit vectors and their unnormalised directions per mode, or ``None``."""
     vectors = [dict(m) for m in modes.vectors]
     _canonical_rotation(vectors, blocks)
-    exact: list[dict[Hashable, Any]] = []
+    # symbol-free exact blocks (the symbols at generic values) give the directions
+    numeric = [b.exact.xreplace(symbols) if symbols else b.exact for b in blocks]
+    gram: dict[Hashable, Any] = {}
+    directions: list[dict[Hashable, Any]] = []
     for mode in vectors:
         seed_space = next(iter(mode))
         direction = _rational_direction(mode[seed_space])
+        if direction is None:
+            direction = _eigen_direction(seed_space, mode[seed_space], blocks, numeric, gram)
         if direction is None:
             return None
         found = {seed_space: direction}
         frontier = [seed_space]
         while frontier:
             s = frontier.pop()
-            for b in blocks:
-                for here, there, matrix in ((b.col, b.row, b.exact), (b.row, b.col, b.exact.T)):
+            for b, exact in zip(blocks, numeric, strict=True):
+                for here, there, matrix in ((b.col, b.row, exact), (b.row, b.col, exact.T)):
                     if here == s and there in mode and there not in found:
                         image = matrix * found[s]
                         if float(np.abs(_to_float(image)).max(initial=0.0)) > 1e-12:
                             found[there] = _primitive(image)
                             frontier.append(there)
-        if set(found) != set(mode):
-            for s in mode:
-                if s not in found:
-                    d = _rational_direction(mode[s])
-                    if d is None:
-                        return None
-                    found[s] = d
-        unit = {s: _normalize(v) for s, v in found.items()}
-        for s, v in unit.items():
+        for s in mode:
+            if s not in found:
+                d = _rational_direction(mode[s])
+                if d is None:
+                    d = _eigen_direction(s, mode[s], blocks, numeric, gram)
+                if d is None:
+                    return None
+                found[s] = d
+        for s, v in found.items():
             if float(_to_float(v) @ mode[s]) < 0:
-                unit[s] = -v
-        exact.append(unit)
+                found[s] = -v
+        directions.append(found)
+    # exact check on the unnormalised directions, for every value of the symbols
     for b in blocks:
-        for a, ma in enumerate(exact):
-            for c, mc in enumerate(exact):
+        for a, da in enumerate(directions):
+            for c, dc in enumerate(directions):
                 if (
                     a != c
-                    and b.row in ma
-                    and b.col in mc
-                    and sp.simplify((ma[b.row].T * b.exact * mc[b.col])[0, 0]) != 0
+                    and b.row in da
+                    and b.col in dc
+                    and not _is_zero((da[b.row].T * b.exact * dc[b.col])[0, 0])
                 ):
                     return None
-    return tuple(exact)
+    unit = tuple({s: _normalize(v) for s, v in d.items()} for d in directions)
+    frozen = tuple({s: sp.ImmutableMatrix(v) for s, v in d.items()} for d in directions)
+    return unit, frozen
+
+
+def _is_zero(x: Any) -> bool:
+    x = sp.expand(x)
+    return x == 0 or sp.simplify(x) == 0
+
+
+def _rational(v: Any) -> bool:
+    return all(isinstance(x, sp.Rational) for x in v)
+
+
+def _eigen_direction(
+    space: Hashable,
+    v: np.ndarray,
+    blocks: Sequence[Block],
+    numeric: Sequence[Any],
+    gram: dict[Hashable, Any],
+) -> Any:
+    r"""An exact eigenvector of $A_s$ along the float vector ``v``, or ``None``.
+
+    $A_s=\sum_b r_b B_b^\top B_b+\sum_b r_b B_bB_b^\top$ over the blocks leaving or
+    entering ``space``: every mode vector in ``space`` is one of its eigenvectors. Found
+    when the eigenvalue is a simple root of a rational factor of degree 1 or 2 of the
+    characteristic polynomial (then the vector has entries $a+b\sqrt c$).
+    """
+    if space not in gram:
+        rng = np.random.default_rng(2022)
+        A = None
+        for b, exact in zip(blocks, numeric, strict=True):
+            for here, product in ((b.col, lambda m: m.T * m), (b.row, lambda m: m * m.T)):
+                if here == space:
+                    term = product(exact) * int(rng.integers(1, 1000))
+                    A = term if A is None else A + term
+        ok = A is not None and A.rows <= MAX_ALGEBRAIC_DIM and all(x.is_Rational for x in A)
+        gram[space] = sp.Matrix(A) if ok else None
+    A = gram[space]
+    if A is None:
+        return None
+    target = float(v @ np.array(A.evalf(20), dtype=float) @ v)
+    x = sp.Dummy("x")
+    candidates = []
+    for factor, multiplicity in sp.factor_list(A.charpoly(x).as_expr(x), x)[1]:
+        degree = sp.degree(factor, x)
+        if degree > 2:
+            continue
+        for root in sp.roots(factor, x):
+            if abs(float(root) - target) <= 1e-7 * max(1.0, abs(target)):
+                candidates.append((root, factor, multiplicity, degree))
+    if len(candidates) != 1 or candidates[0][2] != 1:
+        return None
+    root, factor, _, degree = candidates[0]
+    n = A.rows
+    if degree == 1:
+        (w,) = (A - root * sp.eye(n)).nullspace()
+    else:
+        # the 2-D rational invariant subspace W of this factor, and the eigenvector in it
+        p, q, r = sp.Poly(factor, x).all_coeffs()
+        W = sp.Matrix.hstack(*(p * A * A + q * A + r * sp.eye(n)).nullspace())
+        if W.cols != 2:
+            return None
+        R = (W.T * W).inv() * W.T * A * W
+        if R[0, 1] != 0:
+            e = sp.Matrix([R[0, 1], root - R[0, 0]])
+        elif R[1, 0] != 0:
+            e = sp.Matrix([root - R[1, 1], R[1, 0]])
+        else:
+            return None
+        w = (W * e).applyfunc(sp.expand)
+    w = _primitive(w)
+    w_f = _to_float(w)
+    if abs(abs(float(w_f @ v)) / np.linalg.norm(w_f) - 1) > 1e-6:
+        return None
+    return w
+
+
+def _root_value(matrix: Any, direction: Any, approx: Any) -> Any:
+    r"""$u^\top B v$ for unit $u \parallel Bv$, $v \parallel$ ``direction``: $\pm|Bv|/|v|$.
+
+    Written as the square root of a number $a+b\sqrt c$, so that values stay readable
+    (e.g. $\sqrt{15/4+\sqrt{221}/4}$) where normalising vectors would nest radicals.
+    """
+    image = matrix * direction
+    square = sp.radsimp(
+        sp.expand((image.T * image)[0, 0]) / sp.expand((direction.T * direction)[0, 0])
+    )
+    if square == 0:
+        return sp.Integer(0)
+    root = sp.sqrtdenest(sp.sqrt(square))
+    return -root if float(approx) < 0 else root
+
+
+def _exact_complement(directions: list[Any], dim: int) -> Any:
+    """Exact orthonormal columns completing the directions to a basis, or ``None``."""
+    if not directions:
+        return sp.ImmutableMatrix(sp.eye(dim))
+    if len(directions) == dim:
+        return sp.ImmutableMatrix.zeros(dim, 0)
+    if all(_rational(d) for d in directions) and dim <= MAX_EXACT_COMPLEMENT:
+        rest = sp.Matrix.hstack(*directions).T.nullspace()
+        unit = [_normalize(v) for v in sp.GramSchmidt(rest)]
+        return sp.ImmutableMatrix.hstack(*unit)
+    if dim == 2:
+        (d,) = directions
+        return sp.ImmutableMatrix(_normalize(sp.Matrix([-d[1], d[0]])))
+    return None
 
 
 def _canonical_rotation(vectors: list[dict[Hashable, np.ndarray]], blocks: Sequence[Block]) -> None:
@@ -366,7 +537,13 @@ def _primitive(v: Any) -> Any:
         ints = [int(x * denominators) for x in v]
         g = math.gcd(*ints) if any(ints) else 1
         return sp.Matrix([sp.Integer(i // g) for i in ints])
-    return v
+    if v.free_symbols:
+        return v.applyfunc(sp.expand)
+    # entries a + b sqrt(c): scale the first nonzero entry to 1, then clear denominators
+    pivot = next((x for x in v if x != 0), sp.Integer(1))
+    v = v.applyfunc(lambda x: sp.radsimp(x / pivot))
+    scale = math.lcm(*[int(sp.fraction(sp.together(x))[1]) for x in v if x.is_number] or [1])
+    return v.applyfunc(lambda x: sp.expand(x * scale))
 
 
 def _normalize(v: Any) -> Any:

@@ -28,11 +28,16 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-__all__ = ["ExpressionError", "evaluate", "exact", "pick", "render"]
+from ._errors import GdlnError
+
+__all__ = ["MAX_BITS", "ExpressionError", "evaluate", "exact", "pick", "render"]
+
+MAX_BITS = 4096  # largest magnitude of a number an expression may build: 2**4096 (1234 digits)
+MAX_PICK_DOMAINS = 10**6  # largest M of pick(): it draws a permutation of M domains
 
 
-class ExpressionError(ValueError):
-    """An expression is not in the grammar, or names something unknown."""
+class ExpressionError(GdlnError, ValueError):
+    """An expression is not in the grammar, names something unknown, or is too large."""
 
 
 def exact(value: Any) -> Any:
@@ -72,6 +77,8 @@ def pick(i: int, k: int, m: int, n_pick: int, seed: int) -> int:
             raise ExpressionError(f"pick(): {name} must be an integer, got {value!r}")
     if not 0 <= k < n_pick <= m:
         raise ExpressionError(f"pick(): need 0 <= k < K <= M, got k={k}, K={n_pick}, M={m}")
+    if m > MAX_PICK_DOMAINS:
+        raise ExpressionError(f"pick(): M={m} is too large (the limit is {MAX_PICK_DOMAINS})")
     if seed < 0:
         return (i + k) % m
     chosen = np.random.default_rng([seed, i]).choice(m, size=n_pick, replace=False)
@@ -93,15 +100,54 @@ def _divide(a: Any, b: Any) -> Any:
 
 
 def _power(a: Any, b: Any) -> Any:
+    """``a ** b``, refusing results beyond ``2**MAX_BITS`` before computing them."""
+    if isinstance(a, str) or isinstance(b, str):
+        raise TypeError("** needs numbers")
+    base, exponent = sp.sympify(a), sp.sympify(b)
+    if base == 0 and exponent.is_number and exponent.is_negative:
+        raise ExpressionError("division by zero")
+    if base.is_number and exponent.is_number and base != 0:
+        size = abs(sp.Float(exponent.evalf(20))) * abs(sp.log(abs(base), 2).evalf(20))
+        if size.is_finite is False or size > MAX_BITS:
+            raise ExpressionError(
+                f"({a})**({b}) is too large (about 2**{_round_bits(size)}; the limit is 2**{MAX_BITS})"
+            )
+    elif exponent.is_number and abs(exponent) > MAX_BITS:
+        raise ExpressionError(f"exponent {b} is too large (the limit is {MAX_BITS})")
     if isinstance(a, int) and isinstance(b, int) and b >= 0:
         return a**b
-    return _simplify_number(sp.sympify(a) ** b)
+    return _simplify_number(base**exponent)
+
+
+def _round_bits(size: Any) -> str:
+    return f"{float(size):.3g}" if size.is_finite else "oo"
+
+
+def _multiply(a: Any, b: Any) -> Any:
+    """``a * b`` for numbers only (``'x' * M`` would build a string of any length)."""
+    if isinstance(a, str) or isinstance(b, str):
+        raise TypeError("* needs numbers")
+    return a * b
+
+
+def _check_size(value: Any) -> Any:
+    """Refuse numbers beyond ``2**MAX_BITS`` (products of large numbers grow without bound)."""
+    if isinstance(value, int) and value.bit_length() > MAX_BITS:
+        raise ExpressionError(
+            f"a number of {value.bit_length()} bits is too large (the limit is 2**{MAX_BITS})"
+        )
+    if (
+        isinstance(value, sp.Rational)
+        and max(int(value.p).bit_length(), int(value.q).bit_length()) > MAX_BITS
+    ):
+        raise ExpressionError(f"a fraction with terms above 2**{MAX_BITS} is too large")
+    return value
 
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
+    ast.Mult: _multiply,
     ast.Div: _divide,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
@@ -170,7 +216,7 @@ def _walk(node: ast.AST, names: Mapping[str, Any], text: str) -> Any:
         return names[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _walk(node.left, names, text), _walk(node.right, names, text)
-        return _simplify_number(_BINARY[type(node.op)](left, right))
+        return _check_size(_simplify_number(_BINARY[type(node.op)](left, right)))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
         value = _walk(node.operand, names, text)
         if isinstance(node.op, ast.Not):

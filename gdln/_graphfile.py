@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import zipfile
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import networkx as nx
 import numpy as np
@@ -46,6 +49,7 @@ from ._task import Context, Dataset, Task, hierarchy_dataset
 __all__ = ["Problem", "load", "parse_params", "read_graph"]
 
 EDGE_SEPARATOR = "->"
+MAX_COUNT = 10**6  # largest node size, repeat count and number of bindings of one entry
 BUILTIN_DATASETS = {"hierarchy": hierarchy_dataset}
 
 
@@ -94,7 +98,12 @@ class Problem:
 
     def examples(self) -> ExampleSet:
         """The task as raw examples (see :meth:`gdln.Task.examples`)."""
-        return self.require_task().examples(self.graph)
+        try:
+            return self.require_task().examples(self.graph)
+        except TaskSpecError as err:
+            if err.source is not None:
+                raise
+            raise TaskSpecError(str(err), source=self.source) from err
 
 
 def parse_params(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -189,7 +198,7 @@ def _read_networkx(path: Path) -> nx.DiGraph:
             )
         else:
             raw = nx.read_graphml(path)
-    except (ValueError, KeyError, TypeError, nx.NetworkXError) as err:
+    except (ValueError, KeyError, TypeError, nx.NetworkXError, ElementTree.ParseError) as err:
         raise GraphSpecError(f"cannot read graph: {err}", source=source) from err
     if raw.is_multigraph():
         raise GraphSpecError("parallel edges are not supported; use a hidden node", source=source)
@@ -220,9 +229,9 @@ def _validate_graph(graph: nx.DiGraph, source: str) -> None:
     if graph.number_of_nodes() == 0:
         raise GraphSpecError("the graph has no nodes", source=source, key="nodes")
     for node, size in graph.nodes(data="size"):
-        if not isinstance(size, int) or size <= 0:
+        if not isinstance(size, int) or size <= 0 or size > MAX_COUNT:
             raise GraphSpecError(
-                f"size must be a positive integer, got {size!r}",
+                f"size must be a positive integer of at most {MAX_COUNT}, got {size!r}",
                 source=source,
                 key=f"node {node!r}",
             )
@@ -249,6 +258,7 @@ class _Reader:
     def __init__(self, source: str, folder: Path):
         self.source = source
         self.folder = folder
+        self.context_keys: list[str] = []  # per context of the task: where it was written
 
     def fail(
         self, message: str, key: str, cls: type[GraphSpecError] = GraphSpecError
@@ -288,8 +298,14 @@ class _Reader:
     ) -> dict[str, Any]:
         declared = self.mapping(doc.get("params", {}), "params")
         names: dict[str, Any] = dict(base or {})
-        for symbol in self.sequence(doc.get("symbols", []), "symbols"):
-            names[str(symbol)] = sp.Symbol(str(symbol), positive=True)
+        for index, symbol in enumerate(self.sequence(doc.get("symbols", []), "symbols")):
+            name = str(symbol)
+            if not name.isidentifier():
+                raise self.fail(f"symbol {name!r} is not a name", f"symbols[{index}]")
+            if name in overrides:  # --param NAME=VALUE binds a declared symbol to a value
+                names[name] = self.eval(overrides[name], names, f"symbols[{index}] ({name})")
+            else:
+                names[name] = sp.Symbol(name, positive=True)
         unknown = set(overrides) - set(declared) - set(names)
         if unknown:
             known = ", ".join(sorted(declared)) or "none"
@@ -368,8 +384,19 @@ class _Reader:
                         f"{key}.repeat.{var}",
                         cls,
                     )
+                if count > MAX_COUNT:
+                    raise self.fail(
+                        f"repeat count {count} is above the limit of {MAX_COUNT}",
+                        f"{key}.repeat.{var}",
+                        cls,
+                    )
                 values = list(range(count))
             ranges.append((str(var), values))
+        if math.prod(len(values) for _, values in ranges) > MAX_COUNT:
+            counts = " x ".join(str(len(values)) for _, values in ranges)
+            raise self.fail(
+                f"{counts} repetitions are above the limit of {MAX_COUNT}", f"{key}.repeat", cls
+            )
         lets = self.mapping(entry.get("let", {}), f"{key}.let", cls)
         for combo in itertools.product(*(values for _, values in ranges)):
             local = dict(names)
@@ -415,6 +442,8 @@ class _Reader:
                 size = self.eval(entry["size"], local, f"{key}.size")
                 if not isinstance(size, int) or size <= 0:
                     raise self.fail(f"size must be a positive integer, got {size!r}", f"{key}.size")
+                if size > MAX_COUNT:
+                    raise self.fail(f"size {size} is above the limit of {MAX_COUNT}", f"{key}.size")
                 graph.add_node(node, size=size, gated=bool(entry.get("gated", False)))
         if "edges" not in doc:
             raise self.fail("missing key 'edges'", "edges")
@@ -454,6 +483,7 @@ class _Reader:
     # -- datasets and task ---------------------------------------------------------------
     def task(self, doc: Mapping[str, Any], names: Mapping[str, Any], graph: nx.DiGraph) -> Task:
         T = TaskSpecError
+        self.context_keys = []
         datasets: dict[str, Dataset] = {}
         for name, spec in self.mapping(doc.get("datasets", {}), "datasets", T).items():
             datasets[str(name)] = self.dataset(str(name), spec, names, f"datasets.{name}")
@@ -477,9 +507,14 @@ class _Reader:
     def dataset(self, name: str, spec: Any, names: Mapping[str, Any], key: str) -> Dataset:
         T = TaskSpecError
         spec = self.mapping(spec, key, T)
+        forms = [k for k in ("builtin", "examples", "moments", "npz") if k in spec]
+        if len(forms) > 1:
+            raise self.fail(
+                f"give one of 'builtin', 'examples', 'moments' or 'npz', not {forms}", key, T
+            )
         if "builtin" in spec:
             which = spec["builtin"]
-            if which not in BUILTIN_DATASETS:
+            if not isinstance(which, str) or which not in BUILTIN_DATASETS:
                 raise self.fail(
                     f"unknown builtin dataset {which!r}; expected one of {sorted(BUILTIN_DATASETS)}",
                     f"{key}.builtin",
@@ -492,6 +527,8 @@ class _Reader:
                 f: self.matrix(v, names, f"{key}.examples.{f}") for f, v in fields_raw.items()
             }
             sizes = {m.rows for m in examples.values()}
+            if not sizes:
+                raise self.fail("no fields", f"{key}.examples", T)
             if len(sizes) != 1:
                 raise self.fail(
                     f"fields have different numbers of examples: {sorted(sizes)}",
@@ -501,7 +538,7 @@ class _Reader:
             weights = None
             if "weights" in spec:
                 weights = self.matrix([spec["weights"]], names, f"{key}.weights").T
-                if any(w < 0 for w in weights) or weights.rows != sizes.pop():
+                if any(w.is_negative for w in weights) or weights.rows != sizes.pop():
                     raise self.fail(
                         "weights must be non-negative, one per example", f"{key}.weights", T
                     )
@@ -536,6 +573,13 @@ class _Reader:
             return Dataset(name=name, fields=fields, moments_given=moments)
         if "npz" in spec:
             arrays = self.load_npz(spec["npz"], f"{key}.npz")
+            for f, array in arrays.items():
+                if not 1 <= array.ndim <= 2:
+                    raise self.fail(
+                        f"array {f!r} has shape {array.shape}; expected (examples, dimension)",
+                        f"{key}.npz",
+                        T,
+                    )
             examples = {
                 f: np.atleast_2d(a.astype(float).T).T for f, a in arrays.items() if f != "weights"
             }
@@ -552,8 +596,19 @@ class _Reader:
         rows = value if isinstance(value, list) else [value]
         if rows and not isinstance(rows[0], list):
             rows = [rows]
+        if (
+            not rows
+            or not all(isinstance(row, list) for row in rows)
+            or len({len(row) for row in rows}) != 1
+            or not rows[0]
+        ):
+            raise self.fail(
+                f"expected a number, a list or a list of equally long lists, got {value!r}", key, T
+            )
         try:
             out = sp.ImmutableMatrix([[self.eval(x, names, key, T) for x in row] for row in rows])
+        except GraphSpecError:
+            raise
         except (ValueError, TypeError) as err:
             raise self.fail(
                 f"expected a number, a list or a list of lists, got {value!r}", key, T
@@ -561,14 +616,38 @@ class _Reader:
         return out
 
     def load_npz(self, name: Any, key: str) -> dict[str, np.ndarray]:
-        path = (self.folder / str(name)).resolve()
-        if not path.exists():
+        if not isinstance(name, str) or not name:
+            raise self.fail(f"expected a file name, got {name!r}", key, TaskSpecError)
+        path = (self.folder / name).resolve()
+        try:
+            exists = path.is_file()
+        except OSError as err:  # e.g. a name too long for the file system
+            raise self.fail(f"cannot use file {name!r}: {err}", key, TaskSpecError) from err
+        if not exists:
             raise self.fail(f"no such file {str(path)!r}", key, TaskSpecError)
         try:
             with np.load(path, allow_pickle=False) as data:
-                return {k: np.asarray(data[k]) for k in data.files}
-        except (ValueError, OSError) as err:
+                arrays = {k: np.asarray(data[k]) for k in data.files}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
             raise self.fail(f"cannot read {str(path)!r}: {err}", key, TaskSpecError) from err
+        for name, array in arrays.items():
+            where = f"{key}[{name!r}]"
+            if array.dtype.kind not in "biuf":
+                raise self.fail(
+                    f"{path.name}: array {name!r} holds {array.dtype} values; expected numbers",
+                    where,
+                    TaskSpecError,
+                )
+            bad = np.argwhere(~np.isfinite(array))
+            if len(bad):
+                index = tuple(int(i) for i in bad[0])
+                raise self.fail(
+                    f"{path.name}: array {name!r} has the non-finite value {array[index]} at "
+                    f"index {list(index)}; data must be finite numbers",
+                    where,
+                    TaskSpecError,
+                )
+        return arrays
 
     def gated_items(self, graph: nx.DiGraph) -> dict[str, Hashable]:
         cached = getattr(self, "_gated", None)
@@ -684,6 +763,8 @@ class _Reader:
                                 T,
                             )
                         binding[part][node] = str(fld)
+                repeated = ", ".join(f"{var}={local[str(var)]}" for var in entry.get("repeat", {}))
+                self.context_keys.append(f"{key} ({repeated})" if repeated else key)
                 probability = self.eval(entry["probability"], local, f"{key}.probability", T)
                 label = self.render(
                     entry.get("label", ""), local, f"{key}.label", T
@@ -726,6 +807,13 @@ class _Reader:
                     }
                 row["gates"] = self.gates(entry, local, graph, key)
                 row["weight"] = self.eval(entry.get("weight", 1), local, f"{key}.weight", T)
+                weight = row["weight"]
+                if not isinstance(weight, (int, sp.Expr)) or sp.sympify(weight).is_negative:
+                    raise self.fail(
+                        f"weight must be a non-negative number, got {row['weight']!r}",
+                        f"{key}.weight",
+                        T,
+                    )
                 rows.append(row)
         return rows
 
@@ -734,12 +822,19 @@ class _Reader:
         items = self.gated_items(graph)
         n = None
         for k, a in arrays.items():
+            if a.ndim == 0 or (a.ndim > 2 and k.startswith(("inputs/", "targets/"))):
+                raise self.fail(
+                    f"array {k!r} has shape {a.shape}; expected one row per example",
+                    "task.npz",
+                    TaskSpecError,
+                )
             n = n if n is not None else len(a)
             if len(a) != n:
                 raise self.fail(
                     f"array {k!r} has {len(a)} rows, expected {n}", "task.npz", TaskSpecError
                 )
-        assert n is not None
+        if n is None:
+            raise self.fail("the file holds no arrays", "task.npz", TaskSpecError)
         missing = [g for g in items if f"gates/{g}" not in arrays]
         if missing:
             raise self.fail(
@@ -792,6 +887,8 @@ class _Reader:
             sp.nsimplify(r["weight"]) if not isinstance(r["weight"], float) else r["weight"]
             for r in rows
         )
+        if total == 0:
+            raise self.fail("the example weights sum to 0", "task", T)
         contexts, datasets = [], {}
         for index, members in enumerate(groups.values()):
             name = f"examples{index}"
@@ -842,6 +939,7 @@ class _Reader:
             binding_out = {v: v for v in outputs if v in fields}
             probability = share / total if not isinstance(total, float) else float(share) / total
             label = "context" + str(index) if len(groups) > 1 else "all"
+            self.context_keys.append(f"{members[0]['key'].split('[')[0]} ({label})")
             contexts.append(
                 Context(
                     label=label,
@@ -866,7 +964,7 @@ class _Reader:
             if not 0 <= value <= 1:
                 raise self.fail(
                     f"probability {p} of context {c.label!r} is outside [0, 1]",
-                    f"task.contexts[{index}].probability",
+                    f"{self.context_keys[index]}.probability",
                     T,
                 )
             if total is not None:

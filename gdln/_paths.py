@@ -19,7 +19,7 @@ Functions take the graph first and enumerate lazily, as networkx does.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
 import networkx as nx
@@ -117,20 +117,28 @@ def enumerate_paths(
 
 
 def paths_through(graph: nx.DiGraph, edge: Edge) -> Iterator[Path]:
-    r"""$\mathcal{P}(e)$: the input-to-output paths through ``edge``."""
+    r"""$\mathcal{P}(e)$: the input-to-output paths through ``edge``, lazily.
+
+    The gradient of $W_e$ is a sum over these paths (Eq. 3 of Saxe et al. 2022). Each is
+    a path into $s(e)$ joined to a path out of $t(e)$; both halves are enumerated depth
+    first and yielded one path at a time, so ``next()`` returns at once even when there
+    are exponentially many paths.
+    """
     u, v = edge
     if not graph.has_edge(u, v):
         raise KeyError(f"no edge {u}->{v}")
-    heads = _paths_into(graph, u)
-    for head in heads:
+    for head in _paths_into(graph, u):
         for tail in _paths_out_of(graph, v):
             yield Path(head + tail)
 
 
 def paths_ending_at(graph: nx.DiGraph, node: Hashable) -> Iterator[Path]:
-    r"""$\mathcal{T}(v)$: the paths from an input node that end at ``node``."""
-    for head in _paths_into(graph, node):
-        yield Path(head)
+    r"""$\mathcal{T}(v)$: the paths from an input node that end at ``node``, lazily.
+
+    The error of a path $p$ is a sum over $\mathcal{T}(t(p))$ (Eq. 4 of Saxe et al.
+    2022). Enumerated depth first over predecessors, one path at a time.
+    """
+    yield from (Path(head) for head in _paths_into(graph, node))
 
 
 def source_subpath(path: Path, edge: Edge) -> Path:
@@ -145,15 +153,37 @@ def target_subpath(path: Path, edge: Edge) -> Path:
     return Path(path.nodes[index + 1 :])
 
 
-def _paths_into(graph: nx.DiGraph, node: Hashable) -> list[tuple[Hashable, ...]]:
-    predecessors = list(graph.predecessors(node))
-    if not predecessors:
-        return [(node,)]
-    return [(*head, node) for p in predecessors for head in _paths_into(graph, p)]
+def _paths_into(graph: nx.DiGraph, node: Hashable) -> Iterator[tuple[Hashable, ...]]:
+    """Node tuples of the paths from an input node to ``node``, depth first, lazily."""
+    for reverse in _walks(graph.predecessors, node):
+        yield reverse[::-1]
 
 
-def _paths_out_of(graph: nx.DiGraph, node: Hashable) -> list[tuple[Hashable, ...]]:
-    successors = list(graph.successors(node))
-    if not successors:
-        return [(node,)]
-    return [(node, *tail) for s in successors for tail in _paths_out_of(graph, s)]
+def _paths_out_of(graph: nx.DiGraph, node: Hashable) -> Iterator[tuple[Hashable, ...]]:
+    """Node tuples of the paths from ``node`` to an output node, depth first, lazily."""
+    yield from _walks(graph.successors, node)
+
+
+def _walks(
+    neighbours: Callable[[Hashable], Iterator[Hashable]], node: Hashable
+) -> Iterator[tuple[Hashable, ...]]:
+    """Maximal walks from ``node`` along ``neighbours``, iteratively (no recursion limit).
+
+    Neighbours are visited in graph order, so the order is that of a recursive
+    enumeration; memory is one iterator per node on the current walk.
+    """
+    walk: list[Hashable] = [node]
+    stack: list[Iterator[Hashable]] = [iter(neighbours(node))]
+    leaf = True
+    while stack:
+        following = next(stack[-1], None)
+        if following is None:
+            if leaf:
+                yield tuple(walk)
+            leaf = False
+            stack.pop()
+            walk.pop()
+            continue
+        walk.append(following)
+        stack.append(iter(neighbours(following)))
+        leaf = True

@@ -44,12 +44,18 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
-from ._bases import Block, Modes, joint_modes
-from ._errors import GdlnError, NotDiagonalizableError
+from ._bases import Block, Modes, generic_values, joint_modes
+from ._errors import GdlnError, NotDiagonalizableError, TaskSpecError
+from ._expr import ExpressionError, evaluate, exact
 from ._graphfile import Problem
 from ._paths import input_nodes, output_nodes
 from ._poly import Polynomial
-from ._statistics import ActivePaths, active_paths, path_statistics
+from ._statistics import (
+    ActivePaths,
+    active_paths,
+    path_statistics,
+    require_numbers_for_float_data,
+)
 from ._task import as_float
 
 __all__ = ["LUMPINGS", "ReducedSystem", "Reduction", "reduce"]
@@ -259,6 +265,10 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
         raise GdlnError(f"lump={lump!r}: expected one of {', '.join(LUMPINGS)}")
     task = problem.require_task()
     graph = problem.graph
+    try:
+        require_numbers_for_float_data(task)
+    except TaskSpecError as err:
+        raise TaskSpecError(str(err), source=problem.source) from err
     active = active_paths(graph, task)
     if not active.paths:
         raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
@@ -303,9 +313,21 @@ def _initial_values(problem: Problem, init: Any) -> dict[Edge, Any]:
         default = value.get("default", sp.Rational(1, 1000))
         for e in edges:
             out[e] = value.get(e, value.get(edge_name(e), default))
-        return {e: sp.nsimplify(v) if isinstance(v, (int, float)) else v for e, v in out.items()}
-    v = sp.nsimplify(value) if isinstance(value, (int, float)) else sp.sympify(value)
-    return dict.fromkeys(edges, v)
+        return {e: _initial_number(problem, v, f"init[{edge_name(e)}]") for e, v in out.items()}
+    return dict.fromkeys(edges, _initial_number(problem, value, "init"))
+
+
+def _initial_number(problem: Problem, value: Any, key: str) -> Any:
+    """An initial value as an exact number (or a sympy expression in declared symbols)."""
+    try:
+        number = evaluate(value, {}) if isinstance(value, str) else exact(value)
+    except ExpressionError as err:
+        raise GdlnError(f"{problem.source}: {key} {value!r}: {err}") from err
+    if not isinstance(number, (int, sp.Expr)) or (
+        isinstance(number, sp.Expr) and not number.free_symbols and not number.is_extended_real
+    ):
+        raise GdlnError(f"{problem.source}: {key} {value!r}: expected a real number")
+    return sp.sympify(number)
 
 
 def _component_modes(
@@ -336,9 +358,11 @@ def _component_modes(
     cache: dict[Any, Modes] = {}  # components with the same dataset-level blocks share bases
     stats = None
     for k, members in enumerate(active.components):
-        nodes = {("in", active.paths[i].source) for i in members} | {
-            ("out", active.paths[i].target) for i in members
-        }
+        nodes = sorted(  # sorted: a set's order changes with the hash seed
+            {("in", active.paths[i].source) for i in members}
+            | {("out", active.paths[i].target) for i in members},
+            key=str,
+        )
         dataset_level = all(len(binding[(k, role, v)]) <= 1 for role, v in nodes)
         spaces: dict[Hashable, int] = {}
         blocks: list[Block] = []
@@ -391,16 +415,74 @@ def _component_modes(
                         )
                     )
         exact = task.exact and sum(spaces.values()) <= MAX_EXACT_DIMS
+        symbols = set().union(*(b.exact.free_symbols for b in blocks if b.exact is not None))
         key = (tuple(sorted(spaces.items(), key=str)), tuple((b.row, b.col, b.tag) for b in blocks))
         if not dataset_level or key not in cache:
-            cache[key] = joint_modes(spaces, blocks, outputs=frozenset(outputs), exact=exact)
+            cache[key] = joint_modes(
+                spaces,
+                blocks,
+                outputs=frozenset(outputs),
+                exact=exact,
+                symbols=generic_values(symbols),
+            )
+            if symbols and cache[key].exact_vectors is None:
+                raise GdlnError(_symbolic_bases_message(problem, spaces, blocks, symbols))
         result.append(cache[key])
     return space, result
 
 
+def _symbolic_bases_message(
+    problem: Problem, spaces: Mapping[Hashable, int], blocks: Sequence[Block], symbols: set[Any]
+) -> str:
+    """Name the symbols the (float) bases change with, and ask for their values."""
+    generic = generic_values(symbols)
+    reference = joint_modes(spaces, blocks)
+    moving = []
+    for x in sorted(symbols, key=str):
+        other = {**generic, x: generic[x] * 3 + 1}
+        moved = [
+            Block(b.row, b.col, as_float(b.exact.xreplace(other)), b.exact, b.tag)
+            if b.exact is not None
+            else b
+            for b in blocks
+        ]
+        try:
+            if not _same_bases(reference, joint_modes(spaces, moved)):
+                moving.append(x)
+        except NotDiagonalizableError:
+            moving.append(x)
+    names = moving or sorted(symbols, key=str)
+    listed = ", ".join(repr(str(x)) for x in names)
+    why = "depend on" if moving else "cannot be written exactly for all values of"
+    bind = " ".join(f"--param {x}=VALUE" for x in names)
+    return (
+        f"{problem.source}: the bases of the path statistics (Eqs. 7-8) {why} symbol {listed}; "
+        f"give it a value: {bind}"
+    )
+
+
+def _same_bases(a: Modes, b: Modes) -> bool:
+    """Whether two sets of modes span the same lines in every space (up to order, sign)."""
+    if len(a) != len(b):
+        return False
+    for mode in a.vectors:
+        if not any(
+            mode.keys() == other.keys()
+            and all(abs(abs(float(mode[s] @ other[s])) - 1) < 1e-6 for s in mode)
+            for other in b.vectors
+        ):
+            return False
+    return True
+
+
 def _block(row: Hashable, col: Hashable, matrix: Any, tag: str) -> Block:
+    """A statistic as a :class:`Block`; symbols take generic values in ``Block.value``."""
     exact = sp.ImmutableMatrix(matrix) if isinstance(matrix, sp.MatrixBase) else None
-    return Block(row=row, col=col, value=as_float(matrix), exact=exact, tag=tag)
+    if exact is not None and exact.free_symbols:
+        value = as_float(exact.xreplace(generic_values(exact.free_symbols)))
+    else:
+        value = as_float(matrix)
+    return Block(row=row, col=col, value=value, exact=exact, tag=tag)
 
 
 def _alive_edges(
@@ -676,7 +758,7 @@ def _refine(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[lis
     """Split blocks until every member has the same right-hand side on the tied subspace."""
     rng = np.random.default_rng(12345)
     n_vars = max(loss.variables(), default=n_edges - 1) + 1
-    coeffs = [(m, float(c)) for m, c in loss.terms.items()]
+    coeffs = [(m, _generic_float(c)) for m, c in loss.terms.items()]
     changed = True
     while changed:
         changed = False
@@ -721,6 +803,13 @@ def _refine(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[lis
         if len(new_blocks) == len(blocks):
             return sorted(new_blocks, key=min)
         blocks = new_blocks
+
+
+def _generic_float(value: Any) -> float:
+    """A number as float; symbols (e.g. a symbolic probability) at generic values."""
+    if isinstance(value, sp.Basic) and value.free_symbols:
+        value = value.xreplace(generic_values(value.free_symbols))
+    return float(value)
 
 
 def _lumped_system(
@@ -813,6 +902,14 @@ def _conserved(
             matrix[index[m], c] = value
     out = []
     for vector in matrix.nullspace():
+        if not all(x.is_Rational for x in vector):  # symbolic probabilities or gates
+            vector = vector.applyfunc(sp.cancel)
+            out.append(
+                sp.factor_terms(
+                    sum(vector[c] * generators[i] * generators[j] for c, (i, j) in enumerate(pairs))
+                )
+            )
+            continue
         denominators = [sp.fraction(sp.nsimplify(x))[1] for x in vector]
         scale = math.lcm(*[int(x) for x in denominators]) if denominators else 1
         vector = vector * scale
@@ -857,10 +954,14 @@ def _eliminate(
         constants[C] = sp.nsimplify(q_now.subs(initial))
         coefficient = sp.Poly(q_now, v).coeff_monomial(v**2)
         square = sp.expand((C - (q_now - coefficient * v**2)) / coefficient)
+        # v keeps the sign it starts with: it cannot cross 0 while Q = C is conserved
+        # unless the square itself reaches 0
+        sign = sp.sign(initial[v])
+        root = -sp.sqrt(square) if sign == -1 else sp.sqrt(square)
         for w in remaining:
             if w != v:
-                rhs[w] = _tidy(sp.expand(rhs[w]).subs(v**2, square).subs(v, sp.sqrt(square)))
-        eliminated[v] = sp.sqrt(square)
+                rhs[w] = _tidy(sp.expand(rhs[w]).subs(v**2, square).subs(v, root))
+        eliminated[v] = root
         remaining.remove(v)
     return rhs, eliminated, constants
 

@@ -15,7 +15,7 @@ import sympy as sp
 
 from ._graphfile import Problem
 from ._paths import enumerate_paths, input_nodes, output_nodes
-from ._reduction import Reduction, edge_name
+from ._reduction import Reduction, _block, edge_name
 from ._statistics import path_statistics
 
 __all__ = ["FORMATS", "format_derivation", "format_paths", "format_statistics"]
@@ -109,22 +109,13 @@ def format_statistics(
             },
             indent=1,
         )
-    latex = fmt == "latex"
+    if fmt == "latex":
+        return _statistics_latex(stats, reduction, bases)
     lines = []
     for p, m in stats.input_output.items():
-        if latex:
-            lines.append(
-                rf"\Sigma^{{yx}}(\mathrm{{{p}}}) = {sp.latex(sp.Matrix(m) if not isinstance(m, sp.MatrixBase) else m)}"
-            )
-        else:
-            lines += [f"Sigma_yx({p}) =", _indent(_matrix_text(m))]
+        lines += [f"Sigma_yx({p}) =", _indent(_matrix_text(m))]
     for (j, p), m in stats.input.items():
-        if latex:
-            lines.append(
-                rf"\Sigma^{{x}}(\mathrm{{{j}}}, \mathrm{{{p}}}) = {sp.latex(sp.Matrix(m) if not isinstance(m, sp.MatrixBase) else m)}"
-            )
-        else:
-            lines += [f"Sigma_x({j}, {p}) =", _indent(_matrix_text(m))]
+        lines += [f"Sigma_x({j}, {p}) =", _indent(_matrix_text(m))]
     if reduction is not None:
         values = _mode_values(reduction, stats)
         lines.append("")
@@ -145,49 +136,93 @@ def format_statistics(
     return "\n".join(lines)
 
 
+_LATEX_SPECIAL = {c: "\\" + c for c in "_{}#%&$"} | {
+    "\\": r"\backslash ",
+    "^": r"\^{}",
+    "~": r"\~{}",
+}
+
+
+def _latex_name(name: Any) -> str:
+    """A node, space or path name as upright LaTeX text, ``->`` as an arrow."""
+    parts = [
+        r"\mathrm{" + "".join(_LATEX_SPECIAL.get(c, c) for c in part) + "}"
+        for part in str(name).split("->")
+    ]
+    return r" \to ".join(parts)
+
+
+def _latex_matrix(m: Any) -> str:
+    if not isinstance(m, sp.MatrixBase):
+        m = sp.Matrix(np.asarray(m, dtype=float))
+    return sp.latex(m, mat_delim="[", mat_str="matrix")
+
+
+def _statistics_latex(stats: Any, reduction: Reduction | None, bases: list[dict[str, Any]]) -> str:
+    r"""Eqs. (5)-(6), $S$, $D$, $U$ and $V$ as LaTeX lines (``%`` starts a comment)."""
+    lines = ["% path statistics, Eqs. (5)-(6)"]
+    for p, m in stats.input_output.items():
+        lines.append(rf"\Sigma^{{yx}}({_latex_name(p)}) = {_latex_matrix(m)}")
+    for (j, p), m in stats.input.items():
+        lines.append(rf"\Sigma^{{x}}({_latex_name(j)},\ {_latex_name(p)}) = {_latex_matrix(m)}")
+    if reduction is not None:
+        lines.append("")
+        lines.append(
+            r"% diagonal values per mode: S(p) = U^T \Sigma^{yx}(p) V, D(j,p) = V^T \Sigma^x(j,p) V"
+        )
+        for kind, paths, vals in _mode_value_rows(reduction, stats):
+            row = sp.Matrix([[sp.sympify(v) for v in vals]])
+            inner = r",\ ".join(_latex_name(p) for p in paths)
+            lines.append(rf"{kind}({inner}) = {_latex_matrix(row)}")
+    for k, comp in enumerate(bases):
+        lines.append("")
+        lines.append(f"% component {k}: {len(comp['modes'])} live modes")
+        for space, matrix in comp["bases"].items():
+            name = "U" if space.startswith("out") else "V"
+            value = (
+                sp.Matrix([[sp.sympify(x) for x in row] for row in matrix])
+                if comp["exact"]
+                else np.array(matrix, dtype=float)
+            )
+            lines.append(f"% columns: modes {comp['columns'][space]}")
+            lines.append(rf"{name}_{{{_latex_name(space)}}} = {_latex_matrix(value)}")
+    return "\n".join(lines)
+
+
 def _indent(text: str, n: int = 2) -> str:
     return "\n".join(" " * n + line for line in text.splitlines())
 
 
 def _mode_values(reduction: Reduction, stats: Any) -> dict[str, list[Any]]:
     """S(p) and D(j, p) per live mode of each path's component (exact when affordable)."""
+    return {
+        f"{kind}({', '.join(str(p) for p in paths)})": values
+        for kind, paths, values in _mode_value_rows(reduction, stats)
+    }
+
+
+def _mode_value_rows(
+    reduction: Reduction, stats: Any
+) -> list[tuple[str, tuple[Any, ...], list[Any]]]:
+    """``("S", (p,), values)`` and ``("D", (j, p), values)`` for :func:`_mode_values`."""
     exact = stats.exact and len(stats.paths) <= 200
     comp = reduction.active.component_of()
     index = {p: i for i, p in enumerate(reduction.active.paths)}
-    out: dict[str, list[Any]] = {}
+    out: list[tuple[str, tuple[Any, ...], list[Any]]] = []
 
-    def vec(k: int, alpha: int, node: Any) -> Any:
+    def values(k: int, row: Any, matrix: Any, col: Any, tag: str) -> list[Any]:
         modes = reduction.modes[k]
-        space = reduction._space[(k, node)]
-        if exact and modes.exact_vectors is not None:
-            return modes.exact_vectors[alpha].get(space)
-        v = modes.vectors[alpha].get(space)
-        return None if v is None else v
-
-    def value(k: int, a: Any, matrix: Any, b: Any) -> Any:
-        if a is None or b is None:
-            return 0
-        if exact and isinstance(a, sp.MatrixBase):
-            return sp.radsimp((a.T * sp.Matrix(matrix) * b)[0, 0])
-        return float(
-            np.asarray(a, dtype=float)
-            @ np.asarray(matrix, dtype=float)
-            @ np.asarray(b, dtype=float)
-        )
+        block = _block(reduction._space[(k, row)], reduction._space[(k, col)], matrix, tag)
+        use_exact = exact and modes.exact_vectors is not None and block.exact is not None
+        return [modes.value(block, a, exact=use_exact) for a in range(len(modes))]
 
     for p, m in stats.input_output.items():
         k = comp[index[p]]
-        out[f"S({p})"] = [
-            value(k, vec(k, a, p.target), m, vec(k, a, p.source))
-            for a in range(len(reduction.modes[k]))
-        ]
+        out.append(("S", (p,), values(k, p.target, m, p.source, f"Sigma_yx({p})")))
     for (j, p), m in stats.input.items():
         k = comp[index[p]]
         if comp[index[j]] == k:
-            out[f"D({j}, {p})"] = [
-                value(k, vec(k, a, j.source), m, vec(k, a, p.source))
-                for a in range(len(reduction.modes[k]))
-            ]
+            out.append(("D", (j, p), values(k, j.source, m, p.source, f"Sigma_x({j}, {p})")))
     return out
 
 
@@ -205,12 +240,10 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
             if exact:
                 assert modes.exact_vectors is not None
                 cols = [modes.exact_vectors[o][space] for o in owners if o is not None]
-                rest = matrix[:, len(cols) :]
-                full = (
-                    sp.Matrix.hstack(*cols, sp.Matrix(np.round(rest, 12)))
-                    if cols
-                    else sp.Matrix(np.round(rest, 12))
-                )
+                rest = modes.exact_complement.get(space)
+                if rest is None:  # no exact completion found: float dead directions
+                    rest = sp.Matrix(np.round(matrix[:, len(cols) :], 12))
+                full = sp.Matrix.hstack(*cols, rest) if cols else sp.Matrix(rest)
                 bases[label] = [[str(x) for x in row] for row in full.tolist()]
             else:
                 bases[label] = np.round(matrix, 12).tolist()

@@ -14,22 +14,35 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import sympy as sp
-from scipy.integrate import odeint
+from scipy.integrate import solve_ivp
 
 from ._errors import GdlnError
 from ._poly import evaluate_monomials, monomial_table
 from ._reduction import ReducedSystem, Reduction
+from ._task import unbound_message
 from ._trajectory import Trajectory
 
 __all__ = ["solve"]
 
 
 _SCALAR_STATE_MAX = 512  # largest state compiled into one scalar function (see _Numeric.scalar)
+MAX_RHS_CALLS = 2_000_000  # the ODE solver gives up after this many right-hand-side calls
+STALL_CALLS = 10_000  # ... or after this many (plus 10 per variable) without advancing in t
+
+
+class _Stop(Exception):
+    """Raised inside the right-hand side to stop the solver; carries where it stopped."""
+
+    def __init__(self, reason: str, t: float, state: np.ndarray):
+        super().__init__(reason)
+        self.reason, self.t, self.state = reason, t, state
 
 
 class _Numeric:
@@ -53,6 +66,12 @@ class _Numeric:
 
     @functools.cached_property
     def scalar(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """:attr:`scalar_list` returning an array (for the gradient-descent map)."""
+        fn = self.scalar_list
+        return None if fn is None else (lambda state: np.array(fn(state)))
+
+    @functools.cached_property
+    def scalar_list(self) -> Callable[[np.ndarray], list[float]] | None:
         """The right-hand side as one scalar function of the flat state ``(vars * modes,)``.
 
         Compiled with the ``math`` module and shared subexpressions, and only for states of
@@ -74,7 +93,7 @@ class _Numeric:
                 )
                 exprs.append(system.rhs[v].xreplace({**values, **constants}))
         fn = sp.lambdify([s for row in y for s in row], exprs, "math", cse=True)
-        return lambda state: np.array(fn(*state.tolist()))
+        return lambda state: fn(*state.tolist())
 
     def f(self, y: np.ndarray) -> np.ndarray:
         out = self.rhs(list(y), self.data, self.consts)
@@ -112,6 +131,19 @@ def _compiled(system: ReducedSystem) -> _Numeric:
     return _COMPILED[system]
 
 
+def _require_numbers(reduction: Reduction) -> None:
+    """Refuse a reduction whose data or initial values still hold symbols."""
+    task = reduction.problem.require_task()
+    values: list[Any] = [reduction.constant, *reduction.context_constants]
+    values += [c.probability for c in task.contexts]
+    for system in reduction.systems:
+        values += [x for vals in system.symbols.values() for x in vals]
+        values += [*system.constants.values(), *system.initial.values()]
+    free = set().union(*(v.free_symbols for v in values if isinstance(v, sp.Basic)))
+    if free:
+        raise GdlnError(f"{reduction.problem.source}: {unbound_message(free)}")
+
+
 def solve(
     reduction: Reduction,
     *,
@@ -130,10 +162,16 @@ def solve(
     t_max
         Final time, in units of $\tau$.
     lr
-        ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``). A number: iterate the exact
-        gradient-descent map with this learning rate (``t_max/lr`` steps).
+        ``None``: solve the ODE (``scipy.integrate.solve_ivp``, LSODA). A number: iterate the
+        exact gradient-descent map with this learning rate (``t_max/lr`` steps).
     n_points
         Number of recorded times.
+
+    Raises
+    ------
+    GdlnError
+        If the solution overflows or becomes non-finite (naming the time or step, the
+        variable and its value), or the ODE solver fails.
 
     Returns
     -------
@@ -146,6 +184,7 @@ def solve(
         raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
     if lr is not None and not (lr > 0 and math.isfinite(lr)):
         raise GdlnError(f"lr must be a positive number, got {lr!r}")
+    _require_numbers(reduction)
     numerics = [_compiled(s) for s in reduction.systems]
     sizes = [len(n.free) * n.n_modes for n in numerics]
     splits = np.cumsum(sizes)[:-1]
@@ -165,31 +204,108 @@ def solve(
         return out
 
     rhs: Callable[[np.ndarray], np.ndarray] = all_systems
-    if len(numerics) == 1 and numerics[0].scalar is not None:
-        rhs = numerics[0].scalar  # skip the per-system loop; the solver calls this often
+    rhs_ode: Callable[[np.ndarray], Any] = all_systems
+    if len(numerics) == 1 and numerics[0].scalar_list is not None:
+        # skip the per-system loop; the solver calls this often, and takes a list as is
+        rhs, rhs_ode = numerics[0].scalar, numerics[0].scalar_list  # type: ignore[assignment]
+
+    labels = [
+        (f"{v}{'' if len(numerics) == 1 else f'@{k}'}", a)
+        for k, n in enumerate(numerics)
+        for v in n.free
+        for a in range(n.n_modes)
+    ]
+    source = reduction.problem.source
+
+    def worst(state: np.ndarray) -> str:
+        """The variable that went furthest: the first non-finite one, else the largest."""
+        bad = np.flatnonzero(~np.isfinite(state))
+        i = int(bad[0]) if len(bad) else int(np.argmax(np.abs(state)))
+        name, mode = labels[i]
+        return f"{name} = {state[i]:.4g} in mode {mode}"
 
     if lr is None:
         times = np.linspace(0.0, t_max, n_points)
-        states, info = odeint(
-            lambda y, t: rhs(y), y0, times, rtol=rtol, atol=atol, full_output=True
-        )
-        if info["message"] != "Integration successful.":
-            raise GdlnError(f"the ODE solver failed: {info['message']}")
-        states = states.T
+        # what the solver asked for last, and a check of progress every `patience` calls
+        t_last, y_last, calls = 0.0, y0, 0
+        patience = STALL_CALLS + 10 * len(y0)  # allows a few finite-difference Jacobians
+        checkpoint, t_checkpoint = patience, -1.0
+
+        def fun(t: float, y: np.ndarray) -> Any:
+            nonlocal t_last, y_last, calls, checkpoint, t_checkpoint
+            t_last, y_last = t, y
+            calls += 1
+            if calls >= checkpoint:
+                if t <= t_checkpoint:
+                    raise _Stop(
+                        f"solver made no progress in {patience} right-hand-side calls", t, y
+                    )
+                if calls > MAX_RHS_CALLS:
+                    raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
+                checkpoint, t_checkpoint = calls + patience, t
+            try:
+                value = rhs_ode(y)
+            except OverflowError as err:
+                raise _Stop("overflowed", t, y) from err
+            except ZeroDivisionError as err:
+                raise _Stop("divided by zero", t, y) from err
+            total = sum(value) if isinstance(value, list) else float(value.sum())
+            if total - total != 0:  # inf or nan: float products overflow to inf silently
+                raise _Stop("overflowed", t, y)
+            return value
+
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                result = solve_ivp(
+                    fun, (0.0, t_max), y0, method="LSODA", t_eval=times, rtol=rtol, atol=atol
+                )
+        except _Stop as stop:
+            raise GdlnError(
+                f"{source}: the ODE {stop.reason} at t = {stop.t:.4g} tau, where "
+                f"{worst(stop.state)}; lower the initial value (--init) or t_max"
+            ) from None
+        if result.status != 0 or not np.all(np.isfinite(result.y)):
+            t_fail, state = t_last, y_last
+            raise GdlnError(
+                f"{source}: the ODE solver failed at t = {t_fail:.4g} tau, where "
+                f"{worst(state)}: {result.message}"
+            )
+        states = result.y
+        states[:, 0] = y0  # t_eval[0] = 0 comes from the first step's interpolant otherwise
         method = "ode"
     else:
         steps = round(t_max / lr)
         record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
         states_list, y, step = [], y0.copy(), 0
-        for target in record:
-            while step < target:
-                y = y + lr * rhs(y)
-                step += 1
-            if not np.all(np.isfinite(y)):
-                raise GdlnError(
-                    f"the gradient-descent map diverged at step {step} (lr={lr}); lower lr"
-                )
-            states_list.append(y.copy())
+
+        def diverged(at: int, state: np.ndarray) -> GdlnError:
+            return GdlnError(
+                f"{source}: the gradient-descent map diverged at step {at} "
+                f"(t = {at * lr:.4g} tau, lr={lr}), where {worst(state)}; lower lr or --init"
+            )
+
+        with np.errstate(all="ignore"):
+            for target in record:
+                good, good_step = y, step
+                try:
+                    while step < target:
+                        y = y + lr * rhs(y)
+                        step += 1
+                    finite = bool(np.all(np.isfinite(y)))
+                except (OverflowError, ZeroDivisionError):
+                    finite = False
+                if not finite:
+                    # replay from the last finite record to name the first bad step
+                    y, step = good, good_step
+                    try:
+                        while np.all(np.isfinite(y)):
+                            y = y + lr * rhs(y)
+                            step += 1
+                    except (OverflowError, ZeroDivisionError):
+                        step += 1
+                    raise diverged(step, y)
+                states_list.append(y.copy())
         times, states = record * lr, np.array(states_list).T
         method = "gd-map"
     task = reduction.problem.require_task()

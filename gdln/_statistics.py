@@ -23,6 +23,7 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
+from ._errors import TaskSpecError
 from ._paths import Path
 from ._task import Task, as_float
 
@@ -124,7 +125,7 @@ def _components(
                         continue
                     key = (c.dataset, c.inputs[paths[i].source], c.inputs[paths[j].source])
                     if key not in nonzero:
-                        nonzero[key] = bool(np.any(as_float(data.moment(key[1], key[2])) != 0))
+                        nonzero[key] = _nonzero(data.moment(key[1], key[2]))
                     if nonzero[key]:
                         union(i, j)
     groups: dict[int, list[int]] = defaultdict(list)
@@ -183,6 +184,7 @@ def path_statistics(
     graph: nx.DiGraph, task: Task, active: ActivePaths | None = None
 ) -> PathStatistics:
     """Compute Eqs. (5)-(6) for every active path and co-active pair."""
+    require_numbers_for_float_data(task)
     active = active or active_paths(graph, task)
     paths = active.paths
     exact = task.exact
@@ -213,6 +215,30 @@ def path_statistics(
         input={(paths[j], paths[i]): _freeze(v) for (j, i), v in xx.items()},
         exact=exact,
     )
+
+
+def require_numbers_for_float_data(task: Task) -> None:
+    """Symbolic probabilities, weights or gates need exact data: float statistics cannot
+    hold symbols."""
+    if task.exact:
+        return
+    for index, c in enumerate(task.contexts):
+        for what, value in [
+            ("probability", c.probability),
+            *(("gate", g) for g in c.gates.values()),
+        ]:
+            if isinstance(value, sp.Basic) and value.free_symbols:
+                raise TaskSpecError(
+                    f"context {index} ({c.label!r}): symbolic {what} {value} with float data "
+                    f"(npz); give exact data or bind the symbols: "
+                    + " ".join(f"--param {x}=VALUE" for x in sorted(map(str, value.free_symbols)))
+                )
+
+
+def _nonzero(moment: Any) -> bool:
+    if isinstance(moment, sp.MatrixBase):  # exact, possibly symbolic
+        return any(x != 0 for x in moment)
+    return bool(np.any(moment != 0))
 
 
 def _accumulate(table: dict[Any, Any], key: Any, weight: Any, moment: Any, exact: bool) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from ._errors import TaskSpecError
 from ._examples import ExampleSet
 
 __all__ = ["Context", "Dataset", "Task", "hierarchy_dataset"]
@@ -35,7 +36,17 @@ def as_float(matrix: Matrix) -> np.ndarray:
     """A statistic as a float64 array, whatever its exact type."""
     if isinstance(matrix, np.ndarray):
         return matrix.astype(float, copy=False)
+    if matrix.free_symbols:
+        raise TaskSpecError(unbound_message(matrix.free_symbols))
     return np.array(matrix.evalf(), dtype=float).reshape(matrix.shape)
+
+
+def unbound_message(symbols: Any) -> str:
+    """The error for data symbols that need a value (``symbols:`` in a graph file)."""
+    names = sorted(str(x) for x in symbols)
+    bind = " ".join(f"--param {n}=VALUE" for n in names)
+    listed = ", ".join(repr(n) for n in names)
+    return f"symbol {listed} (from 'symbols:') has no value; numbers need one: bind it with {bind}"
 
 
 @dataclass(frozen=True, eq=False)

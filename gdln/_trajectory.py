@@ -7,6 +7,8 @@ $t/\\tau = \\mathrm{lr}\\times\\mathrm{step}$).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,8 +31,10 @@ class Trajectory:
     loss
         ``(T,)`` or ``(T, seeds)``: the loss of Eq. (1) of Saxe et al. 2022.
     series
-        Name -> array whose axis 0 is time, e.g. ``"B1"`` -> ``(T, modes)`` or
-        ``"loss/x0->y3"`` -> ``(T,)``.
+        Name -> array whose axis 0 is time. From :func:`gdln.solve`: every reduced
+        variable, e.g. ``"B1"`` -> ``(T, modes)``, and ``"context_loss"`` ->
+        ``(T, contexts)`` with the labels in ``meta["context_labels"]``. From
+        :func:`gdln.simulate`: e.g. ``"loss/x0->y3"`` -> ``(T, seeds)``.
     meta
         JSON-serialisable description: source file, parameters, method, seeds, ...
     """
@@ -104,13 +108,21 @@ class Trajectory:
 
 
 def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
-    """A trajectory as JSON (``t``, ``loss``, ``variables``: name -> per mode) or CSV."""
+    """A trajectory as JSON or CSV.
+
+    JSON: ``t``, ``loss``, ``variables`` (name -> one series per mode), ``context_loss``
+    (context label -> series: the loss of Eq. (1) within that context, whose average by
+    the context probabilities is ``loss``) and ``meta``. CSV: one row per time, columns
+    ``t``, ``loss``, ``NAME[mode]`` and ``context_loss[LABEL]``.
+    """
     names = [k for k in trajectory.series if k != "context_loss"]
+    per_context = _context_columns(trajectory)
     if fmt == "json":
         payload = {
             "t": trajectory.t.tolist(),
             "loss": trajectory.loss.tolist(),
             "variables": {k: np.asarray(trajectory.series[k]).T.tolist() for k in names},
+            "context_loss": {label: values.tolist() for label, values in per_context.items()},
             "meta": dict(trajectory.meta),
         }
         return json.dumps(payload)
@@ -122,10 +134,29 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
             for j in range(values.shape[1]):
                 header.append(f"{k}[{j}]")
                 columns.append(values[:, j])
-        rows = [",".join(header)]
+        for label, values in per_context.items():
+            header.append(f"context_loss[{label}]")
+            columns.append(values)
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerow(header)  # quotes labels with commas
+        rows = [text.getvalue().rstrip("\n")]
         rows += [",".join(f"{x:.12g}" for x in row) for row in np.column_stack(columns)]
         return "\n".join(rows)
     raise ValueError(f"format {fmt!r}: expected json or csv")
+
+
+def _context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
+    """``series["context_loss"]`` ``(T, contexts)`` as label -> ``(T,)``."""
+    if "context_loss" not in trajectory.series:
+        return {}
+    values = np.asarray(trajectory.series["context_loss"]).reshape(len(trajectory.t), -1)
+    labels = [str(x) for x in trajectory.meta.get("context_labels", [])]
+    if len(labels) != values.shape[1]:
+        labels = [f"context{c}" for c in range(values.shape[1])]
+    out: dict[str, np.ndarray] = {}
+    for c, label in enumerate(labels):
+        out[label if label not in out else f"{label}#{c}"] = values[:, c]  # labels may repeat
+    return out
 
 
 def time_to_half_loss(t: np.ndarray, loss: np.ndarray) -> float | None:

@@ -18,8 +18,15 @@ def _problem(file: str, params: tuple[str, ...], task: str | None) -> gdln.Probl
     return gdln.load(file, params=gdln.parse_params(list(params)), task=task)
 
 
-def _init(value: str | None) -> Any:
-    return None if value is None else gdln.evaluate(value, {})
+def _init(file: str, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return gdln.evaluate(value, {})
+    except gdln.GdlnError as err:
+        raise gdln.GdlnError(
+            f"{file}: --init {value!r}: {err}; expected a number such as 0.1"
+        ) from err
 
 
 def _write(text: str, out: str | None, force: bool) -> None:
@@ -143,7 +150,7 @@ def derive(
       gdln derive graphs/routing.yaml --lump full --param M=10
     """
     problem = _problem(file, params, task)
-    click.echo(gdln.format_derivation(gdln.reduce(problem, lump=lump, init=_init(init)), fmt))
+    click.echo(gdln.format_derivation(gdln.reduce(problem, lump=lump, init=_init(file, init)), fmt))
 
 
 @cli.command()
@@ -199,7 +206,7 @@ def solve(
     problem = _problem(file, params, task)
     lump = lump or problem.settings.get("lump", "full")
     t_end = t_max if t_max is not None else float(problem.settings.get("t_max", 10))
-    reduction = gdln.reduce(problem, lump=lump, init=_init(init))
+    reduction = gdln.reduce(problem, lump=lump, init=_init(file, init))
     trajectory = gdln.solve(reduction, t_max=t_end, lr=lr, n_points=points)
     _write(gdln.format_trajectory(trajectory, fmt), out, force)
 

@@ -78,3 +78,29 @@ def rhs_values(system: gdln.ReducedSystem, values: dict) -> dict:
         vals += [float(system.constants[c]) for c in system.constants]
         out[v] = np.broadcast_to(np.asarray(fn(*vals), dtype=float), (len(system.modes),))
     return out
+
+
+def full_context_losses(problem: gdln.Problem, weights: dict) -> np.ndarray:
+    """Eq. (1) within each context, on the raw examples of the full network (numpy).
+
+    The forward pass h_v = g_v sum_q g_q W_q h_s(q) is written out here, independently of
+    the reduction; returns one loss per context of the task.
+    """
+    graph = problem.graph
+    ex = problem.examples()
+    h = {}
+    for v in nx.topological_sort(graph):
+        if graph.in_degree(v) == 0:
+            h[v] = ex.inputs[v]
+            continue
+        total = 0.0
+        for u in graph.predecessors(v):
+            g = ex.gates[(u, v)][:, None] if (u, v) in ex.gates else 1.0
+            total = total + g * (h[u] @ np.asarray(weights[(u, v)]).T)
+        h[v] = (ex.gates[v][:, None] if v in ex.gates else 1.0) * total
+    per_example = sum(
+        0.5 * ((ex.targets[v] - h[v]) ** 2).sum(1) for v in graph.nodes if graph.out_degree(v) == 0
+    )
+    n = len(problem.task.contexts)
+    mass = np.bincount(ex.context, weights=ex.weights, minlength=n)
+    return np.bincount(ex.context, weights=ex.weights * per_example, minlength=n) / mass

@@ -139,3 +139,187 @@ def test_each_bad_input_is_one_line_naming_the_file(case, tmp_path, capsys) -> N
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and match in lines[0]
     assert "bad.yaml" in lines[0]
+
+
+def _nan_npz(folder) -> None:
+    import numpy as np
+
+    x = np.array([[1.0, np.nan], [0.0, 1.0]])
+    np.savez(folder / "data.npz", **{"inputs/x": x, "targets/y": np.ones((2, 1))})
+
+
+def _truncated_graphml(folder) -> None:
+    import networkx as nx
+
+    graph = nx.DiGraph([("a", "b")])
+    nx.set_node_attributes(graph, 1, "size")
+    nx.write_graphml(graph, folder / "full.graphml")
+    text = (folder / "full.graphml").read_text()
+    (folder / "bad.graphml").write_text(text[: len(text) // 2])
+
+
+TWO_NODES = "nodes: [{id: x, size: 2}, {id: y, size: 1}]\nedges: [{source: x, target: y}]\n"
+# Bad command lines and bad data files: (file text or None for routing, setup, args, match).
+BAD_RUNS = {
+    "init not a number": (None, None, ["solve", "--init", "abc"], "--init 'abc': unknown name"),
+    "gd map overflows": (
+        None,
+        None,
+        ["solve", "--lr", "100", "--t-max", "1000"],
+        r"gradient-descent map diverged at step \d+ \(t = [\d.]+ tau, lr=100.0\), where B\d",
+    ),
+    "ode overflows": (
+        None,
+        None,
+        ["solve", "--init", "1e200"],
+        r"the ODE overflowed at t = 0 tau, where B\d = 1e\+200",
+    ),
+    "ode solver stalls": (
+        None,
+        None,
+        ["solve", "--init", "1e40", "--t-max", "100"],
+        r"the ODE solver made no progress in \d+ right-hand-side calls at t = [\d.e+-]+ tau",
+    ),
+    "huge parameter": (None, None, ["derive", "--param", "hidden=9**9**9"], "is too large"),
+    "huge repeat": (
+        None,
+        None,
+        ["derive", "--param", "M=10**9"],
+        r"nodes\[0\]\.repeat\.i: repeat count 1000000000 is above the limit",
+    ),
+    "nan in npz": (
+        TWO_NODES + "task: {npz: data.npz}\n",
+        _nan_npz,
+        ["derive"],
+        r"task\.npz\['inputs/x'\]: data\.npz: array 'inputs/x' has the non-finite value nan",
+    ),
+    "nan in examples": (
+        TWO_NODES + "task: {examples: [{inputs: {x: [1, .nan]}, targets: {y: [1]}}]}\n",
+        None,
+        ["derive"],
+        r"task\.examples\[0\]\.inputs\.x: number nan is not finite",
+    ),
+    "truncated graphml": (None, _truncated_graphml, ["derive"], "cannot read graph"),
+    "unbound symbol": (
+        "symbols: [a]\n"
+        + TWO_NODES
+        + "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [a]}}]}\n",
+        None,
+        ["solve"],
+        r"symbol 'a' \(from 'symbols:'\) has no value; .* --param a=VALUE",
+    ),
+    "bad symbol value": (
+        "symbols: [a]\n"
+        + TWO_NODES
+        + "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [a]}}]}\n",
+        None,
+        ["solve", "--param", "a=b"],
+        r"symbols\[0\] \(a\): unknown name 'b'",
+    ),
+    "repeated context": (
+        TWO_NODES.replace("size: 2", "size: 1")
+        + "datasets: {d: {examples: {a: [[1]], b: [[1]]}}}\ntask:\n  contexts:\n"
+        "    - {probability: 1/4, dataset: d, inputs: {x: a}, targets: {y: b}}\n"
+        "    - {repeat: {i: 1, k: 3}, probability: 1/4 + k, dataset: d, inputs: {x: a}, "
+        "targets: {y: b}}\n",
+        None,
+        ["derive"],
+        r"task\.contexts\[1\] \(i=0, k=1\)\.probability: probability 5/4",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RUNS))
+def test_each_bad_run_is_one_line_naming_the_file(case, tmp_path, capsys) -> None:
+    import re
+
+    text, setup, args, match = BAD_RUNS[case]
+    if setup is not None:
+        setup(tmp_path)
+    if case == "truncated graphml":
+        path = tmp_path / "bad.graphml"
+    elif text is None:
+        path = GRAPHS / "routing.yaml"
+    else:
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+    code, _, err = run([args[0], str(path), *args[1:]], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and re.search(match, lines[0]), err
+    assert path.name in lines[0]
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_solve_output_has_the_loss_of_each_context(fmt, tmp_path, capsys) -> None:
+    # Routing with a seeded random choice of routes: outputs are trained different numbers
+    # of times, so the contexts' losses differ. Each context's loss in the output must be
+    # the full network's loss on that context's examples, with the weights rebuilt from
+    # the reduced variables (Eq. 9), and the losses must average to the total.
+    import csv
+    import io
+
+    import numpy as np
+    from helpers import full_context_losses
+
+    import gdln
+
+    params = ["--param", "M=4", "--param", "K=2", "--param", "seed=1", "--param", "hidden=6"]
+    args = ["solve", str(GRAPHS / "routing.yaml"), *params, "--lump", "none", "--init", "0.2"]
+    code, out, _ = run([*args, "--t-max", "6", "--points", "4", "--format", fmt], capsys)
+    assert code == 0
+    problem = gdln.load(
+        GRAPHS / "routing.yaml", params={"M": "4", "K": "2", "seed": "1", "hidden": "6"}
+    )
+    labels = [c.label for c in problem.task.contexts]
+    if fmt == "json":
+        data = json.loads(out)
+        t, loss = np.array(data["t"]), np.array(data["loss"])
+        per_context = np.array([data["context_loss"][label] for label in labels]).T
+        variables = {k: np.array(v).T for k, v in data["variables"].items()}
+    else:
+        rows = list(csv.reader(io.StringIO(out)))
+        table = np.array(rows[1:], dtype=float)
+        column = {name: table[:, i] for i, name in enumerate(rows[0])}
+        t, loss = column["t"], column["loss"]
+        per_context = np.column_stack([column[f"context_loss[{label}]"] for label in labels])
+        variables = {}
+        for name, values in column.items():
+            if "[" in name and not name.startswith("context_loss"):
+                variables.setdefault(name.split("[")[0], []).append(values)
+        variables = {k: np.column_stack(v) for k, v in variables.items()}
+    p = np.array([float(c.probability) for c in problem.task.contexts])
+    digits = 1e-12 if fmt == "json" else 1e-10  # the CSV prints 12 significant digits
+    np.testing.assert_allclose(per_context @ p, loss, rtol=digits)
+    assert np.ptp(per_context[-1]) > 1e-3  # the contexts really differ
+    reduction = gdln.reduce(problem, lump="none", init=0.2)
+    edges = {str(v): s.edges[v][0] for s in reduction.systems for v in s.variables}
+    modes = {str(v): s.modes for s in reduction.systems for v in s.variables}
+    for k in range(len(t)):
+        weights = {}
+        for edge in problem.graph.edges:
+            left, right, slots = reduction.edge_bases(edge, seed=0)
+            b = np.zeros(len(slots))
+            for name in edges:
+                if edges[name] == edge:
+                    for j, alpha in enumerate(modes[name]):
+                        b[slots.index(alpha)] = variables[name][k, j]
+            weights[edge] = left @ np.diag(b) @ right.T
+        expected = full_context_losses(problem, weights)
+        np.testing.assert_allclose(per_context[k], expected, rtol=1e-8)
+
+
+def test_symbolic_data_through_stats_derive_and_solve(tmp_path, capsys) -> None:
+    path = tmp_path / "sym.yaml"
+    path.write_text(
+        "symbols: [a]\n" + TWO_NODES + "task: {examples: [{inputs: {x: [1, 0]}, targets: {y: [a]}},"
+        " {inputs: {x: [0, 1]}, targets: {y: [0]}}]}\n"
+    )
+    code, out, _ = run(["stats", str(path), "--format", "json"], capsys)
+    a = sp.Symbol("a", positive=True)
+    values = json.loads(out)["mode_values"]
+    assert code == 0 and sp.simplify(sp.sympify(values["S(x->y)"][0], {"a": a}) - a / 2) == 0
+    code, out, _ = run(["derive", str(path), "--format", "json"], capsys)
+    (system,) = json.loads(out)["systems"]
+    assert code == 0 and system["symbols"]["s"] == ["a/2"]
+    code, out, _ = run(["solve", str(path), "--param", "a=2", "--t-max", "1"], capsys)
+    assert code == 0 and json.loads(out)["loss"][0] == pytest.approx(1.0, rel=1e-2)  # <y^2>/2 = 1

@@ -9,6 +9,7 @@ import sympy as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gdln import GdlnError
 from gdln._expr import ExpressionError, evaluate, pick, render
 
 
@@ -33,11 +34,28 @@ def test_render_fills_fields() -> None:
         ("1 +", "cannot parse"),
         ("1/0", "division by zero"),
         ("isqrt(-1)", "non-negative integer"),
+        ("9**9**9", r"\(9\)\*\*\(387420489\) is too large \(about 2\*\*1.23e\+09"),
+        ("(1/2)**5000", "is too large"),
+        ("2**4095 * 2**4095", "a number of 8191 bits is too large"),
+        ("0**-1", "division by zero"),
+        ("'x' * 10**9", "cannot evaluate .*: \\* needs numbers"),
+        ("pick(0, 0, 10**7, 1, 3)", "M=10000000 is too large"),
     ],
 )
 def test_rejected(text: str, match: str) -> None:
     with pytest.raises(ExpressionError, match=match):
         evaluate(text, {})
+
+
+def test_expression_errors_are_gdln_errors() -> None:
+    # the CLI prints any GdlnError as one line; an expression error must be one
+    with pytest.raises(GdlnError, match="unknown name 'abc'"):
+        evaluate("abc", {})
+
+
+def test_large_but_bounded_numbers_are_exact() -> None:
+    assert evaluate("2**4000", {}) == 2**4000
+    assert evaluate("(1/3)**100", {}) == sp.Rational(1, 3**100)
 
 
 def test_pick_default_and_seeded() -> None:

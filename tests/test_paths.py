@@ -48,3 +48,23 @@ def test_routing_path_counts() -> None:
     assert sum(1 for _ in gdln.enumerate_paths(graph)) == 25
     assert sum(1 for _ in gdln.paths_through(graph, ("h1", "h2"))) == 25
     assert sum(1 for _ in gdln.paths_through(graph, ("x0", "h1"))) == 5
+
+
+def test_paths_are_enumerated_lazily_on_a_graph_with_2_to_the_40_paths() -> None:
+    # Two nodes per layer, each connected to both nodes of the next: 2^40 input-output
+    # paths. A version that built the list of P(e) or T(v) first would never return.
+    depth = 40
+    graph = nx.DiGraph()
+    graph.add_edges_from(("in", (0, k)) for k in range(2))
+    for layer in range(depth - 1):
+        graph.add_edges_from(((layer, a), (layer + 1, b)) for a in range(2) for b in range(2))
+    graph.add_edges_from(((depth - 1, k), "out") for k in range(2))
+    middle = ((depth // 2, 0), (depth // 2 + 1, 1))
+    for path in (
+        next(gdln.paths_ending_at(graph, "out")),
+        next(gdln.paths_through(graph, middle)),
+        next(gdln.enumerate_paths(graph)),
+    ):
+        assert path.source == "in" and path.target == "out" and len(path) == depth + 1
+        assert all(graph.has_edge(u, v) for u, v in path.edges)
+    assert middle in next(gdln.paths_through(graph, middle)).edges

@@ -134,27 +134,44 @@ def test_context_task_converges_to_app_a2_solutions(
 
 @pytest.mark.parametrize("name", ["crosspath", "chain", "routing", "xor"])
 def test_reduced_dynamics_equal_autograd_of_full_network(name: str) -> None:
+    # Decoupled weights W_e = sum_alpha b_{e,alpha} u_alpha v_alpha^T (Eq. 9) with a
+    # different random b for every edge and every mode, so that a mix-up of edges, modes
+    # or orbit factors cannot cancel out.
     problem = load(name, **({"M": 4, "K": 3, "hidden": 8} if name == "routing" else {}))
-    reduction = gdln.reduce(problem, lump="none", init=0.3)
-    weights = reduction.decoupled_weights(seed=3)
-    loss, grad = full_loss_and_gradient(problem, weights)
-    # loss: constant + sum over modes of the per-mode loss
-    total = float(reduction.constant)
+    reduction = gdln.reduce(problem, lump="none")
+    rng = np.random.default_rng(7)
+    b = {}  # (edge, mode) -> value
     for system in reduction.systems:
-        fn = sp.lambdify(list(system.variables) + list(system.symbols), system.loss, "numpy")
-        args = [0.3] * len(system.variables) + [
-            np.array([float(x) for x in system.symbols[k]]) for k in system.symbols
-        ]
-        total += float(np.sum(fn(*args)))
-    assert loss == pytest.approx(total, rel=RTOL_EXACT)
-    # gradient: projected onto the modes it is -rhs; nothing outside the modes
-    values = {}
-    for system in reduction.systems:
-        rhs = rhs_values(system, dict.fromkeys(system.variables, 0.3))
         for v in system.variables:
             (edge,) = system.edges[v]
+            for alpha in system.modes:
+                b[(edge, alpha)] = rng.uniform(-0.8, 0.8)
+    weights = {}
+    for edge in problem.graph.edges:
+        left, right, slots = reduction.edge_bases(edge, seed=3)
+        values = np.array([b.get((edge, alpha), 0.0) for alpha in slots])
+        shape = (problem.graph.nodes[edge[1]]["size"], problem.graph.nodes[edge[0]]["size"])
+        weights[edge] = left @ np.diag(values) @ right.T if slots else np.zeros(shape)
+    loss, grad = full_loss_and_gradient(problem, weights)
+    # loss: constant + sum over modes of the per-mode loss; rhs per mode at those values
+    total = float(reduction.constant)
+    flows = {}
+    for system in reduction.systems:
+        args = list(system.variables) + list(system.symbols)
+        point = [
+            np.array([b[(system.edges[v][0], a)] for a in system.modes]) for v in system.variables
+        ]
+        point += [np.array([float(x) for x in system.symbols[k]]) for k in system.symbols]
+        total += float(np.sum(sp.lambdify(args, system.loss, "numpy")(*point)))
+        for v in system.variables:
+            value = np.broadcast_to(
+                sp.lambdify(args, system.rhs[v], "numpy")(*point), len(system.modes)
+            )
             for j, alpha in enumerate(system.modes):
-                values[(edge, alpha)] = rhs[v][j]
+                flows[(system.edges[v][0], alpha)] = value[j]
+    assert len(set(np.round(list(b.values()), 12))) == len(b) > 1
+    assert loss == pytest.approx(total, rel=RTOL_EXACT)
+    # gradient: projected onto the modes it is -rhs; nothing outside the modes
     scale = max(np.abs(g).max() for g in grad.values())
     for edge, g in grad.items():
         left, right, slots = reduction.edge_bases(edge, seed=3)
@@ -162,7 +179,7 @@ def test_reduced_dynamics_equal_autograd_of_full_network(name: str) -> None:
         for k, alpha in enumerate(slots):
             projected = left[:, k] @ flow @ right[:, k]
             assert projected == pytest.approx(
-                values[(edge, alpha)], rel=RTOL_EXACT, abs=RTOL_EXACT * scale
+                flows[(edge, alpha)], rel=RTOL_EXACT, abs=RTOL_EXACT * scale
             )
             flow = flow - projected * np.outer(left[:, k], right[:, k])
         assert np.abs(flow).max() <= RTOL_EXACT * scale
@@ -218,3 +235,92 @@ def test_not_diagonalizable_names_paths_and_residual(tmp_path) -> None:
 def test_unknown_lumping_is_an_error() -> None:
     with pytest.raises(gdln.GdlnError, match="lump='sideways': expected one of"):
         gdln.reduce(load("chain"), lump="sideways")  # type: ignore[arg-type]
+
+
+# -- symbolic data (``symbols:`` in a graph file) ------------------------------------------
+
+SYMBOLIC_SCALE = """
+symbols: [a]
+nodes: [{id: x, size: 3}, {id: h, size: 2}, {id: y, size: 2}]
+edges: [{source: x, target: h}, {source: h, target: y}]
+task:
+  examples:
+    - {inputs: {x: [1, 0, 0]}, targets: {y: [2*a, 0]}}
+    - {inputs: {x: [0, 1, 0]}, targets: {y: [0, a]}}
+    - {inputs: {x: [0, 0, 1]}, targets: {y: [a, 0]}}
+"""
+
+SYMBOLIC_PROBABILITY = """
+symbols: [p]
+nodes: [{id: x, size: 2}, {id: "h{k}", size: 2, repeat: {k: 2}}, {id: y, size: 1}]
+edges:
+  - {source: x, target: "h{k}", gated: true, repeat: {k: 2}}
+  - {source: "h{k}", target: y, repeat: {k: 2}}
+datasets:
+  first:  {moments: {x: {x: [[1/3, 0], [0, 1/3]]}, y: {x: [[1/3, 0]], y: [[1/3]]}}}
+  second: {moments: {x: {x: [[1/3, 0], [0, 1/3]]}, y: {x: [[0, 1/3]], y: [[1/3]]}}}
+task:
+  contexts:
+    - {probability: p, active: ["x->h0"], dataset: first, inputs: {x: x}, targets: {y: y}}
+    - {probability: 1 - p, active: ["x->h1"], dataset: second, inputs: {x: x}, targets: {y: y}}
+"""
+
+
+def symbolic(tmp_path, text: str, **params: str) -> gdln.Problem:
+    path = tmp_path / "symbolic.yaml"
+    path.write_text(text)
+    return gdln.load(path, params=params)
+
+
+def test_symbolic_target_scale_multiplies_the_singular_values(tmp_path) -> None:
+    a = sp.Symbol("a", positive=True)
+    (system,) = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE)).systems
+    (numeric,) = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE, a="1")).systems
+    values = {str(k): v for k, v in system.symbols.items()}
+    plain = {str(k): v for k, v in numeric.symbols.items()}
+    # Sigma_yx scales with a, Sigma_x does not: s = a * (its value at a = 1), d unchanged
+    assert values["s"] and all(
+        sp.simplify(got - a * want) == 0 for got, want in zip(values["s"], plain["s"], strict=True)
+    )
+    assert values["d"] == plain["d"]
+    (bound,) = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE, a="1/3")).systems
+    bound_s = {str(k): v for k, v in bound.symbols.items()}["s"]
+    assert all(got == want / 3 for got, want in zip(bound_s, plain["s"], strict=True))
+    # the constant of the loss is 1/2 <|y|^2> = 1/2 (4 + 1 + 1) a^2 / 3
+    reduction = gdln.reduce(symbolic(tmp_path, SYMBOLIC_SCALE))
+    assert sp.simplify(reduction.constant - a**2) == 0
+
+
+def test_symbolic_probability_lumps_and_binds(tmp_path) -> None:
+    p = sp.Symbol("p", positive=True)
+    problem = symbolic(tmp_path, SYMBOLIC_PROBABILITY)
+    (system,) = gdln.reduce(problem, lump="symmetry").systems
+    (bound,) = gdln.reduce(
+        symbolic(tmp_path, SYMBOLIC_PROBABILITY, p="1/3"), lump="symmetry"
+    ).systems
+    assert [str(v) for v in system.variables] == [str(v) for v in bound.variables]
+    for v, w in zip(system.variables, bound.variables, strict=True):
+        assert p in system.rhs[v].free_symbols
+        assert same(system.rhs[v].subs(p, sp.Rational(1, 3)), bound.rhs[w])
+    with pytest.raises(gdln.GdlnError, match=r"symbol 'p' .*has no value; .*--param p=VALUE"):
+        gdln.solve(gdln.reduce(problem), t_max=1)
+    trajectory = gdln.solve(gdln.reduce(symbolic(tmp_path, SYMBOLIC_PROBABILITY, p="1/3")), t_max=1)
+    assert np.all(np.isfinite(trajectory.loss))
+
+
+def test_bases_that_depend_on_a_symbol_need_its_value(tmp_path) -> None:
+    text = SYMBOLIC_SCALE.replace("[2*a, 0]", "[1, a]").replace("[0, a]", "[0, 1]")
+    with pytest.raises(
+        gdln.GdlnError,
+        match=r"symbolic\.yaml: the bases of the path statistics \(Eqs\. 7-8\) depend on "
+        r"symbol 'a'; give it a value: --param a=VALUE",
+    ):
+        gdln.reduce(symbolic(tmp_path, text))
+    assert gdln.reduce(symbolic(tmp_path, text, a="2")).systems
+
+
+def test_unbound_symbol_in_examples_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(
+        gdln.TaskSpecError, match=r"symbolic\.yaml: symbol 'a' .*has no value.*--param a=VALUE"
+    ):
+        symbolic(tmp_path, SYMBOLIC_SCALE).examples()

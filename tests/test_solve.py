@@ -78,8 +78,78 @@ def test_bad_solve_settings() -> None:
         gdln.solve(reduction, t_max=-1)
     with pytest.raises(gdln.GdlnError, match="lr must be a positive number, got 0"):
         gdln.solve(reduction, t_max=1, lr=0)
-    with pytest.raises(gdln.GdlnError, match="diverged at step"):
+    with pytest.raises(
+        gdln.GdlnError,
+        match=r"chain\.yaml: the gradient-descent map diverged at step \d+ \(t = [\d.]+ tau, "
+        r"lr=0\.9\), where b_\w+ = -?(inf|nan|[\d.e+]+) in mode \d; lower lr",
+    ):
         gdln.solve(gdln.reduce(load("chain"), init=3), t_max=50, lr=0.9)
+
+
+@pytest.mark.parametrize("scalar", [True, False])
+@pytest.mark.parametrize("lr", [None, 100.0])
+def test_overflow_is_one_clear_error(
+    scalar: bool, lr: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # math-compiled right-hand sides raise OverflowError, numpy ones return inf: both are
+    # reported with the time (or step), the variable and its value
+    from gdln import _solve
+
+    if not scalar:
+        monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+    reduction = gdln.reduce(load("routing"), lump="full", init=1e200 if lr is None else 0.1)
+    match = (
+        r"routing\.yaml: the ODE overflowed at t = 0 tau, where B\d = 1e\+200 in mode \d"
+        if lr is None
+        else r"routing\.yaml: the gradient-descent map diverged at step \d+ \(t = \d+ tau"
+    )
+    with pytest.raises(gdln.GdlnError, match=match):
+        gdln.solve(reduction, t_max=1000, lr=lr)
+
+
+def test_stalled_ode_solver_is_one_clear_error() -> None:
+    reduction = gdln.reduce(load("routing"), lump="full", init=1e40)
+    with pytest.raises(
+        gdln.GdlnError,
+        match=r"routing\.yaml: the ODE solver made no progress in \d+ right-hand-side calls "
+        r"at t = [\de.+-]+ tau, where B\d = 1e\+40",
+    ):
+        gdln.solve(reduction, t_max=100)
+
+
+@pytest.mark.parametrize("init", [-0.1, 0.1])
+def test_every_lumping_gives_the_same_variables_for_either_sign(init: float) -> None:
+    # the variable that lump="full" eliminates with the conserved quantity keeps the sign
+    # of its initial value (Eq. 15 takes a square root)
+    problem = load("routing", M=4, K=2)
+    free = gdln.reduce(problem, lump="none", init=init)
+    reference = gdln.solve(free, t_max=20, n_points=21)
+    (free_system,) = free.systems
+    by_edge = {free_system.edges[v][0]: reference.series[str(v)] for v in free_system.variables}
+    for lump in ("symmetry", "balanced", "full"):
+        reduction = gdln.reduce(problem, lump=lump, init=init)
+        (system,) = reduction.systems
+        trajectory = gdln.solve(reduction, t_max=20, n_points=21)
+        for v in [*system.variables, *system.eliminated]:
+            for edge in system.edges[v]:
+                np.testing.assert_allclose(
+                    trajectory.series[str(v)], by_edge[edge], rtol=RTOL_ODE, atol=1e-9
+                )
+        assert np.all(np.sign(trajectory.series[str(v)][0]) == np.sign(init))
+
+
+@pytest.mark.parametrize(
+    ("init", "match"),
+    [
+        ("abc", r"chain\.yaml: init 'abc': unknown name 'abc'"),
+        (float("nan"), r"chain\.yaml: init nan: number nan is not finite"),
+        ({"x->h1": "1/"}, r"chain\.yaml: init\[x->h1\] '1/': cannot parse"),
+        (1j, r"chain\.yaml: init 1j: 1j is not a number"),
+    ],
+)
+def test_bad_initial_values(init: object, match: str) -> None:
+    with pytest.raises(gdln.GdlnError, match=match):
+        gdln.reduce(load("chain"), init=init)
 
 
 def test_trajectory_round_trip(tmp_path) -> None:
@@ -94,3 +164,37 @@ def test_trajectory_round_trip(tmp_path) -> None:
         )
         with pytest.raises(FileExistsError, match="exists; pass force=True"):
             trajectory.save(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "init"),
+    [("routing", {"M": 7, "K": 4}, 0.1), ("xor", {}, 0.05), ("chain", {}, 0.2)],
+)
+def test_formal_separable_solution_inverts_the_ode(name: str, params: dict, init: float) -> None:
+    # closed_form["t"] = int_{B_0}^{B} dx / f(x) (the formal solution of Eq. 15): evaluated
+    # by quadrature at the ODE's B(t) it must give back t, in every mode
+    from scipy.integrate import quad
+
+    reduction = gdln.reduce(load(name, **params), lump="full", init=init)
+    trajectory = gdln.solve(reduction, t_max=6, n_points=7)
+    checked = 0
+    for k, system in enumerate(reduction.systems):
+        if "t" not in system.closed_form:
+            continue
+        (B,) = system.variables
+        integral = system.closed_form["t"]
+        (x, lower, upper) = integral.limits[0]
+        suffix = "" if len(reduction.systems) == 1 else f"@{k}"
+        for j, _alpha in enumerate(system.modes):
+            values = {s: v[j] for s, v in system.symbols.items()} | dict(system.constants)
+            integrand = sp.lambdify(x, integral.function.subs(values), "math")
+            start = float(system.initial[B])
+            assert lower.name == f"{B}_0" and upper == B
+            for t, b in zip(
+                trajectory.t[1:], trajectory.series[f"{B}{suffix}"][1:, j], strict=True
+            ):
+                assert quad(integrand, start, b, epsabs=1e-12, epsrel=1e-10)[0] == pytest.approx(
+                    t, rel=1e-6
+                )
+                checked += 1
+    assert checked >= 6

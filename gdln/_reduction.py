@@ -444,8 +444,8 @@ def _component_modes(
                     outputs.add(label)
             paths = [active.paths[i] for i in members]
             for p in paths:
-                blocks.append(
-                    _block(
+                blocks.extend(
+                    _blocks(
                         ("out", "node", p.target),
                         ("in", "node", p.source),
                         stats.input_output[p],
@@ -455,8 +455,8 @@ def _component_modes(
             member_set = set(paths)
             for (pj, pp), m in stats.input.items():
                 if pj in member_set and pp in member_set:
-                    blocks.append(
-                        _block(
+                    blocks.extend(
+                        _blocks(
                             ("in", "node", pj.source),
                             ("in", "node", pp.source),
                             m,
@@ -583,6 +583,27 @@ def _anchor_bases(
 def _block(row: Hashable, col: Hashable, matrix: Any, tag: str) -> Block:
     exact = sp.ImmutableMatrix(matrix) if isinstance(matrix, sp.MatrixBase) else None
     return Block(row=row, col=col, value=as_float(matrix), exact=exact, tag=tag)
+
+
+GENERIC = (0.3819660112501051, 0.6180339887498949)
+"""Two values for the free symbols of statistics (e.g. a symbolic survival probability)."""
+
+
+def _blocks(row: Hashable, col: Hashable, matrix: Any, tag: str) -> list[Block]:
+    """A statistic as a block; a symbolic one at two generic values of its symbols.
+
+    Bases found from statistics that depend on a symbol must hold for every value of it:
+    the joint diagonalisation then asks them to diagonalise the statistic at both values.
+    """
+    free = sorted(matrix.free_symbols, key=str) if isinstance(matrix, sp.MatrixBase) else []
+    if not free:
+        return [_block(row, col, matrix, tag)]
+    out = []
+    for k, x in enumerate(GENERIC):
+        point = {s: x + 0.01 * i for i, s in enumerate(free)}
+        value = as_float(matrix.subs(point))
+        out.append(Block(row=row, col=col, value=value, exact=None, tag=f"{tag} at p #{k + 1}"))
+    return out
 
 
 def _alive_edges(
@@ -1046,9 +1067,12 @@ def _conserved(
         for m, value in col.terms.items():
             matrix[index[m], c] = value
     out = []
-    for vector in matrix.nullspace():
+    for vector in _nullspace(matrix):
         if not all(sp.nsimplify(x).is_Rational for x in vector):  # symbolic coefficients
-            vector = vector.applyfunc(sp.factor)
+            first = next(x for x in vector if x != 0)
+            vector = vector.applyfunc(lambda x, first=first: sp.cancel(x / first))
+            scale = sp.lcm([sp.fraction(sp.together(x))[1] for x in vector])
+            vector = vector.applyfunc(lambda x, scale=scale: sp.factor(sp.cancel(x * scale)))
             expr = sp.expand(
                 sum(vector[c] * generators[i] * generators[j] for c, (i, j) in enumerate(pairs))
             )
@@ -1066,6 +1090,19 @@ def _conserved(
             expr = -expr
         out.append(expr)
     return out
+
+
+def _nullspace(matrix: sp.Matrix) -> list[sp.Matrix]:
+    r"""Exact nullspace; over the entries' own domain (e.g. $\mathbb Q(\sqrt 3)$ when fixed
+    edges hold $1/\sqrt L$, or rational functions of a symbolic $p$), much faster there
+    than sympy's generic elimination."""
+    if all(x.is_Rational for x in matrix):
+        return matrix.nullspace()
+    from sympy.polys.matrices import DomainMatrix
+
+    dm = DomainMatrix.from_Matrix(matrix, extension=True).to_field()
+    basis = dm.nullspace().to_Matrix()
+    return [basis.row(r).T.applyfunc(sp.simplify) for r in range(basis.rows)]
 
 
 def _eliminate(

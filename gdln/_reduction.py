@@ -585,7 +585,7 @@ def _block(row: Hashable, col: Hashable, matrix: Any, tag: str) -> Block:
     return Block(row=row, col=col, value=as_float(matrix), exact=exact, tag=tag)
 
 
-GENERIC = (0.3819660112501051, 0.6180339887498949)
+GENERIC = (sp.Rational(3, 8), sp.Rational(5, 8))
 """Two values for the free symbols of statistics (e.g. a symbolic survival probability)."""
 
 
@@ -600,9 +600,10 @@ def _blocks(row: Hashable, col: Hashable, matrix: Any, tag: str) -> list[Block]:
         return [_block(row, col, matrix, tag)]
     out = []
     for k, x in enumerate(GENERIC):
-        point = {s: x + 0.01 * i for i, s in enumerate(free)}
-        value = as_float(matrix.subs(point))
-        out.append(Block(row=row, col=col, value=value, exact=None, tag=f"{tag} at p #{k + 1}"))
+        point = {s: x + sp.Rational(i, 100) for i, s in enumerate(free)}
+        exact = sp.ImmutableMatrix(matrix.subs(point))
+        tag_k = f"{tag} at p #{k + 1}"
+        out.append(Block(row=row, col=col, value=as_float(exact), exact=exact, tag=tag_k))
     return out
 
 

@@ -274,6 +274,24 @@ def test_resnet_sd_equals_chain_form_and_all_masks(L: int, scaling: str, surviva
     np.testing.assert_allclose(dynamics.gradient(b), grad, rtol=1e-10, atol=1e-14)
 
 
+def test_inverted_mask_is_the_merge_scaled_by_one_over_p(tmp_path: Path) -> None:
+    """docs/stochastic_depth.md: delta_l / p_l is the merge edge holding (kappa / p_l) I."""
+    text = (GRAPHS / "resnet_sd.yaml").read_text()
+    survival = "p_L if survival == uniform else 1 - (l + 1)/L*(1 - p_L)"
+    assert text.count("fixed: kappa,") == 1
+    text = text.replace("fixed: kappa,", f'fixed: "kappa/({survival})",')
+    L = 5
+    params = {"L": str(L), "survival": "linear", "p_L": "0.3"}
+    problem = gdln.load(write(tmp_path, text), params=params)
+    dynamics = gdln.expected_dynamics(problem)
+    p = np.array([float(x) for x in problem.task.random_gates.values()])
+    s, d = whitened_strengths(8)
+    b = np.random.default_rng(3).normal(scale=0.4, size=dynamics.alive.shape)
+    chain = expected_chain(b, p, s=s, d=d, scaling="stable", mask="inverted")
+    np.testing.assert_allclose(dynamics.mode_losses(b), chain.loss_modes, rtol=RTOL)
+    np.testing.assert_allclose(dynamics.gradient(b), chain.grad, rtol=RTOL, atol=1e-15)
+
+
 def test_moment_route_at_depth_1000_agrees_with_the_chain_form() -> None:
     problem = resnet(1000, scaling="stable", survival="linear")
     with pytest.raises(gdln.TooManyPathsError, match="more than the 100000 the symbolic route"):

@@ -355,6 +355,26 @@ def test_expected_dynamics_equal_mask_average_of_autograd(which: str, tmp_path: 
             np.testing.assert_array_equal(w, float(c) * np.eye(w.shape[0]))
 
 
+def test_full_matrix_dynamics_are_the_expected_flow_and_keep_fixed_edges() -> None:
+    """Eqs. (3)-(4) with the expected statistics, from decoupled weights, vs the moment route."""
+    problem = resnet(2, width=3, survival="linear")
+    dynamics = gdln.expected_dynamics(problem, init=0.2)
+    weights = dynamics.decoupled_weights(seed=2)  # from dynamics.initial
+    full = gdln.solve_full(problem, weights, t_max=5, n_points=6)
+    reduced = gdln.solve(dynamics, t_max=5, n_points=6)
+    np.testing.assert_allclose(full.loss, reduced.loss, rtol=1e-6)
+    for e in problem.graph.edges:
+        series = full.series[f"W[{e[0]}->{e[1]}]"]
+        if problem.graph.edges[e].get("fixed") is not None:
+            np.testing.assert_array_equal(series[-1], series[0])
+        else:
+            i = dynamics.edges.index(e)
+            left, right, slots = dynamics.edge_bases(e, seed=2)
+            got = np.einsum("ta,ts,sa->a", left, series[-1], right)
+            want = reduced.series[str(dynamics.variables[i])][-1, slots]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-8)
+
+
 def test_decoupled_weights_project_back() -> None:
     dynamics = gdln.expected_dynamics(resnet(3, width=4))
     b = np.random.default_rng(0).normal(size=dynamics.alive.shape)

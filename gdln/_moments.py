@@ -73,7 +73,7 @@ from ._reduction import (
     joint_modes_fixed,
 )
 from ._statistics import ContextActivity, context_activity
-from ._task import Context, Task, _symbolic
+from ._task import Context, Task, _symbolic, as_float
 
 __all__ = ["ExpectedDynamics", "expected_dynamics"]
 
@@ -674,27 +674,19 @@ def _edge_components(
                 if find(a) == find(b):
                     continue
                 data = task.datasets[c.dataset]
-                for i in act.reach.get(a[0], ()) if a[0] not in c.inputs else {a[0]}:
-                    sources_b = act.reach.get(b[0], ()) if b[0] not in c.inputs else {b[0]}
-                    for j in sources_b:
-                        key = (c.dataset, c.inputs[i], c.inputs[j])
-                        if key not in nonzero:
-                            m = data.moment(key[1], key[2])
-                            nonzero[key] = bool(np.any(_as_float(m) != 0))
-                        if nonzero[key]:
-                            union(a, b)
+                for i, j in itertools.product(_sources(c, act, a[0]), _sources(c, act, b[0])):
+                    key = (c.dataset, c.inputs[i], c.inputs[j])
+                    if key not in nonzero:
+                        nonzero[key] = bool(np.any(as_float(data.moment(key[1], key[2])) != 0))
+                    if nonzero[key]:
+                        union(a, b)
+                        break
     roots: dict[Edge, int] = {}
     order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
     out = {}
     for e in sorted(parent, key=lambda e: (order[e[1]], order[e[0]])):
         out[e] = roots.setdefault(find(e), len(roots))
     return out
-
-
-def _as_float(m: Any) -> np.ndarray:
-    from ._task import as_float
-
-    return as_float(m)
 
 
 def _sources(c: Context, act: ContextActivity, node: Hashable) -> frozenset[Hashable]:

@@ -552,6 +552,23 @@ edges: [{source: x, target: h, fixed: 1}, {source: h, target: y}]
         gdln.load(write(tmp_path, text))
 
 
+def test_error_fixed_value_must_be_a_number(tmp_path: Path) -> None:
+    text = """\
+nodes: [{id: x, size: 2}, {id: y, size: 2}]
+edges: [{source: x, target: y, fixed: "'one'"}]
+"""
+    with pytest.raises(gdln.GraphSpecError, match=r"edges\[0\].fixed: fixed: expected a number"):
+        gdln.load(write(tmp_path, text))
+
+
+def test_error_builtin_whitened_needs_a_size(tmp_path: Path) -> None:
+    text = (GRAPHS / "resnet_sd.yaml").read_text().replace("size: width}", "size: 0}")
+    with pytest.raises(
+        gdln.TaskSpecError, match=r"datasets.data: builtin 'whitened': size must be a positive"
+    ):
+        gdln.load(write(tmp_path, text))
+
+
 def test_error_fixed_class_whose_data_bases_differ(tmp_path: Path) -> None:
     """A fixed skip x -> y needs U = V; a non-symmetric map has U != V."""
     text = """\

@@ -39,6 +39,7 @@ $F$ and $FF'$ by their means, which is reducing every power $\delta_i^k$ to $p_i
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import re
@@ -56,7 +57,7 @@ from ._errors import GdlnError, NotDiagonalizableError, TooManyPathsError
 from ._graphfile import Problem
 from ._paths import input_nodes, output_nodes
 from ._poly import Polynomial
-from ._statistics import ActivePaths, active_paths, context_activity, path_statistics
+from ._statistics import ActivePaths, active_paths, path_statistics
 from ._task import as_float
 
 __all__ = ["LUMPINGS", "ReducedSystem", "Reduction", "reduce"]
@@ -272,6 +273,42 @@ def fixed_classes(graph: nx.DiGraph) -> list[tuple[Hashable, ...]]:
     return [tuple(c) for c in sorted(classes, key=lambda c: order[c[0]])]
 
 
+def _count_active(graph: nx.DiGraph, task: Any) -> tuple[int, int]:
+    r"""Active paths and co-active pairs $\sum_c\sum_o n_{c,o}^2$, counted, not listed.
+
+    Per context, a dynamic programme over the part of the graph its bound inputs reach
+    through open gates (the paths :func:`active_paths` would list); it stops once the
+    pairs pass the limit.
+    """
+    order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
+    succ = {v: [(w, bool(g)) for _, w, g in graph.out_edges(v, data="gated")] for v in graph}
+    node_gated = {v: bool(g) for v, g in graph.nodes(data="gated")}
+    paths = pairs = 0
+    for c in task.contexts:
+        gates = c.gates
+        count = dict.fromkeys(c.inputs, 1)
+        heap = [(order[v], v) for v in c.inputs]
+        heapq.heapify(heap)
+        while heap:
+            _, v = heapq.heappop(heap)
+            n = count[v]
+            if not succ[v]:
+                paths, pairs = paths + n, pairs + n * n
+                continue
+            for w, gated in succ[v]:
+                if gated and gates.get((v, w), 0) == 0:
+                    continue
+                if node_gated[w] and gates.get(w, 0) == 0:
+                    continue
+                if w not in count:
+                    count[w] = 0
+                    heapq.heappush(heap, (order[w], w))
+                count[w] += n
+        if pairs > MAX_SYMBOLIC_PAIRS:
+            break
+    return paths, pairs
+
+
 def _count(n: int) -> str:
     return str(n) if n < 10**7 else f"about 10^{len(str(n)) - 1}"
 
@@ -283,10 +320,7 @@ def fixed_value(graph: nx.DiGraph, edge: Edge) -> Any:
 
 def check_symbolic_size(problem: Problem) -> None:
     """Refuse problems whose co-active path pairs are too many to list symbolically."""
-    task = problem.require_task()
-    activity = context_activity(problem.graph, task)
-    paths = sum(sum(a.paths.values()) for a in activity)
-    pairs = sum(n * n for a in activity for n in a.paths.values())
+    paths, pairs = _count_active(problem.graph, problem.require_task())
     if pairs > MAX_SYMBOLIC_PAIRS:
         raise TooManyPathsError(
             f"{problem.source}: {_count(paths)} active input-output paths ({_count(pairs)} "

@@ -292,6 +292,26 @@ def test_inverted_mask_is_the_merge_scaled_by_one_over_p(tmp_path: Path) -> None
     np.testing.assert_allclose(dynamics.gradient(b), chain.grad, rtol=RTOL, atol=1e-15)
 
 
+@pytest.mark.parametrize("name", ["xor", "crosspath", "routing", "resnet_sd"])
+def test_path_counts_without_listing_equal_the_listed_paths(name: str) -> None:
+    from gdln._reduction import _count_active
+    from gdln._statistics import active_paths, context_activity
+
+    problem = load(name, **({"L": 4} if name == "resnet_sd" else {}))
+    active = active_paths(problem.graph, problem.task)
+    per_output = [
+        [
+            sum(1 for i in found if active.paths[i].target == o)
+            for o in {p.target for p in active.paths}
+        ]
+        for found in active.gates
+    ]
+    listed = (sum(map(sum, per_output)), sum(n * n for row in per_output for n in row))
+    assert _count_active(problem.graph, problem.task) == listed
+    activity = context_activity(problem.graph, problem.task)
+    assert [sum(a.paths.values()) for a in activity] == [sum(row) for row in per_output]
+
+
 def test_moment_route_at_depth_1000_agrees_with_the_chain_form() -> None:
     problem = resnet(1000, scaling="stable", survival="linear")
     with pytest.raises(gdln.TooManyPathsError, match="more than the 100000 the symbolic route"):

@@ -373,6 +373,16 @@ class ExpectedDynamics:
     _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
     _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
 
+    def __post_init__(self) -> None:
+        shape = (len(self.edges), self.alive.shape[1] if self.alive.ndim == 2 else -1)
+        if self.alive.shape != shape or self.initial.shape != shape:
+            raise ValueError(
+                f"alive {self.alive.shape} and initial {self.initial.shape} must both be "
+                f"(edges, modes) = {shape}"
+            )
+        if len(self.variables) != len(self.edges):
+            raise ValueError("one variable per trained edge")
+
     def __repr__(self) -> str:
         return (
             f"ExpectedDynamics({self.problem.name!r}, edges={len(self.edges)}, "

@@ -54,6 +54,30 @@ task:
 """
 
 
+# Two inputs on together with correlated data: second moments E[h^i h^i'] with i != i'.
+TWO_INPUTS = """\
+nodes:
+  - {id: x1, size: 2}
+  - {id: x2, size: 2}
+  - {id: h, size: 3, gated: true}
+  - {id: y, size: 2}
+edges:
+  - {source: x1, target: h}
+  - {source: x2, target: h}
+  - {source: h, target: y}
+  - {source: x2, target: y, gated: true}
+datasets:
+  data: {examples: {a: [[1, 0], [0, 1]], b: [[2, 0], [0, -1]], t: [[1, 0], [0, 3]]}}
+task:
+  random_gates:
+    - {item: h, p: 1/2}
+    - {item: "x2->y", p: 1/3}
+  contexts:
+    - {probability: 2/3, dataset: data, inputs: {x1: a, x2: b}, targets: {y: t}}
+    - {probability: 1/3, dataset: data, inputs: {x2: b}, targets: {y: t}, gates: {h: 0}}
+"""
+
+
 def write(tmp_path: Path, text: str, name: str = "g.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -228,17 +252,19 @@ def compare_routes(problem: gdln.Problem, dynamics: gdln.ExpectedDynamics, seed:
     return checked
 
 
-@pytest.mark.parametrize("name", ["xor", "crosspath", "coactive", "routing_random"])
+@pytest.mark.parametrize("name", ["xor", "crosspath", "coactive", "routing_random", "two_inputs"])
 def test_moment_route_equals_symbolic_route(name: str, tmp_path: Path) -> None:
     if name == "coactive":
         problem = coactive(tmp_path, p_xy="3/4")
+    elif name == "two_inputs":
+        problem = gdln.load(write(tmp_path, TWO_INPUTS))
     elif name == "routing_random":
         problem = routing_random(tmp_path)
     else:
         problem = load(name)
     reduction = gdln.reduce(problem, lump="none")
     assert compare_routes(problem, gdln.expected_dynamics(reduction), seed=1) > 0
-    if name in ("xor", "routing_random"):  # bases from datasets: no paths needed at all
+    if name in ("xor", "routing_random", "two_inputs"):  # bases from datasets: no paths needed
         assert compare_routes(problem, gdln.expected_dynamics(problem), seed=2) > 0
 
 
@@ -338,11 +364,14 @@ def masked_examples(problem: gdln.Problem, bits: dict) -> gdln.ExampleSet:
     return replace(ex, gates=gates, random_gates={})
 
 
-@pytest.mark.parametrize("which", ["resnet2", "resnet4-stable", "coactive"])
+@pytest.mark.parametrize("which", ["resnet2", "resnet4-stable", "coactive", "two_inputs"])
 def test_expected_dynamics_equal_mask_average_of_autograd(which: str, tmp_path: Path) -> None:
     if which == "coactive":
         problem = coactive(tmp_path, p_xy="3/4")
         dynamics = gdln.expected_dynamics(gdln.reduce(problem))
+    elif which == "two_inputs":
+        problem = gdln.load(write(tmp_path, TWO_INPUTS))
+        dynamics = gdln.expected_dynamics(problem)
     else:
         L = int(which[6])
         problem = resnet(L, width=4, survival="linear", scaling="plain" if L == 2 else "stable")

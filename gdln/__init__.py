@@ -8,7 +8,9 @@ symbolically, solves them numerically, and checks them against simulations.
 The data flow, one module per stage: graph file (:func:`load`) -> paths
 (:func:`enumerate_paths`) -> path statistics (:func:`path_statistics`) -> reduction
 (:func:`reduce`) -> numeric solution (:func:`solve`) | simulation of the full network
-(:func:`simulate`) -> comparison (:func:`compare`).
+(:func:`simulate`) -> comparison (:func:`compare`). Tasks with independent random gates
+(stochastic depth) and too many paths to list take the moment route
+(:func:`expected_dynamics`), which :func:`solve` also accepts.
 
 The same path view, applied further: deep gated networks and their path kernels
 (:func:`make_dgn`, :func:`neural_path_kernel`, :func:`path_gram`), stochastic depth as
@@ -25,6 +27,7 @@ from ._errors import GdlnError as GdlnError
 from ._errors import GraphSpecError as GraphSpecError
 from ._errors import NotDiagonalizableError as NotDiagonalizableError
 from ._errors import TaskSpecError as TaskSpecError
+from ._errors import TooManyPathsError as TooManyPathsError
 from ._examples import ExampleSet as ExampleSet
 from ._expr import evaluate as evaluate
 from ._figures import save_figure as save_figure
@@ -34,6 +37,8 @@ from ._graphfile import Problem as Problem
 from ._graphfile import load as load
 from ._graphfile import parse_params as parse_params
 from ._graphfile import read_graph as read_graph
+from ._moments import ExpectedDynamics as ExpectedDynamics
+from ._moments import expected_dynamics as expected_dynamics
 from ._paths import Path as Path
 from ._paths import enumerate_paths as enumerate_paths
 from ._paths import input_nodes as input_nodes
@@ -62,6 +67,7 @@ from ._sd_theory import lindeberg_ratio as lindeberg_ratio
 from ._sd_theory import max_regularisation_mode as max_regularisation_mode
 from ._sd_theory import shapiro_pvalues as shapiro_pvalues
 from ._solve import solve as solve
+from ._statistics import GateProduct as GateProduct
 from ._statistics import PathStatistics as PathStatistics
 from ._statistics import path_statistics as path_statistics
 from ._stochastic_depth import MASK_CONVENTIONS as MASK_CONVENTIONS

@@ -11,6 +11,7 @@ __all__ = [
     "GraphSpecError",
     "NotDiagonalizableError",
     "TaskSpecError",
+    "TooManyPathsError",
 ]
 
 
@@ -54,4 +55,16 @@ class NotDiagonalizableError(GdlnError, ValueError):
     def __init__(self, message: str, *, paths: tuple[str, ...] = (), residual: float = 0.0):
         self.paths = paths
         self.residual = residual
+        super().__init__(message)
+
+
+class TooManyPathsError(GdlnError):
+    """A problem has too many paths for the symbolic route, which lists them.
+
+    ``paths`` is the number of active input-output paths (counted, not listed). The moment
+    route (:func:`gdln.expected_dynamics`) gives the same loss and dynamics without paths.
+    """
+
+    def __init__(self, message: str, *, paths: int = 0):
+        self.paths = paths
         super().__init__(message)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,10 @@ class ExampleSet:
         ``(n,)`` integer: the index of the context each example belongs to.
     context_labels
         One label per context, e.g. ``"x0->y3"``.
+    random_gates
+        Gated item -> survival probability $p$ of an independent Bernoulli gate
+        $\delta$ redrawn at every step (stochastic depth); the item's gate in an example
+        is ``gates[item] * delta``. Empty for tasks without random gates.
     """
 
     inputs: Mapping[str, np.ndarray]
@@ -45,6 +50,7 @@ class ExampleSet:
     weights: np.ndarray
     context: np.ndarray
     context_labels: tuple[str, ...] = field(default=())
+    random_gates: Mapping[Hashable, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.weights)

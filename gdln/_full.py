@@ -6,7 +6,8 @@ W_{\bar s(p,e)}^\top,\qquad
 
 These need no common bases: they hold whether or not the exact reduction applies, and
 from any initial weights. Only active paths and co-active pairs enter (the rest have zero
-statistics).
+statistics). With independent random gates the statistics are their expectations, so this
+is the expected flow; fixed edges ($W_e = c\,I$) do not move.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def full_flow(
     flow = {e: np.zeros_like(np.asarray(w, dtype=float)) for e, w in weights.items()}
     for p in stats.paths:
         for e in p.edges:
+            if graph.edges[e].get("fixed") is not None:
+                continue
             before, after = source_subpath(p, e), target_subpath(p, e)
             flow[e] += (
                 _product(after, weights, size[after.source]).T
@@ -93,11 +96,12 @@ def solve_full(
     if not result.success:
         raise GdlnError(f"the ODE solver failed: {result.message}")
     examples = problem.examples()
+    random = bool(problem.require_task().random_gates)
     losses: list[float] = []
     series: dict[str, list[np.ndarray]] = {f"W[{e[0]}->{e[1]}]": [] for e in edges}
     for y in result.y.T:
         w = unpack(y)
-        losses.append(_loss(problem, w, examples))
+        losses.append(_expected_loss(problem, w, stats) if random else _loss(problem, w, examples))
         for e in edges:
             series[f"W[{e[0]}->{e[1]}]"].append(w[e])
     return Trajectory(
@@ -106,6 +110,30 @@ def solve_full(
         series={k: np.array(v) for k, v in series.items()},
         meta={"method": "full-ode", "time_unit": "tau", "source": problem.source},
     )
+
+
+def _expected_loss(
+    problem: Problem, weights: Mapping[Edge, np.ndarray], stats: PathStatistics
+) -> float:
+    r"""Eq. (1) from the path statistics, averaged over random gates.
+
+    $\tfrac12\langle\lVert y\rVert^2\rangle-\sum_p\mathrm{tr}(W_p\Sigma^{yx}(p)^\top)
+    +\tfrac12\sum_{j,p}\mathrm{tr}(W_j\Sigma^x(j,p)W_p^\top)$.
+    """
+    graph = problem.graph
+    task = problem.require_task()
+    size = {v: graph.nodes[v]["size"] for v in graph.nodes}
+    W = {p: _product(p, weights, size[p.source]) for p in stats.paths}
+    total = 0.0
+    for c in task.contexts:
+        data = task.datasets[c.dataset]
+        for f in c.targets.values():
+            total += 0.5 * float(c.probability) * float(np.trace(as_float(data.moment(f, f))))
+    for p in stats.paths:
+        total -= float(np.sum(W[p] * as_float(stats.input_output[p])))
+    for (j, p), m in stats.input.items():
+        total += 0.5 * float(np.sum((W[j] @ as_float(m)) * W[p]))
+    return total
 
 
 def _loss(problem: Problem, weights: Mapping[Edge, np.ndarray], ex: object) -> float:

@@ -30,7 +30,7 @@ import itertools
 import json
 import math
 import zipfile
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,24 +44,28 @@ import yaml
 from ._errors import GraphSpecError, TaskSpecError
 from ._examples import ExampleSet
 from ._expr import ExpressionError, evaluate, render
-from ._task import Context, Dataset, Task, hierarchy_dataset
+from ._task import Context, Dataset, Task, hierarchy_dataset, whitened_dataset
 
 __all__ = ["Problem", "load", "parse_params", "read_graph"]
 
 EDGE_SEPARATOR = "->"
 MAX_COUNT = 10**6  # largest node size, repeat count and number of bindings of one entry
-BUILTIN_DATASETS = {"hierarchy": hierarchy_dataset}
+BUILTIN_DATASETS: dict[str, Callable[..., Dataset]] = {
+    "hierarchy": hierarchy_dataset,
+    "whitened": whitened_dataset,
+}
 
 
 @dataclass(frozen=True)
 class Problem:
-    """An architecture graph with its task, as read from a file.
+    r"""An architecture graph with its task, as read from a file.
 
     Attributes
     ----------
     graph
         ``networkx.DiGraph``; node attributes ``size`` (int) and ``gated`` (bool), edge
-        attribute ``gated`` (bool); graph attribute ``name``.
+        attributes ``gated`` (bool) and, for an untrained edge $W_e = c\,I$, ``fixed``
+        ($c$, exact); graph attribute ``name``.
     task
         The task, or ``None`` if the file has none.
     source
@@ -450,7 +454,7 @@ class _Reader:
         for index, entry in enumerate(self.sequence(doc["edges"], "edges")):
             key = f"edges[{index}]"
             entry = self.mapping(entry, key)
-            self.only(entry, {"source", "target", "gated", "repeat", "let"}, key)
+            self.only(entry, {"source", "target", "gated", "fixed", "repeat", "let"}, key)
             for field_name in ("source", "target"):
                 if field_name not in entry:
                     raise self.fail(f"missing '{field_name}'", key)
@@ -465,7 +469,25 @@ class _Reader:
                         f"duplicate edge {u}->{v} (parallel edges need a hidden node)", key
                     )
                 graph.add_edge(u, v, gated=bool(entry.get("gated", False)))
+                if "fixed" in entry:
+                    graph.edges[u, v]["fixed"] = self.fixed(entry["fixed"], local, graph, u, v, key)
         return graph
+
+    def fixed(
+        self, text: Any, local: Mapping[str, Any], graph: nx.DiGraph, u: str, v: str, key: str
+    ) -> Any:
+        r"""The value c of an untrained edge with $W_e = c\,I$ (e.g. a ResNet's skip)."""
+        value = self.eval(text, local, f"{key}.fixed")
+        if isinstance(value, bool) or not isinstance(value, (int, float, sp.Expr)):
+            raise self.fail(f"fixed: expected a number, got {value!r}", f"{key}.fixed")
+        su, sv = graph.nodes[u]["size"], graph.nodes[v]["size"]
+        if su != sv:
+            raise self.fail(
+                f"fixed edge {u}->{v} holds {value} times the identity, which needs equal "
+                f"sizes, got |{u}| = {su} and |{v}| = {sv}",
+                f"{key}.fixed",
+            )
+        return value
 
     def only(
         self,
@@ -491,6 +513,7 @@ class _Reader:
         forms = [k for k in ("contexts", "examples", "npz") if k in spec]
         if len(forms) != 1:
             raise self.fail("give exactly one of 'contexts', 'examples' or 'npz'", "task", T)
+        self._random = self.random_gates(spec.get("random_gates"), names, graph)
         if forms[0] == "contexts":
             contexts = self.contexts(spec["contexts"], names, graph, datasets)
         else:
@@ -500,9 +523,41 @@ class _Reader:
                 rows = self.npz_rows(spec["npz"], graph)
             contexts, extra = self.group_examples(rows, graph)
             datasets.update(extra)
-        task = Task(contexts=tuple(contexts), datasets=datasets)
+        task = Task(contexts=tuple(contexts), datasets=datasets, random_gates=self._random)
         self.check_probabilities(task)
         return task
+
+    def random_gates(
+        self, raw: Any, names: Mapping[str, Any], graph: nx.DiGraph
+    ) -> dict[Hashable, Any]:
+        """``task.random_gates``: items with independent Bernoulli(p) gates."""
+        T = TaskSpecError
+        items = self.gated_items(graph)
+        out: dict[Hashable, Any] = {}
+        for index, entry in enumerate(self.sequence(raw, "task.random_gates", T)):
+            key = f"task.random_gates[{index}]"
+            entry = self.mapping(entry, key, T)
+            self.only(entry, {"item", "p", "repeat", "let"}, key, T)
+            for field_name in ("item", "p"):
+                if field_name not in entry:
+                    raise self.fail(f"missing '{field_name}'", key, T)
+            for local in self.expand(entry, names, key, T):
+                name = self.render(entry["item"], local, f"{key}.item", T)
+                item = self.gated_item(name, items, graph, f"{key}.item")
+                p = self.eval(entry["p"], local, f"{key}.p", T)
+                symbolic = isinstance(p, sp.Basic) and bool(p.free_symbols)
+                if isinstance(p, bool) or not isinstance(p, (int, float, sp.Expr)):
+                    raise self.fail(f"p of {name!r}: expected a number, got {p!r}", f"{key}.p", T)
+                if not symbolic and not 0 <= float(p) <= 1:
+                    raise self.fail(
+                        f"survival probability p = {p} of {name!r} is outside [0, 1]",
+                        f"{key}.p",
+                        T,
+                    )
+                if item in out:
+                    raise self.fail(f"{name!r} is listed twice", f"{key}.item", T)
+                out[item] = p
+        return out
 
     def dataset(self, name: str, spec: Any, names: Mapping[str, Any], key: str) -> Dataset:
         T = TaskSpecError
@@ -520,7 +575,15 @@ class _Reader:
                     f"{key}.builtin",
                     T,
                 )
-            return BUILTIN_DATASETS[which](name)
+            settings = {
+                str(k): self.eval(v, names, f"{key}.{k}", T)
+                for k, v in spec.items()
+                if k != "builtin"
+            }
+            try:
+                return BUILTIN_DATASETS[which](name, **settings)
+            except (TypeError, ValueError) as err:
+                raise self.fail(f"builtin {which!r}: {err}", key, T) from err
         if "examples" in spec:
             fields_raw = self.mapping(spec["examples"], f"{key}.examples", T)
             examples = {
@@ -676,14 +739,15 @@ class _Reader:
                 values[self.gated_item(name, items, graph, f"{key}.active")] = 1
             return values
         given = self.mapping(entry.get("gates", {}), f"{key}.gates", T)
+        random = getattr(self, "_random", {})
         for ref, raw in given.items():
             name = self.render(ref, local, f"{key}.gates", T)
             item = self.gated_item(name, items, graph, f"{key}.gates")
             value = self.eval(raw, local, f"{key}.gates.{name}", T)
-            if value != 0:
+            if value != 0 or item in random:
                 values[item] = value
         named = {self.render(ref, local, f"{key}.gates", T) for ref in given}
-        missing = [name for name in items if name not in named]
+        missing = [name for name in items if name not in named and items[name] not in random]
         if missing:
             raise self.fail(
                 f"missing gate value for {missing[0]!r} (gated items need a value in every context or example; "
@@ -835,7 +899,8 @@ class _Reader:
                 )
         if n is None:
             raise self.fail("the file holds no arrays", "task.npz", TaskSpecError)
-        missing = [g for g in items if f"gates/{g}" not in arrays]
+        random = getattr(self, "_random", {})
+        missing = [g for g in items if f"gates/{g}" not in arrays and items[g] not in random]
         if missing:
             raise self.fail(
                 f"missing gate value for {missing[0]!r}: no array 'gates/{missing[0]}'",
@@ -855,7 +920,8 @@ class _Reader:
             row["gates"] = {
                 items[g]: float(arrays[f"gates/{g}"][mu])
                 for g in items
-                if float(arrays[f"gates/{g}"][mu]) != 0
+                if f"gates/{g}" in arrays
+                and (float(arrays[f"gates/{g}"][mu]) != 0 or items[g] in random)
             }
             rows.append(row)
         return rows

@@ -28,10 +28,18 @@ Lumping, each verified exactly, never assumed:
 * **full**: balanced, then conserved quadratic quantities
   $Q=\sum c_{ij}B_iB_j$ with $\nabla Q\cdot f\equiv 0$ are found by linear algebra and
   used to eliminate variables (Eq. 15).
+
+Fixed edges ($W_e = c\,I$, untrained) enter every mode's loss as the constant $b_e = c$;
+the nodes they join share one basis. Independent random gates $\delta_i$ (stochastic
+depth) enter the transfers $F$ as extra polynomial variables; the expected loss replaces
+$F$ and $FF'$ by their means, which is reducing every power $\delta_i^k$ to $p_i$
+($\delta^2=\delta$, independent items). For problems with too many paths to list, see
+:func:`gdln.expected_dynamics` (the same loss, evaluated without listing paths).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import re
@@ -45,7 +53,7 @@ import numpy as np
 import sympy as sp
 
 from ._bases import Block, Modes, generic_values, joint_modes
-from ._errors import GdlnError, NotDiagonalizableError, TaskSpecError
+from ._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
 from ._expr import ExpressionError, evaluate, exact
 from ._graphfile import Problem
 from ._paths import input_nodes, output_nodes
@@ -65,6 +73,9 @@ Lumping = Literal["none", "symmetry", "balanced", "full"]
 LUMPINGS = ("none", "symmetry", "balanced", "full")
 MAX_EXACT_DIMS = 200
 MAX_FULL_QUADRATIC = 12
+MAX_SYMBOLIC_PAIRS = 100_000
+"""Most co-active path pairs (summed over contexts and outputs) the symbolic route lists."""
+DELTA = 1 << 40  # polynomial variable index of the first random gate delta_i
 
 
 def edge_name(edge: Edge) -> str:
@@ -171,6 +182,7 @@ class Reduction:
     _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
     _slot_edges: Mapping[int, frozenset[Edge]] = field(repr=False, default_factory=dict)
     _init: Mapping[Edge, Any] = field(repr=False, default_factory=dict)
+    _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
 
     def __repr__(self) -> str:
         return f"Reduction({self.problem.name!r}, lump={self.lump!r}, systems={list(self.systems)})"
@@ -193,7 +205,7 @@ class Reduction:
         graph = self.problem.graph
         k = self._edge_component[edge]
         slots = sorted(a for a, edges in self._slot_edges.items() if edge in edges)
-        hidden = _hidden_bases(graph, seed)
+        hidden = _hidden_bases(graph, seed, self._anchors)
         cols = []
         for node in (edge[1], edge[0]):
             if node in hidden:
@@ -212,14 +224,17 @@ class Reduction:
         """Weights $W_e = R_{t(e)}B_eR_{s(e)}^\\top$ (Eq. 9) with $B_e$ at its initial value.
 
         ``init`` overrides the reduction's initial value (one number for every edge and
-        mode). Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``.
+        mode). Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
+        shared by nodes joined by fixed edges; a fixed edge holds $W_e = c\\,I$.
         """
         graph = self.problem.graph
         weights = {}
         for edge in graph.edges:
             shape = (graph.nodes[edge[1]]["size"], graph.nodes[edge[0]]["size"])
             W = np.zeros(shape)
-            if edge in self._edge_component:
+            if "fixed" in graph.edges[edge]:
+                W = float(graph.edges[edge]["fixed"]) * np.eye(shape[0])
+            elif edge in self._edge_component:
                 left, right, slots = self.edge_bases(edge, seed=seed)
                 value = float(init if init is not None else self._init.get(edge, 0))
                 W = value * left @ right.T if slots else W
@@ -227,7 +242,13 @@ class Reduction:
         return weights
 
 
-def _hidden_bases(graph: nx.DiGraph, seed: int) -> dict[Hashable, np.ndarray]:
+def _hidden_bases(
+    graph: nx.DiGraph, seed: int, anchors: Mapping[int, np.ndarray] | None = None
+) -> dict[Hashable, np.ndarray]:
+    """Random orthogonal $R_v$ per hidden node; nodes joined by fixed edges share one.
+
+    ``anchors``: fixed class index -> the basis its data nodes impose (column = slot).
+    """
     rng = np.random.default_rng(seed)
     out = {}
     for v in nx.topological_sort(graph):
@@ -235,7 +256,86 @@ def _hidden_bases(graph: nx.DiGraph, seed: int) -> dict[Hashable, np.ndarray]:
             n = graph.nodes[v]["size"]
             q, r = np.linalg.qr(rng.standard_normal((n, n)))
             out[v] = q * np.sign(np.diag(r))
+    for index, members in enumerate(fixed_classes(graph)):
+        hidden = [v for v in members if v in out]
+        if hidden:
+            shared = anchors[index] if anchors and index in anchors else out[hidden[0]]
+            for v in hidden:
+                out[v] = shared
     return out
+
+
+def fixed_classes(graph: nx.DiGraph) -> list[tuple[Hashable, ...]]:
+    r"""Nodes joined by fixed edges ($W_e = c\,I$): they must share one basis.
+
+    Classes of two or more nodes, each in topological order, in order of first node.
+    """
+    fixed = [(u, v) for u, v, c in graph.edges(data="fixed") if c is not None]
+    if not fixed:
+        return []
+    joined = nx.Graph(fixed)
+    order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
+    classes = [sorted(c, key=order.__getitem__) for c in nx.connected_components(joined)]
+    return [tuple(c) for c in sorted(classes, key=lambda c: order[c[0]])]
+
+
+def _count_active(graph: nx.DiGraph, task: Any) -> tuple[int, int]:
+    r"""Active paths and co-active pairs $\sum_c\sum_o n_{c,o}^2$, counted, not listed.
+
+    Per context, a dynamic programme over the part of the graph its bound inputs reach
+    through open gates (the paths :func:`active_paths` would list); it stops once the
+    pairs pass the limit.
+    """
+    order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
+    succ = {v: [(w, bool(g)) for _, w, g in graph.out_edges(v, data="gated")] for v in graph}
+    node_gated = {v: bool(g) for v, g in graph.nodes(data="gated")}
+    paths = pairs = 0
+    for c in task.contexts:
+        gates = c.gates
+        count = dict.fromkeys(c.inputs, 1)
+        heap = [(order[v], v) for v in c.inputs]
+        heapq.heapify(heap)
+        while heap:
+            _, v = heapq.heappop(heap)
+            n = count[v]
+            if not succ[v]:
+                paths, pairs = paths + n, pairs + n * n
+                continue
+            for w, gated in succ[v]:
+                if gated and gates.get((v, w), 0) == 0:
+                    continue
+                if node_gated[w] and gates.get(w, 0) == 0:
+                    continue
+                if w not in count:
+                    count[w] = 0
+                    heapq.heappush(heap, (order[w], w))
+                count[w] += n
+        if pairs > MAX_SYMBOLIC_PAIRS:
+            break
+    return paths, pairs
+
+
+def _count(n: int) -> str:
+    return str(n) if n < 10**7 else f"about 10^{len(str(n)) - 1}"
+
+
+def fixed_value(graph: nx.DiGraph, edge: Edge) -> Any:
+    r"""$c$ of a fixed edge $W_e = c\,I$, or ``None`` for a trained edge."""
+    return graph.edges[edge].get("fixed")
+
+
+def check_symbolic_size(problem: Problem) -> None:
+    """Refuse problems whose co-active path pairs are too many to list symbolically."""
+    paths, pairs = _count_active(problem.graph, problem.require_task())
+    if pairs > MAX_SYMBOLIC_PAIRS:
+        raise TooManyPathsError(
+            f"{problem.source}: {_count(paths)} active input-output paths ({_count(pairs)} "
+            f"co-active pairs, "
+            f"more than the {MAX_SYMBOLIC_PAIRS} the symbolic route lists); the moment route "
+            f"gives the same expected loss and dynamics without listing paths: "
+            f"gdln.expected_dynamics(problem), or `gdln solve` (which uses it)",
+            paths=paths,
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,6 +369,7 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
         require_numbers_for_float_data(task)
     except TaskSpecError as err:
         raise TaskSpecError(str(err), source=problem.source) from err
+    check_symbolic_size(problem)
     active = active_paths(graph, task)
     if not active.paths:
         raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
@@ -287,9 +388,14 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
     slot_edges = _alive_edges(graph, active, space, modes, edge_component)
     builder = _LossBuilder(problem, active, space, modes, slot_edges)
     systems = []
+    constant_modes: Any = 0  # modes with only fixed edges: their loss is a constant
     for slots in builder.classes():
-        systems.append(builder.system(slots, lump, init_values))
+        if builder.variable_edges(slots):
+            systems.append(builder.system(slots, lump, init_values))
+        else:
+            constant_modes = constant_modes + builder.constant_loss(slots)
     constant, per_context = builder.constants()
+    constant = _clean(constant + constant_modes)
     return Reduction(
         problem=problem,
         systems=tuple(systems),
@@ -302,6 +408,7 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
         _edge_component=edge_component,
         _slot_edges=slot_edges,
         _init=init_values,
+        _anchors=_anchor_bases(graph, space, modes),
     )
 
 
@@ -395,8 +502,8 @@ def _component_modes(
                     outputs.add(label)
             paths = [active.paths[i] for i in members]
             for p in paths:
-                blocks.append(
-                    _block(
+                blocks.extend(
+                    _blocks(
                         ("out", "node", p.target),
                         ("in", "node", p.source),
                         stats.input_output[p],
@@ -406,23 +513,26 @@ def _component_modes(
             member_set = set(paths)
             for (pj, pp), m in stats.input.items():
                 if pj in member_set and pp in member_set:
-                    blocks.append(
-                        _block(
+                    blocks.extend(
+                        _blocks(
                             ("in", "node", pj.source),
                             ("in", "node", pp.source),
                             m,
                             f"Sigma_x({pj}, {pp})",
                         )
                     )
+        pairs = fixed_pairs(problem.graph, k, space)
+        blocks += [identity_block(a, b, spaces[a], tag) for a, b, tag in pairs]
         exact = task.exact and sum(spaces.values()) <= MAX_EXACT_DIMS
         symbols = set().union(*(b.exact.free_symbols for b in blocks if b.exact is not None))
         key = (tuple(sorted(spaces.items(), key=str)), tuple((b.row, b.col, b.tag) for b in blocks))
         if not dataset_level or key not in cache:
-            cache[key] = joint_modes(
+            cache[key] = joint_modes_fixed(
                 spaces,
                 blocks,
-                outputs=frozenset(outputs),
-                exact=exact,
+                frozenset(outputs),
+                exact,
+                pairs,
                 symbols=generic_values(symbols),
             )
             if symbols and cache[key].exact_vectors is None:
@@ -475,6 +585,115 @@ def _same_bases(a: Modes, b: Modes) -> bool:
     return True
 
 
+def fixed_pairs(
+    graph: nx.DiGraph, k: int, space: Mapping[tuple[int, Hashable], Hashable]
+) -> list[tuple[Hashable, Hashable, str]]:
+    r"""Data spaces of component ``k`` that fixed edges tie to one basis: ``(a, b, tag)``.
+
+    A fixed edge $W_e = c\,I$ keeps $b_e = c$ in every mode only if its two ends share a
+    basis; when a class of such nodes holds data nodes (inputs, outputs), their data bases
+    must coincide. ``a`` is the class's first input-side space.
+    """
+    out = []
+    for members in fixed_classes(graph):
+        labels = list(dict.fromkeys(space[(k, v)] for v in members if (k, v) in space))
+        if len(labels) < 2:
+            continue
+        labels.sort(key=lambda label: str(label[0]) != "in")  # type: ignore[index]
+        edges = [
+            edge_name((u, v))
+            for u, v, c in graph.edges(data="fixed")
+            if c is not None and u in members
+        ]
+        shown = ", ".join(edges[:3]) + (f" and {len(edges) - 3} more" if len(edges) > 3 else "")
+        tag = f"fixed edges {shown}"
+        out += [(labels[0], other, tag) for other in labels[1:]]
+    return out
+
+
+def identity_block(a: Hashable, b: Hashable, size: int, tag: str) -> Block:
+    """The block $I$ between two spaces that fixed edges tie to one basis."""
+    return Block(row=a, col=b, value=np.eye(size), exact=sp.ImmutableMatrix(sp.eye(size)), tag=tag)
+
+
+def joint_modes_fixed(
+    spaces: Mapping[Hashable, int],
+    blocks: Sequence[Block],
+    outputs: frozenset[Hashable],
+    exact: bool,
+    pairs: Sequence[tuple[Hashable, Hashable, str]],
+    *,
+    symbols: Mapping[Any, Any] | None = None,
+) -> Modes:
+    """:func:`joint_modes`, then the same vector in every space a fixed class ties together.
+
+    The identity blocks make each mode's vectors in tied spaces parallel; their signs are
+    then made equal (flipping a vector flips the sign of that mode's $s$, nothing else).
+    """
+    try:
+        modes = joint_modes(spaces, blocks, outputs=outputs, exact=exact, symbols=symbols)
+    except NotDiagonalizableError as err:
+        if not pairs:
+            raise
+        tags = sorted({tag for _, _, tag in pairs})
+        raise NotDiagonalizableError(
+            f"{'; '.join(tags)} hold W = c I, so the spaces they join must share one basis, "
+            f"and no common bases exist: {err}",
+            paths=err.paths,
+            residual=err.residual,
+        ) from err
+    if not pairs:
+        return modes
+    vectors = [dict(m) for m in modes.vectors]
+    exact_vectors = [dict(m) for m in modes.exact_vectors] if modes.exact_vectors else None
+    for a, b, tag in pairs:
+        for alpha, mode in enumerate(vectors):
+            if (a in mode) != (b in mode) or (
+                a in mode and abs(abs(float(mode[a] @ mode[b])) - 1) > 1e-7
+            ):
+                raise NotDiagonalizableError(
+                    f"{tag} hold W = c I, so the spaces {a} and {b} must share one basis, but "
+                    f"mode {alpha} of the statistics differs between them",
+                    paths=(tag,),
+                    residual=1.0,
+                )
+            if a in mode and float(mode[a] @ mode[b]) < 0:
+                mode[b] = -mode[b]
+                if exact_vectors is not None:
+                    exact_vectors[alpha][b] = -exact_vectors[alpha][b]
+    return Modes(
+        spaces=modes.spaces,
+        vectors=tuple(vectors),
+        exact_vectors=tuple(exact_vectors) if exact_vectors is not None else None,
+        complement=modes.complement,
+    )
+
+
+def _anchor_bases(
+    graph: nx.DiGraph, space: Mapping[tuple[int, Hashable], Hashable], modes: Sequence[Modes]
+) -> dict[int, np.ndarray]:
+    """Per fixed class holding a data node: the basis it imposes, column ``a`` = slot ``a``."""
+    out = {}
+    for index, members in enumerate(fixed_classes(graph)):
+        found = [(k, space[(k, v)]) for k in range(len(modes)) for v in members if (k, v) in space]
+        if not found:
+            continue
+        k, label = found[0]
+        n = modes[k].spaces[label]
+        columns: list[np.ndarray | None] = [None] * n
+        spare = []
+        for alpha, mode in enumerate(modes[k].vectors):
+            if label in mode:
+                if alpha < n:
+                    columns[alpha] = mode[label]
+                else:
+                    spare.append(mode[label])
+        rest = modes[k].complement.get(label, np.zeros((n, 0)))
+        spare += [rest[:, j] for j in range(rest.shape[1])]
+        out[index] = np.column_stack([c if c is not None else spare.pop(0) for c in columns])
+    return out
+
+
 def _block(row: Hashable, col: Hashable, matrix: Any, tag: str) -> Block:
     """A statistic as a :class:`Block`; symbols take generic values in ``Block.value``."""
     exact = sp.ImmutableMatrix(matrix) if isinstance(matrix, sp.MatrixBase) else None
@@ -483,6 +702,28 @@ def _block(row: Hashable, col: Hashable, matrix: Any, tag: str) -> Block:
     else:
         value = as_float(matrix)
     return Block(row=row, col=col, value=value, exact=exact, tag=tag)
+
+
+GENERIC = (sp.Rational(3, 8), sp.Rational(5, 8))
+"""Two values for the free symbols of statistics (e.g. a symbolic survival probability)."""
+
+
+def _blocks(row: Hashable, col: Hashable, matrix: Any, tag: str) -> list[Block]:
+    """A statistic as a block; a symbolic one at two generic values of its symbols.
+
+    Bases found from statistics that depend on a symbol must hold for every value of it:
+    the joint diagonalisation then asks them to diagonalise the statistic at both values.
+    """
+    free = sorted(matrix.free_symbols, key=str) if isinstance(matrix, sp.MatrixBase) else []
+    if not free:
+        return [_block(row, col, matrix, tag)]
+    out = []
+    for k, x in enumerate(GENERIC):
+        point = {s: x + sp.Rational(i, 100) for i, s in enumerate(free)}
+        exact = sp.ImmutableMatrix(matrix.subs(point))
+        tag_k = f"{tag} at p #{k + 1}"
+        out.append(Block(row=row, col=col, value=as_float(exact), exact=exact, tag=tag_k))
+    return out
 
 
 def _alive_edges(
@@ -542,8 +783,41 @@ class _LossBuilder:
             e
             for e in nx.topological_sort(nx.line_graph(problem.graph))
             if e in {x for s in slot_edges.values() for x in s}
+            and fixed_value(problem.graph, e) is None
         ]
         self._names = _edge_symbols(self.edges)
+        self.random = {item: DELTA + i for i, item in enumerate(self.task.random_gates)}
+        self.survival = {DELTA + i: p for i, p in enumerate(self.task.random_gates.values())}
+
+    def variable_edges(self, slots: tuple[int, ...]) -> list[Edge]:
+        return [e for e in self.edges if e in self.slot_edges[slots[0]]]
+
+    def constant_loss(self, slots: tuple[int, ...]) -> Any:
+        """Summed over these modes: the loss of modes whose edges are all fixed."""
+        gen: dict[sp.Symbol, int] = {}
+        per_context = self.context_losses(slots, {}, gen)
+        values = dict(self.symbol_order)
+        total: Any = 0
+        for c, ell in zip(self.task.contexts, per_context, strict=True):
+            expr = ell.to_sympy(sorted(gen, key=gen.__getitem__))
+            for alpha in slots:
+                point = {sym: values[sym][alpha] for sym in gen}
+                total = total + c.probability * expr.subs(point)
+        return total
+
+    def expect(self, poly: Polynomial) -> Polynomial:
+        r"""$\mathbb E$ over the random gates: every $\delta_i^k$ becomes $p_i$."""
+        if not self.survival:
+            return poly
+        out = Polynomial()
+        for m, c in poly.terms.items():
+            kept = tuple((v, e) for v, e in m if v < DELTA)
+            factor: Any = 1
+            for v, _e in m:
+                if v >= DELTA:
+                    factor = factor * self.survival[v]
+            out.add_scaled(Polynomial({kept: c}), factor)
+        return out
 
     def classes(self) -> list[tuple[int, ...]]:
         groups: dict[frozenset[Edge], list[int]] = defaultdict(list)
@@ -596,7 +870,10 @@ class _LossBuilder:
                     continue
                 term = Polynomial.constant(g)
                 for e in p.edges:
-                    term = term * Polynomial.variable(var_index[e])
+                    c_e = fixed_value(self.problem.graph, e)
+                    term = term * (Polynomial.variable(var_index[e]) if c_e is None else c_e)
+                for item in self.active.random[i] if self.active.random else ():
+                    term = term * Polynomial.variable(self.random[item])
                 transfers = groups[(self.comp_of[i], p.target)]
                 transfers[p.source] = transfers[p.source] + term if p.source in transfers else term
             for (k, o), transfers in groups.items():
@@ -613,7 +890,9 @@ class _LossBuilder:
                         )
                         sym = self._symbol("s", vals) if any(vals[a] != 0 for a in slots) else None
                         if sym is not None:
-                            loss.add_scaled(F * Polynomial.variable(_gen(gen, sym)), -1)
+                            loss.add_scaled(
+                                self.expect(F * Polynomial.variable(_gen(gen, sym))), -1
+                            )
                 for (ia, Fa), (ib, Fb) in itertools.product(transfers.items(), repeat=2):
                     vals = self._values(
                         "d",
@@ -627,7 +906,8 @@ class _LossBuilder:
                     sym = self._symbol("d", vals) if any(vals[a] != 0 for a in slots) else None
                     if sym is not None:
                         loss.add_scaled(
-                            Fa * Fb * Polynomial.variable(_gen(gen, sym)), sp.Rational(1, 2)
+                            self.expect(Fa * Fb * Polynomial.variable(_gen(gen, sym))),
+                            sp.Rational(1, 2),
                         )
             out.append(loss)
         return out
@@ -648,7 +928,7 @@ class _LossBuilder:
         return _clean(total), tuple(per_context)
 
     def system(self, slots: tuple[int, ...], lump: str, init: Mapping[Edge, Any]) -> ReducedSystem:
-        edges = [e for e in self.edges if e in self.slot_edges[slots[0]]]
+        edges = self.variable_edges(slots)
         var_index = {e: i for i, e in enumerate(edges)}
         gen = {self._names[e]: i for i, e in enumerate(edges)}
         per_context = self.context_losses(slots, var_index, gen)  # adds the data symbols
@@ -901,14 +1181,16 @@ def _conserved(
         for m, value in col.terms.items():
             matrix[index[m], c] = value
     out = []
-    for vector in matrix.nullspace():
-        if not all(x.is_Rational for x in vector):  # symbolic probabilities or gates
-            vector = vector.applyfunc(sp.cancel)
-            out.append(
-                sp.factor_terms(
-                    sum(vector[c] * generators[i] * generators[j] for c, (i, j) in enumerate(pairs))
-                )
+    for vector in _nullspace(matrix):
+        if not all(sp.nsimplify(x).is_Rational for x in vector):  # symbolic coefficients
+            first = next(x for x in vector if x != 0)
+            vector = vector.applyfunc(lambda x, first=first: sp.cancel(x / first))
+            scale = sp.lcm([sp.fraction(sp.together(x))[1] for x in vector])
+            vector = vector.applyfunc(lambda x, scale=scale: sp.factor(sp.cancel(x * scale)))
+            expr = sp.expand(
+                sum(vector[c] * generators[i] * generators[j] for c, (i, j) in enumerate(pairs))
             )
+            out.append(-expr if expr.could_extract_minus_sign() else expr)
             continue
         denominators = [sp.fraction(sp.nsimplify(x))[1] for x in vector]
         scale = math.lcm(*[int(x) for x in denominators]) if denominators else 1
@@ -922,6 +1204,19 @@ def _conserved(
             expr = -expr
         out.append(expr)
     return out
+
+
+def _nullspace(matrix: sp.Matrix) -> list[sp.Matrix]:
+    r"""Exact nullspace; over the entries' own domain (e.g. $\mathbb Q(\sqrt 3)$ when fixed
+    edges hold $1/\sqrt L$, or rational functions of a symbolic $p$), much faster there
+    than sympy's generic elimination."""
+    if all(x.is_Rational for x in matrix):
+        return matrix.nullspace()
+    from sympy.polys.matrices import DomainMatrix
+
+    dm = DomainMatrix.from_Matrix(matrix, extension=True).to_field()
+    basis = dm.nullspace().to_Matrix()
+    return [basis.row(r).T.applyfunc(sp.simplify) for r in range(basis.rows)]
 
 
 def _eliminate(

@@ -5,8 +5,12 @@ nodes clamped to the data, and in topological order
 
 $$h_v = g_v \sum_{q:\, t(q)=v} g_q W_q h_{s(q)},$$
 
-with the node gates $g_v$ and edge gates $g_q$ of each example (1 where ungated). The
-loss is Eq. (1): the weighted average over examples of
+with the node gates $g_v$ and edge gates $g_q$ of each example (1 where ungated). Fixed
+edges (``fixed`` edge attribute $c$) hold $W_e = c\,I$ and are not trained. Independent
+random gates (``examples.random_gates``, stochastic depth) multiply their item's gate by
+$\delta\sim\mathrm{Bernoulli}(p)$, one draw per step per repetition shared by all
+examples, from ``numpy.random.default_rng((seed, 2))``; the recorded loss is then that of
+the step's draw. The loss is Eq. (1): the weighted average over examples of
 $\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$. Gradients are torch autograd on
 this full network; nothing here uses the reduced equations.
 
@@ -897,8 +901,12 @@ def _run(
             raise SimulationSpecError(f"weights: only used with init='given', got init={init!r}")
         drawn = initial_weights(graph, init=init, scale=scale, seeds=seed_list)
         w0 = [drawn[e] for e in net.edges]
+    fixed = _fixed_edges(net)
+    for i, c in fixed.items():  # W_e = c I, never trained
+        w0[i] = np.broadcast_to(c * np.eye(net.sizes[net.edges[i][0]]), w0[i].shape)
     W = [torch.tensor(np.array(a), dtype=tdtype, device=dev, requires_grad=True) for a in w0]
     buffers = [torch.zeros_like(w) for w in W] if momentum > 0 else None
+    gates = _RandomGates(net, examples.random_gates, seed_list, tdtype, dev)
 
     sampler = _Sampler(train, seed_list, batch_size, dev) if minibatch else None
     recorder = _Recorder(net, train, evaluation, torch_bases, rsm, record_weights)
@@ -924,20 +932,21 @@ def _run(
     for step in range(steps + 1):
         last = step == steps
         with torch.set_grad_enabled(not last):
+            Wm = gates.apply(W)  # this step's random gates, folded into the weights
             full = None  # (activations, per-example loss) on the whole set, at record steps
             if minibatch or last:
                 if step in record_at:
                     with torch.no_grad():
-                        full = _forward(net, W, train)
+                        full = _forward(net, Wm, train)
                 if last:
                     assert full is not None
                     loss = full[1] @ train.w
                 else:
                     assert sampler is not None
-                    _, batch_ex = _forward(net, W, train, sampler.rows(step))
+                    _, batch_ex = _forward(net, Wm, train, sampler.rows(step))
                     loss = batch_ex.mean(-1)
             else:
-                acts, per_ex = _forward(net, W, train)
+                acts, per_ex = _forward(net, Wm, train)
                 loss = per_ex @ train.w
                 if step in record_at:
                     full = (acts, per_ex)
@@ -958,6 +967,8 @@ def _run(
             grads = torch.autograd.grad(loss.sum(), W)
         with torch.no_grad():
             for i, (w, g) in enumerate(zip(W, grads, strict=True)):
+                if i in fixed:
+                    continue
                 if buffers is not None:
                     buffers[i].mul_(momentum).add_(g)
                     g = buffers[i]
@@ -989,6 +1000,8 @@ def _run(
         "contexts": list(train.labels),
         "eval_contexts": [] if evaluation is None else list(evaluation.labels),
         "loss_axes": ["time", "seed"],
+        "random_gates": {str(k): float(p) for k, p in examples.random_gates.items()},
+        "fixed_edges": [edge_label(net.edges[i]) for i in fixed],
     }
     return Trajectory(t=lr * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)
 
@@ -1029,6 +1042,81 @@ def _bases(
             torch.as_tensor(right, dtype=dtype, device=device),
         )
     return out
+
+
+def _fixed_edges(net: _Net) -> dict[int, float]:
+    r"""Edge index -> $c$ for fixed edges $W_e = c\,I$ (edge attribute ``fixed``)."""
+    out = {}
+    for i, (u, v) in enumerate(net.edges):
+        c = net.graph.edges[u, v].get("fixed")
+        if c is not None:
+            if net.sizes[u] != net.sizes[v]:
+                raise SimulationSpecError(
+                    f"graph: fixed edge {u}->{v} needs equal sizes, got {net.sizes[u]} and "
+                    f"{net.sizes[v]}"
+                )
+            out[i] = float(c)
+    return out
+
+
+class _RandomGates:
+    r"""Independent Bernoulli gates, redrawn every step, folded into the weights.
+
+    An edge's random gate multiplies $g_qW_qh_{s(q)}$, a node's multiplies every edge into
+    it, so $\delta$ times the weight is the same network. Repetition ``r`` draws from
+    ``numpy.random.default_rng((seeds[r], 2))`` alone, one Bernoulli per item per step.
+    """
+
+    def __init__(
+        self,
+        net: _Net,
+        survival: Mapping[Hashable, Any],
+        seeds: list[int],
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        index = {e: i for i, e in enumerate(net.edges)}
+        self.targets: list[list[int]] = []
+        probabilities = []
+        for item, p in survival.items():
+            if isinstance(item, tuple) and tuple(item) in index:
+                self.targets.append([index[tuple(item)]])
+            elif item in net.sizes:
+                self.targets.append([i for i, e in enumerate(net.edges) if e[1] == item])
+            else:
+                raise SimulationSpecError(
+                    f"random_gates: {item!r} is neither a node nor an edge of the graph"
+                )
+            try:
+                value = float(p)
+            except TypeError:
+                raise SimulationSpecError(
+                    f"random_gates: the survival probability of {item!r} is {p}, not a "
+                    "number; give it a value to simulate"
+                ) from None
+            if not 0 <= value <= 1:
+                raise SimulationSpecError(
+                    f"random_gates: survival probability of {item!r} is {value}, not in [0, 1]"
+                )
+            probabilities.append(value)
+        self.p = np.array(probabilities)
+        self.rngs = [np.random.default_rng((s, 2)) for s in seeds]
+        self.dtype, self.device = dtype, device
+
+    def apply(self, weights: list[torch.Tensor]) -> list[torch.Tensor]:
+        """This step's weights: each multiplied by the gates of the items acting on it."""
+        if not self.targets:
+            return weights
+        draws = np.array([rng.random(len(self.p)) < self.p for rng in self.rngs], dtype=float)
+        factor: dict[int, np.ndarray] = {}
+        for k, edges in enumerate(self.targets):
+            for i in edges:
+                factor[i] = factor.get(i, 1.0) * draws[:, k]
+        out = list(weights)
+        for i, f in factor.items():
+            scale = torch.as_tensor(f, dtype=self.dtype, device=self.device)
+            out[i] = weights[i] * scale[:, None, None]
+        return out
 
 
 class _Sampler:

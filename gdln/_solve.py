@@ -24,6 +24,7 @@ import sympy as sp
 from scipy.integrate import solve_ivp
 
 from ._errors import GdlnError
+from ._moments import ExpectedDynamics
 from ._poly import evaluate_monomials, monomial_table
 from ._reduction import ReducedSystem, Reduction
 from ._task import unbound_message
@@ -53,6 +54,15 @@ class _Numeric:
         data = list(system.symbols)
         consts = list(system.constants)
         self.free = list(system.variables)
+        known = set(self.free) | set(data) | set(consts)
+        unknown = sorted(
+            {str(x) for v in self.free for x in system.rhs[v].free_symbols if x not in known}
+        )
+        if unknown:
+            raise GdlnError(
+                f"the reduced ODE keeps the symbol(s) {', '.join(unknown)} (e.g. a symbolic "
+                "survival probability); give them numbers (--param) to solve"
+            )
         args = [self.free, data, consts]
         self.rhs = sp.lambdify(args, [system.rhs[v] for v in self.free], "numpy")
         self.eliminated = {v: sp.lambdify(args, e, "numpy") for v, e in system.eliminated.items()}
@@ -145,7 +155,7 @@ def _require_numbers(reduction: Reduction) -> None:
 
 
 def solve(
-    reduction: Reduction,
+    reduction: Reduction | ExpectedDynamics,
     *,
     t_max: float,
     lr: float | None = None,
@@ -158,7 +168,9 @@ def solve(
     Parameters
     ----------
     reduction
-        From :func:`gdln.reduce`.
+        From :func:`gdln.reduce`, or the expected dynamics of :func:`gdln.expected_dynamics`
+        (the same ODE and GD map, evaluated without listing paths; its variables are
+        recorded per trained edge as ``(T, modes)``).
     t_max
         Final time, in units of $\tau$.
     lr
@@ -184,12 +196,15 @@ def solve(
         raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
     if lr is not None and not (lr > 0 and math.isfinite(lr)):
         raise GdlnError(f"lr must be a positive number, got {lr!r}")
-    _require_numbers(reduction)
-    numerics = [_compiled(s) for s in reduction.systems]
+    moments = reduction if isinstance(reduction, ExpectedDynamics) else None
+    numerics = []
+    if isinstance(reduction, Reduction):
+        _require_numbers(reduction)
+        numerics = [_compiled(s) for s in reduction.systems]
     sizes = [len(n.free) * n.n_modes for n in numerics]
     splits = np.cumsum(sizes)[:-1]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    y0 = np.concatenate([n.y0.ravel() for n in numerics])
+    y0 = np.concatenate([n.y0.ravel() for n in numerics]) if numerics else np.zeros(0)
 
     def all_systems(y: np.ndarray) -> np.ndarray:
         out = np.empty_like(y)
@@ -215,6 +230,11 @@ def solve(
         for v in n.free
         for a in range(n.n_modes)
     ]
+    if moments is not None:
+        rhs, y0 = _moment_flow(moments)
+        rhs_ode = rhs
+        rows, cols = np.nonzero(moments.alive)
+        labels = [(str(moments.variables[r]), int(c)) for r, c in zip(rows, cols, strict=True)]
     source = reduction.problem.source
 
     def worst(state: np.ndarray) -> str:
@@ -308,6 +328,9 @@ def solve(
                 states_list.append(y.copy())
         times, states = record * lr, np.array(states_list).T
         method = "gd-map"
+    if moments is not None:
+        return _moment_trajectory(moments, times, states, method, lr)
+    assert isinstance(reduction, Reduction)
     task = reduction.problem.require_task()
     probabilities = np.array([float(c.probability) for c in task.contexts])
     context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(
@@ -335,3 +358,41 @@ def solve(
         "context_labels": [c.label for c in task.contexts],
     }
     return Trajectory(t=times, loss=loss, series=series, meta=meta)
+
+
+def _moment_flow(
+    dynamics: ExpectedDynamics,
+) -> tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]:
+    r"""$\tau\dot b=-\partial\mathcal L/\partial b$ on the live entries of ``b``, and $b(0)$."""
+    alive = dynamics.alive
+
+    def rhs(y: np.ndarray) -> np.ndarray:
+        b = np.zeros(alive.shape)
+        b[alive] = y
+        return dynamics.flow(b)[alive]
+
+    return rhs, dynamics.initial[alive].astype(float)
+
+
+def _moment_trajectory(
+    dynamics: ExpectedDynamics, times: np.ndarray, states: np.ndarray, method: str, lr: Any
+) -> Trajectory:
+    """Series per trained edge ``(T, modes)``, the expected loss and per-context losses."""
+    bs = np.zeros((len(times), *dynamics.alive.shape))
+    bs[:, dynamics.alive] = states.T
+    context_loss = np.array([dynamics.context_losses(b) for b in bs])
+    task = dynamics.problem.require_task()
+    probabilities = np.array([float(c.probability) for c in task.contexts])
+    series = {str(v): bs[:, i, :] for i, v in enumerate(dynamics.variables)}
+    series["context_loss"] = context_loss
+    meta = {
+        "source": dynamics.problem.source,
+        "params": {k: str(v) for k, v in dynamics.problem.params.items()},
+        "route": "moments",
+        "method": method,
+        "lr": lr,
+        "time_unit": "tau",
+        "modes": list(range(dynamics.n_modes)),
+        "context_labels": [c.label for c in task.contexts],
+    }
+    return Trajectory(t=times, loss=context_loss @ probabilities, series=series, meta=meta)

@@ -10,6 +10,13 @@ Values are exact sympy matrices when the data are exact, float arrays otherwise.
 Only paths that some context switches on with data at their source are kept ("active"),
 and only pairs $(j, p)$ with the same target that are ever on together are formed, so the
 cost grows with co-active pairs rather than with the square of the number of paths.
+
+With independent random gates (:attr:`gdln.Task.random_gates`) a path's gate is
+$g_p = g^c_p\prod_{i\in R(p)}\delta_i$, with $R(p)$ the random items on $p$. Since the
+$\delta_i\sim\mathrm{Bernoulli}(p_i)$ are independent and $\delta^2=\delta$,
+$\mathbb E[g_p] = g^c_p\prod_{R(p)}p_i$ and
+$\mathbb E[g_jg_p] = g^c_jg^c_p\prod_{R(j)\cup R(p)}p_i$ (:class:`GateProduct`), and these
+replace $g_p$ and $g_jg_p$ in Eqs. (5)-(6).
 """
 
 from __future__ import annotations
@@ -23,11 +30,46 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
-from ._errors import TaskSpecError
+from ._errors import GdlnError, TaskSpecError
 from ._paths import Path
-from ._task import Task, as_float
+from ._task import Task, _symbolic, as_float
 
-__all__ = ["ActivePaths", "PathStatistics", "active_paths", "path_statistics"]
+__all__ = [
+    "ActivePaths",
+    "ContextActivity",
+    "GateProduct",
+    "PathStatistics",
+    "active_paths",
+    "context_activity",
+    "path_statistics",
+]
+
+
+@dataclass(frozen=True)
+class GateProduct:
+    r"""A product of gates: a deterministic coefficient times independent random gates.
+
+    $g = c\prod_{i\in R}\delta_i$ with $\delta_i\sim\mathrm{Bernoulli}(p_i)$. Products
+    multiply the coefficients and take the *union* of the random items ($\delta^2=\delta$),
+    so $\mathbb E[g_jg_p]$ is ``(g_j * g_p).expectation(p)``.
+
+    >>> g = GateProduct(2, frozenset({"a"})) * GateProduct(3, frozenset({"a", "b"}))
+    >>> g.expectation({"a": 0.5, "b": 0.25})
+    0.75
+    """
+
+    coefficient: Any
+    random: frozenset[Hashable] = frozenset()
+
+    def __mul__(self, other: GateProduct) -> GateProduct:
+        return GateProduct(self.coefficient * other.coefficient, self.random | other.random)
+
+    def expectation(self, survival: Mapping[Hashable, Any]) -> Any:
+        r"""$c\prod_{i\in R}p_i$."""
+        value = self.coefficient
+        for item in sorted(self.random, key=str):
+            value = value * survival[item]
+        return value
 
 
 @dataclass(frozen=True)
@@ -39,7 +81,9 @@ class ActivePaths:
     paths
         Active paths, in order of first appearance.
     gates
-        Per context: path index -> $g^c_p$ (nonzero).
+        Per context: path index -> $g^c_p$ (nonzero), the deterministic part of the gate.
+    random
+        Per path: the random items on it, $R(p)$ (empty without random gates).
     components
         Groups of path indices that share an edge or are co-active into the same output
         with a nonzero input correlation. Different components may use different bases.
@@ -48,6 +92,12 @@ class ActivePaths:
     paths: tuple[Path, ...]
     gates: tuple[Mapping[int, Any], ...]
     components: tuple[tuple[int, ...], ...]
+    random: tuple[frozenset[Hashable], ...] = ()
+
+    def gate(self, context: int, path: int) -> GateProduct:
+        """The gate of a path in a context, as a :class:`GateProduct`."""
+        random = self.random[path] if self.random else frozenset()
+        return GateProduct(self.gates[context][path], random)
 
     def component_of(self) -> dict[int, int]:
         return {p: k for k, members in enumerate(self.components) for p in members}
@@ -85,7 +135,19 @@ def active_paths(graph: nx.DiGraph, task: Task) -> ActivePaths:
                         stack.append(((*nodes, w), value))
         per_context.append(found)
     components = _components(graph, task, paths, per_context)
-    return ActivePaths(paths=tuple(paths), gates=tuple(per_context), components=components)
+    random = tuple(random_items(p, task.random_gates) for p in paths)
+    return ActivePaths(
+        paths=tuple(paths), gates=tuple(per_context), components=components, random=random
+    )
+
+
+def random_items(path: Path, random_gates: Mapping[Hashable, Any]) -> frozenset[Hashable]:
+    """$R(p)$: the random items (edges, and nodes after the source) on a path."""
+    if not random_gates:
+        return frozenset()
+    items: list[Hashable] = [e for e in path.edges if e in random_gates]
+    items += [v for v in path.nodes[1:] if v in random_gates]
+    return frozenset(items)
 
 
 def _components(
@@ -188,21 +250,29 @@ def path_statistics(
     active = active or active_paths(graph, task)
     paths = active.paths
     exact = task.exact
+    survival = task.random_gates
+    if not exact and any(_symbolic(p) for p in survival.values()):
+        raise GdlnError(
+            "symbolic survival probabilities of random gates need exact data (the statistics "
+            "of float data are floats); give every p a number"
+        )
     yx: dict[int, Any] = {}
     xx: dict[tuple[int, int], Any] = {}
-    for c, found in zip(task.contexts, active.gates, strict=True):
+    for k, (c, found) in enumerate(zip(task.contexts, active.gates, strict=True)):
         data = task.datasets[c.dataset]
         by_target: dict[Hashable, list[int]] = defaultdict(list)
-        for i, g in found.items():
+        for i in found:
             p = paths[i]
             by_target[p.target].append(i)
             field = c.targets.get(p.target)
             if field is not None:
-                _accumulate(yx, i, c.probability * g, data.moment(field, c.inputs[p.source]), exact)
+                weight = c.probability * active.gate(k, i).expectation(survival)
+                _accumulate(yx, i, weight, data.moment(field, c.inputs[p.source]), exact)
         for members in by_target.values():
             for j in members:
                 for i in members:
-                    weight = c.probability * found[j] * found[i]
+                    gate = active.gate(k, j) * active.gate(k, i)
+                    weight = c.probability * gate.expectation(survival)
                     moment = data.moment(c.inputs[paths[j].source], c.inputs[paths[i].source])
                     _accumulate(xx, (j, i), weight, moment, exact)
     for i, p in enumerate(paths):
@@ -248,3 +318,63 @@ def _accumulate(table: dict[Any, Any], key: Any, weight: Any, moment: Any, exact
 
 def _freeze(value: Any) -> Any:
     return sp.ImmutableMatrix(value) if isinstance(value, sp.MatrixBase) else value
+
+
+@dataclass(frozen=True)
+class ContextActivity:
+    """Which edges a context switches on, found without listing paths.
+
+    Attributes
+    ----------
+    edges
+        The edges on some path from a bound input to an output whose deterministic gates
+        are all nonzero in this context.
+    reach
+        Node -> the bound inputs from which such a path reaches it.
+    paths
+        Output node -> the number of such paths ending there (a count, by dynamic
+        programming over the graph; the paths themselves are not formed).
+    """
+
+    edges: frozenset[tuple[Hashable, Hashable]]
+    reach: Mapping[Hashable, frozenset[Hashable]]
+    paths: Mapping[Hashable, int]
+
+
+def context_activity(graph: nx.DiGraph, task: Task) -> tuple[ContextActivity, ...]:
+    """Per context, its active edges and path counts, in O(edges) each (no path listing)."""
+    order = list(nx.topological_sort(graph))
+    node_gated = {v: bool(g) for v, g in graph.nodes(data="gated")}
+    out = []
+    for c in task.contexts:
+
+        def passes(u: Hashable, w: Hashable, c: Any = c) -> bool:
+            if graph.edges[u, w].get("gated") and c.gates.get((u, w), 0) == 0:
+                return False
+            return not (node_gated[w] and c.gates.get(w, 0) == 0)
+
+        reach: dict[Hashable, set[Hashable]] = {v: set() for v in graph.nodes}
+        count: dict[Hashable, int] = dict.fromkeys(graph.nodes, 0)
+        for v in c.inputs:
+            reach[v].add(v)
+            count[v] = 1
+        for v in order:
+            for u in graph.predecessors(v):
+                if reach[u] and passes(u, v):
+                    reach[v] |= reach[u]
+                    count[v] += count[u]
+        alive = {v for v in graph.nodes if graph.out_degree(v) == 0}
+        for v in reversed(order):
+            if any(w in alive and passes(v, w) for w in graph.successors(v)):
+                alive.add(v)
+        edges = frozenset(
+            (u, w) for u, w in graph.edges if reach[u] and w in alive and passes(u, w)
+        )
+        out.append(
+            ContextActivity(
+                edges=edges,
+                reach={v: frozenset(r) for v, r in reach.items() if v in alive and r},
+                paths={v: count[v] for v in graph.nodes if graph.out_degree(v) == 0 and count[v]},
+            )
+        )
+    return tuple(out)

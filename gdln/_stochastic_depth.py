@@ -391,10 +391,10 @@ def mode_for_budget(
 def expected_gate_product(
     edges_j: Iterable[Any],
     edges_p: Iterable[Any],
-    survival: Mapping[Any, float],
+    survival: Mapping[Any, Any],
     *,
     mask: str = "unscaled",
-) -> float:
+) -> Any:
     r"""$\mathbb E[g_j g_p]$ for two paths whose gated edges carry independent gates.
 
     With independent Bernoulli gates the expectation factorises over edges. Unscaled mask:
@@ -403,27 +403,38 @@ def expected_gate_product(
     $\mathbb E[\delta_e/p_e]=1$ and shared edges $\mathbb E[\delta_e^2/p_e^2]=1/p_e$, so
     $\mathbb E[g_jg_p]=\prod_{e\in j\cap p}1/p_e$. Edges absent from ``survival`` are
     always on. Pass the same path twice for $\mathbb E[g_p^2]$; pass an empty path for
-    $\mathbb E[g_p]$.
+    $\mathbb E[g_p]$. Probabilities may be sympy symbols or expressions; the result is
+    then a sympy expression (a float otherwise).
 
     Examples
     --------
     >>> expected_gate_product(["e1", "e2"], ["e2", "e3"], {"e1": 0.5, "e2": 0.5, "e3": 0.5})
     0.125
+    >>> q = sp.Symbol("q", positive=True)
+    >>> expected_gate_product(["e1", "e2"], ["e2"], {"e1": q, "e2": q / 2})
+    q**2/2
     """
     conv = _mask(mask)
     a = {e for e in edges_j if e in survival}
     b = {e for e in edges_p if e in survival}
-    value = 1.0
+    value: Any = 1.0
+    symbolic = False
     for e in a | b:
-        pe = float(survival[e])
-        _check_probabilities(
-            np.array([pe]), key=f"survival[{e!r}]", positive=conv.name == "inverted"
-        )
+        pe: Any = survival[e]
+        if isinstance(pe, sp.Basic) and pe.free_symbols:
+            symbolic = True
+            if value == 1.0:
+                value = sp.Integer(1)
+        else:
+            pe = float(pe)
+            _check_probabilities(
+                np.array([pe]), key=f"survival[{e!r}]", positive=conv.name == "inverted"
+            )
         if conv.name == "unscaled":
             value *= pe
         elif e in a and e in b:
             value /= pe
-    return float(value)
+    return sp.nsimplify(value) if symbolic else float(value)
 
 
 def expected_path_loss(
@@ -816,7 +827,7 @@ def expected_linear_resnet(
     average = 0.5 * trace_yy - cross + 0.5 * torch.trace(EF @ t["sx"] @ EF.T)
     gW, gin, gout = torch.autograd.grad(loss, (W, win_t, wout_t))
     return LinearResNetExpectation(
-        loss=float(loss),
+        loss=float(loss.detach()),
         average_loss=float(average),
         grad_blocks=gW.numpy(),
         grad_in=gin.numpy(),

@@ -8,12 +8,20 @@ Explicit examples are contexts too: examples that share a gate pattern form one 
 
 The averages of Eq. (1) and Eqs. (5)-(6) are then
 $\langle f\rangle = \sum_c \pi_c \langle f\rangle_{D_c}$.
+
+**Independent random gates** (stochastic depth, Hayou & Ayed 2021). A task may also name
+gated items whose gate is $\delta\sim\mathrm{Bernoulli}(p)$, drawn independently of each
+other and of the data at every step. In context $c$ such an item's gate is
+$g^c\,\delta$, with $g^c$ the context's value (1 where the context does not mention the
+item). Learning follows the loss of Eq. (1) averaged over the $\delta$'s (expected
+full-batch gradient descent); since $\delta^2=\delta$, a product of gates averages to the
+product of the deterministic parts times $\prod p$ over the *union* of the random items.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -23,13 +31,17 @@ import sympy as sp
 from ._errors import TaskSpecError
 from ._examples import ExampleSet
 
-__all__ = ["Context", "Dataset", "Task", "hierarchy_dataset"]
+__all__ = ["Context", "Dataset", "Task", "hierarchy_dataset", "whitened_dataset"]
 
 Matrix = Any  # sympy.ImmutableMatrix when exact, numpy.ndarray (float64) otherwise
 
 
 def _is_exact_array(values: Any) -> bool:
     return isinstance(values, sp.MatrixBase)
+
+
+def _symbolic(value: Any) -> bool:
+    return isinstance(value, sp.Basic) and bool(value.free_symbols)
 
 
 def as_float(matrix: Matrix) -> np.ndarray:
@@ -203,19 +215,47 @@ class Context:
 
 @dataclass(frozen=True)
 class Task:
-    """A mixture of contexts over named datasets (see the module docstring)."""
+    """A mixture of contexts over named datasets (see the module docstring).
+
+    Attributes
+    ----------
+    contexts, datasets
+        The mixture.
+    random_gates
+        Gated node id or edge ``(u, v)`` -> survival probability $p$ (a number in
+        $[0, 1]$ or a sympy expression) of its independent Bernoulli gate. A context that
+        does not mention a random item gives it the value 1 (filled in here).
+    """
 
     contexts: tuple[Context, ...]
     datasets: Mapping[str, Dataset]
+    random_gates: Mapping[Hashable, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for c in self.contexts:
             if c.dataset not in self.datasets:
                 raise ValueError(f"context {c.label!r} names unknown dataset {c.dataset!r}")
+        for item, p in self.random_gates.items():
+            if not _symbolic(p) and not 0 <= float(p) <= 1:
+                raise ValueError(f"random gate {item!r}: probability {p} is outside [0, 1]")
+        if self.random_gates:
+            filled = tuple(
+                replace(c, gates={**dict.fromkeys(self.random_gates, 1), **c.gates})
+                for c in self.contexts
+            )
+            object.__setattr__(self, "contexts", filled)
 
     def __repr__(self) -> str:
         names = ", ".join(self.datasets)
-        return f"Task(<{len(self.contexts)} contexts>, datasets=[{names}])"
+        extra = f", random_gates=<{len(self.random_gates)}>" if self.random_gates else ""
+        return f"Task(<{len(self.contexts)} contexts>, datasets=[{names}]{extra})"
+
+    def gate_expectation(self, items: frozenset[Hashable] | set[Hashable]) -> Any:
+        r"""$\mathbb E\prod_{i\in\mathrm{items}}\delta_i=\prod_i p_i$ (independent, $\delta^2=\delta$)."""
+        value: Any = 1
+        for item in items:
+            value = value * self.random_gates[item]
+        return value
 
     @property
     def exact(self) -> bool:
@@ -251,6 +291,7 @@ class Task:
             weights=np.concatenate(weights),
             context=np.concatenate(context),
             context_labels=tuple(c.label for c in self.contexts),
+            random_gates=dict(self.random_gates),
         )
 
 
@@ -268,3 +309,18 @@ def hierarchy_dataset(name: str = "hierarchy") -> Dataset:
     x = sp.ImmutableMatrix(sp.eye(4))
     y = sp.ImmutableMatrix(HIERARCHY_TARGETS)
     return Dataset(name=name, fields={"x": 4, "y": 7}, examples={"x": x, "y": y})
+
+
+def whitened_dataset(name: str = "whitened", *, size: int) -> Dataset:
+    r"""Whitened one-hot inputs and a symmetric target map, so that $U = V$.
+
+    ``size`` examples: $x_k = e_k$ ($\Sigma^x = I/n$) and $y = Ax$ with
+    $A=\mathrm{diag}(1, \frac{n-1}{n}, \dots, \frac1n)$, so $\Sigma^{yx} = A/n$. The input
+    and output bases coincide, as a residual network whose input and output are joined by
+    identity skips needs (``graphs/resnet_sd.yaml``).
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive integer, got {size!r}")
+    x = sp.ImmutableMatrix(sp.eye(size))
+    y = sp.ImmutableMatrix(sp.diag(*[sp.Rational(size - k, size) for k in range(size)]))
+    return Dataset(name=name, fields={"x": size, "y": size}, examples={"x": x, "y": y})

@@ -184,6 +184,15 @@ def derive(
     "-o", "--out", default=None, type=click.Path(), help="Write here instead of to standard output."
 )
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
+@click.option(
+    "--route",
+    type=click.Choice(["auto", "symbolic", "moments"]),
+    default="auto",
+    show_default=True,
+    help="symbolic: the reduced ODE of `derive`; moments: the same expected dynamics "
+    "evaluated without listing paths (one variable per edge, no lumping); auto: symbolic "
+    "unless the problem has too many paths.",
+)
 def solve(
     file: str,
     params: tuple[str, ...],
@@ -196,18 +205,29 @@ def solve(
     fmt: str,
     out: str | None,
     force: bool,
+    route: str,
 ) -> None:
     """Solve the reduced dynamics numerically; write t, loss and every variable.
 
     \b
     Example:
       gdln solve graphs/routing.yaml --t-max 30 -o routing.json
+      gdln solve graphs/resnet_sd.yaml --param L=1000    # moment route
     """
     problem = _problem(file, params, task)
     lump = lump or problem.settings.get("lump", "full")
     t_end = t_max if t_max is not None else float(problem.settings.get("t_max", 10))
-    reduction = gdln.reduce(problem, lump=lump, init=_init(file, init))
-    trajectory = gdln.solve(reduction, t_max=t_end, lr=lr, n_points=points)
+    model: gdln.Reduction | gdln.ExpectedDynamics
+    if route == "moments":
+        model = gdln.expected_dynamics(problem, init=_init(file, init))
+    else:
+        try:
+            model = gdln.reduce(problem, lump=lump, init=_init(file, init))
+        except gdln.TooManyPathsError:
+            if route == "symbolic":
+                raise
+            model = gdln.expected_dynamics(problem, init=_init(file, init))
+    trajectory = gdln.solve(model, t_max=t_end, lr=lr, n_points=points)
     _write(gdln.format_trajectory(trajectory, fmt), out, force)
 
 

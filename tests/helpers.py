@@ -32,14 +32,17 @@ def load(name: str, **params: object) -> gdln.Problem:
     return gdln.load(GRAPHS / f"{name}.yaml", params={k: str(v) for k, v in params.items()})
 
 
-def full_loss_and_gradient(problem: gdln.Problem, weights: dict) -> tuple[float, dict]:
+def full_loss_and_gradient(
+    problem: gdln.Problem, weights: dict, examples: gdln.ExampleSet | None = None
+) -> tuple[float, dict]:
     """Eq. (1) on the raw examples and its gradient by torch autograd (float64).
 
     Written from the definition h_v = g_v sum_q g_q W_q h_s(q), independently of the
-    reduction's formulas.
+    reduction's formulas. ``examples`` replaces the problem's own (e.g. one mask of its
+    random gates).
     """
     graph = problem.graph
-    ex = problem.examples()
+    ex = problem.examples() if examples is None else examples
     W = {e: torch.tensor(w, dtype=torch.float64, requires_grad=True) for e, w in weights.items()}
     h = {}
     for v in nx.topological_sort(graph):

@@ -213,10 +213,14 @@ def test_compare_out_dir_is_a_file(tmp_path: Path) -> None:
 def test_random_init_tracks_theory_fig4e() -> None:
     """Fig. 4e: 10 seeds of sigma0 = 0.2 x Xavier against the reduced ODE from b(0) = 0.1.
 
-    Measured (float64 CPU, seeds 0-9): time to half loss 9.63 tau (mean; seeds 8.76-10.32)
-    vs 9.49 for the ODE; loss on the plateau at t = 30 within 2.6% for every seed; mean
-    over seeds of max_t |L_sim - L_ode| / L(0) = 0.29 (the drops are steep, so small shifts
-    in time make large loss gaps). Tolerances: 5%, 15%, 5% and 0.4.
+    Measured (float64 CPU) over five blocks of ten seeds (0-9, 10-19, ..., 40-49) against
+    the ODE's 9.49 tau: mean time to half loss 1.2-1.9% off, single seeds up to 14.7%
+    off; loss on the plateau at t = 30 within 2.6-5.3% (worst seed of a block); mean over
+    seeds of max_t |L_sim - L_ode| / L(0) = 0.33-0.38 (the drops are steep, so small
+    shifts in time make large loss gaps). Tolerances: those ranges with a margin, 5%,
+    25%, 8% and 0.5; this test runs seeds 0-9. Not derived from a sample-size formula:
+    the spread is that of the seeds' early random alignment, which the theory does not
+    model.
     """
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 7, "K": 4, "hidden": 64})
     ode = gdln.solve(gdln.reduce(problem, lump="full", init=0.1), t_max=40.0, n_points=401)
@@ -234,11 +238,11 @@ def test_random_init_tracks_theory_fig4e() -> None:
     half = time_to_half_loss(ode.t, ode.loss)
     seeds = [time_to_half_loss(sim.t, sim.loss[:, s]) for s in range(10)]
     assert abs(np.mean(seeds) - half) / half < 0.05
-    assert max(abs(h - half) for h in seeds) / half < 0.15
+    assert max(abs(h - half) for h in seeds) / half < 0.25
     i, j = np.searchsorted(ode.t, 30.0), np.searchsorted(sim.t, 30.0)
-    np.testing.assert_allclose(sim.loss[j], ode.loss[i], rtol=0.05)
+    np.testing.assert_allclose(sim.loss[j], ode.loss[i], rtol=0.08)
     gaps = [max_relative_gap(sim.t, sim.loss[:, s], ode.t, ode.loss) for s in range(10)]
-    assert np.mean(gaps) < 0.4
+    assert np.mean(gaps) < 0.5
 
 
 @pytest.mark.parametrize("case", ["routing", "xor", "crosspath"])

@@ -734,11 +734,18 @@ def test_gd_converges_to_the_flow_at_first_order_in_lr() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_matches_cpu() -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"optimizer": "sgd", "batch_size": 2, "momentum": 0.9, "record_steps": [0, 3, 17]}],
+)
+def test_cuda_matches_cpu(extra: dict) -> None:
+    """Full batch, and minibatch SGD with momentum (the batches come from CPU rngs)."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     graph, ex = tiny_graph(), tiny_examples()
-    kw = dict(steps=20, lr=0.05, seeds=3, record_every=5)
+    kw = dict(steps=20, lr=0.05, seeds=3, record_every=5) | extra
+    if "record_steps" in extra:
+        del kw["record_every"]
     cpu = simulate(graph, ex, device="cpu", **kw)
     gpu = simulate(graph, ex, device="cuda", **kw)
     assert gpu.meta["device"].startswith("cuda")

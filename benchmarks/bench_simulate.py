@@ -148,6 +148,9 @@ def main() -> None:
     for seeds, t in timings.items():
         label = f"simulate to t=40: {steps} steps, {seeds} seed(s), {dev}"
         print(f"{label:<52} {t:>9.3g} {t / t_ode:>9.0f}x")
+    print(
+        f"# load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)"
+    )
 
 
 if __name__ == "__main__":

@@ -219,10 +219,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
     parser.add_argument("-o", "--out", default="out/naturalistic", help="output directory")
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address")
-    parser.add_argument("--workers", type=int, default=None, help="local processes")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="local processes (default: one per core; 1 with --quick, whose few short "
+        "points finish before a process pool has started)",
+    )
     parser.add_argument("--transform", choices=("permute", "rotate"), default="permute")
     parser.add_argument("--tol", type=float, default=0.05, help="onset tolerance")
     args = parser.parse_args(argv)
+    if args.workers is None and args.quick:
+        args.workers = 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -5,8 +5,13 @@ Reproduces Fig. 5b-c of Saxe, Sodhani & Lewallen (2022), "The Neural Race Reduct
 * **Fig. 5b** (theory, Eqs. 16-17 and 52-56): ``graphs/race.yaml`` with M = 10 and
   P in {1, 4, M^2} routes per hidden pathway, reduced with :func:`gdln.reduce` (lumping
   by symmetry) and solved with :func:`gdln.solve` from small balanced weights. Plotted:
-  the strength of the top mode, B1*B2*B3 (input, hidden, output edge), against time, and
-  the ratio B2/B1 of hidden to input singular values against P^(1/4) (Eq. 56).
+  the strength of the top mode, B1*B2*B3 (input, hidden, output edge), and B1 and B2
+  themselves against time, and the ratio B2/B1 of hidden to input singular values
+  against P^(1/4) (Eq. 56).
+* **Eq. 56 in the full network**: the same ``graphs/race.yaml`` trained by
+  :func:`gdln.simulate` from sigma_0 = 0.2 x Xavier weights (not the theory's decoupled
+  ones), with B1 and B2 measured as the top singular values of the input and hidden
+  weight matrices (mean over the equivalent edges).
 * **Fig. 5c** (simulation): ``graphs/routing.yaml`` with M = 10 input and output
   domains, each input trained with K seeded random outputs, N_h = 64, sigma_0 = 0.2
   (x Xavier normal), trained by full-batch gradient descent with :func:`gdln.simulate`
@@ -56,6 +61,38 @@ def race_theory(*, M: int, P: int, init: float, t_max: float) -> dict[str, np.nd
         "strength": series["B1"] * series["B2"] * series["B3"],
         "loss": np.asarray(trajectory.loss),
     }
+
+
+def race_simulation(
+    *, M: int, P: int, hidden: int, scale: float, lr: float, t_max: float, seed: int
+) -> dict[str, np.ndarray]:
+    """Full network of ``graphs/race.yaml`` from sigma_0 x Xavier weights (Eq. 56 measured).
+
+    Returns t (60 log-spaced records), the loss and B1, B2, B3: the top singular value
+    of the input (x -> a), hidden (a -> b) and output (b -> y) weight matrices, each the
+    mean over the edges of its kind (they are equivalent by symmetry).
+    """
+    problem = gdln.load(
+        GRAPHS / "race.yaml", params={"M": str(M), "P": str(P), "hidden": str(hidden)}
+    )
+    steps = round(t_max / lr)
+    record = sorted({0, *np.rint(np.geomspace(1, steps, 60)).astype(int).tolist()})
+    trajectory = gdln.simulate(
+        problem.graph,
+        problem.examples(),
+        steps=steps,
+        lr=lr,
+        init="xavier",
+        scale=scale,
+        seeds=[seed],
+        record_steps=record,
+        threads=1,
+    )
+    out: dict[str, np.ndarray] = {"t": np.asarray(trajectory.t), "loss": trajectory.loss[:, 0]}
+    for name, prefix in (("B1", "sv/x"), ("B2", "sv/a"), ("B3", "sv/b")):
+        tops = [v[:, 0, 0] for k, v in trajectory.series.items() if k.startswith(prefix)]
+        out[name] = np.mean(tops, axis=0)
+    return out
 
 
 def route_errors(
@@ -115,9 +152,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
     parser.add_argument("-o", "--out", default="out/race", help="output directory")
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address")
-    parser.add_argument("--workers", type=int, default=None, help="local processes")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="local processes (default: one per core; 1 with --quick, whose few short "
+        "points finish before a process pool has started)",
+    )
     parser.add_argument("--tol", type=float, default=0.05, help="onset tolerance")
     args = parser.parse_args(argv)
+    if args.workers is None and args.quick:
+        args.workers = 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -131,26 +176,49 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         M_theory, Ps, init, t_max_theory = 4, (1, 4, 16), 0.01, 2000.0
         M, hidden, seeds, lr, t_max = 4, 16, (0,), 0.1, 40.0
         Ks = (1, 2, 3, 4)
+        # full network of race.yaml: lr and horizon per P (a route's share is P/M^2)
+        sim_hidden, sim_runs = 8, {1: (0.2, 50.0), 4: (0.2, 50.0), 16: (0.2, 50.0)}
     else:
         M_theory, Ps, init, t_max_theory = 10, (1, 4, 100), 0.01, 20000.0
         M, hidden, seeds, lr, t_max = 10, 64, (0, 1, 2), 0.1, 80.0
         Ks = tuple(range(1, 11))
+        sim_hidden, sim_runs = 32, {1: (1.0, 1500.0), 4: (0.5, 500.0), 100: (0.1, 100.0)}
 
     # Fig. 5b: reduced dynamics for several degrees of sharing P.
     theory = {P: race_theory(M=M_theory, P=P, init=init, t_max=t_max_theory) for P in Ps}
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for P, th in theory.items():
-        ax.plot(th["t"][1:], th["strength"][1:, 0], label=f"P = {P}")
-    ax.set_xscale("log")
-    ax.set_xlabel("time t / τ")
-    ax.set_ylabel("top-mode strength B1·B2·B3")
-    ax.set_title(f"Fig. 5b: pathway race, M = {M_theory}")
-    ax.legend()
+    simulated = {
+        P: race_simulation(
+            M=M_theory, P=P, hidden=sim_hidden, scale=0.2, lr=rate, t_max=horizon, seed=0
+        )
+        for P, (rate, horizon) in sim_runs.items()
+    }
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for c, (P, th) in enumerate(theory.items()):
+        colour = f"C{c}"
+        axes[0].plot(th["t"][1:], th["strength"][1:, 0], color=colour, label=f"P = {P}")
+        axes[1].plot(th["t"][1:], th["B1"][1:, 0], color=colour, label=f"B1, P = {P}")
+        axes[1].plot(th["t"][1:], th["B2"][1:, 0], "--", color=colour, label=f"B2, P = {P}")
+        sim = simulated[P]
+        axes[2].plot(sim["t"][1:], sim["B1"][1:], color=colour, label=f"B1, P = {P}")
+        axes[2].plot(sim["t"][1:], sim["B2"][1:], "--", color=colour, label=f"B2, P = {P}")
+    titles = (
+        f"Fig. 5b: pathway race, M = {M_theory} (theory)",
+        "input B1 and hidden B2 (theory, top mode)",
+        f"full network, σ0 = 0.2, N_h = {sim_hidden} (top singular values)",
+    )
+    labels = ("top-mode strength B1·B2·B3", "singular value", "singular value")
+    for ax, title, label in zip(axes, titles, labels, strict=True):
+        ax.set_xscale("log")
+        ax.set_xlabel("time t / τ")
+        ax.set_ylabel(label)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     figures = gdln.save_figure(fig, out, "race_singular_values", dpi=90)
     plt.close(fig)
 
     ratios = {P: float(th["B2"][-1, 0] / th["B1"][-1, 0]) for P, th in theory.items()}
+    sim_ratios = {P: float(sim["B2"][-1] / sim["B1"][-1]) for P, sim in simulated.items()}
     half_times = {}
     for P, th in theory.items():
         s = th["strength"][:, 0]
@@ -160,6 +228,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     grid = np.array(Ps, dtype=float)
     ax.plot(grid, grid**0.25, "k--", label="P^(1/4) (Eq. 56)")
     ax.plot(grid, [ratios[P] for P in Ps], "o", label="reduced ODE, end of learning")
+    ax.plot(
+        list(sim_ratios),
+        list(sim_ratios.values()),
+        "x",
+        ms=9,
+        label=f"full network from σ0 = 0.2, N_h = {sim_hidden}",
+    )
     ax.set_xscale("log")
     ax.set_xlabel("routes per hidden pathway P")
     ax.set_ylabel("B2 / B1 (hidden / input singular value)")
@@ -221,6 +296,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "ratio_B2_B1": [ratios[P] for P in Ps],
             "P_quarter": [P**0.25 for P in Ps],
             "half_time_top_mode": [half_times[P] for P in Ps],
+        },
+        "simulation": {
+            "M": M_theory,
+            "hidden": sim_hidden,
+            "scale": 0.2,
+            "P": list(sim_ratios),
+            "lr": [sim_runs[P][0] for P in sim_ratios],
+            "t_max": [sim_runs[P][1] for P in sim_ratios],
+            "B1_final": [float(simulated[P]["B1"][-1]) for P in sim_ratios],
+            "B2_final": [float(simulated[P]["B2"][-1]) for P in sim_ratios],
+            "ratio_B2_B1": list(sim_ratios.values()),
+            "P_quarter": [P**0.25 for P in sim_ratios],
+            "final_loss": [float(simulated[P]["loss"][-1]) for P in sim_ratios],
         },
         "generalisation": {
             "M": M,

@@ -328,9 +328,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = eval_examples.context == eval_examples.context_labels.index(f"x{i}->y{j}")
     output = random.series[f"eval/output/y{j}"][-1, 0][rows]
     target = eval_examples.targets[f"y{j}"][rows]
-    ax.imshow(
-        np.concatenate([output, np.full((1, output.shape[1]), np.nan), target]), cmap="RdBu_r"
+    limit = float(np.abs(np.concatenate([output, target])).max())
+    im = ax.imshow(
+        np.concatenate([output, np.full((1, output.shape[1]), np.nan), target]),
+        cmap="RdBu_r",
+        vmin=-limit,
+        vmax=limit,
     )
+    fig.colorbar(im, ax=ax, shrink=0.8, label="feature value (output and target)")
     ax.set_title(f"untrained route x{i}->y{j}: output (top) vs target (bottom)", fontsize=9)
     ax.set_xlabel("output feature")
     ax.set_yticks(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 import gdln
 
@@ -18,7 +19,7 @@ from ._simulate import DTYPES, INITS, OPTIMIZERS, SimulationSpecError
 __all__ = ["compare", "simulate"]
 
 RANDOM_INITS = sorted(k for k, v in INITS.items() if v.draw is not None)
-TIME_HELP = "time is in units of tau: t/tau = lr * step"
+TIME_HELP = "time is in units of tau: t/tau = step * lr / (1 - momentum)"
 
 
 def _problem(file: str, params: tuple[str, ...], task: str | None) -> gdln.Problem:
@@ -36,6 +37,34 @@ def _positive(option: str, value: Any) -> float:
     if not (number > 0 and number < float("inf")):
         raise SimulationSpecError(f"{option}: expected a finite number > 0, got {number!r}")
     return number
+
+
+def parse_record_steps(text: str, steps: int) -> list[int]:
+    """``--record-steps``: ``"log:N"`` (step 0 and N log-spaced steps in 1..steps) or ``"3,10,40"``."""
+    text = text.strip()
+    if text.startswith("log:"):
+        try:
+            count = int(text[4:])
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise SimulationSpecError(
+                f"--record-steps: expected 'log:N' with an int N >= 1, got {text!r}"
+            )
+        grid = np.geomspace(1, max(steps, 1), count) if steps >= 1 else np.zeros(0)
+        return sorted({0, *(int(k) for k in np.rint(grid))} & set(range(steps + 1)))
+    try:
+        chosen = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise SimulationSpecError(
+            f"--record-steps: expected 'log:N' or a comma list of step numbers, got {text!r}"
+        ) from None
+    bad = [k for k in chosen if not 0 <= k <= steps]
+    if bad:
+        raise SimulationSpecError(
+            f"--record-steps: step {bad[0]} is outside 0..{steps} (the run's last step)"
+        )
+    return chosen
 
 
 def _options(fn: Any) -> Any:
@@ -133,9 +162,27 @@ def _options(fn: Any) -> Any:
 )
 @click.option("--optimizer", type=click.Choice(sorted(OPTIMIZERS)), default="gd", show_default=True)
 @click.option("--batch-size", type=int, default=None, help="Minibatch size for --optimizer sgd.")
-@click.option("--momentum", type=float, default=0.0, show_default=True)
 @click.option(
-    "--points", type=int, default=201, show_default=True, help="About how many times to record."
+    "--momentum",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Heavy-ball momentum mu; each step then advances t by lr/(1-mu) tau, and --t-max "
+    "is reached in (1-mu) t_max/lr steps.",
+)
+@click.option(
+    "--points",
+    type=int,
+    default=201,
+    show_default=True,
+    help="About how many evenly spaced times to record.",
+)
+@click.option(
+    "--record-steps",
+    default=None,
+    metavar="log:N|K1,K2,...",
+    help="Record at chosen steps instead of --points: 'log:N' for N log-spaced steps from "
+    "1 to the last (plus step 0), or a comma list of step numbers.",
 )
 @click.option(
     "--eval-task",
@@ -172,6 +219,7 @@ def simulate(
     batch_size: int | None,
     momentum: float,
     points: int,
+    record_steps: str | None,
     eval_task: str | None,
     rsm: bool,
     project: bool,
@@ -179,7 +227,8 @@ def simulate(
     """Train the full gated network of FILE by gradient descent and save its trajectory.
 
     One weight matrix per edge, gates per example, loss of Eq. (1), gradients by autograd;
-    seeds run batched. Time is in units of tau: t/tau = lr * step.
+    seeds run batched. Time is in units of tau: t/tau = lr * step, and with --momentum
+    mu t/tau = step * lr / (1 - mu), the gradient-flow time heavy ball approximates.
 
     \b
     Example:
@@ -195,7 +244,9 @@ def simulate(
     problem = _problem(file, params, task)
     rate = _positive("--lr", _setting(problem, "lr", lr, 0.05))
     horizon = _positive("--t-max", _setting(problem, "t_max", t_max, 10.0))
-    steps = round(horizon / rate)
+    if not 0 <= momentum < 1:
+        raise SimulationSpecError(f"--momentum: expected a number in [0, 1), got {momentum!r}")
+    steps = round(horizon * (1 - momentum) / rate)
     options: dict[str, Any] = {
         "steps": steps,
         "lr": rate,
@@ -206,11 +257,14 @@ def simulate(
         "momentum": momentum,
         "dtype": dtype,
         "device": device,
-        "record_every": max(1, steps // (points - 1)),
         "rsm": rsm,
         "threads": threads,
         "progress": progress,
     }
+    if record_steps is None:
+        options["record_every"] = max(1, steps // (points - 1))
+    else:
+        options["record_steps"] = parse_record_steps(record_steps, steps)
     if eval_task is not None:
         options["eval_examples"] = gdln.load(
             file, params=gdln.parse_params(list(params)), task=eval_task
@@ -249,9 +303,12 @@ def simulate(
 @click.option(
     "--init",
     "b0",
-    type=float,
-    default=None,
-    help="b(0) of theory and decoupled run (default: the file's solve.init).",
+    default="auto",
+    show_default=True,
+    metavar="auto|file|B0",
+    help="Where theory and decoupled run start. auto: b_e(0) read off the random runs' "
+    "initial weights (their mode strengths, averaged over seeds), so theory and random "
+    "init start alike for any --scale; file: the file's solve.init; a number: that b(0).",
 )
 @click.option("--random-init", type=click.Choice(RANDOM_INITS), default="xavier", show_default=True)
 @click.option("--lump", type=click.Choice(gdln.LUMPINGS), default="none", show_default=True)
@@ -273,7 +330,7 @@ def compare(
     force: bool,
     progress: bool,
     out: str,
-    b0: float | None,
+    b0: str,
     random_init: str,
     lump: str,
     points: int,
@@ -283,10 +340,22 @@ def compare(
     Writes loss.png/.svg, singular_values.png/.svg (Fig. 4e-f), the four trajectories
     and metrics.json into OUT. Time is in units of tau: t/tau = lr * step.
 
+    By default (--init auto) the theory starts from the mode strengths of the random
+    initial weights themselves, so the comparison holds at any --scale; --init 0.1 with
+    --scale 0.2 is the setting of Fig. 4e.
+
     \b
     Example:
       gdln compare graphs/routing.yaml --param hidden=64 --lr 0.05 --t-max 40 -o cmp/
     """
+    start: str | float = b0
+    if b0 not in ("auto", "file"):
+        try:
+            start = float(b0)
+        except ValueError:
+            raise SimulationSpecError(
+                f"--init: expected 'auto', 'file' or a number, got {b0!r}"
+            ) from None
     problem = _problem(file, params, task)
     rate = _positive("--lr", _setting(problem, "lr", lr, 0.05))
     result = gdln.compare(
@@ -294,7 +363,7 @@ def compare(
         out,
         lr=rate,
         t_max=t_max,
-        init=b0,
+        init=start,
         random_init=random_init,
         scale=scale,
         seeds=seeds,

@@ -12,6 +12,12 @@ r"""Theory against simulation: the reduced dynamics beside the full network (Fig
 and writes loss and singular-value figures (PNG and SVG), the four trajectories
 (``.npz``) and ``metrics.json``. Time is in units of $\tau$ with
 $t/\tau = \mathrm{lr}\cdot\mathrm{step}$ throughout.
+
+By default the theory (and the decoupled run) starts from the initial mode strengths of
+the random weights themselves (:func:`initial_mode_strengths`), so that theory and
+random-init simulation start from the same place whatever $\sigma_0$ is; a number for
+``init`` (or ``"file"``: the graph file's ``solve.init``) fixes $b(0)$ instead, as in
+Fig. 4e ($b(0) = 0.1$ against $\sigma_0 = 0.2$).
 """
 
 from __future__ import annotations
@@ -28,13 +34,14 @@ import numpy as np
 
 from ._errors import GdlnError
 from ._figures import save_figure
-from ._simulate import INITS, SimulationSpecError, edge_label, simulate
+from ._simulate import INITS, SimulationSpecError, edge_label, initial_weights, simulate
 from ._trajectory import Trajectory, time_to_half_loss
 
 __all__ = [
     "CompareResult",
     "compare",
     "decoupled_bases",
+    "initial_mode_strengths",
     "max_relative_gap",
     "theory_edge_values",
     "time_to_half_loss",
@@ -122,6 +129,88 @@ def decoupled_bases(reduction: Any, *, seed: int = 0) -> dict[Edge, tuple[np.nda
     return out
 
 
+def initial_mode_strengths(
+    reduction: Any, weights: Mapping[Edge, np.ndarray], *, seed: int = 0
+) -> dict[Edge, float]:
+    r"""Initial values $b_e(0)$ of the reduced variables, read off (random) weights.
+
+    The theory of Eq. (9) writes $W_e = \sum_\alpha b_e^\alpha\, d_{t(e)}^\alpha
+    (d_{s(e)}^\alpha)^\top$, with $d_v^\alpha$ the data's mode vectors at input and output
+    nodes and free directions at hidden nodes. For arbitrary weights this reads
+    $b_e^\alpha = (d_{t(e)}^\alpha)^\top W_e\, d_{s(e)}^\alpha$ once a direction is chosen
+    at every hidden node $v$: the normalised sum of what the weights already carry to
+    $v$ for mode $\alpha$, i.e. $W_e d_{s(e)}^\alpha$ over in-edges from inputs and
+    hidden nodes earlier in topological order, plus $W_e^\top d_{t(e)}^\alpha$ over
+    out-edges into outputs (the reduction's own hidden basis where nothing arrives).
+
+    For a two-layer pathway $x\to h\to y$ this is exact for the early, linear phase of
+    learning from small weights: $w_1 = W_1 r$ and $w_2 = W_2^\top l$ grow along
+    $w_1 + w_2$ at the rate of the reduced theory, and the rule gives the same growing
+    part, $b_1 + b_2 = \lVert w_1 + w_2\rVert$, and the same conserved quantity,
+    $b_1^2 - b_2^2 = \lVert w_1\rVert^2 - \lVert w_2\rVert^2$, which gradient flow
+    conserves in both. For deeper, shared pathways it is an estimate
+    (misaligned random directions learn more slowly than aligned ones); README "Theory
+    vs simulation" gives the measured agreement.
+
+    Parameters
+    ----------
+    reduction
+        From :func:`gdln.reduce` (only its mode vectors are used).
+    weights
+        Edge -> ``(|t|, |s|)`` or ``(S, |t|, |s|)`` (e.g. :func:`gdln._simulate.initial_weights`).
+    seed
+        Seed of the reduction's hidden bases, used only where no weight reaches a node.
+
+    Returns
+    -------
+    dict
+        Edge -> $b_e(0)$, the mean of $b_e^\alpha$ over the edge's modes and the seeds
+        (one number per edge, as :func:`gdln.reduce` takes). Edges carrying no mode are
+        absent.
+    """
+    graph = reduction.problem.graph
+    inputs = {v for v in graph if graph.in_degree(v) == 0}
+    outputs = {v for v in graph if graph.out_degree(v) == 0}
+    stacks = {tuple(e): np.asarray(w, dtype=float) for e, w in weights.items()}
+    stacks = {e: w[None] if w.ndim == 2 else w for e, w in stacks.items()}
+    n_seeds = next(iter(stacks.values())).shape[0]
+    bases = {tuple(e): reduction.edge_bases(tuple(e), seed=seed) for e in graph.edges}
+    values: dict[Edge, list[float]] = {}
+    for r in range(n_seeds):
+        W = {e: w[r] for e, w in stacks.items()}
+        direction: dict[tuple[Any, int], np.ndarray] = {}
+        for v in nx.topological_sort(graph):
+            if v in inputs or v in outputs:
+                continue
+            arriving: dict[int, np.ndarray] = {}
+            for e in [*graph.in_edges(v), *graph.out_edges(v)]:
+                left, right, slots = bases[e]
+                for k, a in enumerate(slots):
+                    if e[1] == v and e[0] in inputs:
+                        image = W[e] @ right[:, k]
+                    elif e[1] == v and (e[0], a) in direction:
+                        image = W[e] @ direction[(e[0], a)]
+                    elif e[0] == v and e[1] in outputs:
+                        image = W[e].T @ left[:, k]
+                    else:
+                        continue
+                    arriving[a] = arriving.get(a, 0.0) + image
+            for a, total in arriving.items():
+                norm = float(np.linalg.norm(total))
+                if norm > 0:
+                    direction[(v, a)] = total / norm
+        for e in graph.edges:
+            left, right, slots = bases[e]
+            if not slots:
+                continue
+            strengths = [
+                direction.get((e[1], a), left[:, k]) @ W[e] @ direction.get((e[0], a), right[:, k])
+                for k, a in enumerate(slots)
+            ]
+            values.setdefault(e, []).append(float(np.mean(strengths)))
+    return {e: float(np.mean(v)) for e, v in values.items()}
+
+
 def max_relative_gap(t: np.ndarray, loss: np.ndarray, t_ref: np.ndarray, ref: np.ndarray) -> float:
     r"""$\max_t |L(t) - L_\mathrm{ref}(t)| / L_\mathrm{ref}(0)$, the reference interpolated."""
     on_grid = np.interp(np.asarray(t, float), np.asarray(t_ref, float), np.asarray(ref, float))
@@ -146,7 +235,7 @@ def compare(
     *,
     lr: float,
     t_max: float | None = None,
-    init: float | None = None,
+    init: float | str | None = None,
     random_init: str = "xavier",
     scale: float = 0.2,
     seeds: int = 10,
@@ -172,8 +261,11 @@ def compare(
     t_max
         Horizon in units of $\tau$ (default: the file's ``solve.t_max``, else 10).
     init
-        Initial value of every reduced variable $b_e$, for the theory and the decoupled
-        simulation (default: the file's ``solve.init``).
+        Initial values $b_e(0)$ of the theory and the decoupled simulation. ``None`` or
+        ``"auto"`` (default): read off the random runs' initial weights by
+        :func:`initial_mode_strengths` (one value per edge, averaged over the seeds), so
+        theory and random init start from the same mode strengths. ``"file"``: the
+        graph file's ``solve.init`` (else 0.001). A number: that value for every edge.
     random_init, scale
         The random initialisation (:data:`gdln._simulate.INITS`) and its $\sigma_0$.
     seeds, seed
@@ -192,8 +284,10 @@ def compare(
     CompareResult
         ``metrics``: ``decoupled_vs_map`` and ``decoupled_vs_ode`` (max over time of
         $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity's
-        mean over seeds, and ``random_vs_ode_per_seed``), ``time_to_half_loss`` (first
-        $t$ with $L\le L(0)/2$) for each run.
+        mean over seeds, and ``random_vs_ode_per_seed``), ``random_mean_vs_ode`` (that
+        quantity for the seeds' mean loss), ``time_to_half_loss`` (first
+        $t$ with $L\le L(0)/2$) for each run; ``init_rule`` and ``init_b`` (edge ->
+        $b_e(0)$) say where the theory started.
     """
     from . import reduce, solve  # the public engine; imported late to avoid a cycle
 
@@ -216,12 +310,22 @@ def compare(
     if steps < 1:
         raise SimulationSpecError(f"t_max: {horizon} is less than one step of lr={lr}")
     record_every = max(1, steps // (n_points - 1))
-    b0 = float(init) if init is not None else float(settings.get("init", 0.001))
+    graph = problem.graph
+    if init is None or init == "auto":
+        rule = "auto"
+        drawn = initial_weights(graph, init=random_init, scale=scale, seeds=seeds, seed=seed)
+        modes_only = reduce(problem, lump="none")  # type: ignore[arg-type]
+        b0: Any = initial_mode_strengths(modes_only, drawn, seed=seed)
+    elif init == "file":
+        rule, b0 = "file", float(settings.get("init", 0.001))
+    elif isinstance(init, (int, float)) and not isinstance(init, bool) and math.isfinite(init):
+        rule, b0 = "given", float(init)
+    else:
+        raise SimulationSpecError(f"init: expected 'auto', 'file' or a number, got {init!r}")
 
     reduction = reduce(problem, lump=lump, init=b0)  # type: ignore[arg-type]
     ode = solve(reduction, t_max=steps * lr, n_points=n_points)
     gd_map = solve(reduction, t_max=steps * lr, lr=lr, n_points=n_points)
-    graph = problem.graph
     examples = problem.examples()
     common: dict[str, Any] = {
         "steps": steps,
@@ -237,7 +341,7 @@ def compare(
         examples,
         init="given",
         weights={
-            (str(u), str(v)): w for (u, v), w in reduction.decoupled_weights(b0, seed=seed).items()
+            (str(u), str(v)): w for (u, v), w in reduction.decoupled_weights(seed=seed).items()
         },
         bases=decoupled_bases(reduction, seed=seed),
         **common,
@@ -265,7 +369,12 @@ def compare(
         "lr": float(lr),
         "t_max": float(steps * lr),
         "steps": steps,
-        "init_b": b0,
+        "init_rule": rule,
+        "init_b": {
+            edge_label(e): float(b0[e] if isinstance(b0, dict) else b0)
+            for e in graph.edges
+            if not isinstance(b0, dict) or e in b0
+        },
         "random_init": random_init,
         "scale": float(scale),
         "seeds": list(random.meta["seeds"]),
@@ -280,6 +389,7 @@ def compare(
         "map_vs_ode": max_relative_gap(gd_map.t, gd_map.loss, ode.t, ode.loss),
         "random_vs_ode": float(np.mean(per_seed)),
         "random_vs_ode_per_seed": per_seed,
+        "random_mean_vs_ode": max_relative_gap(random.t, random.loss.mean(1), ode.t, ode.loss),
         "time_to_half_loss": {
             "ode": time_to_half_loss(ode.t, ode.loss),
             "gd_map": time_to_half_loss(gd_map.t, gd_map.loss),
@@ -290,6 +400,9 @@ def compare(
         "definitions": {
             "decoupled_vs_map": "max_t |L_sim(t) - L_map(t)| / L(0), decoupled init (Eq. 9)",
             "random_vs_ode": "mean over seeds of max_t |L_sim(t) - L_ode(t)| / L(0)",
+            "random_mean_vs_ode": "max_t |mean over seeds of L_sim(t) - L_ode(t)| / L(0)",
+            "init_rule": "auto: b_e(0) read off the random initial weights "
+            "(gdln._compare.initial_mode_strengths); file: solve.init; given: --init",
             "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation",
         },
     }
@@ -311,20 +424,24 @@ def compare(
 
 def _title(metrics: Mapping[str, Any]) -> str:
     params = ", ".join(f"{k}={v}" for k, v in metrics["params"].items())
+    values = list(metrics["init_b"].values())
+    if metrics["init_rule"] == "auto":
+        start = f"b(0) from the random weights ({min(values):.3g}–{max(values):.3g})"
+    else:
+        start = f"b(0) = {values[0]:g}"
     return (
         f"{metrics['graph']}" + (f" ({params})" if params else "") + f"; lr = {metrics['lr']:g}, "
-        f"b(0) = {metrics['init_b']:g}, random: {metrics['random_init']} "
-        f"$\\sigma_0$ = {metrics['scale']:g}"
+        f"{start}, random: {metrics['random_init']} $\\sigma_0$ = {metrics['scale']:g}"
     )
 
 
-def _figure() -> Any:
+def _figure(figsize: tuple[float, float] = (7.5, 4.8)) -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    return plt.figure(figsize=(7.5, 4.8), layout="constrained")
+    return plt.figure(figsize=figsize, layout="constrained")
 
 
 def _plot_loss(
@@ -376,27 +493,30 @@ def _plot_singular_values(
     decoupled: Trajectory,
     random: Trajectory,
 ) -> list[Path]:
+    """One panel per depth of edge, so that edges with equal theory curves stay visible."""
     graph = reduction.problem.graph
     theory = theory_edge_values(reduction, ode)
     edges = _plot_edges(graph, [tuple(e) for e in graph.edges if tuple(e) in theory])
     colours = ["tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
-    fig = _figure()
-    ax = fig.add_subplot()
+    styles: list[Any] = ["-", (0, (6, 2)), (0, (3, 3)), (3, (3, 3)), (0, (1, 1)), (1, (1, 1))]
+    fig = _figure((3.3 * max(len(edges), 2), 4.2))
+    axes = fig.subplots(1, len(edges), sharey=True, squeeze=False)[0]
     step = max(1, len(decoupled.t) // 25)
-    for c, edge in enumerate(edges):
-        colour = colours[c % len(colours)]
+    for ax, edge in zip(axes, edges, strict=True):
         name = edge_label(edge)
         sv_theory = np.sort(np.abs(theory[edge]), axis=1)[:, ::-1]
         k = sv_theory.shape[1]
         sv_random = random.series[f"sv/{name}"][:, :, :k]
         mean, std = sv_random.mean(1), sv_random.std(1)
         for a in range(k):
-            ax.plot(
+            colour = colours[a % len(colours)]
+            ax.plot(  # a line style per mode too: degenerate modes share a theory curve
                 ode.t,
                 sv_theory[:, a],
                 color=colour,
                 lw=2,
-                label=f"{name}: theory" if a == 0 else None,
+                ls=styles[a % len(styles)],
+                label=f"mode {a + 1}: theory",
             )
             ax.fill_between(
                 random.t,
@@ -412,7 +532,7 @@ def _plot_singular_values(
                 ":",
                 color=colour,
                 lw=1.5,
-                label=f"{name}: random init, mean ± sd" if a == 0 else None,
+                label="random init, mean ± sd" if a == 0 else None,
             )
             ax.plot(
                 decoupled.t[::step],
@@ -421,10 +541,11 @@ def _plot_singular_values(
                 color=colour,
                 ms=3,
                 mfc="none",
-                label=f"{name}: decoupled init" if a == 0 else None,
+                label="decoupled init" if a == 0 else None,
             )
-    ax.set_xlabel(r"time $t$ (units of $\tau$; $t/\tau$ = lr $\times$ step)")
-    ax.set_ylabel("singular values of $W_e$ (one line per mode)")
-    ax.set_title(_title(metrics), fontsize=9)
-    ax.legend(fontsize=7, ncol=1)
+        ax.set_title(f"edge {name}", fontsize=9)
+        ax.set_xlabel(r"time $t/\tau$ (lr $\times$ step)")
+    axes[0].set_ylabel("singular values of $W_e$ (one colour per mode)")
+    axes[0].legend(fontsize=7, ncol=1)
+    fig.suptitle(_title(metrics), fontsize=9)
     return save_figure(fig, out, "singular_values")

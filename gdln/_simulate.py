@@ -18,9 +18,12 @@ Time convention
 ---------------
 Full-batch gradient descent with learning rate ``lr`` is the Euler step $dt = \mathrm{lr}$
 of the gradient flow $\tau\,dW/dt = -\partial\mathcal L/\partial W$ (Eq. 2) with
-$\tau = 1$, so after ``step`` steps $t/\tau = \mathrm{lr}\cdot\mathrm{step}$. Minibatch SGD
-keeps the same clock ($t = \mathrm{lr}\cdot\mathrm{step}$); with momentum $\mu$ its
-effective step is $\mathrm{lr}/(1-\mu)$, recorded in the trajectory's ``meta``.
+$\tau = 1$, so after ``step`` steps $t/\tau = \mathrm{lr}\cdot\mathrm{step}$. Heavy-ball
+momentum $\mu$ sums past gradients with weights $\mu^j$, so once its buffer has filled
+each step moves the weights as far as a flow step $dt = \mathrm{lr}/(1-\mu)$; the clock
+is therefore $t/\tau = \mathrm{step}\cdot\mathrm{lr}/(1-\mu)$ (``meta["effective_lr"]``),
+which is $\mathrm{lr}\cdot\mathrm{step}$ without momentum. Minibatch SGD keeps the same
+clock.
 
 Seeds
 -----
@@ -54,12 +57,14 @@ __all__ = [
     "SimulationSpecError",
     "edge_label",
     "initial_weights",
+    "minibatch_indices",
     "simulate",
 ]
 
 TIME_CONVENTION = (
-    "t/tau = lr * step: full-batch gradient descent with learning rate lr is the Euler step "
-    "dt = lr of tau dW/dt = -dL/dW (Eq. 2 of Saxe et al. 2022) with tau = 1"
+    "t/tau = step * lr / (1 - momentum): full-batch gradient descent with learning rate lr is "
+    "the Euler step dt = lr of tau dW/dt = -dL/dW (Eq. 2 of Saxe et al. 2022) with tau = 1; "
+    "heavy-ball momentum mu approximates the same flow with dt = lr / (1 - mu)"
 )
 
 Edge = tuple[str, str]
@@ -681,6 +686,30 @@ def _device(device: str | None) -> torch.device:
     return dev
 
 
+def _record_at(steps: int, record_every: int, record_steps: Sequence[int] | None) -> set[int]:
+    """The steps to record: every ``record_every`` (and the last), or exactly ``record_steps``."""
+    if record_steps is None:
+        return set(range(0, steps + 1, record_every)) | {steps}
+    if record_every != 1:
+        raise SimulationSpecError(
+            f"record_steps: give either record_steps or record_every, got both "
+            f"(record_every={record_every!r})"
+        )
+    chosen = np.asarray(record_steps)
+    if (
+        chosen.ndim != 1
+        or chosen.size == 0
+        or not np.issubdtype(chosen.dtype, np.integer)
+        or chosen.min() < 0
+        or chosen.max() > steps
+    ):
+        raise SimulationSpecError(
+            f"record_steps: expected a non-empty list of ints in [0, steps={steps}], "
+            f"got {record_steps!r}"
+        )
+    return {int(k) for k in chosen}
+
+
 def _check_positive(name: str, value: Any, *, integer: bool, allow_zero: bool = False) -> None:
     kind = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
@@ -736,6 +765,7 @@ def simulate(
     dtype: str = "float64",
     device: str | None = None,
     record_every: int = 1,
+    record_steps: Sequence[int] | None = None,
     eval_examples: ExampleSet | None = None,
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None = None,
     rsm: bool = False,
@@ -749,7 +779,8 @@ def simulate(
     Forward pass $h_v = g_v\sum_{q:t(q)=v} g_q W_q h_{s(q)}$ (Sec. 2), loss Eq. (1), and
     the Euler discretisation of the gradient flow Eq. (2) of Saxe et al. 2022,
     $W_e \leftarrow W_e - \mathrm{lr}\,\partial\mathcal L/\partial W_e$, with gradients
-    from torch autograd on the full network. Time is $t/\tau = \mathrm{lr}\cdot\mathrm{step}$.
+    from torch autograd on the full network. Time is $t/\tau = \mathrm{lr}\cdot\mathrm{step}$,
+    and $\mathrm{step}\cdot\mathrm{lr}/(1-\mu)$ with momentum $\mu$ (module docstring).
 
     Parameters
     ----------
@@ -761,7 +792,8 @@ def simulate(
     steps
         Number of updates.
     lr
-        Learning rate = Euler time step in units of $\tau$.
+        Learning rate = Euler time step in units of $\tau$ (with momentum $\mu$ one step
+        is $\mathrm{lr}/(1-\mu)$ of flow time).
     init
         Name in :data:`INITS`: ``"xavier"`` ($\sigma_0\times$ Xavier normal),
         ``"singular"``/``"orthogonal"`` (all singular values $\sigma_0$) or ``"given"``.
@@ -780,13 +812,16 @@ def simulate(
         Minibatch size for ``"sgd"``.
     momentum
         Heavy-ball momentum $\mu$: $b \leftarrow \mu b + \nabla$, $W \leftarrow W -
-        \mathrm{lr}\, b$.
+        \mathrm{lr}\, b$; the recorded time advances $\mathrm{lr}/(1-\mu)$ per step.
     dtype
         ``"float64"`` or ``"float32"``.
     device
         ``None``/``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
     record_every
         Record at steps ``0, record_every, 2 record_every, ...`` and at ``steps``.
+    record_steps
+        Record at exactly these steps instead (ints in ``[0, steps]``, any order, e.g.
+        log-spaced); ``record_every`` must then stay 1.
     eval_examples
         A second ExampleSet (e.g. untrained routes, Fig. 4h) evaluated at each record.
     bases
@@ -853,6 +888,7 @@ def _run(
     dtype: str,
     device: str | None,
     record_every: int,
+    record_steps: Sequence[int] | None,
     eval_examples: ExampleSet | None,
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None,
     rsm: bool,
@@ -864,6 +900,7 @@ def _run(
     _check_positive("steps", steps, integer=True, allow_zero=True)
     _check_positive("lr", lr, integer=False)
     _check_positive("record_every", record_every, integer=True)
+    record_at = _record_at(steps, record_every, record_steps)
     _check_positive("diverge_above", diverge_above, integer=False)
     if not (isinstance(momentum, (int, float)) and 0.0 <= momentum < 1.0):
         raise SimulationSpecError(f"momentum: expected a number in [0, 1), got {momentum!r}")
@@ -908,9 +945,9 @@ def _run(
     buffers = [torch.zeros_like(w) for w in W] if momentum > 0 else None
     gates = _RandomGates(net, examples.random_gates, seed_list, tdtype, dev)
 
-    sampler = _Sampler(train, seed_list, batch_size, dev) if minibatch else None
+    sampler = _Sampler(examples.weights, seed_list, batch_size, dev) if minibatch else None
     recorder = _Recorder(net, train, evaluation, torch_bases, rsm, record_weights)
-    record_at = set(range(0, steps + 1, record_every)) | {steps}
+    dt = lr / (1.0 - momentum)  # flow time per step (module docstring)
     bad_step = torch.full((n_seeds,), -1, dtype=torch.int64, device=dev)
     bad_value = torch.zeros(n_seeds, dtype=tdtype, device=dev)
 
@@ -920,7 +957,7 @@ def _run(
             r = int(np.argmin(np.where(steps_cpu >= 0, steps_cpu, np.iinfo(np.int64).max)))
             first, value = int(steps_cpu[r]), float(bad_value[r].cpu())
             raise SimulationDivergedError(
-                f"training diverged at step {first} (t = {first * lr:.6g} tau), seed "
+                f"training diverged at step {first} (t = {first * dt:.6g} tau), seed "
                 f"{seed_list[r]}: loss = {value!r}, expected a finite loss <= diverge_above="
                 f"{diverge_above:g}; lower lr (got {lr!r}) or the initial scale",
                 step=first,
@@ -935,7 +972,7 @@ def _run(
             Wm = gates.apply(W)  # this step's random gates, folded into the weights
             full = None  # (activations, per-example loss) on the whole set, at record steps
             if minibatch or last:
-                if step in record_at:
+                if step in record_at or last:
                     with torch.no_grad():
                         full = _forward(net, Wm, train)
                 if last:
@@ -960,7 +997,7 @@ def _run(
             bad_value = torch.where(new, ld, bad_value)
             if last or full is not None or step % 256 == 0:
                 check(step)  # before recording: the SVDs of non-finite weights would fail
-            if full is not None:
+            if full is not None and step in record_at:
                 recorder.record(step, W, *full)
             if last:
                 break
@@ -983,7 +1020,7 @@ def _run(
         "graph": str(graph.graph.get("name", "")),
         "time": TIME_CONVENTION,
         "lr": float(lr),
-        "effective_lr": float(lr / (1.0 - momentum)),
+        "effective_lr": float(dt),
         "steps": int(steps),
         "step_at": steps_rec.tolist(),
         "init": init,
@@ -1003,7 +1040,7 @@ def _run(
         "random_gates": {str(k): float(p) for k, p in examples.random_gates.items()},
         "fixed_edges": [edge_label(net.edges[i]) for i in fixed],
     }
-    return Trajectory(t=lr * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)
+    return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)
 
 
 def _bases(
@@ -1119,16 +1156,43 @@ class _RandomGates:
         return out
 
 
+def minibatch_indices(
+    examples: ExampleSet,
+    *,
+    steps: int,
+    batch_size: int,
+    seeds: int | Sequence[int] = 1,
+    seed: int = 0,
+) -> np.ndarray:
+    """The example indices of every minibatch that ``simulate(optimizer="sgd")`` uses.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(steps, S, batch_size)`` ints: step ``k`` of repetition ``r`` averages Eq. (1)
+        over the examples ``out[k, r]`` (drawn with replacement, with probability equal
+        to their weight, from ``numpy.random.default_rng((seeds[r], 1))`` alone).
+    """
+    _check_positive("steps", steps, integer=True, allow_zero=True)
+    _check_positive("batch_size", batch_size, integer=True)
+    sampler = _Sampler(examples.weights, _seed_list(seeds, seed), batch_size, torch.device("cpu"))
+    rows = [sampler.rows(k).numpy() for k in range(steps)]
+    return np.stack(rows) if rows else np.zeros((0, sampler.n_seeds, batch_size), dtype=np.int64)
+
+
 class _Sampler:
     """Per-seed minibatch indices, drawn in chunks from ``default_rng((seed, 1))``."""
 
     chunk = 1024
 
-    def __init__(self, data: _Data, seeds: list[int], batch_size: int | None, device: torch.device):
+    def __init__(
+        self, weights: Any, seeds: list[int], batch_size: int | None, device: torch.device
+    ):
         assert batch_size is not None
-        self.p = data.w.detach().cpu().numpy().astype(np.float64)
+        self.p = np.asarray(weights, dtype=np.float64)
         self.p = self.p / self.p.sum()
-        self.n, self.b, self.device = data.n, batch_size, device
+        self.n, self.b, self.device = len(self.p), batch_size, device
+        self.n_seeds = len(seeds)
         self.rngs = [np.random.default_rng((s, 1)) for s in seeds]
         self.start = -self.chunk
         self.block: torch.Tensor | None = None

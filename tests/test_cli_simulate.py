@@ -110,6 +110,10 @@ def test_simulate_eval_task_and_rsm(tmp_path: Path, capsys) -> None:
         (["--lr", "-1", "-o", "x.npz"], r"--lr: expected a finite number > 0, got -1.0"),
         (["--param", "Q=3", "-o", "x.npz"], r"unknown parameter 'Q'"),
         (["--optimizer", "sgd", "-o", "x.npz"], r"batch_size: expected an int > 0, got None"),
+        (["--momentum", "1", "-o", "x.npz"], r"--momentum: expected a number in \[0, 1\), got 1.0"),
+        (["--record-steps", "log:0", "-o", "x.npz"], r"--record-steps: expected 'log:N' with"),
+        (["--record-steps", "3,a", "-o", "x.npz"], r"--record-steps: expected 'log:N' or a comma"),
+        (["--record-steps", "0,99", "-o", "x.npz"], r"--record-steps: step 99 is outside 0\.\.20"),
     ],
 )
 def test_simulate_bad_input_is_one_line(
@@ -122,6 +126,34 @@ def test_simulate_bad_input_is_one_line(
     assert len(lines) == 1 and lines[0].startswith("gdln: error: ")
 
     assert re.search(message, lines[0]), lines[0]
+
+
+def test_simulate_momentum_keeps_t_max_in_tau(tmp_path: Path, capsys) -> None:
+    """--momentum 0.9: t is flow time, so --t-max 2 takes (1 - 0.9) * 2 / 0.01 = 20 steps."""
+    out = tmp_path / "m.npz"
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.01", "--t-max", "2", "--momentum", "0.9"]
+    code, err = run([*argv, "--points", "5", "-o", str(out)], capsys)
+    assert code == 0, err
+    traj = gdln.Trajectory.load(out)
+    assert traj.meta["steps"] == 20
+    np.testing.assert_allclose(traj.t, np.linspace(0, 2, 5), rtol=1e-12)
+    assert "lr / (1 - momentum)" in traj.meta["time"]
+
+
+def test_simulate_record_steps(tmp_path: Path, capsys) -> None:
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "5", "--seeds", "1"]
+    out = tmp_path / "log.npz"
+    code, err = run([*argv, "--record-steps", "log:4", "-o", str(out)], capsys)
+    assert code == 0, err
+    # 100 steps: 0 and 4 log-spaced steps from 1 to 100
+    expected = [0, *np.rint(np.geomspace(1, 100, 4)).astype(int)]
+    assert gdln.Trajectory.load(out).meta["step_at"] == expected
+    out = tmp_path / "list.npz"
+    code, err = run([*argv, "--record-steps", "50,3,0", "-o", str(out)], capsys)
+    assert code == 0, err
+    traj = gdln.Trajectory.load(out)
+    assert traj.meta["step_at"] == [0, 3, 50]
+    np.testing.assert_allclose(traj.t, [0, 0.15, 2.5], rtol=1e-12)
 
 
 def test_simulate_cuda_missing(tmp_path: Path, capsys) -> None:
@@ -144,6 +176,24 @@ def test_help_has_an_example(command: str, capsys) -> None:
     assert code == 0
     assert "Example:" in text and f"gdln {command} graphs/routing.yaml" in text
     assert "--force" in text and "--seed" in text and "--device" in text and "--dtype" in text
+
+
+def test_compare_bad_init_is_one_line(tmp_path: Path, capsys) -> None:
+    argv = ["compare", ROUTING, *SMALL, "--t-max", "1", "--init", "small", "-o", str(tmp_path)]
+    code, err = run(argv, capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "gdln: error: --init: expected 'auto', 'file' or a number, got 'small'"
+    ]
+
+
+def test_compare_help_explains_the_default_start(capsys) -> None:
+    try:
+        main(["compare", "--help"])
+    except SystemExit as exc:
+        assert not exc.code
+    text = " ".join(capsys.readouterr().out.split())
+    assert "auto: b_e(0) read off the random runs' initial weights" in text
 
 
 def test_compare_refuses_existing_outputs(tmp_path: Path, capsys) -> None:

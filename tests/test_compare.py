@@ -17,11 +17,12 @@ import gdln
 from gdln._compare import (
     compare,
     decoupled_bases,
+    initial_mode_strengths,
     max_relative_gap,
     theory_edge_values,
     time_to_half_loss,
 )
-from gdln._simulate import SimulationSpecError, edge_label, simulate
+from gdln._simulate import SimulationSpecError, edge_label, initial_weights, simulate
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 
@@ -85,19 +86,12 @@ def load_case(name: str, tmp_path: Path) -> gdln.Problem:
     return gdln.load(path, params=params)
 
 
-def reduce_or_skip(problem: gdln.Problem, init: float) -> gdln.Reduction:
-    try:
-        return gdln.reduce(problem, lump="none", init=init)
-    except TypeError as err:  # pragma: no cover - engine bug at this main commit
-        pytest.skip(f"gdln.reduce fails on {problem.name} at this main commit: {err}")
-
-
 @pytest.mark.parametrize("case", ["routing", "xor", "crosspath", "cross"])
 def test_decoupled_simulation_equals_reduced_gd_map(case: str, tmp_path: Path) -> None:
     """float64 CPU: full network from Eq. (9) weights == reduced map, to 1e-10 relative."""
     problem = load_case(case, tmp_path)
     init, lr, steps, points = 0.1, 0.05, 200, 11
-    reduction = reduce_or_skip(problem, init)
+    reduction = gdln.reduce(problem, lump="none", init=init)
     theory = gdln.solve(reduction, t_max=steps * lr, lr=lr, n_points=points)
     sim = simulate(
         problem.graph,
@@ -216,14 +210,17 @@ def test_compare_out_dir_is_a_file(tmp_path: Path) -> None:
         compare(problem, tmp_path / "f", lr=0.05, t_max=1.0)
 
 
-@pytest.mark.slow
 def test_random_init_tracks_theory_fig4e() -> None:
     """Fig. 4e: 10 seeds of sigma0 = 0.2 x Xavier against the reduced ODE from b(0) = 0.1.
 
-    Measured (float64 CPU, seeds 0-9): time to half loss 9.63 tau (mean; seeds 8.76-10.32)
-    vs 9.49 for the ODE; loss on the plateau at t = 30 within 2.6% for every seed; mean
-    over seeds of max_t |L_sim - L_ode| / L(0) = 0.29 (the drops are steep, so small shifts
-    in time make large loss gaps). Tolerances: 5%, 15%, 5% and 0.4.
+    Measured (float64 CPU) over five blocks of ten seeds (0-9, 10-19, ..., 40-49) against
+    the ODE's 9.49 tau: mean time to half loss 1.2-1.9% off, single seeds up to 14.7%
+    off; loss on the plateau at t = 30 within 2.6-5.3% (worst seed of a block); mean over
+    seeds of max_t |L_sim - L_ode| / L(0) = 0.33-0.38 (the drops are steep, so small
+    shifts in time make large loss gaps). Tolerances: those ranges with a margin, 5%,
+    25%, 8% and 0.5; this test runs seeds 0-9. Not derived from a sample-size formula:
+    the spread is that of the seeds' early random alignment, which the theory does not
+    model.
     """
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 7, "K": 4, "hidden": 64})
     ode = gdln.solve(gdln.reduce(problem, lump="full", init=0.1), t_max=40.0, n_points=401)
@@ -236,12 +233,79 @@ def test_random_init_tracks_theory_fig4e() -> None:
         scale=0.2,
         seeds=10,
         record_every=4,
+        threads=1,
     )
     half = time_to_half_loss(ode.t, ode.loss)
     seeds = [time_to_half_loss(sim.t, sim.loss[:, s]) for s in range(10)]
     assert abs(np.mean(seeds) - half) / half < 0.05
-    assert max(abs(h - half) for h in seeds) / half < 0.15
+    assert max(abs(h - half) for h in seeds) / half < 0.25
     i, j = np.searchsorted(ode.t, 30.0), np.searchsorted(sim.t, 30.0)
-    np.testing.assert_allclose(sim.loss[j], ode.loss[i], rtol=0.05)
+    np.testing.assert_allclose(sim.loss[j], ode.loss[i], rtol=0.08)
     gaps = [max_relative_gap(sim.t, sim.loss[:, s], ode.t, ode.loss) for s in range(10)]
-    assert np.mean(gaps) < 0.4
+    assert np.mean(gaps) < 0.5
+
+
+@pytest.mark.parametrize("case", ["routing", "xor", "crosspath"])
+def test_initial_mode_strengths_read_back_decoupled_weights(case: str, tmp_path: Path) -> None:
+    """From Eq. (9) weights with a different b_e(0) on every edge, the estimate is exact."""
+    problem = load_case(case, tmp_path)
+    edges = list(problem.graph.edges)
+    values = {e: 0.05 + 0.01 * i for i, e in enumerate(edges)}
+    reduction = gdln.reduce(problem, lump="none", init=values)
+    weights = reduction.decoupled_weights(seed=4)
+    got = initial_mode_strengths(reduction, weights, seed=4)
+    assert got
+    for e, b in got.items():
+        assert b == pytest.approx(values[e], rel=1e-12)
+
+
+def test_initial_mode_strengths_two_layer_closed_form(tmp_path: Path) -> None:
+    """x -> h -> y from random weights: w1 = W1 r, w2 = W2^T l. The estimate keeps the
+    growing part, b1 + b2 = |w1 + w2|, and the conserved b1^2 - b2^2 = |w1|^2 - |w2|^2."""
+    problem = load_case("xor", tmp_path)
+    reduction = gdln.reduce(problem, lump="none")
+    weights = {e: w[0] for e, w in initial_weights(problem.graph, scale=0.3, seed=7).items()}
+    got = initial_mode_strengths(reduction, weights)
+    for k in range(4):
+        first, second = ("x", f"h{k}"), (f"h{k}", "y")
+        right = reduction.edge_bases(first)[1][:, 0]  # the example's input direction
+        left = reduction.edge_bases(second)[0][:, 0]  # its output direction
+        w1, w2 = weights[first] @ right, weights[second].T @ left
+        b1, b2 = got[first], got[second]
+        assert b1 + b2 == pytest.approx(np.linalg.norm(w1 + w2), rel=1e-12)
+        assert b1**2 - b2**2 == pytest.approx(w1 @ w1 - w2 @ w2, rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "t_max", "gap_tol", "mean_gap_tol"),
+    [
+        # measured over seeds 0-9, 10-19, ..., 40-49: gap 0.121-0.124, mean-curve gap
+        # below that, half-loss times 8.4-8.6% apart
+        ("xor", {}, 10.0, 0.2, 0.2),
+        # measured likewise: gap 0.33-0.52, mean-curve gap 0.24-0.39, half-loss times
+        # 4-11% apart (the steep drops of a small network vary more from seed to seed)
+        ("routing", {"M": "3", "K": "2", "hidden": "16"}, 20.0, 0.7, 0.5),
+    ],
+)
+def test_default_compare_starts_theory_from_the_random_weights(
+    name: str, params: dict, t_max: float, gap_tol: float, mean_gap_tol: float, tmp_path: Path
+) -> None:
+    """gdln compare with no --init: theory and random runs start alike at sigma0 = 0.2.
+
+    With the graph file's b(0) instead (xor: 0.01), the theory would not halve its loss
+    within the file's t_max while the random runs do; the tolerances are the measured
+    spread over five blocks of ten seeds with a margin, not derived.
+    """
+    problem = gdln.load(GRAPHS / f"{name}.yaml", params=params)
+    result = compare(problem, tmp_path, lr=0.05, t_max=t_max, seeds=10, n_points=41, threads=1)
+    m = result.metrics
+    assert m["init_rule"] == "auto"
+    drawn = initial_weights(problem.graph, scale=0.2, seeds=10)
+    expected = initial_mode_strengths(gdln.reduce(problem), drawn)
+    assert m["init_b"] == pytest.approx({edge_label(e): b for e, b in expected.items()})
+    assert m["decoupled_vs_map"] < 1e-10  # the decoupled run starts from the same b(0)
+    half = m["time_to_half_loss"]
+    assert half["ode"] is not None and half["random_mean"] is not None
+    assert abs(half["random_mean"] - half["ode"]) / half["ode"] < 0.15
+    assert m["random_vs_ode"] < gap_tol
+    assert m["random_mean_vs_ode"] < mean_gap_tol

@@ -46,6 +46,14 @@ def test_race_quick(tmp_path: Path) -> None:
     # Fig. 5b: more sharing, faster learning.
     times = theory["half_time_top_mode"]
     assert all(a > b for a, b in itertools.pairwise(times))
+    # Eq. 56 in the full network from random weights: B2/B1 grows with P like P^(1/4).
+    # Not exactly: the input matrices keep unlearned random directions (s.d. 0.2 x
+    # Xavier) that add to their singular values, a few percent at these sizes.
+    sim = results["simulation"]
+    assert sim["P"] == theory["P"]
+    for ratio, P in zip(sim["ratio_B2_B1"], sim["P"], strict=True):
+        assert ratio == pytest.approx(P**0.25, rel=0.05)
+    assert all(a < b for a, b in itertools.pairwise(sim["ratio_B2_B1"]))
     # Fig. 5c: untrained routes fail at small K/M and are learned at large K/M.
     gen = results["generalisation"]
     untrained = [u for u in gen["untrained_error"] if u is not None]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import networkx as nx
 import numpy as np
 import pytest
 import torch
 
+import gdln
 from gdln._errors import GdlnError, TaskSpecError
 from gdln._examples import ExampleSet
 from gdln._simulate import (
@@ -18,9 +21,12 @@ from gdln._simulate import (
     _tensorise,
     edge_label,
     initial_weights,
+    minibatch_indices,
     simulate,
 )
-from gdln._trajectory import Trajectory
+from gdln._trajectory import Trajectory, time_to_half_loss
+
+GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 
 # ----------------------------------------------------------------------------- fixtures
 
@@ -279,8 +285,8 @@ def test_sgd_seed_batching_equals_per_seed_runs() -> None:
         np.testing.assert_allclose(batched.loss[:, r], single.loss[:, 0], rtol=1e-13)
 
 
-def test_sgd_momentum_matches_numpy_heavy_ball() -> None:
-    """With batch = all examples drawn... instead: full-batch 'gd' with momentum vs numpy."""
+def test_gd_momentum_matches_numpy_heavy_ball() -> None:
+    """Full-batch 'gd' with momentum: b <- mu b + grad, W <- W - lr b, against numpy."""
     graph, ex = tiny_graph(), tiny_examples()
     W = {e: w[0] for e, w in initial_weights(graph, scale=0.5, seed=2).items()}
     lr, mu = 0.05, 0.9
@@ -294,6 +300,100 @@ def test_sgd_momentum_matches_numpy_heavy_ball() -> None:
         W = {e: W[e] - lr * buf[e] for e in W}
     np.testing.assert_allclose(traj.loss[:, 0], losses, rtol=1e-11)
     assert traj.meta["effective_lr"] == pytest.approx(lr / (1 - mu))
+
+
+def subset(ex: ExampleSet, rows: np.ndarray) -> ExampleSet:
+    """The minibatch ``rows`` (repeats allowed) as its own ExampleSet, each row weight 1/b."""
+    return ExampleSet(
+        inputs={k: v[rows] for k, v in ex.inputs.items()},
+        targets={k: v[rows] for k, v in ex.targets.items()},
+        gates={k: np.asarray(v)[rows] for k, v in ex.gates.items()},
+        weights=np.full(len(rows), 1.0 / len(rows)),
+        context=ex.context[rows],
+        context_labels=ex.context_labels,
+    )
+
+
+def test_minibatch_sgd_momentum_matches_numpy_heavy_ball() -> None:
+    """optimizer='sgd', batch 3 < n = 6, momentum 0.9, two seeds, against numpy.
+
+    numpy takes each step's minibatch from ``minibatch_indices`` (the sampler's own
+    draws) and does its own forward/backward pass on those rows (Eq. 1 averaged over
+    the batch) and its own heavy-ball update; every weight matrix must agree at every
+    step to rtol 1e-10 (float64).
+    """
+    graph, ex = tiny_graph(), tiny_examples()
+    lr, mu, batch, steps, seeds = 0.05, 0.9, 3, 12, [4, 9]
+    traj = simulate(
+        graph,
+        ex,
+        steps=steps,
+        lr=lr,
+        optimizer="sgd",
+        batch_size=batch,
+        momentum=mu,
+        seeds=seeds,
+        init="singular",
+        scale=0.5,
+        record_weights=True,
+    )
+    rows = minibatch_indices(ex, steps=steps, batch_size=batch, seeds=seeds)
+    assert rows.shape == (steps, 2, batch)
+    assert len(np.unique(rows)) > batch  # the batches really differ between steps
+    start = initial_weights(graph, init="singular", scale=0.5, seeds=seeds)
+    for r in range(len(seeds)):
+        W = {e: w[r] for e, w in start.items()}
+        buf = {e: np.zeros_like(w) for e, w in W.items()}
+        for k in range(steps + 1):
+            full_loss, _, _ = numpy_loss_and_grad(graph, ex, W)
+            assert traj.loss[k, r] == pytest.approx(full_loss, rel=1e-10)
+            for e, w in W.items():
+                np.testing.assert_allclose(traj.series[f"W/{edge_label(e)}"][k, r], w, rtol=1e-10)
+            if k == steps:
+                break
+            _, _, grads = numpy_loss_and_grad(graph, subset(ex, rows[k, r]), W)
+            buf = {e: mu * buf[e] + grads[e] for e in W}
+            W = {e: W[e] - lr * buf[e] for e in W}
+    # the time axis is flow time: lr / (1 - mu) per step
+    np.testing.assert_allclose(traj.t, np.arange(steps + 1) * lr / (1 - mu), rtol=1e-13)
+
+
+def test_momentum_tracks_the_flow_in_tau() -> None:
+    """Heavy ball at small lr follows the reduced ODE on the clock t = step lr / (1 - mu).
+
+    Routing from decoupled weights (Eq. 9), mu = 0.9, flow step dt = lr / (1 - mu): the
+    time at which the loss halves approaches the ODE's at first order in dt (the shift
+    halves when dt halves), so t is gradient-flow time. On the clock lr * step the same
+    runs would halve their loss 1 / (1 - mu) = 10 times too early.
+    """
+    problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 3, "K": 2, "hidden": 8})
+    init, t_max, mu = 0.1, 8.0, 0.9
+    reduction = gdln.reduce(problem, lump="none", init=init)
+    ode = gdln.solve(reduction, t_max=t_max, n_points=3201, rtol=1e-12, atol=1e-14)
+    half = time_to_half_loss(ode.t, ode.loss)
+    assert half is not None
+    weights = reduction.decoupled_weights(init, seed=0)
+    shifts = []
+    for dt in (0.02, 0.01):
+        steps = round(t_max / dt)
+        sim = simulate(
+            problem.graph,
+            problem.examples(),
+            steps=steps,
+            lr=dt * (1 - mu),
+            momentum=mu,
+            init="given",
+            weights=weights,
+            record_every=round(0.02 / dt),  # every 0.02 tau
+            threads=1,
+        )
+        np.testing.assert_allclose(sim.t[-1], t_max, rtol=1e-12)
+        sim_half = time_to_half_loss(sim.t, sim.loss[:, 0])
+        assert sim_half is not None
+        shifts.append(sim_half - half)
+    assert shifts[1] > 0
+    # first order: the ratio tends to 2 as dt -> 0 (measured 1.84 here, 1.90 one halving on)
+    assert shifts[0] / shifts[1] == pytest.approx(2.0, rel=0.15)
 
 
 def test_sgd_gradient_is_unbiased_on_average() -> None:
@@ -413,6 +513,24 @@ def test_recorded_singular_values_projections_rsm_and_eval() -> None:
     np.testing.assert_allclose(total, traj.loss, rtol=1e-12)
 
 
+@pytest.mark.parametrize("optimizer", ["gd", "sgd"])
+def test_record_steps_records_exactly_the_chosen_steps(optimizer: str) -> None:
+    """Log-spaced chosen steps, given unsorted: the same records as recording every step."""
+    graph, ex = tiny_graph(), tiny_examples()
+    kw: dict = dict(steps=30, lr=0.05, scale=0.5, seeds=2, optimizer=optimizer, momentum=0.5)
+    if optimizer == "sgd":
+        kw["batch_size"] = 2
+    chosen = [20, 0, 3, 1, 7]  # the last step, 30, is not among them
+    some = simulate(graph, ex, record_steps=chosen, **kw)
+    every = simulate(graph, ex, record_every=1, **kw)
+    rows = sorted(chosen)
+    assert some.meta["step_at"] == rows
+    np.testing.assert_allclose(some.t, every.t[rows], rtol=1e-15)
+    np.testing.assert_array_equal(some.loss, every.loss[rows])
+    for name, values in some.series.items():
+        np.testing.assert_array_equal(values, every.series[name][rows])
+
+
 def test_trajectory_roundtrip_and_refuses_overwrite(tmp_path) -> None:
     graph, ex = tiny_graph(), tiny_examples()
     traj = simulate(graph, ex, steps=3, lr=0.05, seeds=2, rsm=True)
@@ -493,6 +611,13 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
         ({"bases": {("h", "y"): (np.eye(2), np.eye(3))}}, r"bases\[\('h', 'y'\)\]: expected left"),
         ({"bases": {("y", "h"): (np.eye(2), np.eye(2))}}, r"bases: \('y', 'h'\) is not an edge"),
         ({"diverge_above": -1.0}, r"diverge_above: expected a finite number > 0"),
+        (
+            {"record_steps": [0, 3]},
+            r"record_steps: expected a non-empty list of ints in \[0, steps=2\], got \[0, 3\]",
+        ),
+        ({"record_steps": []}, r"record_steps: expected a non-empty list of ints"),
+        ({"record_steps": [0.5]}, r"record_steps: expected a non-empty list of ints"),
+        ({"record_steps": [1], "record_every": 2}, r"record_steps: give either record_steps or"),
     ],
 )
 def test_bad_options_raise_named_errors(kwargs: dict, match: str) -> None:
@@ -609,11 +734,18 @@ def test_gd_converges_to_the_flow_at_first_order_in_lr() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_matches_cpu() -> None:
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"optimizer": "sgd", "batch_size": 2, "momentum": 0.9, "record_steps": [0, 3, 17]}],
+)
+def test_cuda_matches_cpu(extra: dict) -> None:
+    """Full batch, and minibatch SGD with momentum (the batches come from CPU rngs)."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     graph, ex = tiny_graph(), tiny_examples()
-    kw = dict(steps=20, lr=0.05, seeds=3, record_every=5)
+    kw = dict(steps=20, lr=0.05, seeds=3, record_every=5) | extra
+    if "record_steps" in extra:
+        del kw["record_every"]
     cpu = simulate(graph, ex, device="cpu", **kw)
     gpu = simulate(graph, ex, device="cuda", **kw)
     assert gpu.meta["device"].startswith("cuda")

@@ -125,6 +125,8 @@ def convergence(
             {
                 "depth": d,
                 "loss_ratio": float(np.mean(ratios)),
+                "loss_ratio_std": float(np.std(ratios, ddof=1)) if len(ratios) > 1 else 0.0,
+                "loss_ratio_runs": ratios,
                 "rho_min_over_rho_max": float(np.mean(conds)),
                 "ratio_curve": np.mean(curves, axis=0).tolist(),
                 "ecdf_over_rho_max": np.mean(ecdfs, axis=0).tolist(),
@@ -300,7 +302,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(
             f"convergence {key}: "
             + ", ".join(
-                f"d={r['depth']}: ratio {r['loss_ratio']:.3g}, rho_min/rho_max "
+                f"d={r['depth']}: ratio {r['loss_ratio']:.3g} +- {r['loss_ratio_std']:.2g}, "
+                f"rho_min/rho_max "
                 f"{r['rho_min_over_rho_max']:.3g}"
                 for r in rows
             )

@@ -23,11 +23,11 @@ Thm. 5.1 with Prop. 6.1: H of a 2-layer student is a sum of m i.i.d. strongly-Gr
 
 Depth-induced momentum (Prop. 6.2, Fig. 5): g = mu * f adds a trainable scalar; we report
 the convergence-rate curves of f (GD), g (GD), mu2*mu1*f (GD) and f with momentum. Along
-g's GD trajectory (mu trained, starting at 1) we check at every recorded state: Eq. (34),
-H(g) = mu^2 H(f) + u_f u_f^T, against autodiff; the inequality App. F proves,
-cos(H(g) u_g, u_g) >= cos(H(f) u_f, u_f); and Eq. (17) read with du/dt = H (y - u),
-cos(H(g)(y - u_g), u_g) >= cos(H(f)(y - u_f), u_f). The fraction of states where each holds
-is reported.
+two GD trajectories, g's (mu trained, starting at 1) and f's (mu = 1 throughout), we check
+at every recorded state: Eq. (34), H(g) = mu^2 H(f) + u_f u_f^T, against autodiff; the
+inequality App. F proves, cos(H(g) u_g, u_g) >= cos(H(f) u_f, u_f); and Eq. (17) read with
+du/dt = H (y - u), cos(H(g)(y - u_g), u_g) >= cos(H(f)(y - u_f), u_f). The fraction of
+states where each holds is reported.
 
     python examples/pathgram_teacher_student.py -o out/pathgram
     python examples/pathgram_teacher_student.py --seeds 5 --window late -o out/pathgram
@@ -176,11 +176,16 @@ def main(argv: list[str] | None = None) -> dict:
         torch.set_num_threads(threads)
 
 
-def prop62_states(p, x, y, lr: float, steps: int, n_states: int) -> list[dict]:
-    """Prop. 6.2 of the path-formula paper at ``n_states`` states of g = mu f under GD."""
+def prop62_states(
+    p, x, y, lr: float, steps: int, n_states: int, *, train_mu: bool = True
+) -> list[dict]:
+    """Prop. 6.2 of the path-formula paper at ``n_states`` states of a GD trajectory.
+
+    ``train_mu``: the trajectory of g = mu f (mu trained from 1); else that of f (mu = 1).
+    """
     params = [t.clone().requires_grad_(True) for t in p]
-    mu = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.SGD([*params, mu], lr=lr)
+    mu = torch.tensor(1.0, dtype=torch.float64, requires_grad=train_mu)
+    opt = torch.optim.SGD([*params, mu] if train_mu else params, lr=lr)
     yn = y.numpy()
     out = []
     for _ in range(n_states):
@@ -273,21 +278,22 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
         "2-layer momentum 0.5": rates(train(p, x, y, "linear", lr, steps, momentum=0.5)),
     }
     res["momentum_mean_rate"] = {k: float(v.mean()) for k, v in curves.items()}
-    # Prop. 6.2 along g's GD trajectory: g = mu f, mu trained from 1
-    states = prop62_states(p, x, y, lr, steps, 10 if q else 40)
-    res["prop62"] = {
-        "states": len(states),
-        "eq34_max_rel_diff": max(st["eq34_rel_diff"] for st in states),
-        "proved_form_holds_fraction": float(np.mean([st["proved_holds"] for st in states])),
-        "flow_form_holds_fraction": float(np.mean([st["flow_holds"] for st in states])),
-        "mu_range": [min(st["mu"] for st in states), max(st["mu"] for st in states)],
-        "u_dot_residual_range": [
-            min(st["u_dot_residual"] for st in states),
-            max(st["u_dot_residual"] for st in states),
-        ],
-        "rows": states,
-    }
-    res["prop62_holds_fraction"] = res["prop62"]["flow_form_holds_fraction"]
+    # Prop. 6.2 along g's GD trajectory (mu trained from 1) and along f's (mu = 1)
+    res["prop62"] = {}
+    for name, train_mu in (("g_trajectory", True), ("f_trajectory_mu1", False)):
+        states = prop62_states(p, x, y, lr, steps, 10 if q else 40, train_mu=train_mu)
+        res["prop62"][name] = {
+            "states": len(states),
+            "eq34_max_rel_diff": max(st["eq34_rel_diff"] for st in states),
+            "proved_form_holds_fraction": float(np.mean([st["proved_holds"] for st in states])),
+            "flow_form_holds_fraction": float(np.mean([st["flow_holds"] for st in states])),
+            "mu_range": [min(st["mu"] for st in states), max(st["mu"] for st in states)],
+            "u_dot_residual_range": [
+                min(st["u_dot_residual"] for st in states),
+                max(st["u_dot_residual"] for st in states),
+            ],
+            "rows": states,
+        }
     args.out.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
@@ -338,15 +344,15 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
                 )
             )
     print("mean rates:", {k: round(v, 5) for k, v in res["momentum_mean_rate"].items()})
-    pr = res["prop62"]
-    print(
-        f"Prop 6.2 along g = mu f ({pr['states']} states, mu in "
-        f"[{pr['mu_range'][0]:.4f}, {pr['mu_range'][1]:.4f}]): Eq. 34 max rel diff "
-        f"{pr['eq34_max_rel_diff']:.1e}; proved form cos(H u, u) held at "
-        f"{pr['proved_form_holds_fraction']:.0%}, du/dt form cos(H (y - u), u) at "
-        f"{pr['flow_form_holds_fraction']:.0%}; u.(y - u) in "
-        f"[{pr['u_dot_residual_range'][0]:.3g}, {pr['u_dot_residual_range'][1]:.3g}]"
-    )
+    for name, pr in res["prop62"].items():
+        print(
+            f"Prop 6.2 along {name} ({pr['states']} states, mu in "
+            f"[{pr['mu_range'][0]:.4f}, {pr['mu_range'][1]:.4f}]): Eq. 34 max rel diff "
+            f"{pr['eq34_max_rel_diff']:.1e}; proved form cos(H u, u) held at "
+            f"{pr['proved_form_holds_fraction']:.0%}, du/dt form cos(H (y - u), u) at "
+            f"{pr['flow_form_holds_fraction']:.0%}; u.(y - u) in "
+            f"[{pr['u_dot_residual_range'][0]:.3g}, {pr['u_dot_residual_range'][1]:.3g}]"
+        )
     print(f"wall {res['wall_s']:.0f} s")
     return res
 

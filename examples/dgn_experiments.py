@@ -146,7 +146,9 @@ def plot_fig1_2(res: dict, out: Path, p: float) -> None:
     widths = sorted({r["width"] for r in rows}, reverse=True)
     depths = sorted({r["depth"] for r in rows})
     colours = {d: plt.cm.viridis(k / max(1, len(depths) - 1)) for k, d in enumerate(depths)}
-    fig, axes = plt.subplots(1, 2 + len(widths), figsize=(3.6 * (2 + len(widths)), 3.3))
+    cols = math.ceil((2 + len(widths)) / 2)
+    fig, grid = plt.subplots(2, cols, figsize=(4.2 * cols, 6.6))
+    axes = grid.reshape(-1)
     n = len(rows[0]["ecdf"])
     k = np.arange(1, n + 1)
     for d in depths:
@@ -175,6 +177,8 @@ def plot_fig1_2(res: dict, out: Path, p: float) -> None:
     ax.set_ylabel("entry, mean over runs")
     ax.set_title(f"Fig. 2: w={w}", fontsize=9)
     ax.legend(fontsize=7)
+    runs = "" if "wall_s" not in res else f"; whole example: wall {res['wall_s']:.0f} s"
+    fig.suptitle(f"DGN Figs. 1-2: DGN-FRG, p={p}, n={n} identical inputs{runs}", fontsize=9)
     save_figure(fig, out, "fig1_ecdf", tight=True)
 
 
@@ -224,6 +228,8 @@ def plot_fig3_4(res: dict, out: Path) -> None:
     ax.set_title(f"DGN-FRG w={v['width']}: relative variance", fontsize=8)
     ax.legend(fontsize=7)
     axes[1, -1].axis("off")
+    runs = "" if "wall_s" not in res else f"; whole example: wall {res['wall_s']:.0f} s"
+    fig.suptitle(f"DGN Figs. 3-4 and Var[K0] by depth{runs}", fontsize=9)
     save_figure(fig, out, "fig3_4", tight=True)
 
 

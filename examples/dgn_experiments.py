@@ -135,7 +135,7 @@ def convergence(
     return rows
 
 
-def plot_fig1_2(res: dict, out: Path, p: float) -> None:
+def plot_fig1_2(res: dict, out: Path, p: float, formats: tuple[str, ...] = ("png", "svg")) -> None:
     """Fig. 1 (ideal and measured e.c.d.f. per width) and Fig. 2 (averaged entries)."""
     import matplotlib
 
@@ -179,10 +179,10 @@ def plot_fig1_2(res: dict, out: Path, p: float) -> None:
     ax.legend(fontsize=7)
     runs = "" if "wall_s" not in res else f"; whole example: wall {res['wall_s']:.0f} s"
     fig.suptitle(f"DGN Figs. 1-2: DGN-FRG, p={p}, n={n} identical inputs{runs}", fontsize=9)
-    save_figure(fig, out, "fig1_ecdf", tight=True)
+    save_figure(fig, out, "fig1_ecdf", tight=True, formats=formats)
 
 
-def plot_fig3_4(res: dict, out: Path) -> None:
+def plot_fig3_4(res: dict, out: Path, formats: tuple[str, ...] = ("png", "svg")) -> None:
     """Fig. 3 (FRG convergence per width), Fig. 4 (GaLU vs ReLU) and Var[K0] by depth."""
     import matplotlib
 
@@ -230,7 +230,7 @@ def plot_fig3_4(res: dict, out: Path) -> None:
     axes[1, -1].axis("off")
     runs = "" if "wall_s" not in res else f"; whole example: wall {res['wall_s']:.0f} s"
     fig.suptitle(f"DGN Figs. 3-4 and Var[K0] by depth{runs}", fontsize=9)
-    save_figure(fig, out, "fig3_4", tight=True)
+    save_figure(fig, out, "fig3_4", tight=True, formats=formats)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -294,8 +294,9 @@ def main(argv: list[str] | None = None) -> dict:
     res["wall_s"] = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "dgn_experiments.json").write_text(json.dumps(res, indent=1))
-    plot_fig1_2(res, args.out, 0.5)
-    plot_fig3_4(res, args.out)
+    formats = ("png",) if q else ("png", "svg")  # quick runs: no SVG
+    plot_fig1_2(res, args.out, 0.5, formats)
+    plot_fig3_4(res, args.out, formats)
     print("Fig 1-2 (FRG, identical inputs): w, d, rho_min (ideal), diag (1), off (ideal)")
     for r in res["fig1_2"]:
         print(

@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> dict:
         res["n_pos_train"] = int((data[1] > 0).sum())
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "fig3.json").write_text(json.dumps(res, indent=1))
-    plot(res, args.out)
+    plot(res, args.out, ("png",) if args.quick else ("png", "svg"))
     if res["nu"]:
         nus = res["nu"]
         print(f"nu: {nus[0][1]:.4g} at epoch 0 -> {nus[-1][1]:.4g} at epoch {nus[-1][0]}")
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict:
     return res
 
 
-def plot(res: dict, out: Path) -> None:
+def plot(res: dict, out: Path, formats: tuple[str, ...] = ("png", "svg")) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -362,7 +362,7 @@ def plot(res: dict, out: Path) -> None:
         f"{cfg['seeds']} seed(s); wall {res['wall_s']:.0f} s",
         fontsize=8,
     )
-    save_figure(fig, out, "fig3", tight=True)
+    save_figure(fig, out, "fig3", tight=True, formats=formats)
 
 
 if __name__ == "__main__":

@@ -130,7 +130,12 @@ def ordering_checks(res: dict[str, dict[str, list[float]]]) -> list[dict]:
     return rows
 
 
-def plot(res: dict[str, dict[str, list[float]]], out: Path, title: str) -> None:
+def plot(
+    res: dict[str, dict[str, list[float]]],
+    out: Path,
+    title: str,
+    formats: tuple[str, ...] = ("png", "svg"),
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -149,7 +154,7 @@ def plot(res: dict[str, dict[str, list[float]]], out: Path, title: str) -> None:
     axes[0].set_ylabel("test accuracy (%)")
     axes[0].legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=9)
-    save_figure(fig, out, "table2", tight=True)
+    save_figure(fig, out, "table2", tight=True, formats=formats)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -212,7 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
             indent=1,
         )
     )
-    plot(res, args.out, title)
+    plot(res, args.out, title, ("png",) if args.quick else ("png", "svg"))
     return {**res, "checks": checks}
 
 

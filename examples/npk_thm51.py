@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "thm51.json").write_text(json.dumps(res, indent=1))
-    plot(res, args.out)
+    plot(res, args.out, ("png",) if args.quick else ("png", "svg"))
     for r in rows:
         print(
             f"w={r['width']:5d}  ||K - d s^(2(d-1)) H|| / ||.|| = {r['rel_frobenius']:.4f}"
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
     return res
 
 
-def plot(res: dict, out: Path) -> None:
+def plot(res: dict, out: Path, formats: tuple[str, ...] = ("png", "svg")) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,7 +135,7 @@ def plot(res: dict, out: Path) -> None:
         fontsize=8,
     )
     ax.legend(fontsize=7)
-    save_figure(fig, out, "thm51", tight=True)
+    save_figure(fig, out, "thm51", tight=True, formats=formats)
 
 
 if __name__ == "__main__":

@@ -281,7 +281,7 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
     # Prop. 6.2 along g's GD trajectory (mu trained from 1) and along f's (mu = 1)
     res["prop62"] = {}
     for name, train_mu in (("g_trajectory", True), ("f_trajectory_mu1", False)):
-        states = prop62_states(p, x, y, lr, steps, 10 if q else 40, train_mu=train_mu)
+        states = prop62_states(p, x, y, lr, steps, 5 if q else 40, train_mu=train_mu)
         res["prop62"][name] = {
             "states": len(states),
             "eq34_max_rel_diff": max(st["eq34_rel_diff"] for st in states),
@@ -328,7 +328,9 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
         f"wall {res['wall_s']:.0f} s",
         fontsize=8,
     )
-    save_figure(fig, args.out, "teacher_student", tight=True)
+    save_figure(
+        fig, args.out, "teacher_student", tight=True, formats=("png",) if q else ("png", "svg")
+    )
     (args.out / "teacher_student.json").write_text(json.dumps(res, indent=1, default=str))
     print(f"Thm 5.1 path formula vs autodiff: max rel diff {res['thm51_max_rel_diff']:.1e}")
     for act in ("linear", "sigmoid"):

@@ -36,15 +36,27 @@ from gdln._dgn import Gate, make_dataset, make_dgn
 from gdln._npk import neural_path_features, neural_path_kernel, num_paths
 from gdln._ntk import neural_tangent_kernel, value_ntk_layerwise, value_tangent_kernel
 
+#: CPU seconds (``time.process_time``, all threads of this process) of the last ``_time``
+#: call's best repetition. On a shared machine the wall time includes waiting for a core;
+#: the CPU time does not, so the growth tables and slopes use it.
+_LAST_CPU = [0.0]
+
 
 def _time(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
-    best = float("inf")
+    """Best wall time of ``repeat`` calls (and, in ``_LAST_CPU``, the best CPU time)."""
+    best = best_cpu = float("inf")
     out = None
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = fn()
         best = min(best, time.perf_counter() - t)
+        best_cpu = min(best_cpu, time.process_time() - c)
+    _LAST_CPU[0] = best_cpu
     return best, out
+
+
+def _cpu() -> float:
+    return _LAST_CPU[0]
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> str:
@@ -101,7 +113,16 @@ def _streamed_npk(net, x) -> np.ndarray:
 def bench_npk(n: int, depth: int, widths: list[int], stream: list[int], big_width: int) -> None:
     x, _ = make_dataset("digits", n=n, seed=0)
     print(f"\n## NPK, n={n} digits, d={depth} ({_load()})")
-    print(_row("w", "paths P", "Φ size", "explicit ΦᵀΦ [s]", "gate Grams [s]", "max rel diff"))
+    print(
+        _row(
+            "w",
+            "paths P",
+            "Φ size",
+            "explicit ΦᵀΦ, wall (CPU) [s]",
+            "gate Grams, wall (CPU) [s]",
+            "max rel diff",
+        )
+    )
     print("|---|---|---|---|---|---|")
     for w in [*widths, *stream]:
         # soft gates so that no narrow layer is entirely off (same cost as hard gates)
@@ -114,13 +135,25 @@ def bench_npk(n: int, depth: int, widths: list[int], stream: list[int], big_widt
             else (lambda net=net: _explicit_npk(net, x))
         )
         t_slow, h_slow = _time(fn)
-        t_fast, h_fast = _time(lambda net=net: neural_path_kernel(net, x).kernel, repeat=3)
+        c_slow = _cpu()
+        t_fast, h_fast = _time(lambda net=net: neural_path_kernel(net, x).kernel, repeat=5)
+        c_fast = _cpu()
         size = f"{_bytes(n * p)}" + (" (streamed in blocks)" if streamed else "")
-        print(_row(w, p, size, f"{t_slow:.3f}", f"{t_fast:.4f}", _rel(h_fast, h_slow)))
+        print(
+            _row(
+                w,
+                p,
+                size,
+                f"{t_slow:.3f} ({c_slow:.3f})",
+                f"{t_fast:.4f} ({c_fast:.4f})",
+                _rel(h_fast, h_slow),
+            )
+        )
     net = make_dgn(64, big_width, depth, seed=0)
     p = num_paths(net)
-    t_fast, _ = _time(lambda: neural_path_kernel(net, x).kernel, repeat=3)
-    print(_row(big_width, f"{p:.3g}", _bytes(n * p), "not run", f"{t_fast:.4f}", "-"))
+    t_fast, _ = _time(lambda: neural_path_kernel(net, x).kernel, repeat=5)
+    cell = f"{t_fast:.4f} ({_cpu():.4f})"
+    print(_row(big_width, f"{p:.3g}", _bytes(n * p), "not run", cell, "-"))
     print(f"({_load()})")
 
 
@@ -129,22 +162,45 @@ def bench_ntk(n: int, depth: int, width: int, chunk: int) -> None:
     net = make_dgn(64, width, depth, seed=0)
     d_net = sum(v.numel() for v in net.value)
     print(f"\n## NTK, n={n} digits, d={depth}, w={width}, d_net={d_net} ({_load()})")
-    print(_row("method", "seconds", "max rel diff vs torch.func unbatched"))
+    print(_row("method", "wall (CPU) [s]", "max rel diff vs torch.func unbatched"))
     print("|---|---|---|")
     neural_tangent_kernel(make_dgn(64, 4, depth, seed=1), x[:4])  # warm-up, not timed
-    t_full, k_full = _time(lambda: neural_tangent_kernel(net, x).total)
-    print(_row("torch.func, all examples in one vmap", f"{t_full:.2f}", "0"))
-    t_chunk, k_chunk = _time(lambda: neural_tangent_kernel(net, x, chunk_size=chunk).total)
-    print(_row(f"torch.func, vmap chunk_size={chunk}", f"{t_chunk:.2f}", _rel(k_chunk, k_full)))
-    t_lw, k_lw = _time(lambda: value_ntk_layerwise(net, x), repeat=3)
-    print(_row("layer-wise Gram products (no Jacobian)", f"{t_lw:.3f}", _rel(k_lw, k_full)))
+    t_full, k_full = _time(lambda: neural_tangent_kernel(net, x).total, repeat=2)
+    print(_row("torch.func, all examples in one vmap", f"{t_full:.2f} ({_cpu():.2f})", "0"))
+    t_chunk, k_chunk = _time(
+        lambda: neural_tangent_kernel(net, x, chunk_size=chunk).total, repeat=2
+    )
+    print(
+        _row(
+            f"torch.func, vmap chunk_size={chunk}",
+            f"{t_chunk:.2f} ({_cpu():.2f})",
+            _rel(k_chunk, k_full),
+        )
+    )
+    t_lw, k_lw = _time(lambda: value_ntk_layerwise(net, x), repeat=5)
+    print(
+        _row(
+            "layer-wise Gram products (no Jacobian)",
+            f"{t_lw:.3f} ({_cpu():.3f})",
+            _rel(k_lw, k_full),
+        )
+    )
     print(f"({_load()})")
 
 
 def bench_vtk(n: int, depth: int, widths: list[int]) -> None:
     x, _ = make_dataset("digits", n=n, seed=0)
     print(f"\n## Explicit K = ΦᵀVΦ (Prop. 3.1), n={n} digits, d={depth} ({_load()})")
-    print(_row("w", "paths P", "V size", "explicit ΦᵀVΦ [s]", "torch.func [s]", "max rel diff"))
+    print(
+        _row(
+            "w",
+            "paths P",
+            "V size",
+            "explicit ΦᵀVΦ, wall (CPU) [s]",
+            "torch.func, wall (CPU) [s]",
+            "max rel diff",
+        )
+    )
     print("|---|---|---|---|---|---|")
     for w in widths:
         small = make_dgn(64, w, depth, mode="frnpf_ii", gate=Gate("soft"), seed=0)
@@ -161,13 +217,23 @@ def bench_vtk(n: int, depth: int, widths: list[int]) -> None:
             return phi.T @ (vtk @ phi)
 
         t_exp, k_exp = _time(explicit)
-        t_ref, k_ref = _time(lambda small=small: neural_tangent_kernel(small, x).total)
-        print(_row(w, p, _bytes(p * p), f"{t_exp:.2f}", f"{t_ref:.3f}", _rel(k_exp, k_ref)))
+        c_exp = _cpu()
+        t_ref, k_ref = _time(lambda small=small: neural_tangent_kernel(small, x).total, repeat=3)
+        cells = (f"{t_exp:.2f} ({c_exp:.2f})", f"{t_ref:.3f} ({_cpu():.3f})")
+        print(_row(w, p, _bytes(p * p), *cells, _rel(k_exp, k_ref)))
     print(f"({_load()})")
 
 
+#: The growth table skips the torch.func NTK where its Jacobian (n x d_net) would exceed
+#: this many entries (8 bytes each; the machine is shared).
+MAX_JACOBIAN_ENTRIES = 200_000_000
+
+
 def _slope(xs: list[float], ts: list[float]) -> float:
-    return float(np.polyfit(np.log(xs), np.log(ts), 1)[0])
+    ok = np.isfinite(ts)
+    if ok.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(np.asarray(xs)[ok]), np.log(np.asarray(ts)[ok]), 1)[0])
 
 
 def bench_growth(
@@ -178,11 +244,18 @@ def bench_growth(
     neural_tangent_kernel(make_dgn(64, 4, 3, seed=1), x_all[:4])  # warm-up
 
     def timings(n: int, w: int, d: int, with_ntk: bool) -> tuple[float, float, float]:
+        """CPU seconds of the NPK, the layer-wise K^V and (optionally) the torch.func NTK."""
         x = x_all[:n]
         net = make_dgn(64, w, d, seed=0)
-        t_npk, _ = _time(lambda: neural_path_kernel(net, x).kernel, repeat=3)
-        t_lw, _ = _time(lambda: value_ntk_layerwise(net, x), repeat=3)
-        t_ntk = _time(lambda: neural_tangent_kernel(net, x).total)[0] if with_ntk else np.nan
+        _time(lambda: neural_path_kernel(net, x).kernel, repeat=5)
+        t_npk = _cpu()
+        _time(lambda: value_ntk_layerwise(net, x), repeat=5)
+        t_lw = _cpu()
+        t_ntk = np.nan
+        d_net = sum(v.numel() for v in net.value)
+        if with_ntk and n * d_net <= MAX_JACOBIAN_ENTRIES:
+            _time(lambda: neural_tangent_kernel(net, x).total, repeat=2)
+            t_ntk = _cpu()
         return t_npk, t_lw, t_ntk
 
     print(f"\n## Growth ({_load()})")
@@ -190,7 +263,16 @@ def bench_growth(
         f"NPK and layer-wise K^V around n={base['n']}, w={base['w']}, d={base['d']}; "
         f"torch.func NTK around n={ntk_base['n']}, w={ntk_base['w']}, d={ntk_base['d']}."
     )
-    print(_row("varied", "value", "NPK gate Grams [s]", "layer-wise K^V [s]", "torch.func NTK [s]"))
+    print("CPU seconds (best of 5, torch.func of 2); slope = d log(CPU time) / d log(value).")
+    print(
+        _row(
+            "varied",
+            "value",
+            "NPK gate Grams [CPU s]",
+            "layer-wise K^V [CPU s]",
+            "torch.func NTK [CPU s]",
+        )
+    )
     print("|---|---|---|---|---|")
     for axis, values in axes.items():
         rows = []
@@ -200,7 +282,8 @@ def bench_growth(
             q = {**ntk_base, axis: v}
             t_ntk = timings(q["n"], q["w"], q["d"], True)[2]
             rows.append((v, t_npk, t_lw, t_ntk))
-            print(_row(axis, v, f"{t_npk:.4f}", f"{t_lw:.4f}", f"{t_ntk:.3f}"))
+            ntk_cell = f"{t_ntk:.3f}" if np.isfinite(t_ntk) else "skipped: J > 1.6 GB"
+            print(_row(axis, v, f"{t_npk:.4f}", f"{t_lw:.4f}", ntk_cell))
         vs = [r[0] for r in rows]
         print(
             _row(

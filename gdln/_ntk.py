@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.func import jacrev, vmap
+from torch.func import jacfwd, jacrev, vmap
 
 from ._dgn import DGN, AnyDGN, ConvDGN, DGNSpecError
 from ._npk import _conv_npv_tensor, _npv_tensor, _path_budget, _scalar_output, num_paths
@@ -193,7 +193,9 @@ def value_tangent_kernel(net: AnyDGN) -> np.ndarray:
     r"""The value tangent kernel $\mathcal V=(\nabla_\Theta v)^\top(\nabla_\Theta v)$, $P\times P$.
 
     Def. 3.2 of NPF/NPK, with $\nabla_\Theta v$ the $d_\mathrm{net}\times P$ matrix of NPV
-    derivatives (Def. 3.1), computed by ``torch.func.jacrev``. Only for small networks:
+    derivatives (Def. 3.1), computed by ``torch.func.jacfwd`` (forward mode: $d_\mathrm{net}$
+    tangents, far fewer than the $P$ outputs, so no $P\times P$ intermediates beyond
+    $\mathcal V$ itself). Only for small networks:
     it lists all paths. For a :class:`~gdln._dgn.ConvDGN`, $\bar{\mathcal V}$ over path
     classes: a weight is shared by every path class that uses it.
     """
@@ -202,6 +204,6 @@ def value_tangent_kernel(net: AnyDGN) -> np.ndarray:
     _path_budget(p * p, "value_tangent_kernel")
     value = tuple(v.detach() for v in net.value)
     npv = _conv_npv_tensor if isinstance(net, ConvDGN) else _npv_tensor
-    jac = jacrev(npv)(value)
+    jac = jacfwd(npv)(value)
     j = torch.cat([t.reshape(p, -1) for t in jac], dim=1)
     return (j @ j.T).numpy()

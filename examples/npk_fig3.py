@@ -345,8 +345,22 @@ def plot(res: dict, out: Path, formats: tuple[str, ...] = ("png", "svg")) -> Non
     )
     axes[0].plot(epochs, [f["relu_test_acc_at_stage"] for f in rows], "s:", label="ReLU at epoch e")
     axes[0].axhline(res["frnpf_test_acc"], color="gray", ls="--", label="FRNPF")
+    # zoom on the FLNPF/FRNPF range; an untrained ReLU (chance level) is marked off scale
+    low = min([f["test_acc"] - f["test_acc_std"] for f in rows] + [res["frnpf_test_acc"]])
+    low = max(0.0, low - 1.0)
+    top = max([f["relu_test_acc_at_stage"] for f in rows] + [f["test_acc"] for f in rows])
+    axes[0].set_ylim(low, min(100.0, top + 1.0))
+    for e, f in zip(epochs, rows, strict=True):
+        if f["relu_test_acc_at_stage"] < low:
+            axes[0].annotate(
+                f"ReLU at e={e}: {f['relu_test_acc_at_stage']:.0f}% (off scale)",
+                (e, low),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=7,
+            )
     axes[0].set_xlabel("epoch e of the ReLU run the gates are copied from")
-    axes[0].set_ylabel("test accuracy %")
+    axes[0].set_ylabel("test accuracy % (mean ± std over seeds)")
     axes[0].legend(fontsize=7)
     if res["nu"]:
         axes[1].plot([e for e, _ in res["nu"]], [v for _, v in res["nu"]])

@@ -278,6 +278,7 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
         "2-layer momentum 0.5": rates(train(p, x, y, "linear", lr, steps, momentum=0.5)),
     }
     res["momentum_mean_rate"] = {k: float(v.mean()) for k, v in curves.items()}
+    res["momentum_curves"] = {k: v.tolist() for k, v in curves.items()}
     # Prop. 6.2 along g's GD trajectory (mu trained from 1) and along f's (mu = 1)
     res["prop62"] = {}
     for name, train_mu in (("g_trajectory", True), ("f_trajectory_mu1", False)):
@@ -316,7 +317,8 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
         ax.set_xlabel("width m")
     for k, v in curves.items():
         axes[2].plot(v, label=k)
-    axes[2].set_title("depth-induced momentum: 1 - L_{t+1}/L_t")
+    axes[2].set_title(f"depth-induced momentum, linear student m={m}", fontsize=8)
+    axes[2].set_xscale("symlog", linthresh=10)
     axes[2].legend(fontsize=7)
     res["wall_s"] = time.perf_counter() - t0
     axes[2].set_xlabel("GD step t")

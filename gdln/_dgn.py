@@ -10,8 +10,11 @@ Lakshminarayanan & Singh, *Deep Gated Networks* (DGN)):
 $$q^V_x(l) = \Theta^V(l)^\top z^V_x(l-1),\quad z^V_x(l) = q^V_x(l)\odot G_x(l),\quad
 \hat y(x) = \Theta^V(d)^\top z^V_x(d-1).$$
 
-The network is fully connected, has $d$ weight layers ($d-1$ hidden layers of width $w$)
-and no biases, so that every output is a sum over paths.
+:class:`DGN` is fully connected, with $d$ weight layers ($d-1$ hidden layers of width $w$)
+and no biases, so that every output is a sum over paths. :class:`ConvDGN` is its
+convolutional counterpart with global average pooling (GCONV of Table 2 of NPF/NPK): $d-1$
+circular convolutions with $w$ channels, then the average over positions and a linear
+read-out; paths that differ only by a rotation share their weights.
 
 Gates (:class:`Gate`): hard ReLU gates $\mathbb 1\{q>0\}$; soft gates
 $(1+\varepsilon)\,\mathrm{sigmoid}(\beta q)$ (the $\chi_\varepsilon(-\beta q)$ of DGN
@@ -38,10 +41,11 @@ Modes (:data:`MODES`):
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -52,12 +56,18 @@ __all__ = [
     "DATASETS",
     "DGN",
     "MODES",
+    "AnyDGN",
+    "ConvDGN",
     "DGNSpecError",
     "Gate",
     "TrainResult",
     "bernoulli_gates",
+    "conv_feature_gates",
+    "conv_forward",
+    "conv_offsets",
     "dgn_forward",
     "feature_gates",
+    "make_conv_dgn",
     "make_dataset",
     "make_dgn",
     "train_dgn",
@@ -221,6 +231,18 @@ class DGN:
             return _check_fixed(self, x)
         return feature_gates(self.feature, x, self.gate)
 
+    def gates_with(
+        self, feature: Sequence[torch.Tensor], x: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """Gates of this architecture and gate function from other feature weights."""
+        return feature_gates(feature, x, self.gate)
+
+    def forward_with(
+        self, value: Sequence[torch.Tensor], x: torch.Tensor, gates: Sequence[torch.Tensor]
+    ) -> torch.Tensor:
+        """Output of this architecture with other value weights and given gates."""
+        return dgn_forward(value, x, gates)
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Network output $\\hat y(x)$, shape ``(n, d_out)``."""
         x = _check_input(self, x)
@@ -240,7 +262,7 @@ class DGN:
         return DGN(new_mode, self.gate, feature, value, fixed, self.sigma)
 
 
-def _check_input(net: DGN, x: torch.Tensor) -> torch.Tensor:
+def _check_input(net: AnyDGN, x: torch.Tensor) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         x = torch.as_tensor(np.asarray(x), dtype=net.value[0].dtype)
     if x.ndim != 2 or x.shape[1] != net.d_in:
@@ -248,7 +270,7 @@ def _check_input(net: DGN, x: torch.Tensor) -> torch.Tensor:
     return x.to(net.value[0].dtype)
 
 
-def _check_fixed(net: DGN, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _check_fixed(net: AnyDGN, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     assert net.fixed_gates is not None
     n = int(net.fixed_gates[0].shape[0])
     if x.shape[0] != n:
@@ -420,11 +442,335 @@ def make_dgn(
     return DGN(mode, gate, feature, value, fixed, sigma)
 
 
+def conv_offsets(ndim: int, kernel: int) -> tuple[tuple[int, ...], ...]:
+    """Offsets $\\delta$ of a ``kernel``-wide stencil in ``ndim`` dimensions, row-major.
+
+    Examples
+    --------
+    >>> conv_offsets(1, 3)
+    ((-1,), (0,), (1,))
+    """
+    r = kernel // 2
+    return tuple(itertools.product(range(-r, r + 1), repeat=ndim))
+
+
+def _circular_conv(
+    z: torch.Tensor, W: torch.Tensor, offsets: Sequence[tuple[int, ...]]
+) -> torch.Tensor:
+    r"""$q[i,c]=\sum_{\delta}\sum_{c'} z[i+\delta,c']\,W[\delta,c',c]$, indices mod the shape.
+
+    ``z`` is ``(n, *shape, c_in)``, ``W`` is ``(len(offsets), c_in, c_out)``.
+    """
+    dims = tuple(range(1, z.ndim - 1))
+    shifted = [torch.roll(z, shifts=tuple(-o for o in off), dims=dims) for off in offsets]
+    stacked = torch.stack(shifted, dim=-2)  # (n, *shape, |S|, c_in)
+    return stacked.reshape(*z.shape[:-1], -1) @ W.reshape(-1, W.shape[-1])
+
+
+def conv_feature_gates(
+    feature: Sequence[torch.Tensor],
+    x: torch.Tensor,
+    gate: Gate,
+    image_shape: Sequence[int],
+    offsets: Sequence[tuple[int, ...]],
+) -> tuple[torch.Tensor, ...]:
+    r"""Gates of a convolutional feature network, one ``(n, *shape, w)`` tensor per layer.
+
+    As :func:`feature_gates` with the fully connected layer replaced by the circular
+    convolution: $q^F_x(l)=\Theta^F(l)\star z^F_x(l-1)$, $G_x(l)=\gamma(q^F_x(l))$.
+    """
+    z = x.reshape(x.shape[0], *image_shape, 1)
+    gates = []
+    for W in feature[:-1]:
+        q = _circular_conv(z, W, offsets)
+        G = gate(q)
+        gates.append(G)
+        z = q * G
+    return tuple(gates)
+
+
+def conv_forward(
+    value: Sequence[torch.Tensor],
+    x: torch.Tensor,
+    gates: Sequence[torch.Tensor],
+    image_shape: Sequence[int],
+    offsets: Sequence[tuple[int, ...]],
+) -> torch.Tensor:
+    r"""Value-network output of a convolutional DGN with global average pooling.
+
+    $z(0)=x$ (one channel), $z(l)=(\Theta^V(l)\star z(l-1))\odot G_x(l)$ for
+    $l=1..d-1$, $\hat y = \Theta^V(d)^\top\frac1D\sum_i z(d-1)[i,:]$ with $D$ positions.
+    """
+    z = x.reshape(x.shape[0], *image_shape, 1)
+    for W, G in zip(value[:-1], gates, strict=True):
+        z = _circular_conv(z, W, offsets) * G
+    pooled = z.mean(dim=tuple(range(1, z.ndim - 1)))
+    return pooled @ value[-1]
+
+
 @dataclass(frozen=True)
-class TrainResult:
+class ConvDGN:
+    r"""A convolutional deep gated network with global average pooling (GCONV of NPF/NPK).
+
+    $d-1$ layers of circular ("wrap-around") convolution with a ``kernel``-wide stencil
+    in every dimension of ``image_shape`` and $w$ channels, then global average pooling
+    and a linear read-out; no biases. One input channel. Same modes and gates as
+    :class:`DGN`.
+
+    Attributes
+    ----------
+    mode, gate, sigma
+        As for :class:`DGN`.
+    feature, value
+        ``value[l-1]`` for $l<d$ is the kernel $\Theta(l)$ of shape
+        ``(len(offsets), c_in, w)``; ``value[-1]`` is the read-out ``(w, d_out)``.
+    image_shape
+        Spatial shape of an input, e.g. ``(8, 8)`` for the digits (rows of ``x`` are
+        flattened row-major) or ``(16,)`` for signals.
+    kernel
+        Odd stencil width; offsets $\delta\in\{-k/2..k/2\}^{\mathrm{ndim}}$.
+    fixed_gates
+        Mode ``"frg"`` only: per hidden layer an ``(n, *image_shape, w)`` 0/1 tensor.
+    """
+
+    mode: str
+    gate: Gate
+    feature: tuple[torch.Tensor, ...]
+    value: tuple[torch.Tensor, ...]
+    image_shape: tuple[int, ...]
+    kernel: int = 3
+    fixed_gates: tuple[torch.Tensor, ...] | None = None
+    sigma: float = field(default=1.0)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise DGNSpecError(f"mode: got {self.mode!r}, expected one of {', '.join(MODES)}")
+        if not (1 <= len(self.image_shape) <= 2 and all(int(v) >= 1 for v in self.image_shape)):
+            raise DGNSpecError(f"image_shape: got {self.image_shape!r}, expected 1 or 2 sizes >= 1")
+        if self.kernel < 1 or self.kernel % 2 == 0:
+            raise DGNSpecError(f"kernel: got {self.kernel!r}, expected an odd integer >= 1")
+        if len(self.value) < 1:
+            raise DGNSpecError("value: got no weight layers, expected at least one")
+        c_in, k = 1, len(self.offsets)
+        for layer, W in enumerate(self.value[:-1]):
+            if W.ndim != 3 or W.shape[0] != k or W.shape[1] != c_in:
+                raise DGNSpecError(
+                    f"value[{layer}]: got shape {tuple(W.shape)}, expected ({k}, {c_in}, channels)"
+                )
+            c_in = int(W.shape[2])
+        if self.value[-1].ndim != 2 or self.value[-1].shape[0] != c_in:
+            raise DGNSpecError(
+                f"value[{len(self.value) - 1}]: got shape {tuple(self.value[-1].shape)}, "
+                f"expected ({c_in}, d_out)"
+            )
+        if self.mode == "frg":
+            if self.fixed_gates is None or len(self.fixed_gates) != len(self.value) - 1:
+                raise DGNSpecError(
+                    "fixed_gates: mode 'frg' needs one (n, *image_shape, w) gate tensor per "
+                    "hidden layer"
+                )
+        elif len(self.feature) != len(self.value) or any(
+            f.shape != v.shape for f, v in zip(self.feature, self.value, strict=True)
+        ):
+            raise DGNSpecError(
+                "feature: expected the same architecture as value "
+                f"(shapes {[tuple(v.shape) for v in self.value]})"
+            )
+
+    @property
+    def offsets(self) -> tuple[tuple[int, ...], ...]:
+        """The stencil offsets $\\delta$ (:func:`conv_offsets`)."""
+        return conv_offsets(len(self.image_shape), self.kernel)
+
+    @property
+    def depth(self) -> int:
+        """$d$, the number of weight layers (convolutions + read-out)."""
+        return len(self.value)
+
+    @property
+    def channels(self) -> tuple[int, ...]:
+        """Channels $(1, w_1, \\dots, w_{d-1}, d_\\mathrm{out})$."""
+        return (1, *(int(v.shape[-1]) for v in self.value))
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """Same as :attr:`channels` (the interface of :class:`DGN`)."""
+        return self.channels
+
+    @property
+    def positions(self) -> int:
+        """$D$, the number of positions of an input."""
+        return int(math.prod(self.image_shape))
+
+    @property
+    def d_in(self) -> int:
+        """Input dimension (one channel): $D$."""
+        return self.positions
+
+    @property
+    def tied(self) -> bool:
+        """Whether feature and value weights are one tensor set (mode ``"relu"``)."""
+        return self.mode == "relu"
+
+    def trainable(self) -> list[torch.Tensor]:
+        """The tensors gradient descent updates in this mode (Sec. 4 of NPF/NPK)."""
+        if self.mode == "dnpfl":
+            return [*self.feature, *self.value]
+        return list(self.value)
+
+    def gates(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Gate values $G_x(l)$, one ``(n, *image_shape, w)`` tensor per hidden layer."""
+        x = _check_input(self, x)
+        if self.mode == "frg":
+            return _check_fixed(self, x)
+        return self.gates_with(self.feature, x)
+
+    def gates_with(
+        self, feature: Sequence[torch.Tensor], x: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        """Gates of this architecture and gate function from other feature weights."""
+        return conv_feature_gates(feature, x, self.gate, self.image_shape, self.offsets)
+
+    def forward_with(
+        self, value: Sequence[torch.Tensor], x: torch.Tensor, gates: Sequence[torch.Tensor]
+    ) -> torch.Tensor:
+        """Output of this architecture with other value weights and given gates."""
+        return conv_forward(value, x, gates, self.image_shape, self.offsets)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Network output $\\hat y(x)$, shape ``(n, d_out)``."""
+        x = _check_input(self, x)
+        return self.forward_with(self.value, x, self.gates(x))
+
+    def clone(self, mode: str | None = None) -> ConvDGN:
+        """A deep copy (optionally under another mode with the same weights)."""
+        value = tuple(v.detach().clone() for v in self.value)
+        new_mode = mode or self.mode
+        if new_mode == "relu":
+            feature = value
+        elif new_mode == "frg":
+            feature = ()
+        else:
+            feature = tuple(f.detach().clone() for f in (self.feature or self.value))
+        fixed = None if self.fixed_gates is None else tuple(g.clone() for g in self.fixed_gates)
+        return ConvDGN(
+            new_mode, self.gate, feature, value, self.image_shape, self.kernel, fixed, self.sigma
+        )
+
+
+AnyDGN = DGN | ConvDGN
+"""A fully connected or a convolutional deep gated network."""
+
+
+def make_conv_dgn(
+    image_shape: Sequence[int],
+    channels: int,
+    depth: int,
+    *,
+    kernel: int = 3,
+    mode: str = "relu",
+    gate: Gate | None = None,
+    d_out: int = 1,
+    sigma: float | None = None,
+    init: Literal["gaussian", "bernoulli"] = "gaussian",
+    seed: int = 0,
+    source: ConvDGN | None = None,
+    n_examples: int | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> ConvDGN:
+    r"""Build a convolutional DGN with global average pooling in one of :data:`MODES`.
+
+    As :func:`make_dgn`, with ``channels`` $w$ per convolution, a ``kernel``-wide
+    circular stencil and the default scale $\sigma=\sqrt{2/(|S|\,w)}$ ($|S|$ stencil
+    offsets, He's fan-in), used for every layer.
+
+    Examples
+    --------
+    >>> net = make_conv_dgn((8, 8), 4, 3, seed=0)
+    >>> net.channels, [tuple(v.shape) for v in net.value]
+    ((1, 4, 4, 1), [(9, 1, 4), (9, 4, 4), (4, 1)])
+    """
+    shape = tuple(int(v) for v in image_shape)
+    for name, val, low in (("channels", channels, 1), ("depth", depth, 1), ("kernel", kernel, 1)):
+        if not isinstance(val, (int, np.integer)) or val < low:
+            raise DGNSpecError(f"{name}: got {val!r}, expected an integer >= {low}")
+    if mode not in MODES:
+        raise DGNSpecError(f"mode: got {mode!r}, expected one of {', '.join(MODES)}")
+    if init not in ("gaussian", "bernoulli"):
+        raise DGNSpecError(f"init: got {init!r}, expected 'gaussian' or 'bernoulli'")
+    k = len(conv_offsets(len(shape), kernel))
+    sigma = math.sqrt(2.0 / (k * channels)) if sigma is None else float(sigma)
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise DGNSpecError(f"sigma: got {sigma!r}, expected a finite number > 0")
+    if gate is None:
+        gate = Gate("bernoulli") if mode == "frg" else Gate("relu")
+    if (mode == "frg") != (gate.kind == "bernoulli"):
+        raise DGNSpecError(
+            f"gate: got kind {gate.kind!r} for mode {mode!r}; Bernoulli gates go with "
+            "mode 'frg' and only there"
+        )
+    gen = torch.Generator().manual_seed(int(seed))
+    convs: list[tuple[int, ...]] = [(k, 1, channels), *([(k, channels, channels)] * (depth - 2))]
+    shapes = [*convs[: depth - 1], (channels if depth > 1 else 1, d_out)]
+
+    def draw(shp: tuple[int, ...]) -> torch.Tensor:
+        if init == "gaussian":
+            return sigma * torch.randn(*shp, generator=gen, dtype=dtype)
+        return sigma * (torch.randint(0, 2, shp, generator=gen).to(dtype) * 2 - 1)
+
+    def draw_all() -> tuple[torch.Tensor, ...]:
+        return tuple(draw(shp) for shp in shapes)
+
+    fixed = None
+    if mode == "relu":
+        value = draw_all()
+        feature = value
+    elif mode == "frg":
+        if n_examples is None or n_examples < 1:
+            raise DGNSpecError(
+                f"n_examples: got {n_examples!r}, expected the number of examples (>= 1) "
+                "to draw fixed random gates for"
+            )
+        value = draw_all()
+        feature = ()
+        fixed = tuple(
+            (torch.rand(n_examples, *shape, channels, generator=gen, dtype=dtype) < gate.p).to(
+                dtype
+            )
+            for _ in range(depth - 1)
+        )
+    elif mode == "flnpf":
+        if (
+            not isinstance(source, ConvDGN)
+            or source.mode != "relu"
+            or source.image_shape != shape
+            or source.kernel != kernel
+            or source.channels[:-1] != (1, *([channels] * (depth - 1)))
+        ):
+            raise DGNSpecError(
+                "source: mode 'flnpf' needs a 'relu' ConvDGN of the same architecture whose "
+                f"weights become the frozen feature network, got {source!r:.80}"
+            )
+        copied = [v.detach().clone() for v in source.value[:-1]]
+        feature = (*copied, draw(shapes[-1]))
+        value = draw_all()
+    elif mode == "frnpf_di":
+        feature = draw_all()
+        value = tuple(f.clone() for f in feature)
+    else:
+        feature = draw_all()
+        value = draw_all()
+    return ConvDGN(mode, gate, feature, value, shape, kernel, fixed, sigma)
+
+
+NetT = TypeVar("NetT", DGN, ConvDGN)
+
+
+@dataclass(frozen=True)
+class TrainResult(Generic[NetT]):
     """A trained network and its per-epoch training loss."""
 
-    net: DGN
+    net: NetT
     losses: tuple[float, ...]
 
     def __post_init__(self) -> None:
@@ -433,7 +779,7 @@ class TrainResult:
 
 
 def train_dgn(
-    net: DGN,
+    net: NetT,
     x: torch.Tensor,
     y: torch.Tensor,
     *,
@@ -443,8 +789,8 @@ def train_dgn(
     batch_size: int = 32,
     loss: Literal["squared", "cross_entropy"] = "squared",
     seed: int = 0,
-    callback: Callable[[int, DGN], None] | None = None,
-) -> TrainResult:
+    callback: Callable[[int, NetT], None] | None = None,
+) -> TrainResult[NetT]:
     r"""Train the trainable weights of a copy of ``net`` by mini-batch SGD or Adam.
 
     The squared loss is $\tfrac12\,\mathrm{mean}_s\lVert \hat y(x_s)-y_s\rVert^2$; the
@@ -473,7 +819,7 @@ def train_dgn(
         if net.mode == "frg":
             out = net(x)
         else:
-            out = dgn_forward(net.value, x[idx], feature_gates(net.feature, x[idx], net.gate))
+            out = net.forward_with(net.value, x[idx], net.gates_with(net.feature, x[idx]))
         if loss == "squared":
             target = y[idx].to(out.dtype).reshape(out.shape)
             return 0.5 * ((out - target) ** 2).sum(dim=1).mean()

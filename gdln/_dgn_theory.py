@@ -26,12 +26,12 @@ import numpy as np
 import sympy as sp
 import torch
 
-from ._dgn import DGN, DGNSpecError, Gate, bernoulli_gates
-from ._ntk import value_ntk_layerwise
+from ._dgn import DGNSpecError
 
 __all__ = [
     "MonteCarloMean",
     "VarianceByDepth",
+    "draw_value_weights",
     "eq3_eigenvalues",
     "eq3_eigenvalues_symbolic",
     "expected_ntk",
@@ -42,7 +42,11 @@ __all__ = [
     "gram_variance_by_depth",
     "path_norm_symbolic",
     "sample_value_ntk",
+    "value_ntk_samples",
 ]
+
+#: Samples evaluated together in the batched Monte Carlo estimators (bounds memory).
+_CHUNK = 512
 
 sigma_sym, p_sym, w_sym, d_sym, n_sym = sp.symbols("sigma p w d n", positive=True)
 
@@ -176,6 +180,66 @@ def _mc(samples: np.ndarray) -> MonteCarloMean:
     return MonteCarloMean(samples.mean(axis=0), samples.std(axis=0, ddof=1) / math.sqrt(r), r)
 
 
+def draw_value_weights(
+    widths: Sequence[int],
+    *,
+    sigma: float,
+    n_samples: int,
+    init: str = "bernoulli",
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, ...]:
+    r"""``n_samples`` independent draws of value-network weights, one ``(R, a, b)`` per layer.
+
+    ``init="bernoulli"``: entries $\pm\sigma$ with probability 1/2 (Assumption 1 of DGN,
+    Assumption 5.1 of NPF/NPK); ``"gaussian"``: $N(0,\sigma^2)$.
+    """
+    if n_samples < 1:
+        raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 1")
+    if init not in ("bernoulli", "gaussian"):
+        raise DGNSpecError(f"init: got {init!r}, expected 'bernoulli' or 'gaussian'")
+    out = []
+    for a, b in itertools.pairwise(widths):
+        if init == "bernoulli":
+            signs = torch.randint(0, 2, (n_samples, a, b), generator=generator) * 2 - 1
+            out.append(sigma * signs.to(torch.float64))
+        else:
+            out.append(
+                sigma * torch.randn(n_samples, a, b, generator=generator, dtype=torch.float64)
+            )
+    return tuple(out)
+
+
+def value_ntk_samples(
+    x: np.ndarray | torch.Tensor,
+    gates: Sequence[np.ndarray | torch.Tensor],
+    weights: Sequence[torch.Tensor],
+) -> np.ndarray:
+    r"""$K^V$ of a DGN for a batch of weight draws, ``(R, n, n)``.
+
+    The layer-wise form of :func:`gdln._ntk.value_ntk_layerwise`,
+    $K^V=\sum_l(Z_{l-1}Z_{l-1}^\top)\odot(B_lB_l^\top)$ (Prop. 4.1 of NPF/NPK), evaluated for
+    all ``R`` draws at once. ``weights[l]`` is ``(R, w_l, w_{l+1})``; ``gates[l]`` is
+    ``(n, w_l)`` (the same gates for every draw) or ``(R, n, w_l)`` (one set per draw).
+    """
+    xt = torch.as_tensor(np.asarray(x, dtype=float))
+    g = [torch.as_tensor(np.asarray(t, dtype=float)) for t in gates]
+    if len(g) != len(weights) - 1:
+        raise DGNSpecError(
+            f"gates: got {len(g)} layers, expected {len(weights) - 1} (one per hidden layer)"
+        )
+    r = int(weights[0].shape[0])
+    zs = [xt.expand(r, *xt.shape)]
+    for W, G in zip(weights[:-1], g, strict=True):
+        zs.append((zs[-1] @ W) * G)
+    b = torch.ones(r, xt.shape[0], 1, dtype=torch.float64)
+    k = torch.zeros(r, xt.shape[0], xt.shape[0], dtype=torch.float64)
+    for layer in range(len(weights) - 1, -1, -1):
+        k += (zs[layer] @ zs[layer].transpose(1, 2)) * (b @ b.transpose(1, 2))
+        if layer > 0:
+            b = (b @ weights[layer].transpose(1, 2)) * g[layer - 1]
+    return k.numpy()
+
+
 def sample_value_ntk(
     x: np.ndarray,
     gates: Sequence[np.ndarray | torch.Tensor],
@@ -187,29 +251,23 @@ def sample_value_ntk(
 ) -> np.ndarray:
     r"""``n_samples`` draws of $K_0$ of the value network with the given (frozen) gates.
 
-    Weights are redrawn each time ($\pm\sigma$ or $N(0,\sigma^2)$); gates stay fixed, so the
+    Weights are redrawn each time (:func:`draw_value_weights`); gates stay fixed, so the
     average estimates $\mathbb E[K_0\mid\mathcal G_0]$ of Thm. 2.2 of DGN. Returns
-    ``(n_samples, n, n)``.
+    ``(n_samples, n, n)``, computed in batches by :func:`value_ntk_samples`.
     """
     if n_samples < 1:
         raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 1")
     if init not in ("bernoulli", "gaussian"):
         raise DGNSpecError(f"init: got {init!r}, expected 'bernoulli' or 'gaussian'")
-    xt = torch.as_tensor(np.asarray(x, dtype=float))
-    g = tuple(torch.as_tensor(np.asarray(t, dtype=float)) for t in gates)
-    widths = [xt.shape[1], *(int(t.shape[1]) for t in g), 1]
+    xn = np.asarray(x, dtype=float)
+    widths = [xn.shape[1], *(int(np.shape(t)[1]) for t in gates), 1]
     gen = torch.Generator().manual_seed(int(seed))
-    out = np.empty((n_samples, xt.shape[0], xt.shape[0]))
-    for r in range(n_samples):
-        value = []
-        for a, b in itertools.pairwise(widths):
-            if init == "bernoulli":
-                value.append(sigma * (torch.randint(0, 2, (a, b), generator=gen) * 2 - 1.0))
-            else:
-                value.append(sigma * torch.randn(a, b, generator=gen, dtype=torch.float64))
-        net = DGN("frg", Gate("bernoulli"), (), tuple(v.double() for v in value), g, sigma)
-        out[r] = value_ntk_layerwise(net, xt)
-    return out
+    parts = []
+    for start in range(0, n_samples, _CHUNK):
+        r = min(_CHUNK, n_samples - start)
+        w = draw_value_weights(widths, sigma=sigma, n_samples=r, init=init, generator=gen)
+        parts.append(value_ntk_samples(xn, gates, w))
+    return np.concatenate(parts)
 
 
 def frg_overlap_mc(
@@ -223,17 +281,16 @@ def frg_overlap_mc(
     if n_samples < 2:
         raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 2")
     gen = torch.Generator().manual_seed(int(seed))
-    selfs = np.empty(n_samples)
-    cross = np.empty(n_samples)
-    for r in range(n_samples):
-        gates = bernoulli_gates(2, [width] * (depth - 1), p, generator=gen)
-        lam = np.ones((2, 2))
-        for g in gates:
-            gn = g.numpy()
-            lam = lam * (gn @ gn.T)
-        selfs[r] = lam[0, 0]
-        cross[r] = lam[0, 1]
-    return _mc(selfs), _mc(cross)
+    selfs, cross = [], []
+    for start in range(0, n_samples, _CHUNK):
+        r = min(_CHUNK, n_samples - start)
+        lam = torch.ones(r, 2, 2, dtype=torch.float64)
+        for _ in range(depth - 1):
+            g = (torch.rand(r, 2, width, generator=gen, dtype=torch.float64) < p).double()
+            lam = lam * (g @ g.transpose(1, 2))  # Lambda = prod_l G_l G_l^T (Def. 2.2)
+        selfs.append(lam[:, 0, 0].numpy())
+        cross.append(lam[:, 0, 1].numpy())
+    return _mc(np.concatenate(selfs)), _mc(np.concatenate(cross))
 
 
 @dataclass(frozen=True)
@@ -292,12 +349,19 @@ def gram_variance_by_depth(
     for d in depths:
         if d < 1:
             raise DGNSpecError(f"depths: got {d!r}, expected integers >= 1")
-        ks = np.empty((n_samples, 2))
-        for r in range(n_samples):
-            gates = bernoulli_gates(2, [width] * (d - 1), p, generator=gen)
-            s = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
-            k = sample_value_ntk(x, gates, sigma=sigma, n_samples=1, seed=s)[0]
-            ks[r] = k[0, 0], k[0, 1]
+        parts = []
+        for start in range(0, n_samples, _CHUNK):
+            r = min(_CHUNK, n_samples - start)
+            gates = [
+                (torch.rand(r, 2, width, generator=gen, dtype=torch.float64) < p).double()
+                for _ in range(d - 1)
+            ]
+            weights = draw_value_weights(
+                [1, *([width] * (d - 1)), 1], sigma=sigma, n_samples=r, generator=gen
+            )
+            k = value_ntk_samples(x, gates, weights)
+            parts.append(np.stack([k[:, 0, 0], k[:, 0, 1]], axis=1))
+        ks = np.concatenate(parts)
         a, b = _rel_var(ks[:, 0])
         c, e = _rel_var(ks[:, 1])
         diag.append(a)

@@ -12,7 +12,9 @@ Lakshminarayanan & Singh, *Deep Gated Networks*):
   $K = K^V + K^F + \Psi^{V\top}\Psi^F + \Psi^{F\top}\Psi^V$ (soft-ReLU case of DGN Sec. 3).
 
 With hard gates $\psi^F=0$. The value part is $K^V=\Phi^\top\mathcal V\Phi$ with the value
-tangent kernel $\mathcal V$ (Prop. 3.1 of NPF/NPK).
+tangent kernel $\mathcal V$ (Prop. 3.1 of NPF/NPK). Everything here except
+:func:`value_ntk_layerwise` works for fully connected and convolutional DGNs alike; for the
+latter $\Phi$, $v$ and $\mathcal V$ are over path classes (:mod:`gdln._npk`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.func import jacrev, vmap
+from torch.func import jacfwd, jacrev, vmap
 
-from ._dgn import DGN, DGNSpecError, dgn_forward, feature_gates
-from ._npk import _npv_tensor, _path_budget, _scalar_output, num_paths
+from ._dgn import DGN, AnyDGN, ConvDGN, DGNSpecError
+from ._npk import _conv_npv_tensor, _npv_tensor, _path_budget, _scalar_output, num_paths
 
 __all__ = ["NTK", "neural_tangent_kernel", "value_ntk_layerwise", "value_tangent_kernel"]
 
@@ -70,19 +72,18 @@ def _flat_rows(jac: Sequence[torch.Tensor], n: int) -> torch.Tensor:
 
 
 def _jacobians(
-    net: DGN, x: torch.Tensor, want_feature: bool, chunk_size: int | None
+    net: AnyDGN, x: torch.Tensor, want_feature: bool, chunk_size: int | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Rows of $\\Psi^V$ and (optionally) $\\Psi^F$ as ``(n, d_net)`` tensors."""
     value = tuple(v.detach() for v in net.value)
     feature = tuple(f.detach() for f in net.feature)
-    gate = net.gate
     n = x.shape[0]
     if net.mode == "frg":
         assert net.fixed_gates is not None
         fixed = tuple(g.detach() for g in net.fixed_gates)
 
         def out_frg(val: tuple[torch.Tensor, ...], xr: torch.Tensor, *gr: torch.Tensor):
-            return dgn_forward(val, xr[None], [g[None] for g in gr])[0, 0]
+            return net.forward_with(val, xr[None], [g[None] for g in gr])[0, 0]
 
         jv = vmap(
             jacrev(out_frg, argnums=0),
@@ -93,7 +94,7 @@ def _jacobians(
 
     def out(feat: tuple[torch.Tensor, ...], val: tuple[torch.Tensor, ...], xr: torch.Tensor):
         xb = xr[None]
-        return dgn_forward(val, xb, feature_gates(feat, xb, gate))[0, 0]
+        return net.forward_with(val, xb, net.gates_with(feat, xb))[0, 0]
 
     if want_feature:
         jf, jv = vmap(jacrev(out, argnums=(0, 1)), in_dims=(None, None, 0), chunk_size=chunk_size)(
@@ -106,13 +107,13 @@ def _jacobians(
     return _flat_rows(jv, n), None
 
 
-def neural_tangent_kernel(net: DGN, x: torch.Tensor, *, chunk_size: int | None = None) -> NTK:
+def neural_tangent_kernel(net: AnyDGN, x: torch.Tensor, *, chunk_size: int | None = None) -> NTK:
     r"""The NTK of a DGN and its value/gate split by ``torch.func`` (Prop. 4.1 of NPF/NPK).
 
     Parameters
     ----------
     net
-        A DGN with scalar output.
+        A DGN (fully connected or convolutional) with scalar output.
     x
         ``(n, d_in)`` inputs.
     chunk_size
@@ -164,8 +165,14 @@ def value_ntk_layerwise(net: DGN, x: torch.Tensor) -> np.ndarray:
     $b(d)=1$ and $b(l)=(\Theta^V(l+1)\,b(l+1))\odot G(l)$. Hence
     $K^V=\sum_{l=1}^{d}\bigl(Z_{l-1}Z_{l-1}^\top\bigr)\odot\bigl(B_lB_l^\top\bigr)$,
     at cost $O(n^2\sum_l w_l + n\sum_l w_{l-1}w_l)$: the layer-wise form of
-    $\langle\psi^V_{x_s},\psi^V_{x_{s'}}\rangle$ in Prop. 4.1 of NPF/NPK.
+    $\langle\psi^V_{x_s},\psi^V_{x_{s'}}\rangle$ in Prop. 4.1 of NPF/NPK. Fully connected
+    DGNs only.
     """
+    if isinstance(net, ConvDGN):
+        raise DGNSpecError(
+            "net: value_ntk_layerwise is for fully connected DGNs; use "
+            "neural_tangent_kernel(net, x).value for a ConvDGN"
+        )
     _scalar_output(net)
     x = torch.as_tensor(x, dtype=net.value[0].dtype)
     gates = net.gates(x)
@@ -182,17 +189,21 @@ def value_ntk_layerwise(net: DGN, x: torch.Tensor) -> np.ndarray:
     return k.numpy()
 
 
-def value_tangent_kernel(net: DGN) -> np.ndarray:
+def value_tangent_kernel(net: AnyDGN) -> np.ndarray:
     r"""The value tangent kernel $\mathcal V=(\nabla_\Theta v)^\top(\nabla_\Theta v)$, $P\times P$.
 
     Def. 3.2 of NPF/NPK, with $\nabla_\Theta v$ the $d_\mathrm{net}\times P$ matrix of NPV
-    derivatives (Def. 3.1), computed by ``torch.func.jacrev``. Only for small networks:
-    it lists all paths.
+    derivatives (Def. 3.1), computed by ``torch.func.jacfwd`` (forward mode: $d_\mathrm{net}$
+    tangents, far fewer than the $P$ outputs, so no $P\times P$ intermediates beyond
+    $\mathcal V$ itself). Only for small networks:
+    it lists all paths. For a :class:`~gdln._dgn.ConvDGN`, $\bar{\mathcal V}$ over path
+    classes: a weight is shared by every path class that uses it.
     """
     _scalar_output(net)
     p = num_paths(net)
     _path_budget(p * p, "value_tangent_kernel")
     value = tuple(v.detach() for v in net.value)
-    jac = jacrev(_npv_tensor)(value)
+    npv = _conv_npv_tensor if isinstance(net, ConvDGN) else _npv_tensor
+    jac = jacfwd(npv)(value)
     j = torch.cat([t.reshape(p, -1) for t in jac], dim=1)
     return (j @ j.T).numpy()

@@ -42,6 +42,37 @@ def test_example_quick(name, output, tmp_path):
         assert data["terms"]["4"] == [51 * 4, 0]
 
 
+def test_fig3_nu_series_is_nu_of_each_epochs_kernel(tmp_path, monkeypatch):
+    """Every recorded nu_t equals y^T (H_t / tr H_t)^{-1} y with H_t = Phi_t^T Phi_t of the
+    ReLU network after epoch t (Fig. 3 middle of NPF/NPK), Phi_t listed path by path."""
+    from gdln._npk import neural_path_features
+
+    module = _load("npk_fig3")
+    snapshots = {}
+    real = module.train_dgn
+
+    def spy(net, x, y, *, callback=None, **kw):
+        if callback is None or net.mode != "relu":
+            return real(net, x, y, callback=callback, **kw)
+
+        def keep(epoch, live):
+            snapshots[epoch] = (live.clone(), x.clone(), y.numpy().copy())
+            callback(epoch, live)
+
+        return real(net, x, y, callback=keep, **kw)
+
+    monkeypatch.setattr(module, "train_dgn", spy)
+    res = module.main(["--quick", "-o", str(tmp_path)])
+    epochs = module.QUICK["digits47"].epochs
+    assert [e for e, _ in res["nu"]] == list(range(epochs + 1))
+    for epoch, nu in res["nu"]:
+        net, x, y = snapshots[epoch]
+        phi = neural_path_features(net, x)
+        h = phi.T @ phi
+        assert nu == pytest.approx(float(y @ np.linalg.solve(h / np.trace(h), y)), rel=1e-6)
+    assert len({round(v, 6) for _, v in res["nu"]}) == len(res["nu"])  # the kernel moves
+
+
 def test_fig3_digits10_reports_stages_and_rise(tmp_path):
     """The 10-class task: FLNPF-1..6 stats per stage, epoch-0 reference, a rise test."""
     module = _load("npk_fig3")

@@ -17,8 +17,10 @@ from gdln._gram_paths import (
     example_5_3_graph,
     mlp_graph,
     mlp_term_counts,
+    momentum_cosines,
     path_gram,
     pre_subnetwork,
+    scalar_layer_gram,
     term_counts,
 )
 from gdln._ntk import neural_tangent_kernel
@@ -164,6 +166,52 @@ def test_two_layer_has_no_weak_terms_and_count_is_linear_in_width():
     assert mlp_term_counts([2, 3, 3, 1])[1] > 0  # 3 layers: cross terms appear
 
 
+def test_eq34_gram_of_mu_f_equals_the_path_formula():
+    """App. F, Eq. (34): H(mu f) = mu^2 H(f) + u_f u_f^T, against Thm. 5.1 and autodiff."""
+    w1 = np.random.default_rng(1).normal(size=(3, 4))
+    w2 = np.random.default_rng(2).normal(size=(4, 1))
+    f = mlp_graph([3, 4, 1], activation="tanh", weights=[w1, w2])
+    x = _x(6, 3, seed=4)
+    u_f = (np.tanh(x @ w1) @ w2)[:, 0]
+    for mu in (1.0, 0.6, -1.7):
+        g = nx.relabel_nodes(f, {"y": "f"})
+        g.add_node("y", activation="identity")
+        g.add_edge("f", "y", weight=mu)
+        expected = scalar_layer_gram(path_gram(f, x).H, u_f, mu)
+        np.testing.assert_allclose(path_gram(g, x).H, expected, rtol=RTOL, atol=1e-13)
+        np.testing.assert_allclose(dag_ntk(g, x), expected, rtol=RTOL, atol=1e-13)
+
+
+def test_prop62_proved_form_holds_for_every_psd_gram():
+    """App. F proves cos(H(g) u_g, u_g) >= cos(H(f) u_f, u_f) for PSD H(f), any mu != 0."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(2, 7))
+        a = rng.normal(size=(n, int(rng.integers(1, n + 2))))  # rank-deficient too
+        u = rng.normal(size=n) * rng.uniform(0.01, 10)
+        mu = float(rng.choice([-1, 1]) * rng.uniform(0.1, 3))
+        c = momentum_cosines(a @ a.T, u, mu, rng.normal(size=n))
+        assert c.proved_holds, (c, mu)
+        # Eqs. (45)-(47): the bound (mu^2 a + |u|^4) / (mu^2 b + |u|^4) lies between the two
+        h = a @ a.T
+        ip, nb = float(u @ h @ u), float(np.linalg.norm(h @ u) * np.linalg.norm(u))
+        u4 = float(u @ u) ** 2
+        bound = (mu**2 * ip + u4) / (mu**2 * nb + u4)
+        assert c.proved_f - 1e-12 <= bound <= c.proved_g + 1e-12
+
+
+def test_prop62_flow_form_fails_when_u_points_against_the_residual():
+    """Read with du/dt = H (y - u), Eq. (17) needs u^T (y - u) > 0 at mu = 1."""
+    h, u = np.eye(2), np.array([1.0, 0.0])
+    bad = momentum_cosines(h, u, 1.0, np.array([0.0, 1.0]))  # u^T (y - u) = -1
+    assert bad.flow_f == pytest.approx(-1 / np.sqrt(2), rel=1e-12)
+    assert bad.flow_g == pytest.approx(-2 / np.sqrt(5), rel=1e-12)
+    assert not bad.flow_holds and bad.proved_holds
+    good = momentum_cosines(h, u, 1.0, np.array([2.0, 1.0]))  # u^T (y - u) = +1
+    assert good.flow_g == pytest.approx(2 / np.sqrt(5), rel=1e-12) and good.flow_holds
+    assert np.isnan(momentum_cosines(h, u, 1.0).flow_f)
+
+
 def test_graph_errors():
     g = nx.DiGraph()
     with pytest.raises(GraphSpecError, match=r"got an empty graph"):
@@ -199,3 +247,7 @@ def test_graph_errors():
         mlp_term_counts([3, 2])
     with pytest.raises(GraphSpecError, match=r"activation: got 'elu'"):
         mlp_graph([2, 1], activation="elu")
+    with pytest.raises(GraphSpecError, match=r"h_f, u_f: got shapes \(2, 2\) and \(3,\)"):
+        scalar_layer_gram(np.eye(2), np.ones(3), 1.0)
+    with pytest.raises(GraphSpecError, match=r"y: got shape \(3,\), expected \(2,\)"):
+        momentum_cosines(np.eye(2), np.ones(2), 1.0, np.ones(3))

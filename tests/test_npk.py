@@ -111,17 +111,29 @@ def test_depth_one_overlap_is_all_ones():
     np.testing.assert_array_equal(k.overlap, np.ones((4, 4)))
 
 
-def test_nu_matches_eigen_form():
+def test_nu_is_y_solve_normalised_kernel():
+    """nu = y^T (H / tr H)^{-1} y (Sec. 6 item 3 of NPF/NPK), by a linear solve."""
     rng = np.random.default_rng(0)
     a = rng.normal(size=(6, 6))
     h = a @ a.T + 0.1 * np.eye(6)
     y = rng.choice([-1.0, 1.0], size=6)
-    hh = h / np.trace(h)
-    rho, u = np.linalg.eigh(hh)
-    expected = float(np.sum((u.T @ y) ** 2 / rho))
+    expected = float(y @ np.linalg.solve(h / np.trace(h), y))
     got = normalised_nu(h, y)
     assert isinstance(got, float)
     assert got == pytest.approx(expected, rel=1e-10)
+    # scale invariance: nu depends on H only through H / tr H
+    assert normalised_nu(37.0 * h, y) == pytest.approx(got, rel=1e-10)
+
+
+def test_nu_of_the_npk_by_enumeration():
+    """nu of a DGN's NPK equals y^T (Phi^T Phi / tr)^{-1} y with Phi listed path by path."""
+    net = make_dgn(3, 4, 3, seed=3)
+    x = _x(6, 3, seed=5)
+    y = np.where(np.arange(6) % 2 == 0, 1.0, -1.0)
+    phi, _ = _enumerate(net, x)
+    h = phi.T @ phi
+    expected = float(y @ np.linalg.solve(h / np.trace(h), y))
+    assert normalised_nu(neural_path_kernel(net, x).kernel, y) == pytest.approx(expected, rel=1e-8)
 
 
 def test_npk_errors():

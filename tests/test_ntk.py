@@ -134,6 +134,31 @@ def test_prop31_and_prop33(mode, gate):
     assert rho_k <= bound * (1 + 1e-10) + 1e-12  # Prop. 3.3
 
 
+@pytest.mark.parametrize(
+    ("mode", "gate"),
+    [
+        ("frnpf_ii", Gate("soft", beta=2.0)),
+        ("frnpf_di", Gate("soft", beta=1.0, epsilon=0.3)),
+        ("dnpfl", Gate("soft", beta=3.0)),
+        ("relu", Gate("soft", beta=2.0, epsilon=0.1)),
+    ],
+)
+def test_prop31_soft_gates(mode, gate):
+    """K^V = Phi^T V Phi with soft gate values in Phi (Prop. 3.1); K^V is all of K for FNPF."""
+    n = 6
+    net = make_dgn(2, 3, 3, mode=mode, gate=gate, seed=8)
+    x = _x(n, 2, seed=4)
+    phi = neural_path_features(net, x)
+    assert np.any((phi != 0) & (np.abs(phi) < np.abs(x.numpy()).max() * 0.99))  # soft values
+    k = neural_tangent_kernel(net, x)
+    vtk = _vtk_enumerated(net)
+    np.testing.assert_allclose(k.value, phi.T @ vtk @ phi, rtol=RTOL, atol=1e-13)
+    if mode.startswith("frnpf"):
+        np.testing.assert_allclose(k.total, phi.T @ vtk @ phi, rtol=RTOL, atol=1e-13)
+    else:  # the gates learn too: K = K^V + K^F (+ cross terms when tied), K^F != 0
+        assert np.abs(k.feature).max() > 1e-6 * np.abs(k.value).max()
+
+
 def test_vtk_is_the_dln_vtk():
     """Remark after Def. 3.2: V depends on the weights only, not on the gates."""
     a = make_dgn(2, 3, 3, mode="frnpf_ii", seed=1)

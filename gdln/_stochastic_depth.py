@@ -828,7 +828,7 @@ def expected_linear_resnet(
     gW, gin, gout = torch.autograd.grad(loss, (W, win_t, wout_t))
     return LinearResNetExpectation(
         loss=float(loss.detach()),
-        average_loss=float(average),
+        average_loss=float(average.detach()),
         grad_blocks=gW.numpy(),
         grad_in=gin.numpy(),
         grad_out=gout.numpy(),

@@ -134,8 +134,19 @@ def plot(r: dict, out: Path) -> list[Path]:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     gd, sim, se = (np.array(r[k]) for k in ("transfer_gd", "transfer_sim_mean", "transfer_sim_se"))
     for a in range(gd.shape[1]):
-        axes[0].plot(t, gd[:, a], "-", lw=1.2, label=f"exact expected, s={r['s'][a]:g}")
-        axes[0].errorbar(t, sim[:, a], yerr=2 * se[:, a], fmt=".", ms=3)
+        color = f"C{a}"
+        axes[0].plot(
+            t, gd[:, a], "-", color=color, lw=1.2, label=f"exact expected, s={r['s'][a]:g}"
+        )
+        axes[0].errorbar(
+            t,
+            sim[:, a],
+            yerr=2 * se[:, a],
+            fmt=".",
+            color=color,
+            ms=3,
+            label="SD runs, mean +- 2 SE" if a == 0 else None,
+        )
     axes[0].set_xlabel("t = lr x step (gradient-flow time)")
     axes[0].set_ylabel("E f (average network)")
     axes[0].legend(fontsize=7)

@@ -43,7 +43,7 @@ def plot(result: dict, args: argparse.Namespace, out: Path) -> list[Path]:
     g, se = np.array(result["g_init_mean"]), np.array(result["g_init_se"])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     ax = axes[0]
-    ax.errorbar(ell, g, yerr=2 * se, fmt="ko", ms=3, capsize=2, label="E_W[g_l] (+- 2 SE)")
+    ax.errorbar(ell, g, yerr=se, fmt="ko", ms=3, capsize=2, label="E_W[g_l] (+- 1 SE)")
     ax.axhline(g.mean(), color="r", ls="--", lw=1, label="mean over layers")
     ax.set_yscale("log")
     ax.set_xlabel("layer l")

@@ -150,3 +150,20 @@ def test_max_regularisation_quick(tmp_path):
     _figures(tmp_path, "sd_max_regularisation")
     assert sum(r["p_star_init"]) == pytest.approx(0.7 * 6, abs=1e-8)  # budget met
     assert sum(r["p_star_trained"]) == pytest.approx(0.7 * 6, abs=1e-8)
+
+
+def test_depth_concentration_quick_holds_lemma_1(tmp_path):
+    """Lemma 1: the exact law of L_delta has mean L_p and variance v_p, puts at most beta
+    outside the Bennett bound, and the uniform mode has the larger variance and bound; the
+    Monte Carlo tail frequency is within 5 binomial standard errors of the exact one."""
+    r = _load("sd_depth_concentration").main(["--quick", "-o", str(tmp_path)])
+    _figures(tmp_path, "sd_depth_concentration")
+    for s in r.values():
+        assert s["pmf_mean"] == pytest.approx(s["mean"], rel=1e-12)
+        assert s["pmf_variance"] == pytest.approx(s["variance"], rel=1e-10)
+        assert sum(s["pmf"]) == pytest.approx(1.0, rel=1e-12)
+        assert s["tail_exact"] <= 0.05
+        se = np.sqrt(s["tail_exact"] * (1 - s["tail_exact"]) / s["samples"])
+        assert abs(s["tail_mc"] - s["tail_exact"]) <= 5 * se
+    assert r["uniform"]["variance"] > r["linear"]["variance"]
+    assert r["uniform"]["bound"] > r["linear"]["bound"]

@@ -149,7 +149,7 @@ def plot(r: dict, out: Path) -> list[Path]:
         )
     axes[0].set_xlabel("t = lr x step (gradient-flow time)")
     axes[0].set_ylabel("E f (average network)")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 0.28))
     axes[1].plot(t, r["loss_gd"], "k-", label="exact expected loss (GD map)")
     axes[1].plot(t, r["loss_flow"], "r--", label="expected gradient flow")
     axes[1].errorbar(

@@ -23,7 +23,7 @@ weights, so the table also gives the paired difference uniform - SenseMode over 
 
 Writes sd_budget.{md,json} and sd_budget.{png,svg} (test metric against the budget).
 
-    python examples/sd_budget.py -o out/          # full (about 30 min on 2 CPU cores)
+    python examples/sd_budget.py -o out/          # full (73 min on a busy shared 2-core CPU)
     python examples/sd_budget.py --quick -o out/
 """
 
@@ -139,8 +139,26 @@ def plot(results: dict, args: argparse.Namespace, out: Path) -> list[Path]:
     import gdln
 
     tasks = list(results)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), squeeze=False)
+    fig, axes = plt.subplots(
+        2,
+        len(tasks),
+        figsize=(5.2 * len(tasks), 6.5),
+        squeeze=False,
+        sharex="col",
+        gridspec_kw={"height_ratios": [2, 1]},
+    )
     styles = {"uniform": ("k", "o"), "sensemode_proportional": ("r", "s"), "linear": ("b", "^")}
+    for ax, task in zip(axes[1], tasks, strict=True):
+        diffs = [
+            (float(r), pd) for r, row in results[task].items() if (pd := paired_difference(row))
+        ]
+        x = np.array([r for r, _ in diffs])
+        ax.errorbar(
+            x, [d[0] for _, d in diffs], yerr=[d[1] for _, d in diffs], fmt="ko", ms=4, capsize=2
+        )
+        ax.axhline(0.0, color="0.5", lw=1)
+        ax.set_xlabel("budget L_bar / L (mean share of surviving blocks)")
+        ax.set_ylabel("uniform - SenseMode\n(paired by seed, +- SE)", fontsize=8)
     for ax, task in zip(axes[0], tasks, strict=True):
         rows = results[task]
         for k, m in enumerate(MODES):
@@ -164,7 +182,6 @@ def plot(results: dict, args: argparse.Namespace, out: Path) -> list[Path]:
         full = rows.get("1.0", {}).get("uniform")
         if full is not None:
             ax.axhline(np.mean(full), color="0.5", ls="--", lw=1, label="no SD (budget 1)")
-        ax.set_xlabel("budget L_bar / L (mean share of surviving blocks)")
         ax.set_ylabel("test MSE x 100" if task == "toy" else "test error (%)")
         ax.set_title(f"{task}: mean +- std over {args.seeds} seeds, L = {args.L}", fontsize=9)
         ax.legend(fontsize=7)

@@ -6,7 +6,9 @@ modes of a sample, which keeps each mode's estimate unbiased). Reported as the p
 the per-layer growth rate q_l^(1/(L-l)) at l = 0, 10, 20, 30, 40, theory in parentheses.
 Also the Stable ResNet (1/sqrt(L)), where Prop. 1's argument gives factors 1 + p/L.
 
-    python examples/sd_gradient_growth.py -o out/          # full (about 5 min on 2 CPU cores)
+Writes sd_gradient_growth.{md,json} and sd_gradient_growth.{png,svg}.
+
+    python examples/sd_gradient_growth.py -o out/          # full (11 min on a busy 2-core CPU)
     python examples/sd_gradient_growth.py --quick -o out/  # seconds
 """
 
@@ -89,27 +91,35 @@ def table(result: dict, L: int) -> str:
     return "\n".join(lines)
 
 
-def plot(result: dict, path: Path) -> None:
+def plot(result: dict, out: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    import gdln
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, sc in zip(axes, ("plain", "stable"), strict=True):
         for m, color in zip(("standard", "uniform", "linear"), "krb", strict=True):
             r = result[f"{m}/{sc}"]
             ell = np.arange(len(r["q"]))
-            ax.plot(ell, r["q"], color + "o", ms=3, label=f"{m} (MC)")
+            ax.errorbar(
+                ell,
+                r["q"],
+                yerr=2 * np.array(r["stderr"]),
+                fmt=color + "o",
+                ms=3,
+                capsize=1.5,
+                label=f"{m} (MC +- 2 SE)",
+            )
             ax.plot(ell, r["theory"], color + "-", lw=1, label=f"{m} (Prop. 1)")
         ax.set_yscale("log" if sc == "plain" else "linear")
         ax.set_xlabel("layer l")
-        ax.set_ylabel("q_l")
-        ax.set_title(f"{sc} ResNet")
+        ax.set_ylabel("q_l = E |grad_{y_l} L|^2 / |grad_{y_L} L|^2")
+        ax.set_title(f"{sc} ResNet" + (" (1/sqrt L)" if sc == "stable" else ""))
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return gdln.save_figure(fig, out, "sd_gradient_growth", dpi=110, tight=True)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -123,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.quick:
-        args.L, args.width, args.samples = 10, 64, 20
+        args.L, args.width, args.samples = 4, 256, 60
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     threads = torch.get_num_threads()
@@ -138,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "sd_gradient_growth.json").write_text(json.dumps({"meta": meta, "result": result}))
     text = table(result, args.L)
     (out / "sd_gradient_growth.md").write_text(text + "\n")
-    plot(result, out / "sd_gradient_growth.png")
+    plot(result, out)
     print(text)
     return result
 

@@ -8,6 +8,8 @@ GD map can be compared with the mean of `runs` SD training runs that redraw the 
 step. At long times the regulariser shrinks the learned singular values: the average
 (test-time) network's transfer E f_a is below s_a, unlike training without SD.
 
+Writes sd_linear_dynamics.{md,json} and sd_linear_dynamics.{png,svg}.
+
     python examples/sd_linear_dynamics.py -o out/          # full (under a minute)
     python examples/sd_linear_dynamics.py --quick -o out/
 """
@@ -120,32 +122,43 @@ def report(r: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(r: dict, path: Path) -> None:
+def plot(r: dict, out: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    import gdln
+
     t = np.array(r["t"])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     gd, sim, se = (np.array(r[k]) for k in ("transfer_gd", "transfer_sim_mean", "transfer_sim_se"))
     for a in range(gd.shape[1]):
-        axes[0].plot(t, gd[:, a], "-", lw=1.2, label=f"exact expected, s={r['s'][a]:g}")
-        axes[0].errorbar(t, sim[:, a], yerr=2 * se[:, a], fmt=".", ms=3)
-    axes[0].set_xlabel("t = lr x step")
+        color = f"C{a}"
+        axes[0].plot(
+            t, gd[:, a], "-", color=color, lw=1.2, label=f"exact expected, s={r['s'][a]:g}"
+        )
+        axes[0].errorbar(
+            t,
+            sim[:, a],
+            yerr=2 * se[:, a],
+            fmt=".",
+            color=color,
+            ms=3,
+            label="SD runs, mean +- 2 SE" if a == 0 else None,
+        )
+    axes[0].set_xlabel("t = lr x step (gradient-flow time)")
     axes[0].set_ylabel("E f (average network)")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 0.28))
     axes[1].plot(t, r["loss_gd"], "k-", label="exact expected loss (GD map)")
     axes[1].plot(t, r["loss_flow"], "r--", label="expected gradient flow")
     axes[1].errorbar(
         t, r["loss_sim_mean"], yerr=2 * np.array(r["loss_sim_se"]), fmt="b.", label="SD runs"
     )
-    axes[1].set_xlabel("t")
+    axes[1].set_xlabel("t = lr x step (gradient-flow time)")
     axes[1].set_ylabel("E_delta loss")
     axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return gdln.save_figure(fig, out, "sd_linear_dynamics", dpi=110, tight=True)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -169,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "sd_linear_dynamics.json").write_text(json.dumps(r))
     text = symbolic_text() + "\n\n" + report(r)
     (out / "sd_linear_dynamics.md").write_text(text + "\n")
-    plot(r, out / "sd_linear_dynamics.png")
+    plot(r, out)
     print(text)
     return r
 

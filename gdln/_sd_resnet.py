@@ -311,6 +311,7 @@ def train_sd(
     lr: float,
     batch_size: int | None = None,
     momentum: float = 0.0,
+    clip: float | None = None,
     generator: torch.Generator | None = None,
     record_every: int = 0,
     x_test: torch.Tensor | None = None,
@@ -320,13 +321,18 @@ def train_sd(
 
     Full batch when ``batch_size`` is None (then plain GD is the Euler step
     $\mathrm dt=\mathrm{lr}$ of gradient flow on the expected loss, averaged over masks).
-    Every ``record_every`` steps records the masked training loss, the average-network
-    training loss and (if given) the average-network test loss.
+    ``clip`` rescales each step's gradient to Euclidean norm at most ``clip`` (over all
+    parameters together). Every ``record_every`` steps records the masked training loss,
+    the average-network training loss and (if given) the average-network test loss.
     """
     if steps < 1 or lr <= 0:
         raise StochasticDepthError(
             f"steps = {steps!r}, lr = {lr!r}; expected a positive step count and learning rate",
             key="steps",
+        )
+    if clip is not None and not clip > 0:
+        raise StochasticDepthError(
+            f"clip = {clip!r}; expected a positive maximum gradient norm or None", key="clip"
         )
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     n = x.shape[0]
@@ -340,10 +346,12 @@ def train_sd(
         loss = _mse(model(xb, model.sample_gates(generator=generator)), yb)
         opt.zero_grad()
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         if record_every and (k % record_every == 0 or k == steps):
             hist["step"].append(k)
-            hist["train_loss"].append(float(loss))
+            hist["train_loss"].append(float(loss.detach()))
             hist["average_loss"].append(average_network_loss(model, x, y))
             if x_test is not None and y_test is not None:
                 hist["test"].append(average_network_loss(model, x_test, y_test))

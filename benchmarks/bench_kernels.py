@@ -32,9 +32,17 @@ import numpy as np
 import torch
 
 import gdln._npk as npk_module
-from gdln._dgn import Gate, make_dataset, make_dgn
-from gdln._npk import neural_path_features, neural_path_kernel, num_paths
-from gdln._ntk import neural_tangent_kernel, value_ntk_layerwise, value_tangent_kernel
+from gdln import (
+    Gate,
+    make_dataset,
+    make_dgn,
+    neural_path_features,
+    neural_path_kernel,
+    neural_tangent_kernel,
+    num_paths,
+    value_ntk_layerwise,
+    value_tangent_kernel,
+)
 
 #: CPU seconds (``time.process_time``, all threads of this process) of the last ``_time``
 #: call's best repetition. On a shared machine the wall time includes waiting for a core;

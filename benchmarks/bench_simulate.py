@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gdln  # noqa: E402
-from gdln._simulate import simulate  # noqa: E402
+from gdln import simulate  # noqa: E402
 
 ROUTING = ROOT / "graphs" / "routing.yaml"
 

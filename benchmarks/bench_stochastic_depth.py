@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from gdln._stochastic_depth import (
+from gdln import (
     brute_force_chain,
     chain_scale,
     expected_chain,

@@ -29,10 +29,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import save_figure
-from gdln._dgn import Gate, make_dataset, make_dgn, train_dgn
-from gdln._dgn_theory import eq3_eigenvalues, gram_variance_by_depth
-from gdln._ntk import value_ntk_layerwise
+from gdln import (
+    Gate,
+    eq3_eigenvalues,
+    gram_variance_by_depth,
+    make_dataset,
+    make_dgn,
+    save_figure,
+    train_dgn,
+    value_ntk_layerwise,
+)
 
 
 def _ecdf(eig: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ j = (i + k) mod M, N_h = 64, the hierarchical dataset of Fig. 4c) is trained by
 full-batch gradient descent (:func:`gdln.simulate`, a fixed number of steps with
 lr = 0.1 min(1, sigma_0^-4), see :func:`lr_for`) from random matrices whose singular
 values all equal sigma_0 (``init="singular"``, as in Sec. 4.3), for a sweep of sigma_0
-and seeds run by :func:`gdln._sweep.run_sweep` (resumable CSV table, local processes or
+and seeds run by :func:`gdln.run_sweep` (resumable CSV table, local processes or
 Dask).
 
 * **Fig. 6a**: training loss against t/tau for each sigma_0: stage-like drops at small
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 import gdln
-from gdln._sweep import run_sweep
+from gdln import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = ROOT / "graphs"

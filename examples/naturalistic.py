@@ -17,7 +17,7 @@ scikit-learn's bundled 8x8 digits (1797 images) in place of MNIST (App. D):
 Fig. 7b/c: accuracy against K/M at a small init scale, with the onset (smallest K/M
 from which on the untrained accuracy is within ``--tol`` = 0.05 of the trained one); Fig. 7d: accuracy against the
 init scale sigma_0 (x Xavier normal) at one K. Grids run with
-:func:`gdln._sweep.run_sweep` (resumable CSV tables, local processes or Dask).
+:func:`gdln.run_sweep` (resumable CSV tables, local processes or Dask).
 
 Differences from App. D (stated, not tuned): digits 8x8 instead of MNIST/CIFAR, M = 8
 instead of 40/100, full-batch GD instead of SGD with momentum, squared error on one-hot
@@ -43,7 +43,7 @@ import networkx as nx
 import numpy as np
 
 import gdln
-from gdln._sweep import run_sweep
+from gdln import run_sweep
 
 N_CLASSES = 10
 

@@ -26,8 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import save_figure
-from gdln._dgn import Gate, make_dataset, make_dgn, train_dgn
+from gdln import Gate, make_dataset, make_dgn, save_figure, train_dgn
 
 MODES = ("frnpf_ii", "frnpf_di", "dnpfl", "flnpf", "relu")
 LABELS = {

@@ -23,10 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import save_figure
-from gdln._dgn import make_dataset, make_dgn
-from gdln._npk import neural_path_kernel
-from gdln._ntk import value_ntk_layerwise
+from gdln import make_dataset, make_dgn, neural_path_kernel, save_figure, value_ntk_layerwise
 
 
 def loglog_slope(widths: list[int], values: list[float]) -> float:

@@ -44,8 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import save_figure
-from gdln._gram_paths import mlp_graph, mlp_term_counts, momentum_cosines, path_gram
+from gdln import mlp_graph, mlp_term_counts, momentum_cosines, path_gram, save_figure
 
 ACT = {"linear": lambda a: a, "sigmoid": torch.sigmoid}
 WINDOWS = ("early", "late", "flat")

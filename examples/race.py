@@ -17,7 +17,7 @@ Reproduces Fig. 5b-c of Saxe, Sodhani & Lewallen (2022), "The Neural Race Reduct
   (x Xavier normal), trained by full-batch gradient descent with :func:`gdln.simulate`
   and evaluated on all M^2 routes. The error of a route is its loss divided by the loss
   of a zero output (1 = nothing learned). Grid: K = 1..M and seeds, run by
-  :func:`gdln._sweep.run_sweep` (resumable CSV table, local processes or Dask).
+  :func:`gdln.run_sweep` (resumable CSV table, local processes or Dask).
 
 Learning rate: gdln's loss is the *average* over the K*M trained routes (Eq. 1), so the
 gradient of each edge does not grow with K; the paper's lambda = 0.05/K compensates the
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 import gdln
-from gdln._sweep import run_sweep
+from gdln import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = ROOT / "graphs"

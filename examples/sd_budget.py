@@ -37,8 +37,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln._sd_resnet import SDResNet, average_network_loss, layer_sensitivities, train_sd
-from gdln._stochastic_depth import StochasticDepthError, mode_for_budget
+from gdln import (
+    SDResNet,
+    StochasticDepthError,
+    average_network_loss,
+    layer_sensitivities,
+    mode_for_budget,
+    train_sd,
+)
 
 MODES = ("uniform", "sensemode_proportional", "linear")
 LABELS = {"uniform": "uniform", "sensemode_proportional": "SenseMode", "linear": "linear"}

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gdln._sd_theory import depth_concentration
-from gdln._stochastic_depth import mode_for_budget
+from gdln import depth_concentration, mode_for_budget
 
 
 def depth_distribution(p: np.ndarray) -> np.ndarray:

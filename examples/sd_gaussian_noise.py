@@ -22,9 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln._sd_resnet import SDResNet, train_sd
-from gdln._sd_theory import shapiro_pvalues
-from gdln._stochastic_depth import survival_probabilities
+from gdln import SDResNet, shapiro_pvalues, survival_probabilities, train_sd
 
 
 def neuron_draws(

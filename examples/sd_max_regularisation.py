@@ -26,9 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln._sd_resnet import SDResNet, sd_penalty, train_sd
-from gdln._sd_theory import max_regularisation_mode
-from gdln._stochastic_depth import survival_probabilities
+from gdln import SDResNet, max_regularisation_mode, sd_penalty, survival_probabilities, train_sd
 
 
 def plot(result: dict, args: argparse.Namespace, out: Path) -> list[Path]:

@@ -9,7 +9,7 @@ variance (with N(0, I) the target is a near-random function of x); width 128 ins
 and full-batch GD, to fit a CPU.
 
 Part B (linear, exact): the same columns for a linear SD chain network with 4 modes, where
-every term is exact (gdln._sd_theory.chain_regulariser): the expected loss, the exact
+every term is exact (gdln.chain_regulariser): the expected loss, the exact
 average-network loss, the paper's Taylor form of it, the paper's penalty (derivative at
 delta = 1) and the exact variance term.
 
@@ -30,15 +30,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln._sd_resnet import (
+from gdln import (
     SDResNet,
     average_network_loss,
+    chain_regulariser,
     sd_loss_monte_carlo,
     sd_penalty,
+    simulate_sd_gd,
+    survival_probabilities,
     train_sd,
 )
-from gdln._sd_theory import chain_regulariser
-from gdln._stochastic_depth import simulate_sd_gd, survival_probabilities
 
 PAPER_TABLE_3 = [  # epoch, |L - L_bar|/L, |L - L_bar - pen|/L, ratio
     (0, 0.015, 0.003, 5.7),

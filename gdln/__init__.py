@@ -29,6 +29,7 @@ from ._errors import NotDiagonalizableError as NotDiagonalizableError
 from ._errors import TaskSpecError as TaskSpecError
 from ._errors import TooManyPathsError as TooManyPathsError
 from ._examples import ExampleSet as ExampleSet
+from ._expr import ExpressionError as ExpressionError
 from ._expr import evaluate as evaluate
 from ._figures import save_figure as save_figure
 from ._full import full_flow as full_flow
@@ -108,6 +109,7 @@ from ._trajectory import time_to_half_loss as time_to_half_loss
 _LAZY = {
     "ACTIVATIONS": "_gram_paths",
     "CompareResult": "_compare",
+    "ConvDGN": "_dgn",
     "DATASETS": "_dgn",
     "DGN": "_dgn",
     "DGNSpecError": "_dgn",
@@ -115,6 +117,7 @@ _LAZY = {
     "GradientGrowthEstimate": "_sd_resnet",
     "INITS": "_simulate",
     "MODES": "_dgn",
+    "MomentumCosines": "_gram_paths",
     "MonteCarloMean": "_dgn_theory",
     "NPK": "_npk",
     "NTK": "_ntk",
@@ -127,8 +130,14 @@ _LAZY = {
     "average_network_loss": "_sd_resnet",
     "bernoulli_gates": "_dgn",
     "compare": "_compare",
+    "conv_feature_gates": "_dgn",
+    "conv_forward": "_dgn",
+    "conv_path_features": "_npk",
+    "conv_path_kernel": "_npk",
+    "conv_path_value": "_npk",
     "dag_ntk": "_gram_paths",
     "dgn_forward": "_dgn",
+    "draw_value_weights": "_dgn_theory",
     "eq3_eigenvalues": "_dgn_theory",
     "eq3_eigenvalues_symbolic": "_dgn_theory",
     "example_5_2_graph": "_gram_paths",
@@ -140,13 +149,17 @@ _LAZY = {
     "frg_overlap_mc": "_dgn_theory",
     "frg_overlap_symbolic": "_dgn_theory",
     "gram_variance_by_depth": "_dgn_theory",
+    "initial_mode_strengths": "_compare",
     "initial_weights": "_simulate",
     "layer_sensitivities": "_sd_resnet",
+    "make_conv_dgn": "_dgn",
     "make_dataset": "_dgn",
     "make_dgn": "_dgn",
     "measure_gradient_growth": "_sd_resnet",
+    "minibatch_indices": "_simulate",
     "mlp_graph": "_gram_paths",
     "mlp_term_counts": "_gram_paths",
+    "momentum_cosines": "_gram_paths",
     "neural_path_features": "_npk",
     "neural_path_kernel": "_npk",
     "neural_path_value": "_npk",
@@ -159,6 +172,7 @@ _LAZY = {
     "path_norm_symbolic": "_dgn_theory",
     "pre_subnetwork": "_gram_paths",
     "sample_value_ntk": "_dgn_theory",
+    "scalar_layer_gram": "_gram_paths",
     "sd_loss_monte_carlo": "_sd_resnet",
     "sd_penalty": "_sd_resnet",
     "simulate": "_simulate",
@@ -166,6 +180,7 @@ _LAZY = {
     "train_dgn": "_dgn",
     "train_sd": "_sd_resnet",
     "value_ntk_layerwise": "_ntk",
+    "value_ntk_samples": "_dgn_theory",
     "value_tangent_kernel": "_ntk",
 }
 
@@ -251,3 +266,17 @@ try:
     __version__ = version("gdln")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
+    from ._compare import initial_mode_strengths as initial_mode_strengths
+    from ._dgn import ConvDGN as ConvDGN
+    from ._dgn import conv_feature_gates as conv_feature_gates
+    from ._dgn import conv_forward as conv_forward
+    from ._dgn import make_conv_dgn as make_conv_dgn
+    from ._dgn_theory import draw_value_weights as draw_value_weights
+    from ._dgn_theory import value_ntk_samples as value_ntk_samples
+    from ._gram_paths import MomentumCosines as MomentumCosines
+    from ._gram_paths import momentum_cosines as momentum_cosines
+    from ._gram_paths import scalar_layer_gram as scalar_layer_gram
+    from ._npk import conv_path_features as conv_path_features
+    from ._npk import conv_path_kernel as conv_path_kernel
+    from ._npk import conv_path_value as conv_path_value
+    from ._simulate import minibatch_indices as minibatch_indices

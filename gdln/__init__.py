@@ -41,9 +41,11 @@ from ._graphfile import read_graph as read_graph
 from ._moments import ExpectedDynamics as ExpectedDynamics
 from ._moments import expected_dynamics as expected_dynamics
 from ._paths import Path as Path
+from ._paths import PathCounts as PathCounts
 from ._paths import enumerate_paths as enumerate_paths
 from ._paths import input_nodes as input_nodes
 from ._paths import output_nodes as output_nodes
+from ._paths import path_counts as path_counts
 from ._paths import paths_ending_at as paths_ending_at
 from ._paths import paths_through as paths_through
 from ._paths import source_subpath as source_subpath

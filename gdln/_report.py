@@ -6,21 +6,23 @@ The JSON forms are for programs: expressions are sympy-parsable strings
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections import Counter
 from typing import Any
 
 import numpy as np
 import sympy as sp
 
+from ._errors import GdlnError
 from ._graphfile import Problem
-from ._paths import enumerate_paths, input_nodes, output_nodes
+from ._paths import enumerate_paths, input_nodes, output_nodes, path_counts
 from ._reduction import Reduction, _block, edge_name
 from ._statistics import path_statistics
 
 __all__ = ["FORMATS", "format_derivation", "format_paths", "format_statistics"]
 
 FORMATS = ("text", "latex", "json")
+MAX_LISTED_PATHS = 10**5  # paths that `gdln paths --format json` writes out one by one
 
 
 def _check(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
@@ -32,10 +34,13 @@ def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> st
     r"""All input-to-output paths, $|\mathcal{P}(e)|$ per edge and $|\mathcal{T}(v)|$ per output."""
     _check(fmt, ("text", "json"))
     graph = problem.graph
-    paths = list(enumerate_paths(graph))
-    through = Counter(e for p in paths for e in p.edges)
-    ending = Counter(p.target for p in paths)
+    counts = path_counts(graph)
     if fmt == "json":
+        if counts.total > MAX_LISTED_PATHS:
+            raise GdlnError(
+                f"{problem.source}: {counts.total} paths are too many to list in JSON "
+                f"(at most {MAX_LISTED_PATHS}); --format text gives their counts"
+            )
         return json.dumps(
             {
                 "graph": problem.name,
@@ -48,27 +53,31 @@ def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> st
                 },
                 "inputs": [str(v) for v in input_nodes(graph)],
                 "outputs": [str(v) for v in output_nodes(graph)],
-                "paths": [str(p) for p in paths],
-                "paths_through_edge": {edge_name(e): through[e] for e in graph.edges},
-                "paths_ending_at": {str(v): ending[v] for v in output_nodes(graph)},
+                "paths": [str(p) for p in enumerate_paths(graph)],
+                "paths_through_edge": {edge_name(e): n for e, n in counts.through.items()},
+                "paths_ending_at": {str(v): n for v, n in counts.ending.items()},
             },
             indent=1,
         )
     lines = [
-        f"{problem.name}: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges, {len(paths)} input-output paths"
+        f"{problem.name}: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges, "
+        f"{counts.total} input-output paths"
     ]
     lines.append("")
     lines.append("paths:")
-    lines += [f"  {p}" for p in paths[:limit]]
-    if len(paths) > limit:
-        lines.append(f"  ... and {len(paths) - limit} more (--format json lists all)")
+    lines += [f"  {p}" for p in itertools.islice(enumerate_paths(graph), limit)]
+    if counts.total > limit:
+        more = (
+            "--format json lists all" if counts.total <= MAX_LISTED_PATHS else "counted, not listed"
+        )
+        lines.append(f"  ... and {counts.total - limit} more ({more})")
     lines.append("")
-    lines.append("|P(e)|, paths through each edge:")
+    lines.append("|P(e)|, paths through each edge (Eq. 3):")
     width = max(len(edge_name(e)) for e in graph.edges)
-    lines += [f"  {edge_name(e):<{width}}  {through[e]}" for e in graph.edges]
+    lines += [f"  {edge_name(e):<{width}}  {n}" for e, n in counts.through.items()]
     lines.append("")
-    lines.append("|T(v)|, paths ending at each output node:")
-    lines += [f"  {v}  {ending[v]}" for v in output_nodes(graph)]
+    lines.append("|T(v)|, paths ending at each output node (Eq. 4):")
+    lines += [f"  {v}  {n}" for v, n in counts.ending.items()]
     return "\n".join(lines)
 
 

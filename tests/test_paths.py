@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import networkx as nx
+import pytest
 from helpers import load
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -41,6 +42,10 @@ def test_paths_match_networkx_on_random_dags(n: int, p: float, seed: int) -> Non
         assert sorted(tuple(p.nodes) for p in gdln.paths_ending_at(dag, v)) == sorted(
             q for q in theirs if q[-1] == v
         )
+    counts = gdln.path_counts(dag)
+    assert counts.total == len(theirs)
+    assert counts.through == {e: sum(e in itertools.pairwise(q) for q in theirs) for e in dag.edges}
+    assert counts.ending == {v: sum(q[-1] == v for q in theirs) for v in gdln.output_nodes(dag)}
 
 
 def test_routing_path_counts() -> None:
@@ -68,3 +73,28 @@ def test_paths_are_enumerated_lazily_on_a_graph_with_2_to_the_40_paths() -> None
         assert path.source == "in" and path.target == "out" and len(path) == depth + 1
         assert all(graph.has_edge(u, v) for u, v in path.edges)
     assert middle in next(gdln.paths_through(graph, middle)).edges
+
+
+def test_path_counts_of_a_residual_chain_are_powers_of_two() -> None:
+    # resnet_sd: every block doubles the paths (skip or residual branch), so 2^L in all,
+    # and the residual edge of block l lies on 2^(L-1) of them. Counted, never listed.
+    L = 1000
+    graph = load("resnet_sd", L=L).graph
+    counts = gdln.path_counts(graph)
+    assert counts.total == 2**L
+    assert counts.through[("h0", "r0")] == 2 ** (L - 1)
+    assert counts.ending == {f"h{L}": 2**L}
+
+
+def test_gdln_paths_prints_counts_of_2_to_the_1000_paths_without_listing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from gdln.cli import main
+
+    main(["paths", "graphs/resnet_sd.yaml", "--param", "L=1000"])
+    out = capsys.readouterr().out
+    assert f"{2**1000} input-output paths" in out and "counted, not listed" in out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["paths", "graphs/resnet_sd.yaml", "--param", "L=1000", "--format", "json"])
+    assert exit_info.value.code == 2
+    assert "too many to list in JSON" in capsys.readouterr().err

@@ -28,8 +28,9 @@ clock.
 Seeds
 -----
 Many repetitions run as one tensor program: every weight carries a leading seed axis
-``S``. Repetition ``r`` draws its initial weights (and, for SGD, its minibatches) from
-``numpy.random.default_rng(seeds[r])`` alone, so a batched run equals the per-seed runs.
+``S``. Repetition ``r`` draws its initial weights from ``numpy.random.default_rng(seeds[r])``,
+its minibatches (SGD) from ``default_rng((seeds[r], 1))`` and its random gates from
+``default_rng((seeds[r], 2))``, and nothing else, so a batched run equals the per-seed runs.
 """
 
 from __future__ import annotations

@@ -220,7 +220,36 @@ def _read_networkx(path: Path) -> nx.DiGraph:
         graph.add_node(str(node), size=size, gated=_flag(attrs.get("gated", False)))
     for u, v, attrs in raw.edges(data=True):
         graph.add_edge(str(u), str(v), gated=_flag(attrs.get("gated", False)))
+        if "fixed" in attrs:
+            graph.edges[str(u), str(v)]["fixed"] = _fixed_attribute(
+                graph, str(u), str(v), attrs, source
+            )
     return graph
+
+
+def _fixed_attribute(
+    graph: nx.DiGraph, u: str, v: str, attrs: Mapping[str, Any], source: str
+) -> Any:
+    r"""The ``fixed`` edge attribute of a networkx file: $c$ of $W_e = c\,I$ (a number or an
+    expression without names, e.g. ``"1/sqrt(4)"``)."""
+    key = f"edges[{u!r}, {v!r}].fixed"
+    try:
+        value = evaluate(attrs["fixed"], {})
+    except ExpressionError as err:
+        raise GraphSpecError(str(err), source=source, key=key) from err
+    if isinstance(value, (bool, str)) or not isinstance(value, (int, float, sp.Expr)):
+        raise GraphSpecError(
+            f"fixed: expected a number, got {attrs['fixed']!r}", source=source, key=key
+        )
+    su, sv = graph.nodes[u]["size"], graph.nodes[v]["size"]
+    if su != sv:
+        raise GraphSpecError(
+            f"fixed edge {u}->{v} holds {value} times the identity, which needs equal "
+            f"sizes, got |{u}| = {su} and |{v}| = {sv}",
+            source=source,
+            key=key,
+        )
+    return value
 
 
 def _flag(value: Any) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+import sympy as sp
 import yaml
 from helpers import GRAPHS, load
 from hypothesis import HealthCheck, given, settings
@@ -214,6 +215,58 @@ def test_node_link_json_and_graphml_load(tmp_path: Path) -> None:
             graph.nodes(data="size")
         )
         assert gdln.reduce(problem).systems
+
+
+RESIDUAL_BLOCK = """
+name: block
+nodes: [{id: h0, size: 2}, {id: r0, size: 2}, {id: h1, size: 2}]
+edges:
+  - {source: h0, target: h1, fixed: 1}
+  - {source: h0, target: r0, gated: true}
+  - {source: r0, target: h1, fixed: 1/sqrt(4)}
+"""
+RESIDUAL_TASK = """
+task:
+  random_gates: [{item: "h0->r0", p: 2/3}]
+  examples:
+    - {inputs: {h0: [1, 0]}, targets: {h1: [3, 0]}}
+    - {inputs: {h0: [0, 1]}, targets: {h1: [0, 1]}}
+"""
+
+
+def test_fixed_edges_load_from_node_link_json_and_graphml(tmp_path: Path) -> None:
+    yaml_problem = gdln.load(write(tmp_path, RESIDUAL_BLOCK + RESIDUAL_TASK))
+    graph = nx.DiGraph(yaml_problem.graph)
+    for _, _, attrs in graph.edges(data=True):
+        if "fixed" in attrs:
+            attrs["fixed"] = str(attrs["fixed"])  # JSON and GraphML hold text, not sympy
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(graph, edges="links")))
+    nx.write_graphml(graph, tmp_path / "g.graphml")
+    task = write(tmp_path, RESIDUAL_TASK, "task.yaml")
+    expected = gdln.reduce(yaml_problem).systems[0]
+    for name in ("g.json", "g.graphml"):
+        problem = gdln.load(tmp_path / name, task=task)
+        assert problem.graph.edges["r0", "h1"]["fixed"] == sp.Rational(1, 2)
+        (got,) = gdln.reduce(problem).systems
+        assert set(got.rhs) == set(expected.rhs)
+        assert all(sp.simplify(got.rhs[v] - expected.rhs[v]) == 0 for v in expected.rhs)
+
+
+def test_fixed_edge_of_unequal_sizes_in_json_is_an_error(tmp_path: Path) -> None:
+    graph = nx.DiGraph()
+    graph.add_node("a", size=2)
+    graph.add_node("b", size=3)
+    graph.add_edge("a", "b", fixed="1")
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(graph, edges="links")))
+    with pytest.raises(
+        gdln.GraphSpecError, match=r"g\.json: edges\['a', 'b'\]\.fixed: .*equal sizes"
+    ):
+        gdln.load(tmp_path / "g.json")
+    graph.edges["a", "b"]["fixed"] = "one"
+    graph.nodes["b"]["size"] = 2
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(graph, edges="links")))
+    with pytest.raises(gdln.GraphSpecError, match=r"edges\['a', 'b'\]\.fixed: .*one"):
+        gdln.load(tmp_path / "g.json")
 
 
 def test_graphml_without_size_is_an_error(tmp_path: Path) -> None:

@@ -71,6 +71,7 @@ from ._reduction import (
     fixed_value,
     identity_block,
     joint_modes_fixed,
+    mode_vectors_at_ends,
 )
 from ._statistics import ContextActivity, context_activity
 from ._task import Context, Task, _symbolic, as_float
@@ -525,24 +526,18 @@ class ExpectedDynamics:
     # -- weights of the full network (Eq. 9) ----------------------------------------------
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Mode vectors at the two ends of ``edge``: ``(left, right, modes)`` (as for a Reduction)."""
-        graph = self.problem.graph
         k = self._edge_component[edge]
         row = self._table_edges.index(edge)
         slots = [a for a in range(self.n_modes) if self._table_alive[row, a]]
-        hidden = _hidden_bases(graph, seed, self._anchors)
-        cols = []
-        for node in (edge[1], edge[0]):
-            if node in hidden:
-                cols.append(hidden[node][:, slots])
-            else:
-                space = self._space[(k, node)]
-                vectors = self.modes[k].vectors
-                cols.append(
-                    np.column_stack([vectors[a][space] for a in slots])
-                    if slots
-                    else np.zeros((graph.nodes[node]["size"], 0))
-                )
-        return cols[0], cols[1], slots
+        left, right = mode_vectors_at_ends(
+            self.problem.graph,
+            edge,
+            slots,
+            self.modes[k],
+            {node: label for (j, node), label in self._space.items() if j == k},
+            _hidden_bases(self.problem.graph, seed, self._anchors),
+        )
+        return left, right, slots
 
     def decoupled_weights(self, b: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
         r"""Full weights $W_e=\sum_\alpha b_{e,\alpha}\,r^\alpha_{t(e)}r^{\alpha\top}_{s(e)}$ (Eq. 9).

@@ -202,23 +202,20 @@ class Reduction:
         ``left[:, k]`` (at the target) and ``right[:, k]`` (at the source) belong to mode
         ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``.
         """
-        graph = self.problem.graph
-        k = self._edge_component[edge]
         slots = sorted(a for a, edges in self._slot_edges.items() if edge in edges)
-        hidden = _hidden_bases(graph, seed, self._anchors)
-        cols = []
-        for node in (edge[1], edge[0]):
-            if node in hidden:
-                cols.append(hidden[node][:, slots])
-            else:
-                space = self._space[(k, node)]
-                vectors = self.modes[k].vectors
-                cols.append(
-                    np.column_stack([vectors[a][space] for a in slots])
-                    if slots
-                    else np.zeros((graph.nodes[node]["size"], 0))
-                )
-        return cols[0], cols[1], slots
+        left, right = mode_vectors_at_ends(
+            self.problem.graph,
+            edge,
+            slots,
+            self.modes[self._edge_component[edge]],
+            {
+                node: label
+                for (k, node), label in self._space.items()
+                if k == self._edge_component[edge]
+            },
+            _hidden_bases(self.problem.graph, seed, self._anchors),
+        )
+        return left, right, slots
 
     def decoupled_weights(self, init: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
         """Weights $W_e = R_{t(e)}B_eR_{s(e)}^\\top$ (Eq. 9) with $B_e$ at its initial value.
@@ -240,6 +237,30 @@ class Reduction:
                 W = value * left @ right.T if slots else W
             weights[edge] = W
         return weights
+
+
+def mode_vectors_at_ends(
+    graph: nx.DiGraph,
+    edge: Edge,
+    slots: Sequence[int],
+    modes: Modes,
+    space: Mapping[Hashable, Hashable],
+    hidden: Mapping[Hashable, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Columns $r^\alpha_{t(e)}$ and $r^\alpha_{s(e)}$, $\alpha$ in ``slots`` (Eq. 9).
+
+    A hidden node takes its basis from ``hidden``; a data node the mode vectors of its
+    space (``space``: node -> space label in this component).
+    """
+    cols = []
+    for node in (edge[1], edge[0]):
+        if node in hidden:
+            cols.append(hidden[node][:, list(slots)])
+        elif slots:
+            cols.append(np.column_stack([modes.vectors[a][space[node]] for a in slots]))
+        else:
+            cols.append(np.zeros((graph.nodes[node]["size"], 0)))
+    return cols[0], cols[1]
 
 
 def _hidden_bases(

@@ -59,7 +59,6 @@ from ._graphfile import Problem
 from ._poly import Polynomial, coefficient
 from ._reduction import (
     MAX_EXACT_DIMS,
-    Block,
     Reduction,
     _anchor_bases,
     _block,
@@ -67,6 +66,7 @@ from ._reduction import (
     _edge_symbols,
     _hidden_bases,
     _initial_values,
+    dataset_level_blocks,
     fixed_pairs,
     fixed_value,
     identity_block,
@@ -738,25 +738,9 @@ def _path_free_modes(
                 "finds bases without paths only from datasets. Reduce the problem first and "
                 "pass the reduction: gdln.expected_dynamics(gdln.reduce(problem))"
             )
-        spaces: dict[Hashable, int] = {}
-        blocks: list[Block] = []
-        out_spaces: set[Hashable] = set()
-        for role, v in sorted(nodes[k], key=str):
-            if binding[(k, role, v)]:
-                ((d, f),) = binding[(k, role, v)]
-                label: tuple[str, str, Any] = (role, d, f)
-            else:
-                label = (role, "node", v)
-            space[(k, v)] = label
-            spaces[label] = graph.nodes[v]["size"]
-            if role == "out":
-                out_spaces.add(label)
-        for d, fo, fi in sorted(yx_keys[k]):
-            m = task.datasets[d].moment(fo, fi)
-            blocks.append(_block(("out", d, fo), ("in", d, fi), m, f"Sigma_yx[{d}: {fo},{fi}]"))
-        for d, fa, fb in sorted(xx_keys[k]):
-            m = task.datasets[d].moment(fa, fb)
-            blocks.append(_block(("in", d, fa), ("in", d, fb), m, f"Sigma_x[{d}: {fa},{fb}]"))
+        spaces, blocks, out_spaces = dataset_level_blocks(
+            graph, task, k, sorted(nodes[k], key=str), binding, yx_keys[k], xx_keys[k], space
+        )
         pairs = fixed_pairs(graph, k, space)
         blocks += [identity_block(a, b, spaces[a], tag) for a, b, tag in pairs]
         exact = task.exact and sum(spaces.values()) <= MAX_EXACT_DIMS

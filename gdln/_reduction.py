@@ -44,7 +44,7 @@ import itertools
 import math
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -64,7 +64,7 @@ from ._statistics import (
     path_statistics,
     require_numbers_for_float_data,
 )
-from ._task import as_float
+from ._task import Task, as_float
 
 __all__ = ["LUMPINGS", "ReducedSystem", "Reduction", "reduce"]
 
@@ -496,22 +496,9 @@ def _component_modes(
         blocks: list[Block] = []
         outputs: set[Hashable] = set()
         if dataset_level:
-            for role, v in nodes:
-                if binding[(k, role, v)]:
-                    ((d, f),) = binding[(k, role, v)]
-                    label: tuple[str, str, Any] = (role, d, f)
-                else:
-                    label = (role, "node", v)
-                space[(k, v)] = label
-                spaces[label] = problem.graph.nodes[v]["size"]
-                if role == "out":
-                    outputs.add(label)
-            for d, fo, fi in sorted(yx_keys[k]):
-                m = task.datasets[d].moment(fo, fi)
-                blocks.append(_block(("out", d, fo), ("in", d, fi), m, f"Sigma_yx[{d}: {fo},{fi}]"))
-            for d, fa, fb in sorted(xx_keys[k]):
-                m = task.datasets[d].moment(fa, fb)
-                blocks.append(_block(("in", d, fa), ("in", d, fb), m, f"Sigma_x[{d}: {fa},{fb}]"))
+            spaces, blocks, outputs = dataset_level_blocks(
+                problem.graph, task, k, nodes, binding, yx_keys[k], xx_keys[k], space
+            )
         else:
             if stats is None:
                 stats = path_statistics(problem.graph, task, active)
@@ -560,6 +547,45 @@ def _component_modes(
                 raise GdlnError(_symbolic_bases_message(problem, spaces, blocks, symbols))
         result.append(cache[key])
     return space, result
+
+
+def dataset_level_blocks(
+    graph: nx.DiGraph,
+    task: Task,
+    k: int,
+    nodes: Iterable[tuple[str, Hashable]],
+    binding: Mapping[tuple[int, str, Hashable], set[tuple[str, str]]],
+    yx_keys: Iterable[tuple[str, str, Any]],
+    xx_keys: Iterable[tuple[str, str, Any]],
+    space: dict[tuple[int, Hashable], Hashable],
+) -> tuple[dict[Hashable, int], list[Block], set[Hashable]]:
+    r"""The statistics of component ``k`` at the level of dataset fields (Eqs. 5-6).
+
+    When every input and output node of the component sees one dataset field, its bases
+    are those of the fields' moments $\langle y x^\top\rangle$ and $\langle x x^\top\rangle$,
+    whatever the gates: each node gets the space of its field (recorded in ``space``).
+    Returns the spaces with their sizes, the blocks to diagonalise and the output spaces.
+    """
+    spaces: dict[Hashable, int] = {}
+    outputs: set[Hashable] = set()
+    for role, v in nodes:
+        if binding[(k, role, v)]:
+            ((d, f),) = binding[(k, role, v)]
+            label: tuple[str, str, Any] = (role, d, f)
+        else:
+            label = (role, "node", v)
+        space[(k, v)] = label
+        spaces[label] = graph.nodes[v]["size"]
+        if role == "out":
+            outputs.add(label)
+    blocks = []
+    for d, fo, fi in sorted(yx_keys):
+        m = task.datasets[d].moment(fo, fi)
+        blocks.append(_block(("out", d, fo), ("in", d, fi), m, f"Sigma_yx[{d}: {fo},{fi}]"))
+    for d, fa, fb in sorted(xx_keys):
+        m = task.datasets[d].moment(fa, fb)
+        blocks.append(_block(("in", d, fa), ("in", d, fb), m, f"Sigma_x[{d}: {fa},{fb}]"))
+    return spaces, blocks, outputs
 
 
 def _symbolic_bases_message(

@@ -141,6 +141,29 @@ class Gate:
         return self.kind == "soft"
 
 
+def _check_gating(
+    mode: str,
+    fixed_gates: Sequence[torch.Tensor] | None,
+    feature: Sequence[torch.Tensor],
+    value: Sequence[torch.Tensor],
+    gate_shape: str,
+) -> None:
+    """Fixed random gates need one tensor per hidden layer; any other mode a feature network
+    with the value network's architecture (Sec. 4 of the NPF/NPK paper)."""
+    if mode == "frg":
+        if fixed_gates is None or len(fixed_gates) != len(value) - 1:
+            raise DGNSpecError(
+                f"fixed_gates: mode 'frg' needs one {gate_shape} gate tensor per hidden layer"
+            )
+    elif len(feature) != len(value) or any(
+        f.shape != v.shape for f, v in zip(feature, value, strict=True)
+    ):
+        raise DGNSpecError(
+            "feature: expected the same architecture as value "
+            f"(shapes {[tuple(v.shape) for v in value]})"
+        )
+
+
 @dataclass(frozen=True)
 class DGN:
     r"""A fully connected deep gated network (Fig. 2 of the NPF/NPK paper).
@@ -185,18 +208,7 @@ class DGN:
                     f"value[{k}] and value[{k + 1}]: shapes {tuple(a.shape)} and "
                     f"{tuple(b.shape)} do not chain"
                 )
-        if self.mode == "frg":
-            if self.fixed_gates is None or len(self.fixed_gates) != len(self.value) - 1:
-                raise DGNSpecError(
-                    "fixed_gates: mode 'frg' needs one (n, w) gate tensor per hidden layer"
-                )
-        elif len(self.feature) != len(self.value) or any(
-            f.shape != v.shape for f, v in zip(self.feature, self.value, strict=True)
-        ):
-            raise DGNSpecError(
-                "feature: expected the same architecture as value "
-                f"(shapes {[tuple(v.shape) for v in self.value]})"
-            )
+        _check_gating(self.mode, self.fixed_gates, self.feature, self.value, "(n, w)")
 
     @property
     def depth(self) -> int:
@@ -563,19 +575,7 @@ class ConvDGN:
                 f"value[{len(self.value) - 1}]: got shape {tuple(self.value[-1].shape)}, "
                 f"expected ({c_in}, d_out)"
             )
-        if self.mode == "frg":
-            if self.fixed_gates is None or len(self.fixed_gates) != len(self.value) - 1:
-                raise DGNSpecError(
-                    "fixed_gates: mode 'frg' needs one (n, *image_shape, w) gate tensor per "
-                    "hidden layer"
-                )
-        elif len(self.feature) != len(self.value) or any(
-            f.shape != v.shape for f, v in zip(self.feature, self.value, strict=True)
-        ):
-            raise DGNSpecError(
-                "feature: expected the same architecture as value "
-                f"(shapes {[tuple(v.shape) for v in self.value]})"
-            )
+        _check_gating(self.mode, self.fixed_gates, self.feature, self.value, "(n, *image_shape, w)")
 
     @property
     def offsets(self) -> tuple[tuple[int, ...], ...]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
+import pytest
 import sympy as sp
 import torch
 
@@ -107,3 +108,16 @@ def full_context_losses(problem: gdln.Problem, weights: dict) -> np.ndarray:
     n = len(problem.task.contexts)
     mass = np.bincount(ex.context, weights=ex.weights, minlength=n)
     return np.bincount(ex.context, weights=ex.weights * per_example, minlength=n) / mass
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``gdln ARGS`` in this process; return the exit status, stdout and stderr."""
+    from gdln.cli import main
+
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

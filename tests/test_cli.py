@@ -8,19 +8,9 @@ import sys
 
 import pytest
 import sympy as sp
-from helpers import GRAPHS, NOT_DIAGONALIZABLE
+from helpers import GRAPHS, NOT_DIAGONALIZABLE, run_cli
 
-from gdln.cli import main
-
-
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+run = run_cli
 
 
 def test_paths(capsys) -> None:

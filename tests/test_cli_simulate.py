@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import GRAPHS, run_cli
 
 import gdln
 from gdln.cli import main
 
-GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 ROUTING = str(GRAPHS / "routing.yaml")
 SMALL = ["--param", "M=3", "--param", "K=2", "--param", "hidden=8"]
 
@@ -43,12 +43,8 @@ def _one_thread():
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """Run ``gdln ARGV``; return the exit status and stderr."""
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    return code, capsys.readouterr().err
+    code, _, err = run_cli(argv, capsys)
+    return code, err
 
 
 def test_simulate_writes_a_trajectory(tmp_path: Path, capsys) -> None:

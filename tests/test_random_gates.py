@@ -19,11 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
-from helpers import GRAPHS, full_loss_and_gradient, load
+from helpers import GRAPHS, full_loss_and_gradient, load, run_cli
 
 import gdln
 from gdln._stochastic_depth import brute_force_chain, expected_chain
-from gdln.cli import main
 
 RTOL = 1e-12
 
@@ -504,16 +503,6 @@ def test_solve_accepts_expected_dynamics_and_matches_the_reduced_ode() -> None:
     gd_symbols = gdln.solve(gdln.reduce(problem, lump="none"), t_max=5, lr=0.5)
     np.testing.assert_allclose(gd_moments.loss, gd_symbols.loss, rtol=1e-12)
     assert np.all(np.diff(by_moments.loss) <= 1e-12)  # gradient flow never increases the loss
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_prints_symbolic_expected_odes_and_solves_deep_nets(capsys) -> None:

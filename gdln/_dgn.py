@@ -164,8 +164,28 @@ def _check_gating(
         )
 
 
+class _FeatureValueNetwork:
+    """What a DGN and a convolutional DGN share: a feature network that gates a value
+    network (Sec. 4 of the NPF/NPK paper; Tables 2-3 of the DGN paper)."""
+
+    mode: str
+    feature: tuple[torch.Tensor, ...]
+    value: tuple[torch.Tensor, ...]
+
+    @property
+    def tied(self) -> bool:
+        """Whether feature and value weights are one tensor set (mode ``"relu"``)."""
+        return self.mode == "relu"
+
+    def trainable(self) -> list[torch.Tensor]:
+        """The tensors gradient descent updates in this mode (Sec. 4 of NPF/NPK)."""
+        if self.mode == "dnpfl":
+            return [*self.feature, *self.value]
+        return list(self.value)
+
+
 @dataclass(frozen=True)
-class DGN:
+class DGN(_FeatureValueNetwork):
     r"""A fully connected deep gated network (Fig. 2 of the NPF/NPK paper).
 
     Weights are stored as in Table 1 of the NPF/NPK paper: ``value[l-1]`` is
@@ -224,17 +244,6 @@ class DGN:
     def d_in(self) -> int:
         """Input dimension."""
         return self.widths[0]
-
-    @property
-    def tied(self) -> bool:
-        """Whether feature and value weights are one tensor set (mode ``"relu"``)."""
-        return self.mode == "relu"
-
-    def trainable(self) -> list[torch.Tensor]:
-        """The tensors gradient descent updates in this mode (Sec. 4 of NPF/NPK)."""
-        if self.mode == "dnpfl":
-            return [*self.feature, *self.value]
-        return list(self.value)
 
     def gates(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Gate values $G_x(l)$, one ``(n, w_l)`` tensor per hidden layer."""
@@ -521,7 +530,7 @@ def conv_forward(
 
 
 @dataclass(frozen=True)
-class ConvDGN:
+class ConvDGN(_FeatureValueNetwork):
     r"""A convolutional deep gated network with global average pooling (GCONV of NPF/NPK).
 
     $d-1$ layers of circular ("wrap-around") convolution with a ``kernel``-wide stencil
@@ -606,17 +615,6 @@ class ConvDGN:
     def d_in(self) -> int:
         """Input dimension (one channel): $D$."""
         return self.positions
-
-    @property
-    def tied(self) -> bool:
-        """Whether feature and value weights are one tensor set (mode ``"relu"``)."""
-        return self.mode == "relu"
-
-    def trainable(self) -> list[torch.Tensor]:
-        """The tensors gradient descent updates in this mode (Sec. 4 of NPF/NPK)."""
-        if self.mode == "dnpfl":
-            return [*self.feature, *self.value]
-        return list(self.value)
 
     def gates(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Gate values $G_x(l)$, one ``(n, *image_shape, w)`` tensor per hidden layer."""

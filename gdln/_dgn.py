@@ -45,7 +45,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import torch
@@ -346,12 +346,65 @@ def bernoulli_gates(
 
 
 def _draw(
-    shape: tuple[int, int], sigma: float, init: str, gen: torch.Generator, dtype: torch.dtype
+    shape: tuple[int, ...], sigma: float, init: str, gen: torch.Generator, dtype: torch.dtype
 ) -> torch.Tensor:
     if init == "gaussian":
         return sigma * torch.randn(*shape, generator=gen, dtype=dtype)
     signs = torch.randint(0, 2, shape, generator=gen).to(dtype) * 2 - 1
     return sigma * signs
+
+
+def _networks_for_mode(
+    mode: str,
+    draw: Callable[[tuple[int, ...]], torch.Tensor],
+    shapes: Sequence[tuple[int, ...]],
+    *,
+    n_examples: int | None,
+    draw_fixed: Callable[[int], tuple[torch.Tensor, ...]],
+    source: Any,
+    source_fits: Callable[[Any], bool],
+    kind: str,
+) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...] | None]:
+    """Feature weights, value weights and fixed gates of a new network in ``mode``.
+
+    The modes of Sec. 4 of the NPF/NPK paper (Table 2): ``relu`` ties the two networks,
+    ``frg`` draws fixed Bernoulli gates instead of a feature network, ``flnpf`` copies the
+    frozen feature network from a trained ReLU ``source``, ``frnpf_di`` starts both
+    networks equal, and the other modes draw them independently.
+    """
+
+    def draw_all() -> tuple[torch.Tensor, ...]:
+        return tuple(draw(shape) for shape in shapes)
+
+    fixed = None
+    if mode == "relu":
+        value = draw_all()
+        feature = value
+    elif mode == "frg":
+        if n_examples is None or n_examples < 1:
+            raise DGNSpecError(
+                f"n_examples: got {n_examples!r}, expected the number of examples (>= 1) "
+                "to draw fixed random gates for"
+            )
+        value = draw_all()
+        feature = ()
+        fixed = draw_fixed(n_examples)
+    elif mode == "flnpf":
+        if source is None or source.mode != "relu" or not source_fits(source):
+            raise DGNSpecError(
+                f"source: mode 'flnpf' needs a 'relu' {kind} of the same architecture whose "
+                f"weights become the frozen feature network, got {source!r:.80}"
+            )
+        copied = [v.detach().clone() for v in source.value[:-1]]
+        feature = (*copied, draw(shapes[-1]))
+        value = draw_all()
+    elif mode == "frnpf_di":
+        feature = draw_all()
+        value = tuple(f.clone() for f in feature)
+    else:
+        feature = draw_all()
+        value = draw_all()
+    return feature, value, fixed
 
 
 def make_dgn(
@@ -423,43 +476,20 @@ def make_dgn(
     if depth == 1:
         shapes = [(d_in, d_out)]
 
-    def draw_all() -> tuple[torch.Tensor, ...]:
-        return tuple(_draw(s, sigma, init, gen, dtype) for s in shapes)
-
-    fixed = None
-    if mode == "relu":
-        value = draw_all()
-        feature = value
-    elif mode == "frg":
-        if n_examples is None or n_examples < 1:
-            raise DGNSpecError(
-                f"n_examples: got {n_examples!r}, expected the number of examples (>= 1) "
-                "to draw fixed random gates for"
-            )
-        value = draw_all()
-        feature = ()
-        fixed = bernoulli_gates(
-            n_examples, [width] * (depth - 1), gate.p, generator=gen, dtype=dtype
-        )
-    elif mode == "flnpf":
-        if (
-            source is None
-            or source.mode != "relu"
-            or source.widths[:-1] != (d_in, *([width] * (depth - 1)))
-        ):
-            raise DGNSpecError(
-                "source: mode 'flnpf' needs a 'relu' DGN of the same architecture whose "
-                f"weights become the frozen feature network, got {source!r:.80}"
-            )
-        copied = [v.detach().clone() for v in source.value[:-1]]
-        feature = (*copied, _draw(shapes[-1], sigma, init, gen, dtype))
-        value = draw_all()
-    elif mode == "frnpf_di":
-        feature = draw_all()
-        value = tuple(f.clone() for f in feature)
-    else:
-        feature = draw_all()
-        value = draw_all()
+    feature, value, fixed = _networks_for_mode(
+        mode,
+        lambda shape: _draw(shape, sigma, init, gen, dtype),
+        shapes,
+        n_examples=n_examples,
+        draw_fixed=lambda n: bernoulli_gates(
+            n, [width] * (depth - 1), gate.p, generator=gen, dtype=dtype
+        ),
+        source=source,
+        source_fits=lambda net: (
+            isinstance(net, DGN) and net.widths[:-1] == (d_in, *([width] * (depth - 1)))
+        ),
+        kind="DGN",
+    )
     return DGN(mode, gate, feature, value, fixed, sigma)
 
 
@@ -711,53 +741,24 @@ def make_conv_dgn(
     convs: list[tuple[int, ...]] = [(k, 1, channels), *([(k, channels, channels)] * (depth - 2))]
     shapes = [*convs[: depth - 1], (channels if depth > 1 else 1, d_out)]
 
-    def draw(shp: tuple[int, ...]) -> torch.Tensor:
-        if init == "gaussian":
-            return sigma * torch.randn(*shp, generator=gen, dtype=dtype)
-        return sigma * (torch.randint(0, 2, shp, generator=gen).to(dtype) * 2 - 1)
-
-    def draw_all() -> tuple[torch.Tensor, ...]:
-        return tuple(draw(shp) for shp in shapes)
-
-    fixed = None
-    if mode == "relu":
-        value = draw_all()
-        feature = value
-    elif mode == "frg":
-        if n_examples is None or n_examples < 1:
-            raise DGNSpecError(
-                f"n_examples: got {n_examples!r}, expected the number of examples (>= 1) "
-                "to draw fixed random gates for"
-            )
-        value = draw_all()
-        feature = ()
-        fixed = tuple(
-            (torch.rand(n_examples, *shape, channels, generator=gen, dtype=dtype) < gate.p).to(
-                dtype
-            )
+    feature, value, fixed = _networks_for_mode(
+        mode,
+        lambda shp: _draw(shp, sigma, init, gen, dtype),
+        shapes,
+        n_examples=n_examples,
+        draw_fixed=lambda n: tuple(
+            (torch.rand(n, *shape, channels, generator=gen, dtype=dtype) < gate.p).to(dtype)
             for _ in range(depth - 1)
-        )
-    elif mode == "flnpf":
-        if (
-            not isinstance(source, ConvDGN)
-            or source.mode != "relu"
-            or source.image_shape != shape
-            or source.kernel != kernel
-            or source.channels[:-1] != (1, *([channels] * (depth - 1)))
-        ):
-            raise DGNSpecError(
-                "source: mode 'flnpf' needs a 'relu' ConvDGN of the same architecture whose "
-                f"weights become the frozen feature network, got {source!r:.80}"
-            )
-        copied = [v.detach().clone() for v in source.value[:-1]]
-        feature = (*copied, draw(shapes[-1]))
-        value = draw_all()
-    elif mode == "frnpf_di":
-        feature = draw_all()
-        value = tuple(f.clone() for f in feature)
-    else:
-        feature = draw_all()
-        value = draw_all()
+        ),
+        source=source,
+        source_fits=lambda net: (
+            isinstance(net, ConvDGN)
+            and net.image_shape == shape
+            and net.kernel == kernel
+            and net.channels[:-1] == (1, *([channels] * (depth - 1)))
+        ),
+        kind="ConvDGN",
+    )
     return ConvDGN(mode, gate, feature, value, shape, kernel, fixed, sigma)
 
 

@@ -7,6 +7,7 @@ at RTOL_ODE (solve_ivp with rtol 1e-10 accumulates a little over long horizons).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -121,3 +122,24 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def autograd_rows(net: Any, x: torch.Tensor, tensors: list[torch.Tensor]) -> np.ndarray:
+    """Per-example gradients by plain torch.autograd, one backward pass per example."""
+    rows: list[torch.Tensor] = []
+    for t in tensors:
+        t.requires_grad_(True)
+    for s in range(x.shape[0]):
+        out = net(x)[s, 0] if net.mode == "frg" else net(x[s : s + 1])[0, 0]
+        grads = torch.autograd.grad(out, tensors, allow_unused=True)
+        rows.append(
+            torch.cat(
+                [
+                    (g if g is not None else torch.zeros_like(t)).reshape(-1)
+                    for g, t in zip(grads, tensors, strict=True)
+                ]
+            )
+        )
+    for t in tensors:
+        t.requires_grad_(False)
+    return torch.stack(rows).numpy()

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import autograd_rows
 
 from gdln._dgn import ConvDGN, DGNSpecError, Gate, make_conv_dgn, make_dataset, train_dgn
 from gdln._npk import (
@@ -177,39 +178,19 @@ def test_npk_is_a_sum_over_rotations_and_rotation_invariant(mode, gate):
     np.testing.assert_allclose(h, by_rotation, rtol=RTOL, atol=1e-14)
 
 
-def _autograd_rows(net, x, tensors):
-    rows = []
-    for t in tensors:
-        t.requires_grad_(True)
-    for s in range(x.shape[0]):
-        out = net(x)[s, 0] if net.mode == "frg" else net(x[s : s + 1])[0, 0]
-        grads = torch.autograd.grad(out, tensors, allow_unused=True)
-        rows.append(
-            torch.cat(
-                [
-                    (g if g is not None else torch.zeros_like(t)).reshape(-1)
-                    for g, t in zip(grads, tensors, strict=True)
-                ]
-            )
-        )
-    for t in tensors:
-        t.requires_grad_(False)
-    return torch.stack(rows).numpy()
-
-
 @pytest.mark.parametrize(("mode", "gate", "shape"), NETS)
 def test_ntk_and_split_equal_autograd(mode, gate, shape):
     n = 4
     net = make_conv_dgn(shape, 2, 3, mode=mode, gate=gate, seed=4, n_examples=n)
     x = _x(n, math.prod(shape), seed=2)
     k = neural_tangent_kernel(net, x, chunk_size=3)
-    j = _autograd_rows(net, x, net.trainable())
+    j = autograd_rows(net, x, net.trainable())
     np.testing.assert_allclose(k.total, j @ j.T, rtol=RTOL, atol=1e-14)
     untied = net.clone(mode="dnpfl") if net.tied else net
-    jv = _autograd_rows(untied, x, list(untied.value))
+    jv = autograd_rows(untied, x, list(untied.value))
     np.testing.assert_allclose(k.value, jv @ jv.T, rtol=RTOL, atol=1e-14)
     if gate is not None and gate.kind == "soft":
-        jf = _autograd_rows(untied, x, list(untied.feature))
+        jf = autograd_rows(untied, x, list(untied.feature))
         np.testing.assert_allclose(k.feature, jf @ jf.T, rtol=RTOL, atol=1e-14)
         np.testing.assert_allclose(k.cross, jv @ jf.T + jf @ jv.T, rtol=RTOL, atol=1e-14)
     else:

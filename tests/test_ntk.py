@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from helpers import autograd_rows
 
 from gdln._dgn import DGNSpecError, Gate, make_dgn
 from gdln._npk import neural_path_features, neural_path_kernel, neural_path_value
@@ -17,27 +18,6 @@ RTOL = 1e-10
 
 def _x(n, d_in, seed=0):
     return torch.randn(n, d_in, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-
-
-def _autograd_rows(net, x, tensors):
-    """Per-example gradients by plain torch.autograd, one backward pass per example."""
-    rows = []
-    for t in tensors:
-        t.requires_grad_(True)
-    for s in range(x.shape[0]):
-        out = net(x)[s, 0] if net.mode == "frg" else net(x[s : s + 1])[0, 0]
-        grads = torch.autograd.grad(out, tensors, allow_unused=True)
-        rows.append(
-            torch.cat(
-                [
-                    (g if g is not None else torch.zeros_like(t)).reshape(-1)
-                    for g, t in zip(grads, tensors, strict=True)
-                ]
-            )
-        )
-    for t in tensors:
-        t.requires_grad_(False)
-    return torch.stack(rows).numpy()
 
 
 CASES = [
@@ -58,7 +38,7 @@ def test_ntk_total_equals_autograd(mode, gate):
     net = make_dgn(3, 4, 3, mode=mode, gate=gate, seed=2, n_examples=n)
     x = _x(n, 3)
     k = neural_tangent_kernel(net, x)
-    j = _autograd_rows(net, x, net.trainable())
+    j = autograd_rows(net, x, net.trainable())
     np.testing.assert_allclose(k.total, j @ j.T, rtol=RTOL, atol=1e-13)
 
 
@@ -71,11 +51,11 @@ def test_value_and_feature_parts_equal_autograd(mode, gate):
     if net.tied:
         # untie: a DNPFL copy with the same weights has psi^V, psi^F as separate blocks
         net = net.clone(mode="dnpfl")
-    jv = _autograd_rows(net, x, list(net.value))
+    jv = autograd_rows(net, x, list(net.value))
     np.testing.assert_allclose(k.value, jv @ jv.T, rtol=RTOL, atol=1e-13)
     np.testing.assert_allclose(value_ntk_layerwise(net, x), k.value, rtol=RTOL, atol=1e-13)
     if mode != "frg" and (gate is not None and gate.kind == "soft"):
-        jf = _autograd_rows(net, x, list(net.feature))
+        jf = autograd_rows(net, x, list(net.feature))
         np.testing.assert_allclose(k.feature, jf @ jf.T, rtol=RTOL, atol=1e-13)
         np.testing.assert_allclose(k.cross, jv @ jf.T + jf @ jv.T, rtol=RTOL, atol=1e-13)
     else:

@@ -373,6 +373,9 @@ class ExpectedDynamics:
     _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
     _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
     _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
+    _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
+        repr=False, default_factory=dict, compare=False
+    )  # seed -> hidden-node bases, drawn once
 
     def __post_init__(self) -> None:
         shape = (len(self.edges), self.alive.shape[1] if self.alive.ndim == 2 else -1)
@@ -524,6 +527,12 @@ class ExpectedDynamics:
         return sp.expand(loss.to_sympy(self.variables))
 
     # -- weights of the full network (Eq. 9) ----------------------------------------------
+    def _hidden_bases(self, seed: int) -> dict[Hashable, np.ndarray]:
+        """The random hidden-node bases $R_v$ of ``seed``, drawn once per seed."""
+        if seed not in self._hidden:
+            self._hidden[seed] = _hidden_bases(self.problem.graph, seed, self._anchors)
+        return self._hidden[seed]
+
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Mode vectors at the two ends of ``edge``: ``(left, right, modes)`` (as for a Reduction)."""
         k = self._edge_component[edge]
@@ -535,7 +544,7 @@ class ExpectedDynamics:
             slots,
             self.modes[k],
             {node: label for (j, node), label in self._space.items() if j == k},
-            _hidden_bases(self.problem.graph, seed, self._anchors),
+            self._hidden_bases(seed),
         )
         return left, right, slots
 

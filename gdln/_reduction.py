@@ -183,6 +183,9 @@ class Reduction:
     _slot_edges: Mapping[int, frozenset[Edge]] = field(repr=False, default_factory=dict)
     _init: Mapping[Edge, Any] = field(repr=False, default_factory=dict)
     _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
+    _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
+        repr=False, default_factory=dict, compare=False
+    )  # seed -> hidden-node bases, drawn once
 
     def __repr__(self) -> str:
         return f"Reduction({self.problem.name!r}, lump={self.lump!r}, systems={list(self.systems)})"
@@ -196,6 +199,12 @@ class Reduction:
         return tuple(c.label for c in task.contexts)
 
     # -- bases and decoupled weights (Eq. 9) -----------------------------------------
+    def _hidden_bases(self, seed: int) -> dict[Hashable, np.ndarray]:
+        """The random hidden-node bases $R_v$ of ``seed``, drawn once per seed."""
+        if seed not in self._hidden:
+            self._hidden[seed] = _hidden_bases(self.problem.graph, seed, self._anchors)
+        return self._hidden[seed]
+
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Mode vectors at the two ends of ``edge``: ``(left, right, modes)``.
 
@@ -213,7 +222,7 @@ class Reduction:
                 for (k, node), label in self._space.items()
                 if k == self._edge_component[edge]
             },
-            _hidden_bases(self.problem.graph, seed, self._anchors),
+            self._hidden_bases(seed),
         )
         return left, right, slots
 

@@ -30,7 +30,7 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
-from ._errors import GdlnError, TaskSpecError
+from ._errors import TaskSpecError
 from ._paths import Path
 from ._task import Task, _symbolic, as_float
 
@@ -251,11 +251,6 @@ def path_statistics(
     paths = active.paths
     exact = task.exact
     survival = task.random_gates
-    if not exact and any(_symbolic(p) for p in survival.values()):
-        raise GdlnError(
-            "symbolic survival probabilities of random gates need exact data (the statistics "
-            "of float data are floats); give every p a number"
-        )
     yx: dict[int, Any] = {}
     xx: dict[tuple[int, int], Any] = {}
     for k, (c, found) in enumerate(zip(task.contexts, active.gates, strict=True)):
@@ -288,8 +283,8 @@ def path_statistics(
 
 
 def require_numbers_for_float_data(task: Task) -> None:
-    """Symbolic probabilities, weights or gates need exact data: float statistics cannot
-    hold symbols."""
+    """Symbolic probabilities, gates or survival probabilities of random gates need exact
+    data: float statistics cannot hold symbols."""
     if task.exact:
         return
     for index, c in enumerate(task.contexts):
@@ -303,6 +298,13 @@ def require_numbers_for_float_data(task: Task) -> None:
                     f"(npz); give exact data or bind the symbols: "
                     + " ".join(f"--param {x}=VALUE" for x in sorted(map(str, value.free_symbols)))
                 )
+    for item, p in task.random_gates.items():
+        if _symbolic(p):
+            raise TaskSpecError(
+                f"random_gates: symbolic survival probability {p} of {item!r} with float data "
+                "(npz); give exact data or bind the symbols: "
+                + " ".join(f"--param {x}=VALUE" for x in sorted(map(str, p.free_symbols)))
+            )
 
 
 def _nonzero(moment: Any) -> bool:

@@ -525,6 +525,26 @@ def test_symbolic_probability_with_float_data_is_an_error(tmp_path: Path) -> Non
         gdln.reduce(gdln.load(write(tmp_path, text)))
 
 
+def test_symbolic_survival_probability_with_float_data_is_an_error(tmp_path: Path) -> None:
+    import numpy as np
+
+    np.savez(tmp_path / "d.npz", a=np.eye(2), b=np.array([[1.0], [0.0]]))
+    text = (
+        "symbols: [q]\n" + BASE + "datasets: {d: {npz: d.npz}}\ntask:\n"
+        "  random_gates: [{item: x->y, p: q}]\n  contexts:\n"
+        "    - {probability: 1, dataset: d, active: [x->y], inputs: {x: a}, targets: {y: b}}\n"
+    )
+    problem = gdln.load(write(tmp_path, text))
+    match = (
+        r"random_gates: symbolic survival probability q of \('x', 'y'\) with float data "
+        r"\(npz\); give exact data or bind the symbols: --param q=VALUE"
+    )
+    with pytest.raises(gdln.TaskSpecError, match=r"g\.yaml: " + match):
+        gdln.reduce(problem)
+    with pytest.raises(gdln.TaskSpecError, match=match):
+        gdln.path_statistics(problem.graph, problem.task)
+
+
 def test_nan_in_an_npz_dataset_is_an_error(tmp_path: Path) -> None:
     import numpy as np
 

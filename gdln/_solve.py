@@ -54,15 +54,6 @@ class _Numeric:
         data = list(system.symbols)
         consts = list(system.constants)
         self.free = list(system.variables)
-        known = set(self.free) | set(data) | set(consts)
-        unknown = sorted(
-            {str(x) for v in self.free for x in system.rhs[v].free_symbols if x not in known}
-        )
-        if unknown:
-            raise GdlnError(
-                f"the reduced ODE keeps the symbol(s) {', '.join(unknown)} (e.g. a symbolic "
-                "survival probability); give them numbers (--param) to solve"
-            )
         args = [self.free, data, consts]
         self.rhs = sp.lambdify(args, [system.rhs[v] for v in self.free], "numpy")
         self.eliminated = {v: sp.lambdify(args, e, "numpy") for v, e in system.eliminated.items()}
@@ -142,14 +133,18 @@ def _compiled(system: ReducedSystem) -> _Numeric:
 
 
 def _require_numbers(reduction: Reduction) -> None:
-    """Refuse a reduction whose data or initial values still hold symbols."""
+    """Refuse a reduction whose data, initial values or equations still hold symbols."""
     task = reduction.problem.require_task()
     values: list[Any] = [reduction.constant, *reduction.context_constants]
     values += [c.probability for c in task.contexts]
+    free: set[sp.Basic] = set()
     for system in reduction.systems:
         values += [x for vals in system.symbols.values() for x in vals]
         values += [*system.constants.values(), *system.initial.values()]
-    free = set().union(*(v.free_symbols for v in values if isinstance(v, sp.Basic)))
+        # symbols left in the equations themselves, e.g. a symbolic survival probability
+        known = {*system.variables, *system.symbols, *system.constants}
+        free |= {x for rhs in system.rhs.values() for x in rhs.free_symbols if x not in known}
+    free |= set().union(*(v.free_symbols for v in values if isinstance(v, sp.Basic)))
     if free:
         raise GdlnError(f"{reduction.problem.source}: {unbound_message(free)}")
 

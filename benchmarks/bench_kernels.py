@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-import gdln._npk as npk_module
-from gdln import (
+import gdln.kernels._npk as npk_module
+from gdln.kernels import (
     Gate,
     make_dataset,
     make_dgn,

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import gdln
-from gdln import brute_force_chain, expected_chain
+from gdln.sd import brute_force_chain, expected_chain
 
 GRAPH = Path(__file__).resolve().parent.parent / "graphs" / "resnet_sd.yaml"
 

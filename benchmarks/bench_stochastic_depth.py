@@ -19,12 +19,7 @@ import time
 
 import numpy as np
 
-from gdln import (
-    brute_force_chain,
-    chain_scale,
-    expected_chain,
-    survival_probabilities,
-)
+from gdln.sd import brute_force_chain, chain_scale, expected_chain, survival_probabilities
 
 
 def best_time(fn, repeat: int) -> float:

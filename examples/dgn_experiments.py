@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import (
+from gdln import save_figure
+from gdln.kernels import (
     Gate,
     eq3_eigenvalues,
     gram_variance_by_depth,
     make_dataset,
     make_dgn,
-    save_figure,
     train_dgn,
     value_ntk_layerwise,
 )

@@ -40,15 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import (
-    DGN,
-    make_dataset,
-    make_dgn,
-    neural_path_kernel,
-    normalised_nu,
-    save_figure,
-    train_dgn,
-)
+from gdln import save_figure
+from gdln.kernels import DGN, make_dataset, make_dgn, neural_path_kernel, normalised_nu, train_dgn
 
 #: Seed offset between runs (seed s uses the draws of seed 0 shifted by s * SEED_STRIDE).
 SEED_STRIDE = 1000

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import Gate, make_dataset, make_dgn, save_figure, train_dgn
+from gdln import save_figure
+from gdln.kernels import Gate, make_dataset, make_dgn, train_dgn
 
 MODES = ("frnpf_ii", "frnpf_di", "dnpfl", "flnpf", "relu")
 LABELS = {

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import make_dataset, make_dgn, neural_path_kernel, save_figure, value_ntk_layerwise
+from gdln import save_figure
+from gdln.kernels import make_dataset, make_dgn, neural_path_kernel, value_ntk_layerwise
 
 
 def loglog_slope(widths: list[int], values: list[float]) -> float:

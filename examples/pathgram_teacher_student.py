@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import mlp_graph, mlp_term_counts, momentum_cosines, path_gram, save_figure
+from gdln import save_figure
+from gdln.kernels import mlp_graph, mlp_term_counts, momentum_cosines, path_gram
 
 ACT = {"linear": lambda a: a, "sigmoid": torch.sigmoid}
 WINDOWS = ("early", "late", "flat")

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import (
+from gdln.sd import (
     SDResNet,
     StochasticDepthError,
     average_network_loss,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gdln import depth_concentration, mode_for_budget
+from gdln.sd import depth_concentration, mode_for_budget
 
 
 def depth_distribution(p: np.ndarray) -> np.ndarray:

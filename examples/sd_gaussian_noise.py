@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import SDResNet, shapiro_pvalues, survival_probabilities, train_sd
+from gdln.sd import SDResNet, shapiro_pvalues, survival_probabilities, train_sd
 
 
 def neuron_draws(

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import SDResNet, gradient_growth, growth_rate, mode_for_budget
+from gdln.sd import SDResNet, gradient_growth, growth_rate, mode_for_budget
 
 PAPER_TABLE_1 = {  # Table 1 / Table 5 of Hayou & Ayed (budget 0.7, L = 50, width 512)
     "standard": {0: 2.001, 10: 2.001, 20: 2.001, 30: 2.001, 40: 1.999},

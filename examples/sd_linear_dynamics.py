@@ -3,7 +3,7 @@
 A linear residual network y = prod_l (I + kappa delta_l W_l) x aligned with the task
 decouples into scalar chains f_a = prod_l (1 + kappa delta_l b_la), one per singular value
 s_a of the task (white inputs, d = 1). Its expected loss and gradient are exact in O(L)
-(gdln.expected_chain), so the expected gradient-flow ODE and the expected
+(gdln.sd.expected_chain), so the expected gradient-flow ODE and the expected
 GD map can be compared with the mean of `runs` SD training runs that redraw the mask every
 step. At long times the regulariser shrinks the learned singular values: the average
 (test-time) network's transfer E f_a is below s_a, unlike training without SD.
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 
-from gdln import (
+from gdln.sd import (
     expected_chain,
     expected_chain_symbolic,
     expected_sd_flow,

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import SDResNet, max_regularisation_mode, sd_penalty, survival_probabilities, train_sd
+from gdln.sd import SDResNet, max_regularisation_mode, sd_penalty, survival_probabilities, train_sd
 
 
 def plot(result: dict, args: argparse.Namespace, out: Path) -> list[Path]:

@@ -9,7 +9,7 @@ variance (with N(0, I) the target is a near-random function of x); width 128 ins
 and full-batch GD, to fit a CPU.
 
 Part B (linear, exact): the same columns for a linear SD chain network with 4 modes, where
-every term is exact (gdln.chain_regulariser): the expected loss, the exact
+every term is exact (gdln.sd.chain_regulariser): the expected loss, the exact
 average-network loss, the paper's Taylor form of it, the paper's penalty (derivative at
 delta = 1) and the exact variance term.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gdln import (
+from gdln.sd import (
     SDResNet,
     average_network_loss,
     chain_regulariser,

@@ -1,4 +1,4 @@
-"""The ``gdln kernel`` command (gdln._cli_kernel), run through click's CliRunner."""
+"""The ``gdln kernel`` command (gdln.cli), run through click's CliRunner."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from gdln._cli_kernel import kernel
-from gdln._dgn import DGNSpecError, Gate, make_dataset, make_dgn
-from gdln._npk import neural_path_kernel
-from gdln._ntk import neural_tangent_kernel
+from gdln.cli._kernel import kernel
+from gdln.kernels._dgn import DGNSpecError, Gate, make_dataset, make_dgn
+from gdln.kernels._npk import neural_path_kernel
+from gdln.kernels._ntk import neural_tangent_kernel
 
 
 def _run(args):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gdln
-from gdln._compare import (
+from gdln.comparison._compare import (
     compare,
     decoupled_bases,
     initial_mode_strengths,
@@ -22,7 +22,7 @@ from gdln._compare import (
     theory_edge_values,
     time_to_half_loss,
 )
-from gdln._simulate import SimulationSpecError, edge_label, initial_weights, simulate
+from gdln.simulation._simulate import SimulationSpecError, edge_label, initial_weights, simulate
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 

@@ -1,5 +1,5 @@
 """Convolutional DGNs with global average pooling: forward pass, paths with shared weights,
-NPK as a sum over rotations, NTK and its split (gdln._dgn.ConvDGN, gdln._npk, gdln._ntk).
+NPK as a sum over rotations, NTK and its split (gdln.kernels.ConvDGN, gdln.kernels, gdln.kernels).
 
 Every identity is checked in float64 against an independent computation: explicit loops
 over positions and paths, torch.autograd one example at a time, or the exact average over
@@ -16,8 +16,8 @@ import pytest
 import torch
 from helpers import autograd_rows
 
-from gdln._dgn import ConvDGN, DGNSpecError, Gate, make_conv_dgn, make_dataset, train_dgn
-from gdln._npk import (
+from gdln.kernels._dgn import ConvDGN, DGNSpecError, Gate, make_conv_dgn, make_dataset, train_dgn
+from gdln.kernels._npk import (
     conv_path_features,
     conv_path_kernel,
     conv_path_value,
@@ -26,7 +26,7 @@ from gdln._npk import (
     neural_path_value,
     num_paths,
 )
-from gdln._ntk import neural_tangent_kernel, value_ntk_layerwise, value_tangent_kernel
+from gdln.kernels._ntk import neural_tangent_kernel, value_ntk_layerwise, value_tangent_kernel
 
 RTOL = 1e-10
 

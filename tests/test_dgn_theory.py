@@ -18,8 +18,8 @@ import pytest
 import sympy as sp
 import torch
 
-from gdln._dgn import DGN, DGNSpecError, Gate, bernoulli_gates, make_dgn
-from gdln._dgn_theory import (
+from gdln.kernels._dgn import DGN, DGNSpecError, Gate, bernoulli_gates, make_dgn
+from gdln.kernels._dgn_theory import (
     d_sym,
     draw_value_weights,
     eq3_eigenvalues,
@@ -37,8 +37,8 @@ from gdln._dgn_theory import (
     value_ntk_samples,
     w_sym,
 )
-from gdln._npk import overlap
-from gdln._ntk import value_ntk_layerwise
+from gdln.kernels._npk import overlap
+from gdln.kernels._ntk import value_ntk_layerwise
 
 Z = 5.0  # standard errors
 

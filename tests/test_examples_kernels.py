@@ -45,7 +45,7 @@ def test_example_quick(name, output, tmp_path):
 def test_fig3_nu_series_is_nu_of_each_epochs_kernel(tmp_path, monkeypatch):
     """Every recorded nu_t equals y^T (H_t / tr H_t)^{-1} y with H_t = Phi_t^T Phi_t of the
     ReLU network after epoch t (Fig. 3 middle of NPF/NPK), Phi_t listed path by path."""
-    from gdln._npk import neural_path_features
+    from gdln.kernels._npk import neural_path_features
 
     module = _load("npk_fig3")
     snapshots = {}

@@ -103,7 +103,7 @@ def test_race_quick_on_a_dask_cluster(tmp_path: Path) -> None:
     race = load_example("race")
     with distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
         race.main(["--quick", "-o", str(tmp_path), "--scheduler", cluster.scheduler_address])
-    from gdln._sweep import read_table
+    from gdln.sweep._sweep import read_table
 
     rows = read_table(tmp_path / "sweep.csv")
     assert len(rows) == 4

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gdln import GdlnError
-from gdln._expr import ExpressionError, evaluate, pick, render
+from gdln.graphfile._expressions import ExpressionError, evaluate, pick, render
 
 
 def test_exact_arithmetic() -> None:

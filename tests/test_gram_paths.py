@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gdln import GraphSpecError
-from gdln._dgn import make_dgn
-from gdln._gram_paths import (
+from gdln.kernels._dgn import make_dgn
+from gdln.kernels._gram_paths import (
     dag_ntk,
     example_5_2_graph,
     example_5_3_graph,
@@ -23,7 +23,7 @@ from gdln._gram_paths import (
     scalar_layer_gram,
     term_counts,
 )
-from gdln._ntk import neural_tangent_kernel
+from gdln.kernels._ntk import neural_tangent_kernel
 
 RTOL = 1e-10
 

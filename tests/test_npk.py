@@ -1,4 +1,4 @@
-"""NPF, NPV, overlap and NPK against explicit path enumeration (gdln._npk)."""
+"""NPF, NPV, overlap and NPK against explicit path enumeration (gdln.kernels)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gdln._dgn import DGNSpecError, Gate, make_dgn
-from gdln._npk import (
+from gdln.kernels._dgn import DGNSpecError, Gate, make_dgn
+from gdln.kernels._npk import (
     neural_path_features,
     neural_path_kernel,
     neural_path_value,

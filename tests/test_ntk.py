@@ -1,4 +1,4 @@
-"""NTK by torch.func against per-example autograd and the path identities (gdln._ntk)."""
+"""NTK by torch.func against per-example autograd and the path identities (gdln.kernels)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 from helpers import autograd_rows
 
-from gdln._dgn import DGNSpecError, Gate, make_dgn
-from gdln._npk import neural_path_features, neural_path_kernel, neural_path_value
-from gdln._ntk import neural_tangent_kernel, value_ntk_layerwise, value_tangent_kernel
+from gdln.kernels._dgn import DGNSpecError, Gate, make_dgn
+from gdln.kernels._npk import neural_path_features, neural_path_kernel, neural_path_value
+from gdln.kernels._ntk import neural_tangent_kernel, value_ntk_layerwise, value_tangent_kernel
 
 RTOL = 1e-10
 

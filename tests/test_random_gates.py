@@ -5,7 +5,7 @@ References used here, each independent of the code under test:
 * the explicitly expanded mixture: every realisation of the random gates as its own
   context with probability prod p or (1 - p), through the deterministic code path;
 * the hand-written O(L) chain form ``expected_chain`` and the 2^L enumeration
-  ``brute_force_chain`` of ``gdln._stochastic_depth``;
+  ``brute_force_chain`` of ``gdln.sd``;
 * torch autograd on the full-matrix network (``tests/helpers.py``), averaged over masks;
 * closed forms of the whitened dataset: s_alpha = (n - alpha)/n^2, d = 1/n.
 """
@@ -22,7 +22,7 @@ import sympy as sp
 from helpers import GRAPHS, full_loss_and_gradient, load, run_cli
 
 import gdln
-from gdln._stochastic_depth import brute_force_chain, expected_chain
+from gdln.sd._stochastic_depth import brute_force_chain, expected_chain
 
 RTOL = 1e-12
 
@@ -319,8 +319,8 @@ def test_inverted_mask_is_the_merge_scaled_by_one_over_p(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("name", ["xor", "crosspath", "routing", "resnet_sd"])
 def test_path_counts_without_listing_equal_the_listed_paths(name: str) -> None:
-    from gdln._reduction import _count_active
-    from gdln._statistics import active_paths, context_activity
+    from gdln.paths._statistics import active_paths, context_activity
+    from gdln.reduction._reduce import _count_active
 
     problem = load(name, **({"L": 4} if name == "resnet_sd" else {}))
     active = active_paths(problem.graph, problem.task)
@@ -692,4 +692,4 @@ def test_gate_product_expectation_is_over_the_union() -> None:
     q = sp.Symbol("q", positive=True)
     g = gdln.GateProduct(2, frozenset({"a", "b"})) * gdln.GateProduct(3, frozenset({"b"}))
     assert sp.simplify(g.expectation({"a": q, "b": sp.Rational(1, 2)}) - 3 * q) == 0
-    assert gdln.expected_gate_product(["a", "b"], ["b"], {"a": q, "b": q}) == q**2
+    assert gdln.sd.expected_gate_product(["a", "b"], ["b"], {"a": q, "b": q}) == q**2

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from gdln._sd_resnet import (
+from gdln.sd._resnet import (
     SDResNet,
     average_network_loss,
     layer_sensitivities,
@@ -17,8 +17,8 @@ from gdln._sd_resnet import (
     sd_penalty,
     train_sd,
 )
-from gdln._sd_theory import chain_regulariser, gradient_growth
-from gdln._stochastic_depth import StochasticDepthError, expected_chain
+from gdln.sd._stochastic_depth import StochasticDepthError, expected_chain
+from gdln.sd._theory import chain_regulariser, gradient_growth
 
 
 def _aligned_linear_net(L, N, p, mask, scaling, seed=0):

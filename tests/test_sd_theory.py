@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from gdln._sd_theory import (
+from gdln.sd._stochastic_depth import (
+    StochasticDepthError,
+    brute_force_chain,
+    mode_for_budget,
+    survival_probabilities,
+)
+from gdln.sd._theory import (
     bennett_u,
     bennett_u_inverse,
     chain_regulariser,
@@ -17,12 +23,6 @@ from gdln._sd_theory import (
     lindeberg_ratio,
     max_regularisation_mode,
     shapiro_pvalues,
-)
-from gdln._stochastic_depth import (
-    StochasticDepthError,
-    brute_force_chain,
-    mode_for_budget,
-    survival_probabilities,
 )
 
 

@@ -10,9 +10,8 @@ import pytest
 import torch
 
 import gdln
-from gdln._errors import GdlnError, TaskSpecError
-from gdln._examples import ExampleSet
-from gdln._simulate import (
+from gdln import GdlnError, TaskSpecError
+from gdln.simulation._simulate import (
     INITS,
     SimulationDivergedError,
     SimulationSpecError,
@@ -24,7 +23,8 @@ from gdln._simulate import (
     minibatch_indices,
     simulate,
 )
-from gdln._trajectory import Trajectory, time_to_half_loss
+from gdln.solution._trajectory import Trajectory, time_to_half_loss
+from gdln.task._examples import ExampleSet
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 

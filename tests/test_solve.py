@@ -35,7 +35,7 @@ def test_scalar_and_vectorised_right_hand_sides_agree(
 ) -> None:
     # Small states are compiled into one scalar function, large ones stay numpy-vectorised;
     # forcing the vectorised form on the same system must give the same solution.
-    from gdln import _solve
+    from gdln.solution import _solve
 
     problem = load("routing", M=4, K=2)
     scalar = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=20, lr=lr)
@@ -93,7 +93,7 @@ def test_overflow_is_one_clear_error(
 ) -> None:
     # math-compiled right-hand sides raise OverflowError, numpy ones return inf: both are
     # reported with the time (or step), the variable and its value
-    from gdln import _solve
+    from gdln.solution import _solve
 
     if not scalar:
         monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)

@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 
 from gdln import GdlnError
-from gdln._stochastic_depth import (
+from gdln.sd._stochastic_depth import (
     MASK_CONVENTIONS,
     StochasticDepthError,
     brute_force_chain,
@@ -308,7 +308,7 @@ def test_errors_name_the_argument_the_value_and_what_was_expected(call, match):
 def test_cli_prints_the_exact_expected_loss():
     from click.testing import CliRunner
 
-    from gdln._cli_sd import sd
+    from gdln.cli._sd import sd
 
     result = CliRunner().invoke(
         sd,
@@ -344,7 +344,7 @@ def test_cli_prints_the_exact_expected_loss():
 def test_cli_bad_input_raises_gdln_errors(args, match):
     from click.testing import CliRunner
 
-    from gdln._cli_sd import sd
+    from gdln.cli._sd import sd
 
     result = CliRunner().invoke(sd, args)
     assert isinstance(result.exception, StochasticDepthError)
@@ -355,7 +355,7 @@ def test_cli_bad_input_raises_gdln_errors(args, match):
 
 @pytest.mark.parametrize("mask", ["unscaled", "inverted"])
 def test_full_linear_resnet_expected_loss_equals_enumeration_without_alignment(mask):
-    from gdln._stochastic_depth import expected_linear_resnet
+    from gdln.sd._stochastic_depth import expected_linear_resnet
 
     rng = np.random.default_rng(8)
     L, D, N, n_out = 6, 3, 4, 2

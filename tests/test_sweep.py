@@ -1,4 +1,4 @@
-"""Tests of gdln._sweep.run_sweep: serial equivalence, resume, Dask, errors."""
+"""Tests of gdln.sweep.run_sweep: serial equivalence, resume, Dask, errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gdln import GdlnError
-from gdln._sweep import (
+from gdln.sweep._sweep import (
     SweepPointError,
     SweepSpecError,
     SweepTableError,

@@ -1,0 +1,5 @@
+"""``python -m gdln.cli``: the same as the ``gdln`` command."""
+
+from . import main
+
+main()

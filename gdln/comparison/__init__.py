@@ -1,0 +1,5 @@
+"""Theory against simulation: metrics and figures."""
+
+from .._lazy import attach_stub
+
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

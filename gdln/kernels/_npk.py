@@ -1,0 +1,343 @@
+r"""Neural path features, neural path value, overlap and the neural path kernel.
+
+A path $p=(\mathcal I_0(p),\dots,\mathcal I_{d-1}(p))$ picks one input node and one hidden
+unit per hidden layer of a fully connected DGN with scalar output (Sec. 2.1 of
+Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, NPF/NPK). Paths are
+ordered lexicographically in $(\mathcal I_0,\dots,\mathcal I_{d-1})$, i.e. the row-major
+order of an array of shape ``(d_in, w_1, ..., w_{d-1})``.
+
+The path objects $\Phi$ and $v$ have $P=d_\mathrm{in}\prod_l w_l$ entries and are only
+meant for small networks. The overlap $\Lambda$ and the NPK $H$ never list paths: they are
+products of per-layer gate Gram matrices (:func:`overlap`), at cost $O(n^2\sum_l w_l)$.
+
+Convolutional DGNs (:class:`gdln.kernels.ConvDGN`, circular convolutions and global average
+pooling). A path starts at an input position $i_0$, takes one stencil offset $\delta_l$ and
+one channel $c_l$ per convolution, so that it sits at position $i_l=i_{l-1}-\delta_l$ after
+layer $l$, and reaches the output through the pooling of position $i_{d-1}$ (fixed weight
+$1/D$, kept in the feature) and the read-out weight of channel $c_{d-1}$. Its value
+$v=\prod_l\Theta(l)[\delta_l,c_{l-1},c_l]\cdot\Theta(d)[c_{d-1}]$ does not depend on the
+position: the $D$ rotations of a path class $\bar p=(\delta_1,c_1,\dots,\delta_{d-1},c_{d-1})$
+share their weights. The path-class features $\bar\phi_x(\bar p)=\sum_i\phi_x(\bar p,i)$
+(:func:`conv_path_features`) give $\hat y=\bar\Phi^\top\bar v$, $K^V=\bar\Phi^\top\bar{\mathcal V}
+\bar\Phi$, and the NPK $\bar H=\bar\Phi^\top\bar\Phi$ (:func:`conv_path_kernel`) is a sum over
+rotations $r$ of the second input:
+
+$$\bar H(s,s')=\frac1{D^2}\sum_r\sum_{\text{position paths}}x_s(i_0)\,x_{s'}(i_0+r)
+\prod_{l=1}^{d-1}\sum_c G_{x_s}(l)[i_l,c]\,G_{x_{s'}}(l)[i_l+r,c].$$
+
+With gates from a convolutional feature network (equivariant under rotations),
+$\bar\phi_{\mathrm{rot}\,x}=\bar\phi_x$, so $\hat y$, $\bar H$ and the NTK are invariant under
+rotations of either input.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ._dgn import DGN, AnyDGN, ConvDGN, DGNSpecError
+
+__all__ = [
+    "NPK",
+    "conv_path_features",
+    "conv_path_kernel",
+    "conv_path_value",
+    "neural_path_features",
+    "neural_path_kernel",
+    "neural_path_value",
+    "normalised_nu",
+    "npk_from_gates",
+    "num_paths",
+    "overlap",
+]
+
+#: Refuse to materialise more path entries than this (P * n or P).
+MAX_PATH_ENTRIES = 50_000_000
+
+
+def num_paths(net: AnyDGN) -> int:
+    """$P = d_\\mathrm{in}\\prod_{l=1}^{d-1} w_l$, the number of input-to-output paths.
+
+    For a :class:`~gdln.kernels.ConvDGN`: the number of path classes
+    $\\bar P=(|S|\\,w)^{d-1}$ (each stands for $D$ rotated paths sharing one value).
+    """
+    if isinstance(net, ConvDGN):
+        return int(math.prod(len(net.offsets) * c for c in net.channels[1:-1]))
+    return int(math.prod(net.widths[:-1]))
+
+
+def _scalar_output(net: AnyDGN) -> None:
+    if net.widths[-1] != 1:
+        raise DGNSpecError(
+            f"net: got d_out={net.widths[-1]}, expected d_out=1 (path features are defined "
+            "for a scalar output)"
+        )
+
+
+def _path_budget(count: int, what: str) -> None:
+    if count > MAX_PATH_ENTRIES:
+        raise DGNSpecError(
+            f"{what}: would list {count} path entries, more than {MAX_PATH_ENTRIES}; "
+            "use overlap()/neural_path_kernel(), which never list paths"
+        )
+
+
+def neural_path_features(net: AnyDGN, x: torch.Tensor) -> np.ndarray:
+    r"""The NPF matrix $\Phi\in\mathbb R^{P\times n}$ (Def. 2.1(ii) of NPF/NPK).
+
+    $\phi_x(p) = x(\mathcal I_0(p))\,A(x,p)$ with path activity
+    $A(x,p)=\prod_{l=1}^{d-1}G_x(l,\mathcal I_l(p))$ (Def. 2.1(i)); column ``s`` is the
+    outer product $x_s\otimes G_{x_s}(1)\otimes\dots\otimes G_{x_s}(d-1)$ flattened.
+
+    Examples
+    --------
+    >>> from gdln.kernels._dgn import make_dgn
+    >>> net = make_dgn(2, 3, 3, seed=0)
+    >>> neural_path_features(net, torch.ones(4, 2)).shape
+    (18, 4)
+    """
+    if isinstance(net, ConvDGN):
+        return conv_path_features(net, x)
+    _scalar_output(net)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    gates = net.gates(x)
+    _path_budget(num_paths(net) * x.shape[0], "neural_path_features")
+    phi = x
+    for G in gates:
+        phi = (phi[:, :, None] * G[:, None, :]).reshape(x.shape[0], -1)
+    return phi.detach().numpy().T.copy()
+
+
+def neural_path_value(net: AnyDGN) -> np.ndarray:
+    r"""The NPV $v\in\mathbb R^P$ (Def. 2.1(iii) of NPF/NPK).
+
+    $v(p)=\prod_{l=1}^{d}\Theta^V(l,\mathcal I_{l-1}(p),\mathcal I_l(p))$ with
+    $\mathcal I_d(p)$ the single output unit. For a :class:`~gdln.kernels.ConvDGN`, the value
+    of each path class (:func:`conv_path_value`).
+    """
+    if isinstance(net, ConvDGN):
+        return conv_path_value(net)
+    _scalar_output(net)
+    _path_budget(num_paths(net), "neural_path_value")
+    return _npv_tensor(net.value).detach().numpy().copy()
+
+
+def _npv_tensor(value: Sequence[torch.Tensor]) -> torch.Tensor:
+    # t[(i_0..i_l)] = prod of weights along the prefix, ending at unit i_l of layer l.
+    t = value[0]  # (d_in, w_1)
+    for W in value[1:]:
+        t = (t[:, :, None] * W[None, :, :]).reshape(-1, W.shape[1])
+    return t.reshape(-1)
+
+
+def overlap(
+    gates: Sequence[torch.Tensor] | Sequence[np.ndarray], n: int | None = None
+) -> np.ndarray:
+    r"""The overlap $\Lambda\in\mathbb R^{n\times n}$ from per-layer gate Gram matrices.
+
+    $\Lambda(s,s') = \sum_{p\,\ni\,i}A(x_s,p)A(x_{s'},p) = \prod_{l=1}^{d-1}
+    \bigl(G(l)G(l)^\top\bigr)_{ss'}$ for any fixed input node $i$: the number of paths
+    from one input node active for both inputs (Def. 2.2 of NPF/NPK; $\lambda_t$ of
+    Sec. 1 of the DGN paper). The product form holds because a path picks its hidden
+    units independently in each layer. With no hidden layer, $\Lambda=\mathbf 1\mathbf 1^\top$
+    (``n`` must then be given).
+    """
+    if len(gates) == 0:
+        if n is None:
+            raise DGNSpecError("overlap: got no gate layers and no n, expected n")
+        return np.ones((n, n))
+    lam = None
+    for G in gates:
+        g = G.detach().numpy() if isinstance(G, torch.Tensor) else np.asarray(G, dtype=float)
+        gram = g @ g.T
+        lam = gram if lam is None else lam * gram
+    assert lam is not None
+    return lam
+
+
+@dataclass(frozen=True)
+class NPK:
+    r"""The neural path kernel $H=\Sigma\odot\Lambda$ and its two factors.
+
+    Attributes
+    ----------
+    input_gram
+        $\Sigma = X X^\top$, ``(n, n)``.
+    overlap
+        $\Lambda$, ``(n, n)`` (Def. 2.2 of NPF/NPK).
+    kernel
+        $H = \Phi^\top\Phi = \Sigma\odot\Lambda$ (Lemma 2.1 of NPF/NPK).
+    """
+
+    input_gram: np.ndarray
+    overlap: np.ndarray
+    kernel: np.ndarray
+
+    def __post_init__(self) -> None:
+        shapes = {a.shape for a in (self.input_gram, self.overlap, self.kernel)}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+            raise DGNSpecError(f"NPK: factor shapes differ or are not square: {shapes}")
+        n, m = next(iter(shapes))
+        if n != m:
+            raise DGNSpecError(f"NPK: got shape ({n}, {m}), expected a square matrix")
+
+    def eigenvalues(self) -> np.ndarray:
+        """Eigenvalues of $H$, ascending."""
+        return np.linalg.eigvalsh(self.kernel)
+
+
+def npk_from_gates(x: torch.Tensor | np.ndarray, gates: Sequence[torch.Tensor]) -> NPK:
+    r"""$H=\Sigma\odot\Lambda$ from inputs and gates (Lemma 2.1 of NPF/NPK)."""
+    xn = x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
+    sigma = xn @ xn.T
+    lam = overlap(gates, n=len(xn))
+    return NPK(sigma, lam, sigma * lam)
+
+
+def neural_path_kernel(net: DGN, x: torch.Tensor) -> NPK:
+    r"""The NPK of a DGN on inputs ``x`` (Lemma 2.1 of NPF/NPK), without listing paths.
+
+    Examples
+    --------
+    >>> from gdln.kernels._dgn import make_dgn
+    >>> net = make_dgn(2, 3, 3, seed=0)
+    >>> x = torch.randn(5, 2, dtype=torch.float64)
+    >>> phi = neural_path_features(net, x)
+    >>> bool(np.allclose(neural_path_kernel(net, x).kernel, phi.T @ phi))
+    True
+    """
+    if isinstance(net, ConvDGN):
+        raise DGNSpecError(
+            "net: a ConvDGN's NPK is not Sigma . Lambda (paths share weights across "
+            "positions); use conv_path_kernel(net, x)"
+        )
+    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    return npk_from_gates(x, net.gates(x))
+
+
+def normalised_nu(kernel: np.ndarray, y: np.ndarray) -> float:
+    r"""$\nu = y^\top\hat H^{-1}y$ with $\hat H = H/\mathrm{trace}(H)$.
+
+    The quantity tracked during training in Sec. 6 (item 3) of NPF/NPK and in Sec. 3
+    ("hidden features are learned") of the DGN paper; it equals
+    $\sum_i (u_i^\top y)^2/\hat\rho_i$ over the eigenpairs of $\hat H$.
+    """
+    h = np.asarray(kernel, dtype=float)
+    y = np.asarray(y, dtype=float).reshape(-1)
+    if h.ndim != 2 or h.shape[0] != h.shape[1] or h.shape[0] != len(y):
+        raise DGNSpecError(
+            f"kernel, y: got shapes {h.shape} and {y.shape}, expected (n, n) and (n,)"
+        )
+    tr = float(np.trace(h))
+    if not tr > 0:
+        raise DGNSpecError(f"kernel: trace is {tr}, expected > 0 (all inputs zero?)")
+    rho, u = np.linalg.eigh(h / tr)
+    if rho[0] <= len(y) * np.finfo(float).eps * max(rho[-1], 0.0):
+        raise DGNSpecError(
+            f"kernel: not positive definite (smallest normalised eigenvalue {rho[0]:.3g}), "
+            "so nu = y^T H^-1 y is undefined (repeated inputs, or too few active paths)"
+        )
+    return float(np.sum((u.T @ y) ** 2 / rho))
+
+
+def _conv_path_tensor(net: ConvDGN, x: torch.Tensor) -> torch.Tensor:
+    r"""$\phi_x(\bar p, i)$ as an ``(n, P_bar, D)`` tensor: path class, final position."""
+    gates = net.gates(x)
+    n, shape = x.shape[0], net.image_shape
+    dims = tuple(range(2, 2 + len(shape)))
+    t = x.reshape(n, 1, *shape)
+    for G in gates:
+        gp = G.movedim(-1, 1)  # (n, w, *shape)
+        # phi_l[(prefix, delta, c), i] = phi_{l-1}[prefix, i + delta] * G_l[i, c]
+        rolled = torch.stack(
+            [torch.roll(t, shifts=tuple(-o for o in off), dims=dims) for off in net.offsets],
+            dim=2,
+        )
+        t = (rolled[:, :, :, None] * gp[:, None, None]).reshape(n, -1, *shape)
+    return t.reshape(n, t.shape[1], -1) / net.positions
+
+
+def conv_path_features(net: ConvDGN, x: torch.Tensor, *, shared: bool = True) -> np.ndarray:
+    r"""NPFs of a convolutional DGN with global average pooling, small networks only.
+
+    ``shared=True``: the path-class features $\bar\Phi\in\mathbb R^{\bar P\times n}$,
+    $\bar\phi_x(\bar p)=\sum_i\phi_x(\bar p,i)$, summed over the $D$ rotated paths that
+    share the value $\bar v(\bar p)$, so $\hat y=\bar\Phi^\top\bar v$ (Prop. 2.1 of NPF/NPK
+    with weight sharing). ``shared=False``: one row per path $(\bar p, i_{d-1})$,
+    $\phi_x(p)=x(i_0)A(x,p)/D$ (Def. 2.1 with the pooling weight $1/D$), $P=\bar P D$
+    rows ordered path class first. Path classes are ordered lexicographically in
+    $(\delta_1,c_1,\dots,\delta_{d-1},c_{d-1})$, offsets as in ``net.offsets``.
+
+    Examples
+    --------
+    >>> from gdln.kernels._dgn import make_conv_dgn
+    >>> net = make_conv_dgn((4,), 2, 3, seed=0)
+    >>> conv_path_features(net, torch.ones(3, 4)).shape
+    (36, 3)
+    """
+    _scalar_output(net)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    _path_budget(num_paths(net) * net.positions * x.shape[0], "conv_path_features")
+    t = _conv_path_tensor(net, x)
+    out = t.sum(dim=2) if shared else t.reshape(x.shape[0], -1)
+    return out.detach().numpy().T.copy()
+
+
+def _conv_npv_tensor(value: Sequence[torch.Tensor]) -> torch.Tensor:
+    # t[(prefix), c]: product of the weights of the prefix ending in channel c.
+    t = torch.ones(1, 1, dtype=value[-1].dtype)
+    for W in value[:-1]:
+        t = (t[:, :, None, None] * W.permute(1, 0, 2)[None]).reshape(-1, W.shape[-1])
+    return (t * value[-1][:, 0][None, :]).reshape(-1)
+
+
+def conv_path_value(net: ConvDGN) -> np.ndarray:
+    r"""The value $\bar v(\bar p)=\prod_{l<d}\Theta(l)[\delta_l,c_{l-1},c_l]\,\Theta(d)[c_{d-1}]$
+    of each path class of a convolutional DGN (Def. 2.1(iii) of NPF/NPK with shared
+    weights), ordered as in :func:`conv_path_features`."""
+    _scalar_output(net)
+    _path_budget(num_paths(net), "conv_path_value")
+    return _conv_npv_tensor(net.value).detach().numpy().copy()
+
+
+def conv_path_kernel(net: ConvDGN, x: torch.Tensor, *, chunk: int = 64) -> np.ndarray:
+    r"""The NPK $\bar H=\bar\Phi^\top\bar\Phi$ of a convolutional DGN, without listing paths.
+
+    The sum over rotations $r$ of the module docstring, evaluated by dynamic programming
+    over layers: $a_0(i)=x_s(i)\,x_{s'}(i+r)$,
+    $a_l(i)=C_l(i)\sum_{\delta}a_{l-1}(i+\delta)$ with the channel overlap
+    $C_l(i)=\sum_cG_{x_s}(l)[i,c]\,G_{x_{s'}}(l)[i+r,c]$, and
+    $\bar H(s,s')=D^{-2}\sum_r\sum_ia_{d-1}(i)$: the convolutional form of Lemma 2.1 of
+    NPF/NPK. Cost $O(n^2D^2(d-1)(w+|S|))$ time, $O(\texttt{chunk}\cdot nD)$ memory; $\bar P$
+    (exponential in depth) never appears.
+    """
+    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    gates = [g.detach() for g in net.gates(x)]
+    n, shape = x.shape[0], net.image_shape
+    xs = x.detach().reshape(n, *shape)
+    spatial = tuple(range(2, 2 + len(shape)))
+    h = torch.zeros(n, n, dtype=x.dtype)
+    shifts = list(itertools.product(*(range(v) for v in shape)))
+    with torch.no_grad():
+        for start in range(0, n, chunk):
+            rows = slice(start, min(n, start + chunk))
+            for r in shifts:
+                back = tuple(-v for v in r)
+                # a[s, s', i] = x_s(i) x_s'(i + r)
+                xr = torch.roll(xs, shifts=back, dims=tuple(range(1, 1 + len(shape))))
+                a = xs[rows, None] * xr[None]
+                for G in gates:
+                    gr = torch.roll(G, shifts=back, dims=tuple(range(1, 1 + len(shape))))
+                    c = torch.einsum("a...k,b...k->ab...", G[rows], gr)
+                    box = sum(
+                        torch.roll(a, shifts=tuple(-o for o in off), dims=spatial)
+                        for off in net.offsets
+                    )
+                    a = c * box
+                h[rows] += a.reshape(a.shape[0], n, -1).sum(dim=2)
+    return (h / net.positions**2).numpy()

@@ -1,0 +1,13 @@
+from ._paths import Path as Path
+from ._paths import PathCounts as PathCounts
+from ._paths import enumerate_paths as enumerate_paths
+from ._paths import input_nodes as input_nodes
+from ._paths import output_nodes as output_nodes
+from ._paths import path_counts as path_counts
+from ._paths import paths_ending_at as paths_ending_at
+from ._paths import paths_through as paths_through
+from ._paths import source_subpath as source_subpath
+from ._paths import target_subpath as target_subpath
+from ._statistics import GateProduct as GateProduct
+from ._statistics import PathStatistics as PathStatistics
+from ._statistics import path_statistics as path_statistics

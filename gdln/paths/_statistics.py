@@ -1,0 +1,382 @@
+r"""Path statistics: the only data the learning dynamics see (Eqs. 5-6).
+
+$$\Sigma^{yx}(p)=\langle g_p\,y_{t(p)}x_{s(p)}^\top\rangle,\qquad
+\Sigma^{x}(j,p)=\langle g_j\,x_{s(j)}x_{s(p)}^\top g_p\rangle$$
+
+with $g_p$ the product of the edge gates and the node gates (except the input node's)
+along $p$. Averages run over contexts by probability and over each context's dataset.
+Values are exact sympy matrices when the data are exact, float arrays otherwise.
+
+Only paths that some context switches on with data at their source are kept ("active"),
+and only pairs $(j, p)$ with the same target that are ever on together are formed, so the
+cost grows with co-active pairs rather than with the square of the number of paths.
+
+With independent random gates (:attr:`gdln.Task.random_gates`) a path's gate is
+$g_p = g^c_p\prod_{i\in R(p)}\delta_i$, with $R(p)$ the random items on $p$. Since the
+$\delta_i\sim\mathrm{Bernoulli}(p_i)$ are independent and $\delta^2=\delta$,
+$\mathbb E[g_p] = g^c_p\prod_{R(p)}p_i$ and
+$\mathbb E[g_jg_p] = g^c_jg^c_p\prod_{R(j)\cup R(p)}p_i$ (:class:`GateProduct`), and these
+replace $g_p$ and $g_jg_p$ in Eqs. (5)-(6).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import sympy as sp
+
+from .._errors import TaskSpecError
+from ..task._task import Task, _symbolic, as_float
+from ._paths import Path
+
+__all__ = [
+    "ActivePaths",
+    "ContextActivity",
+    "GateProduct",
+    "PathStatistics",
+    "active_paths",
+    "context_activity",
+    "path_statistics",
+]
+
+
+@dataclass(frozen=True)
+class GateProduct:
+    r"""A product of gates: a deterministic coefficient times independent random gates.
+
+    $g = c\prod_{i\in R}\delta_i$ with $\delta_i\sim\mathrm{Bernoulli}(p_i)$. Products
+    multiply the coefficients and take the *union* of the random items ($\delta^2=\delta$),
+    so $\mathbb E[g_jg_p]$ is ``(g_j * g_p).expectation(p)``.
+
+    >>> g = GateProduct(2, frozenset({"a"})) * GateProduct(3, frozenset({"a", "b"}))
+    >>> g.expectation({"a": 0.5, "b": 0.25})
+    0.75
+    """
+
+    coefficient: Any
+    random: frozenset[Hashable] = frozenset()
+
+    def __mul__(self, other: GateProduct) -> GateProduct:
+        return GateProduct(self.coefficient * other.coefficient, self.random | other.random)
+
+    def expectation(self, survival: Mapping[Hashable, Any]) -> Any:
+        r"""$c\prod_{i\in R}p_i$."""
+        value = self.coefficient
+        for item in sorted(self.random, key=str):
+            value = value * survival[item]
+        return value
+
+
+@dataclass(frozen=True)
+class ActivePaths:
+    """Which paths each context switches on, and how the paths couple.
+
+    Attributes
+    ----------
+    paths
+        Active paths, in order of first appearance.
+    gates
+        Per context: path index -> $g^c_p$ (nonzero), the deterministic part of the gate.
+    random
+        Per path: the random items on it, $R(p)$ (empty without random gates).
+    components
+        Groups of path indices that share an edge or are co-active into the same output
+        with a nonzero input correlation. Different components may use different bases.
+    """
+
+    paths: tuple[Path, ...]
+    gates: tuple[Mapping[int, Any], ...]
+    components: tuple[tuple[int, ...], ...]
+    random: tuple[frozenset[Hashable], ...] = ()
+
+    def gate(self, context: int, path: int) -> GateProduct:
+        """The gate of a path in a context, as a :class:`GateProduct`."""
+        random = self.random[path] if self.random else frozenset()
+        return GateProduct(self.gates[context][path], random)
+
+    def component_of(self) -> dict[int, int]:
+        return {p: k for k, members in enumerate(self.components) for p in members}
+
+
+def active_paths(graph: nx.DiGraph, task: Task) -> ActivePaths:
+    """Enumerate, per context, the paths it switches on (see :class:`ActivePaths`)."""
+    index: dict[tuple[Hashable, ...], int] = {}
+    paths: list[Path] = []
+    per_context: list[dict[int, Any]] = []
+    node_gated = {v: bool(g) for v, g in graph.nodes(data="gated")}
+    succ = {v: [(w, bool(g)) for _, w, g in graph.out_edges(v, data="gated")] for v in graph.nodes}
+    for c in task.contexts:
+        found: dict[int, Any] = {}
+        gates = c.gates
+        for start in c.inputs:
+            stack: list[tuple[tuple[Hashable, ...], Any]] = [((start,), 1)]
+            while stack:
+                nodes, g = stack.pop()
+                last = nodes[-1]
+                if not succ[last]:
+                    key = nodes
+                    if key not in index:
+                        index[key] = len(paths)
+                        paths.append(Path(nodes))
+                    found[index[key]] = g
+                    continue
+                for w, edge_gated in succ[last]:
+                    value = g
+                    if edge_gated:
+                        value = value * gates.get((last, w), 0)
+                    if node_gated[w]:
+                        value = value * gates.get(w, 0)
+                    if value != 0:
+                        stack.append(((*nodes, w), value))
+        per_context.append(found)
+    components = _components(graph, task, paths, per_context)
+    random = tuple(random_items(p, task.random_gates) for p in paths)
+    return ActivePaths(
+        paths=tuple(paths), gates=tuple(per_context), components=components, random=random
+    )
+
+
+def random_items(path: Path, random_gates: Mapping[Hashable, Any]) -> frozenset[Hashable]:
+    """$R(p)$: the random items (edges, and nodes after the source) on a path."""
+    if not random_gates:
+        return frozenset()
+    items: list[Hashable] = [e for e in path.edges if e in random_gates]
+    items += [v for v in path.nodes[1:] if v in random_gates]
+    return frozenset(items)
+
+
+def _components(
+    graph: nx.DiGraph, task: Task, paths: list[Path], per_context: list[dict[int, Any]]
+) -> tuple[tuple[int, ...], ...]:
+    parent = list(range(len(paths)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        ri, rj = find(i), find(j)
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
+
+    first_on_edge: dict[tuple[Hashable, Hashable], int] = {}
+    for i, p in enumerate(paths):
+        for e in p.edges:
+            if e in first_on_edge:
+                union(i, first_on_edge[e])
+            else:
+                first_on_edge[e] = i
+    nonzero: dict[tuple[str, str, str], bool] = {}
+    for c, found in zip(task.contexts, per_context, strict=True):
+        by_target: dict[Hashable, list[int]] = defaultdict(list)
+        for i in found:
+            by_target[paths[i].target].append(i)
+        data = task.datasets[c.dataset]
+        for members in by_target.values():
+            for a in range(len(members)):
+                for b in range(a + 1, len(members)):
+                    i, j = members[a], members[b]
+                    if find(i) == find(j):
+                        continue
+                    key = (c.dataset, c.inputs[paths[i].source], c.inputs[paths[j].source])
+                    if key not in nonzero:
+                        nonzero[key] = _nonzero(data.moment(key[1], key[2]))
+                    if nonzero[key]:
+                        union(i, j)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in range(len(paths)):
+        groups[find(i)].append(i)
+    return tuple(tuple(g) for g in groups.values())
+
+
+@dataclass(frozen=True)
+class PathStatistics:
+    r"""$\Sigma^{yx}(p)$ for every active path and $\Sigma^x(j,p)$ for co-active pairs.
+
+    Attributes
+    ----------
+    paths
+        The active paths.
+    input_output
+        Path -> $\Sigma^{yx}(p)$, shape $|t(p)|\times|s(p)|$ (Eq. 5).
+    input
+        ``(j, p)`` -> $\Sigma^x(j,p)$, shape $|s(j)|\times|s(p)|$, for pairs with
+        $t(j)=t(p)$ that are ever on together (Eq. 6); absent pairs are zero.
+    exact
+        Whether values are exact sympy matrices (else float arrays).
+    """
+
+    paths: tuple[Path, ...]
+    input_output: Mapping[Path, Any]
+    input: Mapping[tuple[Path, Path], Any]
+    exact: bool
+
+    def __repr__(self) -> str:
+        kind = "exact" if self.exact else "float"
+        return f"PathStatistics(<{len(self.paths)} paths, {len(self.input)} pairs>, {kind})"
+
+    def input_output_correlation(self, path: Path) -> Any:
+        r"""$\Sigma^{yx}(p)$ (Eq. 5)."""
+        return self.input_output[path]
+
+    def input_correlation(self, j: Path, p: Path) -> Any:
+        r"""$\Sigma^{x}(j, p)$ (Eq. 6); zero for pairs never on together."""
+        if (j, p) in self.input:
+            return self.input[(j, p)]
+        shape = (self._size(j), self._size(p))
+        return sp.zeros(*shape) if self.exact else np.zeros(shape)
+
+    def _size(self, path: Path) -> int:
+        for (a, b), value in self.input.items():
+            if a == path:
+                return int(value.shape[0])
+            if b == path:
+                return int(value.shape[1])
+        return int(self.input_output[path].shape[1])
+
+
+def path_statistics(
+    graph: nx.DiGraph, task: Task, active: ActivePaths | None = None
+) -> PathStatistics:
+    """Compute Eqs. (5)-(6) for every active path and co-active pair."""
+    require_numbers_for_float_data(task)
+    active = active or active_paths(graph, task)
+    paths = active.paths
+    exact = task.exact
+    survival = task.random_gates
+    yx: dict[int, Any] = {}
+    xx: dict[tuple[int, int], Any] = {}
+    for k, (c, found) in enumerate(zip(task.contexts, active.gates, strict=True)):
+        data = task.datasets[c.dataset]
+        by_target: dict[Hashable, list[int]] = defaultdict(list)
+        for i in found:
+            p = paths[i]
+            by_target[p.target].append(i)
+            field = c.targets.get(p.target)
+            if field is not None:
+                weight = c.probability * active.gate(k, i).expectation(survival)
+                _accumulate(yx, i, weight, data.moment(field, c.inputs[p.source]), exact)
+        for members in by_target.values():
+            for j in members:
+                for i in members:
+                    gate = active.gate(k, j) * active.gate(k, i)
+                    weight = c.probability * gate.expectation(survival)
+                    moment = data.moment(c.inputs[paths[j].source], c.inputs[paths[i].source])
+                    _accumulate(xx, (j, i), weight, moment, exact)
+    for i, p in enumerate(paths):
+        if i not in yx:
+            shape = (graph.nodes[p.target]["size"], graph.nodes[p.source]["size"])
+            yx[i] = sp.ImmutableMatrix.zeros(*shape) if exact else np.zeros(shape)
+    return PathStatistics(
+        paths=paths,
+        input_output={paths[i]: _freeze(v) for i, v in sorted(yx.items())},
+        input={(paths[j], paths[i]): _freeze(v) for (j, i), v in xx.items()},
+        exact=exact,
+    )
+
+
+def require_numbers_for_float_data(task: Task) -> None:
+    """Symbolic probabilities, gates or survival probabilities of random gates need exact
+    data: float statistics cannot hold symbols."""
+    if task.exact:
+        return
+    for index, c in enumerate(task.contexts):
+        for what, value in [
+            ("probability", c.probability),
+            *(("gate", g) for g in c.gates.values()),
+        ]:
+            if isinstance(value, sp.Basic) and value.free_symbols:
+                raise TaskSpecError(
+                    f"context {index} ({c.label!r}): symbolic {what} {value} with float data "
+                    f"(npz); give exact data or bind the symbols: "
+                    + " ".join(f"--param {x}=VALUE" for x in sorted(map(str, value.free_symbols)))
+                )
+    for item, p in task.random_gates.items():
+        if _symbolic(p):
+            raise TaskSpecError(
+                f"random_gates: symbolic survival probability {p} of {item!r} with float data "
+                "(npz); give exact data or bind the symbols: "
+                + " ".join(f"--param {x}=VALUE" for x in sorted(map(str, p.free_symbols)))
+            )
+
+
+def _nonzero(moment: Any) -> bool:
+    if isinstance(moment, sp.MatrixBase):  # exact, possibly symbolic
+        return any(x != 0 for x in moment)
+    return bool(np.any(moment != 0))
+
+
+def _accumulate(table: dict[Any, Any], key: Any, weight: Any, moment: Any, exact: bool) -> None:
+    term = moment * weight if exact else as_float(moment) * float(weight)
+    table[key] = table[key] + term if key in table else term
+
+
+def _freeze(value: Any) -> Any:
+    return sp.ImmutableMatrix(value) if isinstance(value, sp.MatrixBase) else value
+
+
+@dataclass(frozen=True)
+class ContextActivity:
+    """Which edges a context switches on, found without listing paths.
+
+    Attributes
+    ----------
+    edges
+        The edges on some path from a bound input to an output whose deterministic gates
+        are all nonzero in this context.
+    reach
+        Node -> the bound inputs from which such a path reaches it.
+    paths
+        Output node -> the number of such paths ending there (a count, by dynamic
+        programming over the graph; the paths themselves are not formed).
+    """
+
+    edges: frozenset[tuple[Hashable, Hashable]]
+    reach: Mapping[Hashable, frozenset[Hashable]]
+    paths: Mapping[Hashable, int]
+
+
+def context_activity(graph: nx.DiGraph, task: Task) -> tuple[ContextActivity, ...]:
+    """Per context, its active edges and path counts, in O(edges) each (no path listing)."""
+    order = list(nx.topological_sort(graph))
+    node_gated = {v: bool(g) for v, g in graph.nodes(data="gated")}
+    out = []
+    for c in task.contexts:
+
+        def passes(u: Hashable, w: Hashable, c: Any = c) -> bool:
+            if graph.edges[u, w].get("gated") and c.gates.get((u, w), 0) == 0:
+                return False
+            return not (node_gated[w] and c.gates.get(w, 0) == 0)
+
+        reach: dict[Hashable, set[Hashable]] = {v: set() for v in graph.nodes}
+        count: dict[Hashable, int] = dict.fromkeys(graph.nodes, 0)
+        for v in c.inputs:
+            reach[v].add(v)
+            count[v] = 1
+        for v in order:
+            for u in graph.predecessors(v):
+                if reach[u] and passes(u, v):
+                    reach[v] |= reach[u]
+                    count[v] += count[u]
+        alive = {v for v in graph.nodes if graph.out_degree(v) == 0}
+        for v in reversed(order):
+            if any(w in alive and passes(v, w) for w in graph.successors(v)):
+                alive.add(v)
+        edges = frozenset(
+            (u, w) for u, w in graph.edges if reach[u] and w in alive and passes(u, w)
+        )
+        out.append(
+            ContextActivity(
+                edges=edges,
+                reach={v: frozenset(r) for v, r in reach.items() if v in alive and r},
+                paths={v: count[v] for v in graph.nodes if graph.out_degree(v) == 0 and count[v]},
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,373 @@
+"""Printable reports of paths, path statistics and reductions: text, LaTeX and JSON.
+
+The JSON forms are for programs: expressions are sympy-parsable strings
+(``sympy.parse_expr``), and every symbol's value is given per mode.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from .._errors import GdlnError
+from ..graphfile._reader import Problem
+from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
+from ..paths._statistics import path_statistics
+from ..reduction._reduce import Reduction, _block, edge_name
+
+__all__ = ["FORMATS", "format_derivation", "format_paths", "format_statistics"]
+
+FORMATS = ("text", "latex", "json")
+MAX_LISTED_PATHS = 10**5  # paths that `gdln paths --format json` writes out one by one
+
+
+def _check(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
+    if fmt not in allowed:
+        raise ValueError(f"format {fmt!r}: expected one of {', '.join(allowed)}")
+
+
+def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> str:
+    r"""All input-to-output paths, $|\mathcal{P}(e)|$ per edge and $|\mathcal{T}(v)|$ per output."""
+    _check(fmt, ("text", "json"))
+    graph = problem.graph
+    counts = path_counts(graph)
+    if fmt == "json":
+        if counts.total > MAX_LISTED_PATHS:
+            raise GdlnError(
+                f"{problem.source}: {counts.total} paths are too many to list in JSON "
+                f"(at most {MAX_LISTED_PATHS}); --format text gives their counts"
+            )
+        return json.dumps(
+            {
+                "graph": problem.name,
+                "nodes": {
+                    str(v): {
+                        "size": graph.nodes[v]["size"],
+                        "gated": bool(graph.nodes[v].get("gated")),
+                    }
+                    for v in graph.nodes
+                },
+                "inputs": [str(v) for v in input_nodes(graph)],
+                "outputs": [str(v) for v in output_nodes(graph)],
+                "paths": [str(p) for p in enumerate_paths(graph)],
+                "paths_through_edge": {edge_name(e): n for e, n in counts.through.items()},
+                "paths_ending_at": {str(v): n for v, n in counts.ending.items()},
+            },
+            indent=1,
+        )
+    lines = [
+        f"{problem.name}: {graph.number_of_nodes()} nodes, {graph.number_of_edges()} edges, "
+        f"{counts.total} input-output paths"
+    ]
+    lines.append("")
+    lines.append("paths:")
+    lines += [f"  {p}" for p in itertools.islice(enumerate_paths(graph), limit)]
+    if counts.total > limit:
+        more = (
+            "--format json lists all" if counts.total <= MAX_LISTED_PATHS else "counted, not listed"
+        )
+        lines.append(f"  ... and {counts.total - limit} more ({more})")
+    lines.append("")
+    lines.append("|P(e)|, paths through each edge (Eq. 3):")
+    width = max(len(edge_name(e)) for e in graph.edges)
+    lines += [f"  {edge_name(e):<{width}}  {n}" for e, n in counts.through.items()]
+    lines.append("")
+    lines.append("|T(v)|, paths ending at each output node (Eq. 4):")
+    lines += [f"  {v}  {n}" for v, n in counts.ending.items()]
+    return "\n".join(lines)
+
+
+def _matrix_text(m: Any) -> str:
+    if isinstance(m, sp.MatrixBase):
+        return sp.pretty(m, use_unicode=False)
+    return np.array2string(np.asarray(m), precision=6, suppress_small=True)
+
+
+def _matrix_json(m: Any) -> list[list[str]] | list[list[float]]:
+    if isinstance(m, sp.MatrixBase):
+        return [[str(x) for x in row] for row in m.tolist()]
+    return np.asarray(m).tolist()
+
+
+def format_statistics(
+    problem: Problem, reduction: Reduction | None = None, fmt: str = "text"
+) -> str:
+    r"""$\Sigma^{yx}(p)$, $\Sigma^x(j,p)$ (Eqs. 5-6) and, with a reduction, $U$, $V$, $S$, $D$."""
+    _check(fmt)
+    task = problem.require_task()
+    stats = path_statistics(problem.graph, task, reduction.active if reduction else None)
+    bases = _bases(reduction) if reduction is not None else []
+    if fmt == "json":
+        return json.dumps(
+            {
+                "exact": stats.exact,
+                "Sigma_yx": {str(p): _matrix_json(m) for p, m in stats.input_output.items()},
+                "Sigma_x": [
+                    {"j": str(j), "p": str(p), "value": _matrix_json(m)}
+                    for (j, p), m in stats.input.items()
+                ],
+                "components": bases,
+                "mode_values": {
+                    k: [_str(v) for v in vals]
+                    for k, vals in (_mode_values(reduction, stats).items() if reduction else [])
+                },
+            },
+            indent=1,
+        )
+    if fmt == "latex":
+        return _statistics_latex(stats, reduction, bases)
+    lines = []
+    for p, m in stats.input_output.items():
+        lines += [f"Sigma_yx({p}) =", _indent(_matrix_text(m))]
+    for (j, p), m in stats.input.items():
+        lines += [f"Sigma_x({j}, {p}) =", _indent(_matrix_text(m))]
+    if reduction is not None:
+        values = _mode_values(reduction, stats)
+        lines.append("")
+        lines.append(
+            "diagonal values per mode (S(p) = U^T Sigma_yx(p) V, D(j,p) = V^T Sigma_x(j,p) V):"
+        )
+        for key, vals in values.items():
+            lines.append(f"  {key} = [{', '.join(_str(v) for v in vals)}]")
+    for k, comp in enumerate(bases):
+        lines.append("")
+        lines.append(f"component {k}: {len(comp['modes'])} live modes")
+        for space, matrix in comp["bases"].items():
+            name = "U" if space.startswith("out") else "V"
+            lines += [
+                f"  {name}[{space}] (columns: modes {comp['columns'][space]}) =",
+                _indent(_matrix_text(sp.Matrix(matrix) if comp["exact"] else np.array(matrix)), 4),
+            ]
+    return "\n".join(lines)
+
+
+_LATEX_SPECIAL = {c: "\\" + c for c in "_{}#%&$"} | {
+    "\\": r"\backslash ",
+    "^": r"\^{}",
+    "~": r"\~{}",
+}
+
+
+def _latex_name(name: Any) -> str:
+    """A node, space or path name as upright LaTeX text, ``->`` as an arrow."""
+    parts = [
+        r"\mathrm{" + "".join(_LATEX_SPECIAL.get(c, c) for c in part) + "}"
+        for part in str(name).split("->")
+    ]
+    return r" \to ".join(parts)
+
+
+def _latex_matrix(m: Any) -> str:
+    if not isinstance(m, sp.MatrixBase):
+        m = sp.Matrix(np.asarray(m, dtype=float))
+    return sp.latex(m, mat_delim="[", mat_str="matrix")
+
+
+def _statistics_latex(stats: Any, reduction: Reduction | None, bases: list[dict[str, Any]]) -> str:
+    r"""Eqs. (5)-(6), $S$, $D$, $U$ and $V$ as LaTeX lines (``%`` starts a comment)."""
+    lines = ["% path statistics, Eqs. (5)-(6)"]
+    for p, m in stats.input_output.items():
+        lines.append(rf"\Sigma^{{yx}}({_latex_name(p)}) = {_latex_matrix(m)}")
+    for (j, p), m in stats.input.items():
+        lines.append(rf"\Sigma^{{x}}({_latex_name(j)},\ {_latex_name(p)}) = {_latex_matrix(m)}")
+    if reduction is not None:
+        lines.append("")
+        lines.append(
+            r"% diagonal values per mode: S(p) = U^T \Sigma^{yx}(p) V, D(j,p) = V^T \Sigma^x(j,p) V"
+        )
+        for kind, paths, vals in _mode_value_rows(reduction, stats):
+            row = sp.Matrix([[sp.sympify(v) for v in vals]])
+            inner = r",\ ".join(_latex_name(p) for p in paths)
+            lines.append(rf"{kind}({inner}) = {_latex_matrix(row)}")
+    for k, comp in enumerate(bases):
+        lines.append("")
+        lines.append(f"% component {k}: {len(comp['modes'])} live modes")
+        for space, matrix in comp["bases"].items():
+            name = "U" if space.startswith("out") else "V"
+            value = (
+                sp.Matrix([[sp.sympify(x) for x in row] for row in matrix])
+                if comp["exact"]
+                else np.array(matrix, dtype=float)
+            )
+            lines.append(f"% columns: modes {comp['columns'][space]}")
+            lines.append(rf"{name}_{{{_latex_name(space)}}} = {_latex_matrix(value)}")
+    return "\n".join(lines)
+
+
+def _indent(text: str, n: int = 2) -> str:
+    return "\n".join(" " * n + line for line in text.splitlines())
+
+
+def _mode_values(reduction: Reduction, stats: Any) -> dict[str, list[Any]]:
+    """S(p) and D(j, p) per live mode of each path's component (exact when affordable)."""
+    return {
+        f"{kind}({', '.join(str(p) for p in paths)})": values
+        for kind, paths, values in _mode_value_rows(reduction, stats)
+    }
+
+
+def _mode_value_rows(
+    reduction: Reduction, stats: Any
+) -> list[tuple[str, tuple[Any, ...], list[Any]]]:
+    """``("S", (p,), values)`` and ``("D", (j, p), values)`` for :func:`_mode_values`."""
+    exact = stats.exact and len(stats.paths) <= 200
+    comp = reduction.active.component_of()
+    index = {p: i for i, p in enumerate(reduction.active.paths)}
+    out: list[tuple[str, tuple[Any, ...], list[Any]]] = []
+
+    def values(k: int, row: Any, matrix: Any, col: Any, tag: str) -> list[Any]:
+        modes = reduction.modes[k]
+        block = _block(reduction._space[(k, row)], reduction._space[(k, col)], matrix, tag)
+        use_exact = exact and modes.exact_vectors is not None and block.exact is not None
+        return [modes.value(block, a, exact=use_exact) for a in range(len(modes))]
+
+    for p, m in stats.input_output.items():
+        k = comp[index[p]]
+        out.append(("S", (p,), values(k, p.target, m, p.source, f"Sigma_yx({p})")))
+    for (j, p), m in stats.input.items():
+        k = comp[index[p]]
+        if comp[index[j]] == k:
+            out.append(("D", (j, p), values(k, j.source, m, p.source, f"Sigma_x({j}, {p})")))
+    return out
+
+
+def _bases(reduction: Reduction) -> list[dict[str, Any]]:
+    """Per component: bases of each space and the diagonal values per live mode."""
+    out = []
+    task = reduction.problem.require_task()
+    for _k, modes in enumerate(reduction.modes):
+        exact = modes.exact_vectors is not None
+        bases, columns = {}, {}
+        for space in modes.spaces:
+            matrix, owners = modes.basis(space)
+            label = "/".join(str(x) for x in space)  # type: ignore[attr-defined]
+            columns[label] = [o if o is not None else "-" for o in owners]
+            if exact:
+                assert modes.exact_vectors is not None
+                cols = [modes.exact_vectors[o][space] for o in owners if o is not None]
+                rest = modes.exact_complement.get(space)
+                if rest is None:  # no exact completion found: float dead directions
+                    rest = sp.Matrix(np.round(matrix[:, len(cols) :], 12))
+                full = sp.Matrix.hstack(*cols, rest) if cols else sp.Matrix(rest)
+                bases[label] = [[str(x) for x in row] for row in full.tolist()]
+            else:
+                bases[label] = np.round(matrix, 12).tolist()
+        mode_values = []
+        for alpha in range(len(modes)):
+            entry = {}
+            for space, _vec in modes.vectors[alpha].items():
+                entry["/".join(str(x) for x in space)] = "present"  # type: ignore[attr-defined]
+            mode_values.append(entry)
+        out.append({"exact": exact, "bases": bases, "columns": columns, "modes": mode_values})
+    del task
+    return out
+
+
+def _str(x: Any) -> str:
+    return str(x) if isinstance(x, sp.Basic) else repr(float(x))
+
+
+def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
+    r"""The reduced ODEs (Eq. 10, lumped), data symbols per mode, conserved quantities,
+    eliminations and closed forms."""
+    _check(fmt)
+    if fmt == "json":
+        return json.dumps(_derivation_json(reduction), indent=1)
+    latex = fmt == "latex"
+    lines = []
+    t = sp.Symbol("t")
+    tau = sp.Symbol("tau")
+    head = f"{reduction.problem.name}: lump={reduction.lump}; time in units of tau; loss = {reduction.constant} + sum over modes of L_mode"
+    lines.append(("% " if latex else "") + head)
+    for k, system in enumerate(reduction.systems):
+        lines.append("")
+        lines.append(("% " if latex else "") + f"system {k}: modes {list(system.modes)}")
+        for v in list(system.variables) + list(system.eliminated):
+            edges = system.edges[v]
+            shown = ", ".join(edge_name(e) for e in edges[:6]) + (
+                f", ... ({len(edges)} edges)" if len(edges) > 6 else ""
+            )
+            lines.append(
+                ("% " if latex else "  ")
+                + f"{v}: orbit {len(edges)} [{shown}], initial {system.initial[v]}"
+            )
+        for v in system.variables:
+            lhs = sp.Derivative(sp.Function(str(v))(t), t) * tau
+            if latex:
+                lines.append(rf"\tau \frac{{d {sp.latex(v)}}}{{dt}} = {sp.latex(system.rhs[v])}")
+            else:
+                lines.append(f"  tau d{v}/dt = {system.rhs[v]}")
+            del lhs
+        for v, expr in system.eliminated.items():
+            lines.append(
+                rf"{sp.latex(v)} = {sp.latex(expr)}" if latex else f"  {v} = {expr}   (eliminated)"
+            )
+        for c, value in system.constants.items():
+            lines.append(
+                rf"{sp.latex(c)} = {sp.latex(value)}"
+                if latex
+                else f"  {c} = {value}   (from the initial values)"
+            )
+        lines.append(
+            rf"\mathcal{{L}}_\alpha = {sp.latex(system.loss)}"
+            if latex
+            else f"  L_mode = {system.loss}"
+        )
+        for q in system.conserved:
+            lines.append(
+                rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right) = 0" if latex else f"  conserved: {q}"
+            )
+        for key, expr in system.closed_form.items():
+            if latex:
+                lines.append(
+                    rf"{'t' if key == 't' else sp.latex(sp.Symbol(key)) + '(t)'} = {sp.latex(expr)}"
+                )
+            else:
+                lines.append(f"  closed form {key if key == 't' else key + '(t)'} = {expr}")
+        for s, values in system.symbols.items():
+            text = ", ".join(_str(x) for x in values)
+            lines.append(rf"% {s} per mode: {text}" if latex else f"  {s} per mode: {text}")
+    return "\n".join(lines)
+
+
+def _derivation_json(reduction: Reduction) -> dict[str, Any]:
+    systems = []
+    for system in reduction.systems:
+        variables = []
+        for v in list(system.variables) + list(system.eliminated):
+            variables.append(
+                {
+                    "name": str(v),
+                    "edges": [edge_name(e) for e in system.edges[v]],
+                    "orbit": len(system.edges[v]),
+                    "rhs": str(system.rhs[v]) if v in system.rhs else None,
+                    "eliminated_as": str(system.eliminated[v]) if v in system.eliminated else None,
+                    "initial": _str(system.initial[v]),
+                }
+            )
+        systems.append(
+            {
+                "modes": list(system.modes),
+                "time_unit": "tau",
+                "variables": variables,
+                "symbols": {
+                    str(s): [_str(x) for x in values] for s, values in system.symbols.items()
+                },
+                "constants": {str(c): _str(v) for c, v in system.constants.items()},
+                "loss": str(system.loss),
+                "conserved": [str(q) for q in system.conserved],
+                "closed_form": {k: str(v) for k, v in system.closed_form.items()},
+            }
+        )
+    return {
+        "graph": reduction.problem.name,
+        "source": reduction.problem.source,
+        "params": {k: str(v) for k, v in reduction.problem.params.items()},
+        "lump": reduction.lump,
+        "loss_constant": _str(reduction.constant),
+        "systems": systems,
+    }

@@ -1,0 +1,423 @@
+r"""The quantities of Hayou & Ayed (2021), *Regularization in ResNet with Stochastic Depth*.
+
+Closed forms from the paper (Prop. 1, Lemma 1, Eqs. 4/6, Lemma 2, Thm. 2) and, for
+linear residual chains, their exact counterparts from :mod:`gdln.sd`.
+
+Mask convention. The regulariser of Eqs. (4) and (6) is derived for the paper's
+*unscaled* mask ($y_l = y_{l-1}+\delta_l\Psi_l$, average network $\delta\to p$), expanded
+around $\delta = \mathbf 1$, with the Stable scaling $1/\sqrt L$ of Eq. (3) (the
+$1/L$ in $\frac1{2L}$ is that scaling squared). :func:`chain_regulariser` also gives the
+analogue for the *inverted* mask, where the expansion point is the mean
+($\tilde\delta=\mathbf 1$) and the weight $p_l(1-p_l)$ becomes
+$\mathrm{Var}[\delta_l/p_l] = (1-p_l)/p_l$.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from ._stochastic_depth import (
+    StochasticDepthError,
+    _chain_inputs,
+    _check_probabilities,
+    _exclusive_products,
+    chain_scale,
+    expected_chain,
+)
+
+__all__ = [
+    "DepthConcentration",
+    "RegulariserComparison",
+    "bennett_u",
+    "bennett_u_inverse",
+    "chain_regulariser",
+    "chain_sensitivities",
+    "depth_concentration",
+    "gradient_growth",
+    "growth_rate",
+    "lindeberg_ratio",
+    "max_regularisation_mode",
+    "shapiro_pvalues",
+]
+
+
+# ----------------------------------------------------------------------------------------
+# Prop. 1: gradient growth
+# ----------------------------------------------------------------------------------------
+
+
+def gradient_growth(
+    p: np.ndarray | None = None, *, L: int | None = None, scaling: str | float = "plain"
+) -> np.ndarray:
+    r"""$\tilde q_l = \prod_{k=l+1}^{L}(1+p_k)$ for $l=0,\dots,L$ (Prop. 1 of Hayou & Ayed).
+
+    The expected ratio $\mathbb E\|\nabla_{y_l}\mathcal L\|^2/\|\nabla_{y_L}\mathcal L\|^2$
+    of a ReLU ResNet with He init at infinite width. Without SD (``p=None``, give ``L``)
+    it is $2^{L-l}$. With a residual scale $\kappa$ (``scaling="stable"``:
+    $\kappa=1/\sqrt L$, Eq. 3) the same argument gives factors $1+\kappa^2p_k$, i.e.
+    $\prod_k(1+p_k/L)\le e$ for Stable ResNet (Fig. 2c).
+
+    Examples
+    --------
+    >>> gradient_growth(L=3).tolist()
+    [8.0, 4.0, 2.0, 1.0]
+    >>> gradient_growth([0.5, 0.5]).tolist()
+    [2.25, 1.5, 1.0]
+    """
+    if p is None:
+        if L is None or L < 1:
+            raise StochasticDepthError(
+                f"L = {L!r}; without survival probabilities give a positive depth L", key="L"
+            )
+        p_arr = np.ones(int(L))
+    else:
+        p_arr = _check_probabilities(p)
+    factors = 1.0 + chain_scale(scaling, p_arr.size) ** 2 * p_arr
+    tail = np.cumprod(factors[::-1])[::-1]  # tail[l] = prod_{k >= l+1} in 1-based terms
+    return np.concatenate([tail, [1.0]])
+
+
+def growth_rate(q: np.ndarray) -> np.ndarray:
+    r"""Per-layer geometric growth $\tilde q_l^{1/(L-l)}$, $l=0,\dots,L-1$.
+
+    The quantity reported in Table 1 of Hayou & Ayed (2 per layer without SD, $1+p$ for
+    the uniform mode).
+    """
+    q = np.asarray(q, dtype=float)
+    L = len(q) - 1
+    ell = np.arange(L)
+    return q[:L] ** (1.0 / (L - ell))
+
+
+# ----------------------------------------------------------------------------------------
+# Lemma 1: concentration of the depth
+# ----------------------------------------------------------------------------------------
+
+
+def bennett_u(t: np.ndarray | float) -> np.ndarray | float:
+    r"""$u(t) = (1+t)\log(1+t) - t$ (Lemma 1 of Hayou & Ayed, Bennett's inequality)."""
+    t = np.asarray(t, dtype=float)
+    out = (1.0 + t) * np.log1p(t) - t
+    return float(out) if out.ndim == 0 else out
+
+
+def bennett_u_inverse(y: np.ndarray | float) -> np.ndarray | float:
+    r"""$u^{-1}(y)$ for $y\ge0$, in closed form through the Lambert $W$ function.
+
+    With $w = 1+t$, $u = w\log w - w + 1 = y$ gives $w = e^{1+W((y-1)/e)}$ (principal
+    branch).
+    """
+    y = np.asarray(y, dtype=float)
+    if np.any(y < 0):
+        raise StochasticDepthError(f"y = {y!r}: u^{{-1}} is defined for y >= 0", key="y")
+    w = np.exp(1.0 + np.real(special.lambertw((y - 1.0) / np.e, 0)))
+    t = np.where(y > 0, np.maximum(w - 1.0, np.sqrt(2.0 * np.maximum(y, 0)) * 0.5), 0.0)
+    for _ in range(3):  # Newton polish near the branch point y = 0, where W loses digits
+        slope = np.log1p(t)
+        step = np.divide(bennett_u(t) - y, slope, out=np.zeros_like(t), where=slope > 0)
+        t = np.where(y > 0, t - step, 0.0)
+    out = t
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
+class DepthConcentration:
+    r"""Lemma 1 of Hayou & Ayed for the depth $L_\delta=\sum_l\delta_l$.
+
+    Attributes
+    ----------
+    mean
+        $L_p = \sum_l p_l$.
+    variance
+        $v_p = \sum_l p_l(1-p_l)$.
+    beta
+        Failure probability $\beta$.
+    bound
+        $v_p\,u^{-1}(\log(2/\beta)/v_p)$: $|L_\delta-L_p|\le$ bound with probability
+        $\ge 1-\beta$ (0 when $v_p=0$).
+    """
+
+    mean: float
+    variance: float
+    beta: float
+    bound: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.beta < 1.0:
+            raise StochasticDepthError(
+                f"beta = {self.beta!r} is not a probability in (0, 1)", key="beta"
+            )
+        if self.variance < 0 or self.bound < 0:
+            raise ValueError("variance and bound must be non-negative")
+
+
+def depth_concentration(p: np.ndarray, *, beta: float = 0.05) -> DepthConcentration:
+    r"""Mean, variance and the Bennett bound of Eq. (2) (Lemma 1 of Hayou & Ayed).
+
+    Examples
+    --------
+    >>> c = depth_concentration([0.5] * 100, beta=0.05)
+    >>> c.mean, c.variance
+    (50.0, 25.0)
+    """
+    p = _check_probabilities(p)
+    if not 0.0 < float(beta) < 1.0:
+        raise StochasticDepthError(f"beta = {beta!r} is not a probability in (0, 1)", key="beta")
+    v = float(np.sum(p * (1.0 - p)))
+    bound = 0.0 if v == 0.0 else v * float(bennett_u_inverse(np.log(2.0 / beta) / v))
+    return DepthConcentration(float(p.sum()), v, float(beta), float(bound))
+
+
+# ----------------------------------------------------------------------------------------
+# Eqs. (4)/(6): the explicit regulariser, exact for linear chains
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegulariserComparison:
+    r"""The SD loss of linear chains, exact and in the second-order form of Eqs. (4)/(6).
+
+    All losses are summed over modes and include ``const`` (e.g. $\frac12\mathbb E\|y\|^2$).
+
+    Attributes
+    ----------
+    expected_loss
+        Exact $\mathbb E_\delta[\mathcal L]$.
+    average_loss
+        Exact loss of the average network, $\bar{\mathcal L}=\mathcal L(\mathbb E\tilde\delta)$;
+        for linear chains $\mathbb E f = f(\mathbb E\tilde\delta)$ exactly.
+    average_loss_taylor
+        $\bar{\mathcal L}$ as the paper defines it: the second-order Taylor expansion of
+        $\mathcal L(y(p))$ around $p=\mathbf 1$ (unscaled mask; equal to ``average_loss``
+        for the inverted mask).
+    penalty_paper
+        $\frac12\sum_l \mathrm{Var}[\tilde\delta_l]\,
+        (\partial f/\partial\tilde\delta_l|_{\mathbf 1})^2 d$: Eq. (4) with the derivative at
+        $\delta=\mathbf 1$, i.e. $\frac1{2L}\sum_lp_l(1-p_l)g_l$ for Stable chains.
+    penalty_first_order
+        The same with the derivative at the mean (first Hoeffding order of the variance).
+    penalty_exact
+        $\frac12 d\,\mathrm{Var}[f]$, so that ``expected_loss = average_loss + penalty_exact``.
+    variance_orders
+        ``(L,)``: order-$k$ Hoeffding parts of $\frac12 d\,\mathrm{Var}f$, $k=1..L$; they sum
+        to ``penalty_exact``, entry 0 is ``penalty_first_order``.
+    """
+
+    expected_loss: float
+    average_loss: float
+    average_loss_taylor: float
+    penalty_paper: float
+    penalty_first_order: float
+    penalty_exact: float
+    variance_orders: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in (
+            "expected_loss",
+            "average_loss",
+            "average_loss_taylor",
+            "penalty_paper",
+            "penalty_first_order",
+            "penalty_exact",
+        ):
+            if not isinstance(getattr(self, name), float):
+                raise TypeError(f"{name} must be a Python float")
+        if self.penalty_exact < -1e-12 * max(1.0, abs(self.expected_loss)):
+            raise ValueError("penalty_exact is a variance and cannot be negative")
+
+    @property
+    def paper_approximation(self) -> float:
+        r"""$\bar{\mathcal L}_{\rm Taylor}$ + penalty: the right-hand side of Eq. (4)."""
+        return self.average_loss_taylor + self.penalty_paper
+
+
+def chain_regulariser(
+    b: np.ndarray,
+    p: np.ndarray,
+    *,
+    s: float | np.ndarray,
+    d: float | np.ndarray = 1.0,
+    scaling: str | float = "stable",
+    mask: str = "unscaled",
+    a: float | np.ndarray = 1.0,
+    c: float | np.ndarray = 1.0,
+    const: float = 0.0,
+) -> RegulariserComparison:
+    r"""Eq. (4)/(6) of Hayou & Ayed against the exact expected loss of linear SD chains.
+
+    For $f=ca\prod_l(1+\kappa\tilde\delta_lb_l)$ and $\mathcal L=-sf+\frac12df^2$ the
+    second derivative of $f$ in any single $\tilde\delta_l$ vanishes (it is multilinear),
+    so the discarded term $\Gamma_l$ of the paper is exactly zero and
+    $g_l=d\,(\partial f/\partial\tilde\delta_l)^2$ with $H_\ell = d$. The exact identity is
+    $\mathbb E\mathcal L = \bar{\mathcal L} + \frac12 d\,\mathrm{Var}f$, where
+    $\mathrm{Var}f=(ca)^2[\prod_l(m_l^2+v_l\kappa^2b_l^2)-\prod_lm_l^2]$,
+    $m_l=1+\kappa\,\mathbb E[\tilde\delta_l]\,b_l$, $v_l=\mathrm{Var}\tilde\delta_l$; expanding the
+    product by the number of factors $v_l\kappa^2b_l^2$ gives the Hoeffding orders.
+    The paper keeps order 1 and evaluates it at $\delta=\mathbf 1$ instead of the mean.
+
+    Parameters
+    ----------
+    b, p, s, d, scaling, mask, a, c
+        As for :func:`gdln.sd.expected_chain` (default Stable scaling).
+    const
+        Added to every loss (the $\frac12\mathbb E\|y\|^2$ of Eq. (1) of Saxe et al.).
+    """
+    B, p, conv, s_, d_, ca, _ = _chain_inputs(b, p, mask, s, d, a, c)
+    L, M = B.shape
+    kappa = chain_scale(scaling, L)
+    ex = expected_chain(B, p, s=s_, d=d_, scaling=kappa, mask=mask, a=ca, c=1.0)
+    var = conv.variance(p)[:, None]
+    mu = conv.mean(p)[:, None]
+    m = 1.0 + kappa * mu * B
+    one = 1.0 + kappa * B  # factors at delta~ = 1
+    f1 = ca * np.prod(one, axis=0)
+    df1 = ca * kappa * B * _exclusive_products(one)  # d f / d delta~_l at 1
+    dfm = ca * kappa * B * _exclusive_products(m)  # at the mean
+    penalty_paper = float(np.sum(0.5 * d_ * np.sum(var * df1**2, axis=0)))
+    penalty_first = float(np.sum(0.5 * d_ * np.sum(var * dfm**2, axis=0)))
+    # Hoeffding orders: coefficients of x^k in prod_l (m_l^2 + x v_l kappa^2 b_l^2)
+    orders = np.zeros(L)
+    for j in range(M):
+        poly = np.array([1.0])
+        for ell in range(L):
+            poly = np.convolve(poly, [m[ell, j] ** 2, var[ell, 0] * kappa**2 * B[ell, j] ** 2])
+        orders += 0.5 * d_[j] * ca[j] ** 2 * poly[1:]
+    penalty_exact = float(np.sum(0.5 * d_ * ex.variance))
+    # second-order Taylor of L(f(p)) around p = 1 (unscaled); the mean itself for inverted
+    if conv.name == "unscaled":
+        delta = (p - 1.0)[:, None]
+        loss1 = -s_ * f1 + 0.5 * d_ * f1**2
+        resid = -s_ + d_ * f1
+        first = np.sum(resid * df1 * delta, axis=0)
+        cross = np.zeros(M)
+        for ell in range(L):
+            rest = one.copy()
+            rest[ell] = 1.0
+            f2 = ca * kappa**2 * B[ell] * B * _exclusive_products(rest)  # d2f/dl dk, k != l
+            f2[ell] = 0.0
+            cross += delta[ell, 0] * np.sum(f2 * delta, axis=0)
+        quad = d_ * np.sum(df1 * delta, axis=0) ** 2 + resid * cross
+        taylor = float(np.sum(loss1 + first + 0.5 * quad))
+    else:
+        taylor = ex.average_loss
+    return RegulariserComparison(
+        expected_loss=ex.loss + float(const),
+        average_loss=ex.average_loss + float(const),
+        average_loss_taylor=taylor + float(const),
+        penalty_paper=penalty_paper,
+        penalty_first_order=penalty_first,
+        penalty_exact=penalty_exact,
+        variance_orders=orders,
+    )
+
+
+def chain_sensitivities(
+    b: np.ndarray,
+    *,
+    s: float | np.ndarray,
+    d: float | np.ndarray = 1.0,
+    scaling: str | float = "stable",
+    a: float | np.ndarray = 1.0,
+    c: float | np.ndarray = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""SenseMode sensitivities of linear chains (Sec. 5 of Hayou & Ayed).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        $S_l=\mathcal L(\mathbf 1)-\mathcal L(\mathbf 1_l)$ (exact drop of block $l$) and its
+        first-order approximation $\partial\mathcal L/\partial\delta_l|_{\delta=\mathbf 1}$
+        used by the paper, both ``(L,)`` and summed over modes.
+    """
+    B, _, _, s_, d_, ca, _ = _chain_inputs(b, np.ones(np.shape(b)[0]), "unscaled", s, d, a, c)
+    kappa = chain_scale(scaling, B.shape[0])
+    one = 1.0 + kappa * B
+    f1 = ca * np.prod(one, axis=0)
+    excl = ca * _exclusive_products(one)  # f with block l removed
+    loss1 = -s_ * f1 + 0.5 * d_ * f1**2
+    drop = np.sum(loss1 - (-s_ * excl + 0.5 * d_ * excl**2), axis=1)
+    grad = np.sum((-s_ + d_ * f1) * kappa * B * excl, axis=1)
+    return drop, grad
+
+
+# ----------------------------------------------------------------------------------------
+# Lemma 2 / Thm. 1: the maximising mode
+# ----------------------------------------------------------------------------------------
+
+
+def max_regularisation_mode(g: np.ndarray, budget: float) -> tuple[np.ndarray, float]:
+    r"""$p^*_l=\min(1,\max(0,\tfrac12-C/g_l))$ with $\sum_lp^*_l=\bar L$ (Lemma 2 of Hayou & Ayed).
+
+    Maximises $\sum_l p_l(1-p_l)g_l$ over $p\in[0,1]^L$ at fixed budget $\sum_lp_l=\bar L$;
+    $C$ (same sign as $L-2\bar L$) is found by bisection. Equal $g_l$ give the uniform mode
+    $\bar L/L$ (Thm. 1).
+
+    Returns
+    -------
+    (numpy.ndarray, float)
+        $p^*$ and $C$.
+    """
+    g = np.asarray(g, dtype=float)
+    if g.ndim != 1 or g.size == 0 or np.any(~np.isfinite(g)) or np.any(g <= 0):
+        raise StochasticDepthError(
+            f"g = {g!r}; expected a non-empty array of positive regularisation weights", key="g"
+        )
+    L = g.size
+    if not 0.0 < float(budget) < L:
+        raise StochasticDepthError(
+            f"budget = {budget!r} is not an average depth strictly between 0 and L = {L}",
+            key="budget",
+        )
+
+    def total(C: float) -> float:
+        return float(np.clip(0.5 - C / g, 0.0, 1.0).sum())
+
+    lo, hi = -0.5 * g.max(), 0.5 * g.max()  # total(lo) = L, total(hi) = 0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if total(mid) > budget:
+            lo = mid
+        else:
+            hi = mid
+    C = 0.5 * (lo + hi)
+    return np.clip(0.5 - C / g, 0.0, 1.0), float(C)
+
+
+# ----------------------------------------------------------------------------------------
+# Thm. 2: Gaussian noise
+# ----------------------------------------------------------------------------------------
+
+
+def lindeberg_ratio(mu: np.ndarray) -> float:
+    r"""$\max_k\mu_k^2/\sum_l\mu_l^2$: condition 2 of Thm. 2 of Hayou & Ayed (must tend to 0)."""
+    mu = np.asarray(mu, dtype=float)
+    total = float(np.sum(mu**2))
+    if total == 0.0:
+        raise StochasticDepthError("mu is identically zero; the ratio is undefined", key="mu")
+    return float(np.max(mu**2) / total)
+
+
+def shapiro_pvalues(samples: np.ndarray) -> np.ndarray:
+    r"""Shapiro–Wilk p-values of each row of ``samples`` (Fig. 5 of Hayou & Ayed).
+
+    Parameters
+    ----------
+    samples
+        ``(n_inputs, n_masks)``: for each input, a neuron's value under ``n_masks`` masks
+        (at least 3). Rows with zero spread get p-value 0 (a point mass is not Gaussian).
+    """
+    from scipy.stats import shapiro  # scipy.stats is slow to import; only this needs it
+
+    x = np.asarray(samples, dtype=float)
+    if x.ndim != 2 or x.shape[1] < 3:
+        raise StochasticDepthError(
+            f"samples has shape {x.shape}; expected (n_inputs, n_masks) with n_masks >= 3",
+            key="samples",
+        )
+    out = np.empty(x.shape[0])
+    for i, row in enumerate(x):
+        out[i] = 0.0 if np.ptp(row) == 0 else float(shapiro(row).pvalue)
+    return out

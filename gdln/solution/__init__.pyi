@@ -1,0 +1,6 @@
+from ._full import full_flow as full_flow
+from ._full import solve_full as solve_full
+from ._solve import solve as solve
+from ._trajectory import Trajectory as Trajectory
+from ._trajectory import format_trajectory as format_trajectory
+from ._trajectory import time_to_half_loss as time_to_half_loss

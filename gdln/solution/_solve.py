@@ -1,0 +1,393 @@
+r"""Numeric solutions of the reduced dynamics: the ODE and the exact gradient-descent map.
+
+**Time convention (used everywhere in gdln).** Gradient flow is
+$\tau\,\dot W = -\partial\mathcal{L}/\partial W$ (Eq. 2 of Saxe et al. 2022) with the loss
+of Eq. (1), and time is measured in units of $\tau$ (so $\tau = 1$). Full-batch gradient
+descent with learning rate ``lr`` is the Euler step of this flow with $dt = \mathrm{lr}$:
+after ``n`` steps, $t/\tau = \mathrm{lr}\cdot n$ (one step is $1/\mathrm{lr}$ of a $\tau$).
+From decoupled initial weights the reduced map
+$B \leftarrow B + \mathrm{lr}\, f(B)$ is *exactly* what gradient descent on the full
+network does, mode by mode.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import sympy as sp
+from scipy.integrate import solve_ivp
+
+from .._errors import GdlnError
+from ..reduction._moments import ExpectedDynamics
+from ..reduction._poly import evaluate_monomials, monomial_table
+from ..reduction._reduce import ReducedSystem, Reduction
+from ..task._task import unbound_message
+from ._trajectory import Trajectory
+
+__all__ = ["solve"]
+
+
+_SCALAR_STATE_MAX = 512  # largest state compiled into one scalar function (see _Numeric.scalar)
+MAX_RHS_CALLS = 2_000_000  # the ODE solver gives up after this many right-hand-side calls
+STALL_CALLS = 10_000  # ... or after this many (plus 10 per variable) without advancing in t
+
+
+class _Stop(Exception):
+    """Raised inside the right-hand side to stop the solver; carries where it stopped."""
+
+    def __init__(self, reason: str, t: float, state: np.ndarray):
+        super().__init__(reason)
+        self.reason, self.t, self.state = reason, t, state
+
+
+class _Numeric:
+    """One reduced system compiled for numbers, vectorised across its modes."""
+
+    def __init__(self, system: ReducedSystem):
+        self.system = system
+        data = list(system.symbols)
+        consts = list(system.constants)
+        self.free = list(system.variables)
+        args = [self.free, data, consts]
+        self.rhs = sp.lambdify(args, [system.rhs[v] for v in self.free], "numpy")
+        self.eliminated = {v: sp.lambdify(args, e, "numpy") for v, e in system.eliminated.items()}
+        n = len(system.modes)
+        self.data = [np.array([float(x) for x in system.symbols[s]]) for s in data]
+        self.consts = [float(system.constants[c]) for c in consts]
+        self.n_modes = n
+        self.y0 = np.array([[float(system.initial[v])] * n for v in self.free])
+        self.monomials, self.table = monomial_table(system._context_losses)
+        self.lumped = list(system._lumped)
+
+    @functools.cached_property
+    def scalar(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """:attr:`scalar_list` returning an array (for the gradient-descent map)."""
+        fn = self.scalar_list
+        return None if fn is None else (lambda state: np.array(fn(state)))
+
+    @functools.cached_property
+    def scalar_list(self) -> Callable[[np.ndarray], list[float]] | None:
+        """The right-hand side as one scalar function of the flat state ``(vars * modes,)``.
+
+        Compiled with the ``math`` module and shared subexpressions, and only for states of
+        at most ``_SCALAR_STATE_MAX`` entries: for the few variables that lumping leaves,
+        this is several times faster per call than numpy on tiny arrays, and an ODE solver
+        calls back into Python hundreds of times. ``None`` for larger states.
+        """
+        m, system = self.n_modes, self.system
+        if len(self.free) * m > _SCALAR_STATE_MAX:
+            return None
+        y = [[sp.Dummy(f"{v}_{a}") for a in range(m)] for v in self.free]
+        constants = {c: sp.Float(x, 17) for c, x in zip(system.constants, self.consts, strict=True)}
+        exprs = []
+        for v in self.free:
+            for a in range(m):
+                values = {f: y[i][a] for i, f in enumerate(self.free)}
+                values.update(
+                    {s: sp.Float(d[a], 17) for s, d in zip(system.symbols, self.data, strict=True)}
+                )
+                exprs.append(system.rhs[v].xreplace({**values, **constants}))
+        fn = sp.lambdify([s for row in y for s in row], exprs, "math", cse=True)
+        return lambda state: fn(*state.tolist())
+
+    def f(self, y: np.ndarray) -> np.ndarray:
+        out = self.rhs(list(y), self.data, self.consts)
+        return np.array([np.broadcast_to(np.asarray(v, dtype=float), (self.n_modes,)) for v in out])
+
+    def all_variables(self, y: np.ndarray) -> dict[sp.Symbol, np.ndarray]:
+        """Free and eliminated variables, each ``(T, modes)``, from ``y`` ``(vars, T, modes)``."""
+        values = {v: y[i] for i, v in enumerate(self.free)}
+        for v, fn in self.eliminated.items():
+            values[v] = np.broadcast_to(
+                np.asarray(fn(list(y), [d[None, :] for d in self.data], self.consts), dtype=float),
+                y.shape[1:],
+            )
+        return values
+
+    def context_losses(self, values: dict[sp.Symbol, np.ndarray]) -> np.ndarray:
+        """$\\sum_\\alpha \\ell^c_\\alpha$ per context: ``(contexts, T)``."""
+        T = next(iter(values.values())).shape[0] if values else 1
+        args = [values[v] for v in self.lumped] + [
+            np.broadcast_to(d, (T, self.n_modes)) for d in self.data
+        ]
+        if not self.monomials:
+            return np.zeros((self.table.shape[0], T))
+        summed = evaluate_monomials(self.monomials, args).sum(axis=-1)
+        return self.table @ summed
+
+
+_COMPILED: weakref.WeakKeyDictionary[ReducedSystem, _Numeric] = weakref.WeakKeyDictionary()
+
+
+def _compiled(system: ReducedSystem) -> _Numeric:
+    """Lambdify a system once; later solves of the same system reuse it."""
+    if system not in _COMPILED:
+        _COMPILED[system] = _Numeric(system)
+    return _COMPILED[system]
+
+
+def _require_numbers(reduction: Reduction) -> None:
+    """Refuse a reduction whose data, initial values or equations still hold symbols."""
+    task = reduction.problem.require_task()
+    values: list[Any] = [reduction.constant, *reduction.context_constants]
+    values += [c.probability for c in task.contexts]
+    free: set[sp.Basic] = set()
+    for system in reduction.systems:
+        values += [x for vals in system.symbols.values() for x in vals]
+        values += [*system.constants.values(), *system.initial.values()]
+        # symbols left in the equations themselves, e.g. a symbolic survival probability
+        known = {*system.variables, *system.symbols, *system.constants}
+        free |= {x for rhs in system.rhs.values() for x in rhs.free_symbols if x not in known}
+    free |= set().union(*(v.free_symbols for v in values if isinstance(v, sp.Basic)))
+    if free:
+        raise GdlnError(f"{reduction.problem.source}: {unbound_message(free)}")
+
+
+def solve(
+    reduction: Reduction | ExpectedDynamics,
+    *,
+    t_max: float,
+    lr: float | None = None,
+    n_points: int = 201,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> Trajectory:
+    r"""Integrate the reduced dynamics from the reduction's initial values.
+
+    Parameters
+    ----------
+    reduction
+        From :func:`gdln.reduce`, or the expected dynamics of :func:`gdln.expected_dynamics`
+        (the same ODE and GD map, evaluated without listing paths; its variables are
+        recorded per trained edge as ``(T, modes)``).
+    t_max
+        Final time, in units of $\tau$.
+    lr
+        ``None``: solve the ODE (``scipy.integrate.solve_ivp``, LSODA). A number: iterate the
+        exact gradient-descent map with this learning rate (``t_max/lr`` steps).
+    n_points
+        Number of recorded times.
+
+    Raises
+    ------
+    GdlnError
+        If the solution overflows or becomes non-finite (naming the time or step, the
+        variable and its value), or the ODE solver fails.
+
+    Returns
+    -------
+    Trajectory
+        ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
+        and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
+        $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``).
+    """
+    if not (t_max > 0 and math.isfinite(t_max)):
+        raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
+    if lr is not None and not (lr > 0 and math.isfinite(lr)):
+        raise GdlnError(f"lr must be a positive number, got {lr!r}")
+    moments = reduction if isinstance(reduction, ExpectedDynamics) else None
+    numerics = []
+    if isinstance(reduction, Reduction):
+        _require_numbers(reduction)
+        numerics = [_compiled(s) for s in reduction.systems]
+    sizes = [len(n.free) * n.n_modes for n in numerics]
+    splits = np.cumsum(sizes)[:-1]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    y0 = np.concatenate([n.y0.ravel() for n in numerics]) if numerics else np.zeros(0)
+
+    def all_systems(y: np.ndarray) -> np.ndarray:
+        out = np.empty_like(y)
+        for n, start, size in zip(numerics, starts, sizes, strict=False):
+            if n.scalar is not None:
+                out[start : start + size] = n.scalar(y[start : start + size])
+                continue
+            m = n.n_modes
+            rows = [y[start + i * m : start + (i + 1) * m] for i in range(len(n.free))]
+            for i, value in enumerate(n.rhs(rows, n.data, n.consts)):
+                out[start + i * m : start + (i + 1) * m] = value
+        return out
+
+    rhs: Callable[[np.ndarray], np.ndarray] = all_systems
+    rhs_ode: Callable[[np.ndarray], Any] = all_systems
+    if len(numerics) == 1 and numerics[0].scalar_list is not None:
+        # skip the per-system loop; the solver calls this often, and takes a list as is
+        rhs, rhs_ode = numerics[0].scalar, numerics[0].scalar_list  # type: ignore[assignment]
+
+    labels = [
+        (f"{v}{'' if len(numerics) == 1 else f'@{k}'}", a)
+        for k, n in enumerate(numerics)
+        for v in n.free
+        for a in range(n.n_modes)
+    ]
+    if moments is not None:
+        rhs, y0 = _moment_flow(moments)
+        rhs_ode = rhs
+        rows, cols = np.nonzero(moments.alive)
+        labels = [(str(moments.variables[r]), int(c)) for r, c in zip(rows, cols, strict=True)]
+    source = reduction.problem.source
+
+    def worst(state: np.ndarray) -> str:
+        """The variable that went furthest: the first non-finite one, else the largest."""
+        bad = np.flatnonzero(~np.isfinite(state))
+        i = int(bad[0]) if len(bad) else int(np.argmax(np.abs(state)))
+        name, mode = labels[i]
+        return f"{name} = {state[i]:.4g} in mode {mode}"
+
+    if lr is None:
+        times = np.linspace(0.0, t_max, n_points)
+        # what the solver asked for last, and a check of progress every `patience` calls
+        t_last, y_last, calls = 0.0, y0, 0
+        patience = STALL_CALLS + 10 * len(y0)  # allows a few finite-difference Jacobians
+        checkpoint, t_checkpoint = patience, -1.0
+
+        def fun(t: float, y: np.ndarray) -> Any:
+            nonlocal t_last, y_last, calls, checkpoint, t_checkpoint
+            t_last, y_last = t, y
+            calls += 1
+            if calls >= checkpoint:
+                if t <= t_checkpoint:
+                    raise _Stop(
+                        f"solver made no progress in {patience} right-hand-side calls", t, y
+                    )
+                if calls > MAX_RHS_CALLS:
+                    raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
+                checkpoint, t_checkpoint = calls + patience, t
+            try:
+                value = rhs_ode(y)
+            except OverflowError as err:
+                raise _Stop("overflowed", t, y) from err
+            except ZeroDivisionError as err:
+                raise _Stop("divided by zero", t, y) from err
+            total = sum(value) if isinstance(value, list) else float(value.sum())
+            if total - total != 0:  # inf or nan: float products overflow to inf silently
+                raise _Stop("overflowed", t, y)
+            return value
+
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                result = solve_ivp(
+                    fun, (0.0, t_max), y0, method="LSODA", t_eval=times, rtol=rtol, atol=atol
+                )
+        except _Stop as stop:
+            raise GdlnError(
+                f"{source}: the ODE {stop.reason} at t = {stop.t:.4g} tau, where "
+                f"{worst(stop.state)}; lower the initial value (--init) or t_max"
+            ) from None
+        if result.status != 0 or not np.all(np.isfinite(result.y)):
+            t_fail, state = t_last, y_last
+            raise GdlnError(
+                f"{source}: the ODE solver failed at t = {t_fail:.4g} tau, where "
+                f"{worst(state)}: {result.message}"
+            )
+        states = result.y
+        states[:, 0] = y0  # t_eval[0] = 0 comes from the first step's interpolant otherwise
+        method = "ode"
+    else:
+        steps = round(t_max / lr)
+        record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
+        states_list, y, step = [], y0.copy(), 0
+
+        def diverged(at: int, state: np.ndarray) -> GdlnError:
+            return GdlnError(
+                f"{source}: the gradient-descent map diverged at step {at} "
+                f"(t = {at * lr:.4g} tau, lr={lr}), where {worst(state)}; lower lr or --init"
+            )
+
+        with np.errstate(all="ignore"):
+            for target in record:
+                good, good_step = y, step
+                try:
+                    while step < target:
+                        y = y + lr * rhs(y)
+                        step += 1
+                    finite = bool(np.all(np.isfinite(y)))
+                except (OverflowError, ZeroDivisionError):
+                    finite = False
+                if not finite:
+                    # replay from the last finite record to name the first bad step
+                    y, step = good, good_step
+                    try:
+                        while np.all(np.isfinite(y)):
+                            y = y + lr * rhs(y)
+                            step += 1
+                    except (OverflowError, ZeroDivisionError):
+                        step += 1
+                    raise diverged(step, y)
+                states_list.append(y.copy())
+        times, states = record * lr, np.array(states_list).T
+        method = "gd-map"
+    if moments is not None:
+        return _moment_trajectory(moments, times, states, method, lr)
+    assert isinstance(reduction, Reduction)
+    task = reduction.problem.require_task()
+    probabilities = np.array([float(c.probability) for c in task.contexts])
+    context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(
+        len(times)
+    )
+    series: dict[str, np.ndarray] = {}
+    parts = np.split(states, splits)
+    for k, (n, part) in enumerate(zip(numerics, parts, strict=True)):
+        y = part.reshape(len(n.free), n.n_modes, len(times)).transpose(0, 2, 1)
+        values = n.all_variables(y)
+        context_loss = context_loss + n.context_losses(values)
+        suffix = "" if len(numerics) == 1 else f"@{k}"
+        for v, arr in values.items():
+            series[f"{v}{suffix}"] = np.asarray(arr)
+    series["context_loss"] = context_loss.T
+    loss = probabilities @ context_loss
+    meta = {
+        "source": reduction.problem.source,
+        "params": {k: str(v) for k, v in reduction.problem.params.items()},
+        "lump": reduction.lump,
+        "method": method,
+        "lr": lr,
+        "time_unit": "tau",
+        "modes": [list(s.modes) for s in reduction.systems],
+        "context_labels": [c.label for c in task.contexts],
+    }
+    return Trajectory(t=times, loss=loss, series=series, meta=meta)
+
+
+def _moment_flow(
+    dynamics: ExpectedDynamics,
+) -> tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]:
+    r"""$\tau\dot b=-\partial\mathcal L/\partial b$ on the live entries of ``b``, and $b(0)$."""
+    alive = dynamics.alive
+
+    def rhs(y: np.ndarray) -> np.ndarray:
+        b = np.zeros(alive.shape)
+        b[alive] = y
+        return dynamics.flow(b)[alive]
+
+    return rhs, dynamics.initial[alive].astype(float)
+
+
+def _moment_trajectory(
+    dynamics: ExpectedDynamics, times: np.ndarray, states: np.ndarray, method: str, lr: Any
+) -> Trajectory:
+    """Series per trained edge ``(T, modes)``, the expected loss and per-context losses."""
+    bs = np.zeros((len(times), *dynamics.alive.shape))
+    bs[:, dynamics.alive] = states.T
+    context_loss = np.array([dynamics.context_losses(b) for b in bs])
+    task = dynamics.problem.require_task()
+    probabilities = np.array([float(c.probability) for c in task.contexts])
+    series = {str(v): bs[:, i, :] for i, v in enumerate(dynamics.variables)}
+    series["context_loss"] = context_loss
+    meta = {
+        "source": dynamics.problem.source,
+        "params": {k: str(v) for k, v in dynamics.problem.params.items()},
+        "route": "moments",
+        "method": method,
+        "lr": lr,
+        "time_unit": "tau",
+        "modes": list(range(dynamics.n_modes)),
+        "context_labels": [c.label for c in task.contexts],
+    }
+    return Trajectory(t=times, loss=context_loss @ probabilities, series=series, meta=meta)

@@ -1,0 +1,4 @@
+from ._examples import ExampleSet as ExampleSet
+from ._task import Context as Context
+from ._task import Dataset as Dataset
+from ._task import Task as Task

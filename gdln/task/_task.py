@@ -1,0 +1,326 @@
+r"""Tasks: data and gating as a mixture of contexts.
+
+In a GDLN the gates are part of the data (Sec. 2 of Saxe et al. 2022). gdln states every
+task in one form: a mixture of **contexts**. A context $c$ has a probability $\pi_c$, a
+gate value for every gated node and edge (stored sparsely: absent means 0), and a
+**dataset** whose fields are bound to input nodes (as $x$) and output nodes (as $y$).
+Explicit examples are contexts too: examples that share a gate pattern form one context.
+
+The averages of Eq. (1) and Eqs. (5)-(6) are then
+$\langle f\rangle = \sum_c \pi_c \langle f\rangle_{D_c}$.
+
+**Independent random gates** (stochastic depth, Hayou & Ayed 2021). A task may also name
+gated items whose gate is $\delta\sim\mathrm{Bernoulli}(p)$, drawn independently of each
+other and of the data at every step. In context $c$ such an item's gate is
+$g^c\,\delta$, with $g^c$ the context's value (1 where the context does not mention the
+item). Learning follows the loss of Eq. (1) averaged over the $\delta$'s (expected
+full-batch gradient descent); since $\delta^2=\delta$, a product of gates averages to the
+product of the deterministic parts times $\prod p$ over the *union* of the random items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from .._errors import TaskSpecError
+from ._examples import ExampleSet
+
+__all__ = ["Context", "Dataset", "Task", "hierarchy_dataset", "whitened_dataset"]
+
+Matrix = Any  # sympy.ImmutableMatrix when exact, numpy.ndarray (float64) otherwise
+
+
+def _is_exact_array(values: Any) -> bool:
+    return isinstance(values, sp.MatrixBase)
+
+
+def _symbolic(value: Any) -> bool:
+    return isinstance(value, sp.Basic) and bool(value.free_symbols)
+
+
+def as_float(matrix: Matrix) -> np.ndarray:
+    """A statistic as a float64 array, whatever its exact type."""
+    if isinstance(matrix, np.ndarray):
+        return matrix.astype(float, copy=False)
+    if matrix.free_symbols:
+        raise TaskSpecError(unbound_message(matrix.free_symbols))
+    return np.array(matrix.evalf(), dtype=float).reshape(matrix.shape)
+
+
+def unbound_message(symbols: Any) -> str:
+    """The error for data symbols that need a value (``symbols:`` in a graph file)."""
+    names = sorted(str(x) for x in symbols)
+    bind = " ".join(f"--param {n}=VALUE" for n in names)
+    listed = ", ".join(repr(n) for n in names)
+    return f"symbol {listed} (from 'symbols:') has no value; numbers need one: bind it with {bind}"
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    r"""Examples (or their second moments) with named fields.
+
+    A dataset is given either by ``examples`` (field -> ``(n, dim)`` array, exact
+    :class:`sympy.ImmutableMatrix` or float array) with optional ``weights``, or by its
+    second moments ``moments[(a, b)]`` $=\langle a\,b^\top\rangle$. Only second moments
+    enter the learning dynamics (Eqs. 3-6), so the two forms are interchangeable.
+
+    Attributes
+    ----------
+    name
+        The dataset's name in the task.
+    fields
+        Field name -> dimension.
+    """
+
+    name: str
+    fields: Mapping[str, int]
+    examples: Mapping[str, Matrix] | None = None
+    weights: Any = None
+    moments_given: Mapping[tuple[str, str], Matrix] | None = None
+    _cache: dict[tuple[str, str], Matrix] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.examples is None) == (self.moments_given is None):
+            raise ValueError(f"dataset {self.name!r}: give exactly one of examples or moments")
+        if self.examples is not None:
+            sizes = {len(_rows(v)) for v in self.examples.values()}
+            if len(sizes) != 1:
+                raise ValueError(f"dataset {self.name!r}: fields have different example counts")
+
+    def __repr__(self) -> str:
+        kind = f"{self.n_examples} examples" if self.examples is not None else "moments"
+        return f"Dataset({self.name!r}, fields={dict(self.fields)}, {kind})"
+
+    @property
+    def n_examples(self) -> int:
+        if self.examples is None:
+            raise ValueError(f"dataset {self.name!r} is given by moments")
+        return len(_rows(next(iter(self.examples.values()))))
+
+    @cached_property
+    def exact(self) -> bool:
+        """Whether all values are exact (rational, algebraic or symbolic)."""
+        source = self.examples if self.examples is not None else self.moments_given
+        assert source is not None
+        ok = all(_is_exact_array(v) for v in source.values())
+        return ok and (self.weights is None or isinstance(self.weights, sp.MatrixBase))
+
+    def moment(self, a: str, b: str) -> Matrix:
+        r"""$\langle a\, b^\top\rangle$ over the dataset, exact when the data are."""
+        key = (a, b)
+        if key in self._cache:
+            return self._cache[key]
+        if self.moments_given is not None:
+            if key in self.moments_given:
+                value = self.moments_given[key]
+            elif (b, a) in self.moments_given:
+                value = self.moments_given[(b, a)].T
+            else:
+                raise KeyError(f"dataset {self.name!r} gives no moment <{a} {b}^T>")
+        else:
+            assert self.examples is not None
+            value = _weighted_outer(self.examples[a], self.examples[b], self.weights)
+        self._cache[key] = value
+        return value
+
+    def has_moment(self, a: str, b: str) -> bool:
+        if self.moments_given is None:
+            return True
+        return (a, b) in self.moments_given or (b, a) in self.moments_given
+
+    def realize(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Float examples with these second moments, and their weights (summing to 1).
+
+        For a dataset given by examples these are the examples. For one given by
+        moments, the joint moment matrix $\\Sigma = Q\\Lambda Q^\\top$ is realised by the
+        rows $\\sqrt{k\\lambda_i}\\, q_i$ with weight $1/k$ each.
+        """
+        if self.examples is not None:
+            arrays = {f: as_float(v) for f, v in self.examples.items()}
+            n = self.n_examples
+            w = np.full(n, 1.0 / n) if self.weights is None else as_float(self.weights).ravel()
+            return arrays, w / w.sum()
+        names = list(self.fields)
+        offsets = np.cumsum([0] + [self.fields[f] for f in names])
+        total = np.zeros((offsets[-1], offsets[-1]))
+        for i, a in enumerate(names):
+            for j, b in enumerate(names):
+                if self.has_moment(a, b):
+                    block = as_float(self.moment(a, b))
+                    total[offsets[i] : offsets[i + 1], offsets[j] : offsets[j + 1]] = block
+        values, vectors = np.linalg.eigh((total + total.T) / 2)
+        keep = values > 1e-14 * max(1.0, float(values.max(initial=0.0)))
+        k = max(int(keep.sum()), 1)
+        rows = (vectors[:, keep] * np.sqrt(k * values[keep])).T
+        if not keep.any():
+            rows = np.zeros((1, offsets[-1]))
+        arrays = {f: rows[:, offsets[i] : offsets[i + 1]] for i, f in enumerate(names)}
+        return arrays, np.full(k, 1.0 / k)
+
+
+def _rows(values: Matrix) -> Any:
+    return values.tolist() if isinstance(values, sp.MatrixBase) else values
+
+
+def _weighted_outer(a: Matrix, b: Matrix, weights: Any) -> Matrix:
+    if isinstance(a, sp.MatrixBase) and isinstance(b, sp.MatrixBase):
+        n = a.rows
+        if weights is None:
+            return sp.ImmutableMatrix(a.T * b / n)
+        w = sp.diag(*list(weights)) / sum(weights)
+        return sp.ImmutableMatrix(a.T * w * b)
+    fa, fb = as_float(a), as_float(b)
+    w = np.full(len(fa), 1.0 / len(fa)) if weights is None else as_float(weights).ravel()
+    return (fa * (w / w.sum())[:, None]).T @ fb
+
+
+@dataclass(frozen=True)
+class Context:
+    r"""One context of a task: probability, gates and the data it routes.
+
+    Attributes
+    ----------
+    label
+        A name for the context, used in per-context losses (e.g. ``"x0->y3"``).
+    probability
+        $\pi_c$, an exact number or sympy expression in $[0, 1]$.
+    gates
+        Gated node id or gated edge ``(u, v)`` -> its value in this context. Gated nodes
+        and edges absent here are off (0); ungated ones are always 1.
+    dataset
+        Name of the dataset this context draws from.
+    inputs
+        Input node -> field of the dataset it holds. Unbound input nodes hold 0.
+    targets
+        Output node -> field of the dataset that is its target. Unbound outputs target 0.
+    """
+
+    label: str
+    probability: Any
+    gates: Mapping[Hashable, Any]
+    dataset: str
+    inputs: Mapping[Hashable, str]
+    targets: Mapping[Hashable, str]
+
+    def gate(self, item: Hashable, gated: bool) -> Any:
+        """The gate value of a node or edge in this context."""
+        return self.gates.get(item, 0) if gated else 1
+
+
+@dataclass(frozen=True)
+class Task:
+    """A mixture of contexts over named datasets (see the module docstring).
+
+    Attributes
+    ----------
+    contexts, datasets
+        The mixture.
+    random_gates
+        Gated node id or edge ``(u, v)`` -> survival probability $p$ (a number in
+        $[0, 1]$ or a sympy expression) of its independent Bernoulli gate. A context that
+        does not mention a random item gives it the value 1 (filled in here).
+    """
+
+    contexts: tuple[Context, ...]
+    datasets: Mapping[str, Dataset]
+    random_gates: Mapping[Hashable, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for c in self.contexts:
+            if c.dataset not in self.datasets:
+                raise ValueError(f"context {c.label!r} names unknown dataset {c.dataset!r}")
+        for item, p in self.random_gates.items():
+            if not _symbolic(p) and not 0 <= float(p) <= 1:
+                raise ValueError(f"random gate {item!r}: probability {p} is outside [0, 1]")
+        if self.random_gates:
+            filled = tuple(
+                replace(c, gates={**dict.fromkeys(self.random_gates, 1), **c.gates})
+                for c in self.contexts
+            )
+            object.__setattr__(self, "contexts", filled)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self.datasets)
+        extra = f", random_gates=<{len(self.random_gates)}>" if self.random_gates else ""
+        return f"Task(<{len(self.contexts)} contexts>, datasets=[{names}]{extra})"
+
+    def gate_expectation(self, items: frozenset[Hashable] | set[Hashable]) -> Any:
+        r"""$\mathbb E\prod_{i\in\mathrm{items}}\delta_i=\prod_i p_i$ (independent, $\delta^2=\delta$)."""
+        value: Any = 1
+        for item in items:
+            value = value * self.random_gates[item]
+        return value
+
+    @property
+    def exact(self) -> bool:
+        return all(d.exact for d in self.datasets.values())
+
+    def examples(self, graph: Any) -> ExampleSet:
+        """The task as concrete examples for a full-network forward pass (Eq. 1)."""
+        realized = {name: d.realize() for name, d in self.datasets.items()}
+        sizes = {v: int(graph.nodes[v]["size"]) for v in graph.nodes}
+        inputs = [v for v in graph.nodes if graph.in_degree(v) == 0]
+        outputs = [v for v in graph.nodes if graph.out_degree(v) == 0]
+        gated: list[Hashable] = [v for v in graph.nodes if graph.nodes[v].get("gated")]
+        gated += [e for e in graph.edges if graph.edges[e].get("gated")]
+        blocks: dict[str, list[np.ndarray]] = {v: [] for v in inputs + outputs}
+        gate_cols: dict[Hashable, list[np.ndarray]] = {g: [] for g in gated}
+        weights, context = [], []
+        for index, c in enumerate(self.contexts):
+            arrays, w = realized[c.dataset]
+            n = len(w)
+            for v, bound in ((v, c.inputs) for v in inputs):
+                blocks[v].append(arrays[bound[v]] if v in bound else np.zeros((n, sizes[v])))
+            for v in outputs:
+                bound = c.targets
+                blocks[v].append(arrays[bound[v]] if v in bound else np.zeros((n, sizes[v])))
+            for g in gated:
+                gate_cols[g].append(np.full(n, float(c.gates.get(g, 0))))
+            weights.append(float(c.probability) * w)
+            context.append(np.full(n, index))
+        return ExampleSet(
+            inputs={v: np.concatenate(blocks[v]) for v in inputs},
+            targets={v: np.concatenate(blocks[v]) for v in outputs},
+            gates={g: np.concatenate(cols) for g, cols in gate_cols.items()},
+            weights=np.concatenate(weights),
+            context=np.concatenate(context),
+            context_labels=tuple(c.label for c in self.contexts),
+            random_gates=dict(self.random_gates),
+        )
+
+
+# The targets of Fig. 4c of Saxe et al. 2022: four items, seven hierarchical features.
+HIERARCHY_TARGETS = (
+    (6, 4, 0, 3, 0, 0, 0),
+    (6, 4, 0, 0, 3, 0, 0),
+    (6, 0, 4, 0, 0, 3, 0),
+    (6, 0, 4, 0, 0, 0, 3),
+)
+
+
+def hierarchy_dataset(name: str = "hierarchy") -> Dataset:
+    """The routing figures' base dataset (Fig. 4c): one-hot items, hierarchical targets."""
+    x = sp.ImmutableMatrix(sp.eye(4))
+    y = sp.ImmutableMatrix(HIERARCHY_TARGETS)
+    return Dataset(name=name, fields={"x": 4, "y": 7}, examples={"x": x, "y": y})
+
+
+def whitened_dataset(name: str = "whitened", *, size: int) -> Dataset:
+    r"""Whitened one-hot inputs and a symmetric target map, so that $U = V$.
+
+    ``size`` examples: $x_k = e_k$ ($\Sigma^x = I/n$) and $y = Ax$ with
+    $A=\mathrm{diag}(1, \frac{n-1}{n}, \dots, \frac1n)$, so $\Sigma^{yx} = A/n$. The input
+    and output bases coincide, as a residual network whose input and output are joined by
+    identity skips needs (``graphs/resnet_sd.yaml``).
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive integer, got {size!r}")
+    x = sp.ImmutableMatrix(sp.eye(size))
+    y = sp.ImmutableMatrix(sp.diag(*[sp.Rational(size - k, size) for k in range(size)]))
+    return Dataset(name=name, fields={"x": size, "y": size}, examples={"x": x, "y": y})

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import gdln
+from gdln._edge import edge_name
 from gdln.comparison._compare import (
     compare,
     decoupled_bases,
@@ -22,7 +23,7 @@ from gdln.comparison._compare import (
     theory_edge_values,
     time_to_half_loss,
 )
-from gdln.simulation._simulate import SimulationSpecError, edge_label, initial_weights, simulate
+from gdln.simulation._simulate import SimulationSpecError, initial_weights, simulate
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 
@@ -122,9 +123,9 @@ def test_decoupled_simulation_equals_reduced_gd_map(case: str, tmp_path: Path) -
     values = theory_edge_values(reduction, theory)
     assert values
     for edge, b in values.items():
-        proj = sim.series[f"proj/{edge_label(edge)}"][:, 0]
+        proj = sim.series[f"proj/{edge_name(edge)}"][:, 0]
         np.testing.assert_allclose(proj, b, rtol=1e-10, atol=1e-14)
-        sv = sim.series[f"sv/{edge_label(edge)}"][:, 0]
+        sv = sim.series[f"sv/{edge_name(edge)}"][:, 0]
         k = b.shape[1]
         np.testing.assert_allclose(sv[:, :k], np.sort(np.abs(b), 1)[:, ::-1], rtol=1e-9)
         assert np.all(sv[:, k:] < 1e-12)
@@ -302,7 +303,7 @@ def test_default_compare_starts_theory_from_the_random_weights(
     assert m["init_rule"] == "auto"
     drawn = initial_weights(problem.graph, scale=0.2, seeds=10)
     expected = initial_mode_strengths(gdln.reduce(problem), drawn)
-    assert m["init_b"] == pytest.approx({edge_label(e): b for e, b in expected.items()})
+    assert m["init_b"] == pytest.approx({edge_name(e): b for e, b in expected.items()})
     assert m["decoupled_vs_map"] < 1e-10  # the decoupled run starts from the same b(0)
     half = m["time_to_half_loss"]
     assert half["ode"] is not None and half["random_mean"] is not None

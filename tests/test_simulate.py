@@ -11,6 +11,7 @@ import torch
 
 import gdln
 from gdln import GdlnError, TaskSpecError
+from gdln._edge import edge_name
 from gdln.simulation._simulate import (
     INITS,
     SimulationDivergedError,
@@ -18,7 +19,6 @@ from gdln.simulation._simulate import (
     _compile,
     _forward,
     _tensorise,
-    edge_label,
     initial_weights,
     minibatch_indices,
     simulate,
@@ -187,7 +187,7 @@ def test_loss_and_gradient_match_numpy_backprop() -> None:
     np.testing.assert_allclose(traj.loss[0, 0], loss, rtol=1e-12)
     for e in graph.edges:
         np.testing.assert_allclose(
-            traj.series[f"W/{edge_label(e)}"][1, 0], W0[e] - lr * grads[e], rtol=1e-12, atol=1e-15
+            traj.series[f"W/{edge_name(e)}"][1, 0], W0[e] - lr * grads[e], rtol=1e-12, atol=1e-15
         )
     # per-context loss is the weighted average of per-example losses within the context
     for c in range(3):
@@ -218,7 +218,7 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
     np.testing.assert_allclose(traj.loss[0, 0], loss, rtol=1e-12)
     for e in graph.edges:
         np.testing.assert_allclose(
-            traj.series[f"W/{edge_label(e)}"][1, 0], W0[e] - lr * grads[e], rtol=1e-12, atol=1e-15
+            traj.series[f"W/{edge_name(e)}"][1, 0], W0[e] - lr * grads[e], rtol=1e-12, atol=1e-15
         )
 
 
@@ -348,7 +348,7 @@ def test_minibatch_sgd_momentum_matches_numpy_heavy_ball() -> None:
             full_loss, _, _ = numpy_loss_and_grad(graph, ex, W)
             assert traj.loss[k, r] == pytest.approx(full_loss, rel=1e-10)
             for e, w in W.items():
-                np.testing.assert_allclose(traj.series[f"W/{edge_label(e)}"][k, r], w, rtol=1e-10)
+                np.testing.assert_allclose(traj.series[f"W/{edge_name(e)}"][k, r], w, rtol=1e-10)
             if k == steps:
                 break
             _, _, grads = numpy_loss_and_grad(graph, subset(ex, rows[k, r]), W)
@@ -416,7 +416,7 @@ def test_sgd_gradient_is_unbiased_on_average() -> None:
     )
     _, _, grads = numpy_loss_and_grad(graph, ex, W)
     e = ("h", "y")
-    mean_step = (W[e] - traj.series[f"W/{edge_label(e)}"][1].mean(0)) / lr
+    mean_step = (W[e] - traj.series[f"W/{edge_name(e)}"][1].mean(0)) / lr
     # Monte Carlo over 400 draws: standard error ~ 5% of the gradient's scale
     assert np.abs(mean_step - grads[e]).max() < 0.25 * np.abs(grads[e]).max()
 
@@ -495,7 +495,7 @@ def test_recorded_singular_values_projections_rsm_and_eval() -> None:
         traj.series["proj/h->y"], np.einsum("ta,TSts,sa->TSa", left, W, right), rtol=1e-12
     )
     # eval quantities, recomputed in numpy from the recorded weights at the last record
-    Wend = {e: traj.series[f"W/{edge_label(e)}"][-1, 1] for e in graph.edges}
+    Wend = {e: traj.series[f"W/{edge_name(e)}"][-1, 1] for e in graph.edges}
     loss, per_example, _ = numpy_loss_and_grad(graph, ev, Wend)
     np.testing.assert_allclose(traj.series["eval/loss"][-1, 1], loss, rtol=1e-12)
     np.testing.assert_allclose(traj.series["eval/example_loss"][-1, 1], per_example, rtol=1e-12)

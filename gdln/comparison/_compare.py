@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..reduction._reduce import reduce
-from ..simulation._simulate import INITS, SimulationSpecError, edge_label, initial_weights, simulate
+from ..simulation._simulate import INITS, SimulationSpecError, initial_weights, simulate
 from ..solution._solve import solve
 from ..solution._trajectory import Trajectory, time_to_half_loss
 from ._figures import save_figure
@@ -49,7 +50,6 @@ __all__ = [
     "time_to_half_loss",
 ]
 
-Edge = tuple[str, str]
 
 FILES = (
     "loss.png",
@@ -221,7 +221,7 @@ def max_relative_gap(t: np.ndarray, loss: np.ndarray, t_ref: np.ndarray, ref: np
 
 def _plot_edges(graph: nx.DiGraph, edges: Sequence[Edge]) -> list[Edge]:
     """One representative edge per depth of its target (input layer, hidden, output...)."""
-    depth: dict[str, int] = {}
+    depth: dict[Hashable, int] = {}
     for v in nx.topological_sort(graph):
         preds = list(graph.predecessors(v))
         depth[v] = 1 + max(depth[u] for u in preds) if preds else 0
@@ -371,7 +371,7 @@ def compare(
         "steps": steps,
         "init_rule": rule,
         "init_b": {
-            edge_label(e): float(b0[e] if isinstance(b0, dict) else b0)
+            edge_name(e): float(b0[e] if isinstance(b0, dict) else b0)
             for e in graph.edges
             if not isinstance(b0, dict) or e in b0
         },
@@ -503,7 +503,7 @@ def _plot_singular_values(
     axes = fig.subplots(1, len(edges), sharey=True, squeeze=False)[0]
     step = max(1, len(decoupled.t) // 25)
     for ax, edge in zip(axes, edges, strict=True):
-        name = edge_label(edge)
+        name = edge_name(edge)
         sv_theory = np.sort(np.abs(theory[edge]), axis=1)[:, ::-1]
         k = sv_theory.shape[1]
         sv_random = random.series[f"sv/{name}"][:, :, :k]

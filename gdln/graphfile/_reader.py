@@ -41,6 +41,7 @@ import numpy as np
 import sympy as sp
 import yaml
 
+from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, TaskSpecError
 from ..task._examples import ExampleSet
 from ..task._task import Context, Dataset, Task, hierarchy_dataset, whitened_dataset
@@ -48,7 +49,6 @@ from ._expressions import ExpressionError, evaluate, render
 
 __all__ = ["Problem", "load", "parse_params", "read_graph"]
 
-EDGE_SEPARATOR = "->"
 MAX_COUNT = 10**6  # largest node size, repeat count and number of bindings of one entry
 BUILTIN_DATASETS: dict[str, Callable[..., Dataset]] = {
     "hierarchy": hierarchy_dataset,

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from .._edge import Edge
+
 __all__ = [
     "Path",
     "PathCounts",
@@ -36,8 +38,6 @@ __all__ = [
     "source_subpath",
     "target_subpath",
 ]
-
-Edge = tuple[Hashable, Hashable]
 
 
 @dataclass(frozen=True, order=True)

@@ -53,6 +53,7 @@ import scipy.sparse as sps
 import sympy as sp
 from scipy.sparse.linalg import spsolve_triangular
 
+from .._edge import Edge
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..paths._statistics import ContextActivity, context_activity
@@ -78,7 +79,6 @@ from ._reduce import (
 
 __all__ = ["ExpectedDynamics", "expected_dynamics"]
 
-Edge = tuple[Hashable, Hashable]
 ONE = -1  # the child index of the constant 1
 
 

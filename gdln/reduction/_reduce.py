@@ -52,6 +52,7 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
+from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
 from ..graphfile._expressions import ExpressionError, evaluate, exact
 from ..graphfile._reader import Problem
@@ -68,7 +69,6 @@ from ._poly import Polynomial
 
 __all__ = ["LUMPINGS", "ReducedSystem", "Reduction", "reduce"]
 
-Edge = tuple[Hashable, Hashable]
 Lumping = Literal["none", "symmetry", "balanced", "full"]
 LUMPINGS = ("none", "symmetry", "balanced", "full")
 MAX_EXACT_DIMS = 200
@@ -76,10 +76,6 @@ MAX_FULL_QUADRATIC = 12
 MAX_SYMBOLIC_PAIRS = 100_000
 """Most co-active path pairs (summed over contexts and outputs) the symbolic route lists."""
 DELTA = 1 << 40  # polynomial variable index of the first random gate delta_i
-
-
-def edge_name(edge: Edge) -> str:
-    return f"{edge[0]}->{edge[1]}"
 
 
 # ---------------------------------------------------------------------------------------

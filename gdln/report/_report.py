@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from .._edge import edge_name
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
 from ..paths._statistics import path_statistics
-from ..reduction._reduce import Reduction, _block, edge_name
+from ..reduction._reduce import Reduction, _block
 
 __all__ = ["FORMATS", "format_derivation", "format_paths", "format_statistics"]
 

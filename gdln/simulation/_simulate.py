@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .._edge import Edge, edge_name
 from .._errors import GdlnError, TaskSpecError
 from ..solution._trajectory import Trajectory
 from ..task._examples import ExampleSet
@@ -56,7 +57,6 @@ __all__ = [
     "TIME_CONVENTION",
     "SimulationDivergedError",
     "SimulationSpecError",
-    "edge_label",
     "initial_weights",
     "minibatch_indices",
     "simulate",
@@ -67,8 +67,6 @@ TIME_CONVENTION = (
     "the Euler step dt = lr of tau dW/dt = -dL/dW (Eq. 2 of Saxe et al. 2022) with tau = 1; "
     "heavy-ball momentum mu approximates the same flow with dt = lr / (1 - mu)"
 )
-
-Edge = tuple[str, str]
 
 
 class SimulationSpecError(GdlnError, ValueError):
@@ -93,11 +91,6 @@ class SimulationDivergedError(GdlnError, FloatingPointError):
         self.value = value
         self.seed = seed
         super().__init__(message)
-
-
-def edge_label(edge: Edge) -> str:
-    """The name of an edge in series keys: ``"source->target"``."""
-    return f"{edge[0]}->{edge[1]}"
 
 
 # --------------------------------------------------------------------------- initialisation
@@ -239,13 +232,13 @@ def initial_weights(
 # --------------------------------------------------------------------------- the network
 
 
-def _sizes(graph: nx.DiGraph) -> dict[str, int]:
+def _sizes(graph: nx.DiGraph) -> dict[Hashable, int]:
     if not isinstance(graph, nx.DiGraph):
         raise SimulationSpecError(f"graph: expected a networkx.DiGraph, got {type(graph).__name__}")
     if not nx.is_directed_acyclic_graph(graph):
         cycle = nx.find_cycle(graph)
         raise SimulationSpecError(f"graph: expected a DAG, found the cycle {cycle}")
-    sizes: dict[str, int] = {}
+    sizes: dict[Hashable, int] = {}
     for node, attrs in graph.nodes(data=True):
         size = attrs.get("size")
         if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
@@ -268,7 +261,7 @@ class _Net:
     """
 
     order: tuple[str, ...]
-    sizes: Mapping[str, int]
+    sizes: Mapping[Hashable, int]
     edges: tuple[Edge, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
@@ -343,9 +336,9 @@ grouped dense products are faster (routing M=7: 2.3x for one seed, 1.4x for ten)
 class _Data:
     """An ExampleSet as tensors: data ``(n, |v|)``, gates ``(n,)``, weights ``(n,)``."""
 
-    x: Mapping[str, torch.Tensor]
-    y: Mapping[str, torch.Tensor]
-    node_gates: Mapping[str, torch.Tensor]
+    x: Mapping[Hashable, torch.Tensor]
+    y: Mapping[Hashable, torch.Tensor]
+    node_gates: Mapping[Hashable, torch.Tensor]
     edge_gates: Mapping[int, torch.Tensor]
     w: torch.Tensor
     context_avg: torch.Tensor  # (n, C): column c averages over context c
@@ -402,10 +395,10 @@ def _tensorise(
             return tensor(table[v])
         return torch.zeros(n, net.sizes[v], dtype=dtype, device=device)
 
-    x = {v: column(ex.inputs, v) for v in net.inputs}
-    y = {v: column(ex.targets, v) for v in net.outputs}
+    x: dict[Hashable, torch.Tensor] = {v: column(ex.inputs, v) for v in net.inputs}
+    y: dict[Hashable, torch.Tensor] = {v: column(ex.targets, v) for v in net.outputs}
     index = {e: i for i, e in enumerate(net.edges)}
-    node_gates: dict[str, torch.Tensor] = {}
+    node_gates: dict[Hashable, torch.Tensor] = {}
     edge_gates: dict[int, torch.Tensor] = {}
     for key, g in ex.gates.items():
         if not np.all(np.isfinite(g)):
@@ -496,7 +489,7 @@ def _forward(
     rows: torch.Tensor | None = None,
     *,
     outputs: bool = False,
-) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+) -> tuple[dict[Hashable, torch.Tensor], torch.Tensor]:
     r"""Activations $h_v$ ``(S, n, |v|)`` and per-example losses ``(S, n)``.
 
     $h_v = g_v\sum_{q: t(q)=v} g_q W_q h_{s(q)}$ (Sec. 2), input nodes $h_v = g_v x_v$; the
@@ -521,9 +514,9 @@ def _forward(
         g = data.edge_gates.get(i)
         return a if g is None else a * pick(g).unsqueeze(-1)
 
-    h: dict[str, torch.Tensor] = {}
+    h: dict[Hashable, torch.Tensor] = {}
     split: dict[int, torch.Tensor] = {}  # fan-out products g_q W_q h_s, by edge
-    whole: dict[str, torch.Tensor] = {}  # fan-out source -> the gated product, all targets
+    whole: dict[Hashable, torch.Tensor] = {}  # fan-out source -> the gated product, all targets
     picked: dict[int, torch.Tensor] = {}  # sparse edge -> g_q h_s on its active rows
     for v in net.order:
         if v in net.inputs:
@@ -625,7 +618,7 @@ class _Recorder:
         self,
         step: int,
         weights: Sequence[torch.Tensor],
-        acts: dict[str, torch.Tensor],
+        acts: dict[Hashable, torch.Tensor],
         per_example: torch.Tensor,
     ) -> None:
         net = self.net
@@ -636,14 +629,12 @@ class _Recorder:
             self._put(f"loss/{label}", ctx[:, c])
         with torch.no_grad():
             for e, w in zip(net.edges, weights, strict=True):
-                self._put(f"sv/{edge_label(e)}", torch.linalg.svdvals(w))
+                self._put(f"sv/{edge_name(e)}", torch.linalg.svdvals(w))
                 if self.weights:
-                    self._put(f"W/{edge_label(e)}", w)
+                    self._put(f"W/{edge_name(e)}", w)
                 if e in self.bases:
                     left, right = self.bases[e]
-                    self._put(
-                        f"proj/{edge_label(e)}", torch.einsum("ta,Sts,sa->Sa", left, w, right)
-                    )
+                    self._put(f"proj/{edge_name(e)}", torch.einsum("ta,Sts,sa->Sa", left, w, right))
             rsm_acts = acts
             if self.eval is not None:
                 eval_acts, eval_loss = _forward(net, weights, self.eval, outputs=True)
@@ -1032,14 +1023,14 @@ def _run(
         "momentum": float(momentum),
         "dtype": dtype,
         "device": str(dev),
-        "edges": [edge_label(e) for e in net.edges],
+        "edges": [edge_name(e) for e in net.edges],
         "hidden": list(net.hidden),
         "outputs": list(net.outputs),
         "contexts": list(train.labels),
         "eval_contexts": [] if evaluation is None else list(evaluation.labels),
         "loss_axes": ["time", "seed"],
         "random_gates": {str(k): float(p) for k, p in examples.random_gates.items()},
-        "fixed_edges": [edge_label(net.edges[i]) for i in fixed],
+        "fixed_edges": [edge_name(net.edges[i]) for i in fixed],
     }
     return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)
 

@@ -17,6 +17,7 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from .._edge import Edge
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..paths._paths import Path, source_subpath, target_subpath
@@ -25,8 +26,6 @@ from ..task._task import as_float
 from ._trajectory import Trajectory
 
 __all__ = ["full_flow", "solve_full"]
-
-Edge = tuple[Hashable, Hashable]
 
 
 def _product(path: Path, weights: Mapping[Edge, np.ndarray], size: int) -> np.ndarray:

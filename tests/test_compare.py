@@ -17,7 +17,6 @@ import gdln
 from gdln._edge import edge_name
 from gdln.comparison._compare import (
     compare,
-    decoupled_bases,
     initial_mode_strengths,
     max_relative_gap,
     theory_edge_values,
@@ -101,7 +100,7 @@ def test_decoupled_simulation_equals_reduced_gd_map(case: str, tmp_path: Path) -
         lr=lr,
         init="given",
         weights=reduction.decoupled_weights(init, seed=3),
-        bases=decoupled_bases(reduction, seed=3),
+        bases=reduction.decoupled_bases(seed=3),
         record_every=steps // (points - 1),
         dtype="float64",
         device="cpu",

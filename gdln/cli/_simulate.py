@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 
 import gdln
 
@@ -51,8 +50,7 @@ def parse_record_steps(text: str, steps: int) -> list[int]:
             raise SimulationSpecError(
                 f"--record-steps: expected 'log:N' with an int N >= 1, got {text!r}"
             )
-        grid = np.geomspace(1, max(steps, 1), count) if steps >= 1 else np.zeros(0)
-        return sorted({0, *(int(k) for k in np.rint(grid))} & set(range(steps + 1)))
+        return gdln.simulation.log_spaced_steps(steps, count)
     try:
         chosen = [int(part) for part in text.split(",")]
     except ValueError:

@@ -43,7 +43,6 @@ from ._figures import save_figure
 __all__ = [
     "CompareResult",
     "compare",
-    "decoupled_bases",
     "initial_mode_strengths",
     "max_relative_gap",
     "theory_edge_values",
@@ -118,16 +117,6 @@ def theory_edge_values(reduction: Any, trajectory: Trajectory) -> dict[Edge, np.
         slots = reduction.edge_bases(edge)[2]
         if all(s in cols for s in slots) and slots:
             out[edge] = np.column_stack([cols[s] for s in slots])
-    return out
-
-
-def decoupled_bases(reduction: Any, *, seed: int = 0) -> dict[Edge, tuple[np.ndarray, np.ndarray]]:
-    """Edge -> ``(left, right)`` mode vectors, as :func:`gdln.simulate` takes for ``bases``."""
-    out = {}
-    for edge in reduction.problem.graph.edges:
-        left, right, slots = reduction.edge_bases(edge, seed=seed)
-        if slots:
-            out[tuple(edge)] = (left, right)
     return out
 
 
@@ -343,7 +332,7 @@ def compare(
         weights={
             (str(u), str(v)): w for (u, v), w in reduction.decoupled_weights(seed=seed).items()
         },
-        bases=decoupled_bases(reduction, seed=seed),
+        bases=reduction.decoupled_bases(seed=seed),
         **common,
     )
     random = simulate(

@@ -65,12 +65,12 @@ from ..paths._statistics import (
 )
 from ..task._task import Task, as_float
 from ._bases import Block, Modes, generic_values, joint_modes
+from ._lumpings import LUMPINGS
 from ._poly import Polynomial
 
 __all__ = ["LUMPINGS", "ReducedSystem", "Reduction", "reduce"]
 
 Lumping = Literal["none", "symmetry", "balanced", "full"]
-LUMPINGS = ("none", "symmetry", "balanced", "full")
 MAX_EXACT_DIMS = 200
 MAX_FULL_QUADRATIC = 12
 MAX_SYMBOLIC_PAIRS = 100_000
@@ -221,6 +221,20 @@ class Reduction:
             self._hidden_bases(seed),
         )
         return left, right, slots
+
+    def decoupled_bases(self, *, seed: int = 0) -> dict[Edge, tuple[np.ndarray, np.ndarray]]:
+        """Edge -> ``(left, right)`` mode vectors for every edge that carries a mode.
+
+        The reduced variable of the ``k``-th mode of an edge is
+        ``left[:, k] @ W @ right[:, k]`` (Eq. 9), as :func:`gdln.simulate` records it when
+        given these as ``bases``; the modes are those of :meth:`edge_bases`.
+        """
+        out = {}
+        for edge in self.problem.graph.edges:
+            left, right, slots = self.edge_bases(edge, seed=seed)
+            if slots:
+                out[edge] = (left, right)
+        return out
 
     def decoupled_weights(self, init: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
         """Weights $W_e = R_{t(e)}B_eR_{s(e)}^\\top$ (Eq. 9) with $B_e$ at its initial value.

@@ -18,7 +18,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "SUFFIXES",
     "CoreSchemaLoader",
     "Scope",
+    "entry_of",
     "expand",
     "mapping",
     "name",
@@ -215,6 +216,8 @@ class Scope:
 
     def number(self, expression: Any) -> Any:
         """Like :meth:`evaluate`, also refusing a condition (``M > 2``) as a number."""
+        if isinstance(expression, bool):
+            raise self.fail(f"expected a number, got {describe(expression)}")
         value = self.evaluate(expression)
         if isinstance(value, bool):
             raise self.fail(f"expected a number, got {expression!r}, a condition ({value})")
@@ -261,9 +264,9 @@ def text(value: Any, scope: Scope, *, integer_ok: bool = False, what: str = "tex
     raise scope.fail(f"expected {what}, got {describe(value)}{hint}")
 
 
-def name(value: Any, scope: Scope, *, what: str = "name") -> str:
-    """A name that expressions use (a parameter, symbol, ``repeat`` or ``let`` variable)."""
-    word = text(value, scope, what=f"a {what}")
+def name(value: Any, scope: Scope, *, what: str = "variable") -> str:
+    """A name that expressions use: a parameter, symbol, ``repeat`` or ``let`` variable."""
+    word = text(value, scope, what=f"a {what} name")
     if not word.isidentifier():
         raise scope.fail(f"{what} {word!r} is not a name")
     return word
@@ -287,11 +290,23 @@ def sequence(value: Any, scope: Scope) -> list[Any]:
     return value
 
 
-def only(entry: Mapping[Any, Any], allowed: set[str], scope: Scope) -> None:
+def only(entry: Mapping[Any, Any], allowed: Set[str], scope: Scope) -> None:
     """Refuse keys of ``entry`` outside ``allowed``."""
     for key in entry:
         if key not in allowed:
             raise scope.fail(f"unknown key {key!r}; expected one of {sorted(allowed)}")
+
+
+def entry_of(
+    value: Any, scope: Scope, *, allowed: Set[str], required: tuple[str, ...] = ()
+) -> dict[Any, Any]:
+    """One entry of a list (a node, an edge, a context...): a mapping with known keys."""
+    entry = mapping(value, scope)
+    only(entry, allowed, scope)
+    for key in required:
+        if key not in entry:
+            raise scope.fail(f"missing '{key}'")
+    return entry
 
 
 def expand(entry: Mapping[str, Any], scope: Scope) -> Iterator[Scope]:
@@ -301,7 +316,7 @@ def expand(entry: Mapping[str, Any], scope: Scope) -> Iterator[Scope]:
         counts = " x ".join(str(len(values)) for _, values in ranges)
         raise scope.at("repeat").fail(f"{counts} repetitions are above the limit of {MAX_COUNT}")
     lets = mapping(entry.get("let", {}), scope.at("let"))
-    variables = [(name(var, scope.at("let", str(var))), text) for var, text in lets.items()]
+    variables = [(name(var, scope.at("let", str(var))), value) for var, value in lets.items()]
     for combo in itertools.product(*(values for _, values in ranges)):
         local = dict(scope.names)
         local.update({var: value for (var, _), value in zip(ranges, combo, strict=True)})
@@ -353,7 +368,7 @@ def read_parameters(
         names[parameter] = here.bind(names).evaluate(overrides.get(parameter, value))
     for key, value in mapping(doc.get("derived", {}), scope.at("derived")).items():
         here = scope.at("derived", str(key))
-        names[name(key, here)] = here.bind(names).evaluate(value)
+        names[name(key, here, what="derived")] = here.bind(names).evaluate(value)
     _check(doc, scope.bind(names))
     return names
 
@@ -364,9 +379,7 @@ def _read_symbols(
     """``symbols:``: positive sympy symbols, unless an override binds one to a value."""
     for index, symbol in enumerate(sequence(doc.get("symbols", []), scope.at("symbols"))):
         here = scope.at("symbols", index)
-        word = text(symbol, here, what="a name")
-        if not word.isidentifier():
-            raise here.fail(f"symbol {word!r} is not a name")
+        word = name(symbol, here, what="symbol")
         if word in overrides:  # --param NAME=VALUE binds a declared symbol to a value
             names[word] = here.at(f" ({word})").bind(names).evaluate(overrides[word])
         else:

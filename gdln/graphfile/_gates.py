@@ -16,7 +16,7 @@ import networkx as nx
 import sympy as sp
 
 from .._edge import EDGE_SEPARATOR, edge_name
-from ._document import Scope, expand, mapping, only, sequence
+from ._document import Scope, entry_of, expand, mapping, sequence
 
 __all__ = ["Gating", "in_unit_interval", "read_random_gates"]
 
@@ -109,11 +109,7 @@ def read_random_gates(raw: Any, gating: Gating, scope: Scope) -> dict[Hashable, 
     out: dict[Hashable, Any] = {}
     for index, entry in enumerate(sequence(raw, scope)):
         here = scope.at(index)
-        entry = mapping(entry, here)
-        only(entry, RANDOM_GATE_KEYS, here)
-        for field_name in ("item", "p"):
-            if field_name not in entry:
-                raise here.fail(f"missing '{field_name}'")
+        entry = entry_of(entry, here, allowed=RANDOM_GATE_KEYS, required=("item", "p"))
         for local in expand(entry, here):
             name = local.at("item").render(entry["item"], integer_ok=True)
             item = gating.item(name, local.at("item"))

@@ -19,7 +19,7 @@ import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError
-from ._document import MAX_COUNT, Scope, describe, expand, mapping, only, sequence, text
+from ._document import MAX_COUNT, Scope, describe, entry_of, expand, sequence, text
 
 __all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
 
@@ -65,19 +65,9 @@ def read_architecture(doc: Mapping[Any, Any], scope: Scope) -> nx.DiGraph:
     return graph
 
 
-def _entry(entry: Any, allowed: set[str], required: tuple[str, str], scope: Scope) -> dict:
-    """A node or edge entry: a mapping with known keys and the required ones."""
-    entry = mapping(entry, scope)
-    only(entry, allowed, scope)
-    for field_name in required:
-        if field_name not in entry:
-            raise scope.fail(f"missing '{field_name}'")
-    return entry
-
-
 def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
     """One ``nodes:`` entry: a node per binding of its ``repeat:``."""
-    entry = _entry(entry, NODE_KEYS, ("id", "size"), scope)
+    entry = entry_of(entry, scope, allowed=NODE_KEYS, required=("id", "size"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
     for here in expand(entry, scope):
         node = here.at("id").render(entry["id"], integer_ok=True)
@@ -95,7 +85,7 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
 
 def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
     """One ``edges:`` entry: an edge per binding of its ``repeat:``."""
-    entry = _entry(entry, EDGE_KEYS, ("source", "target"), scope)
+    entry = entry_of(entry, scope, allowed=EDGE_KEYS, required=("source", "target"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
     for here in expand(entry, scope):
         u = here.at("source").render(entry["source"], integer_ok=True)

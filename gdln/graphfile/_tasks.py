@@ -19,7 +19,7 @@ import sympy as sp
 
 from ..task._task import Context, Dataset, Task
 from ._datasets import load_npz, read_datasets, read_matrix
-from ._document import Scope, expand, mapping, only, sequence, text
+from ._document import Scope, entry_of, expand, mapping, sequence, text
 from ._gates import Gating, in_unit_interval, read_random_gates
 
 __all__ = ["read_task"]
@@ -87,11 +87,7 @@ def _read_contexts(
     ends = _ends(gating.graph)
     for index, entry in enumerate(sequence(raw, scope)):
         here = scope.at(index)
-        entry = mapping(entry, here)
-        only(entry, CONTEXT_KEYS, here)
-        for field_name in ("probability", "dataset"):
-            if field_name not in entry:
-                raise here.fail(f"missing '{field_name}'")
+        entry = entry_of(entry, here, allowed=CONTEXT_KEYS, required=("probability", "dataset"))
         for local in expand(entry, here):
             repeated = ", ".join(
                 f"{var}={local.names[str(var)]}" for var in entry.get("repeat", {})
@@ -176,8 +172,7 @@ def _read_examples(raw: Any, gating: Gating, scope: Scope) -> list[_Example]:
     rows: list[_Example] = []
     for index, entry in enumerate(sequence(raw, scope)):
         here = scope.at(index)
-        entry = mapping(entry, here)
-        only(entry, EXAMPLE_KEYS, here)
+        entry = entry_of(entry, here, allowed=EXAMPLE_KEYS)
         for local in expand(entry, here):
             values = {
                 part: {

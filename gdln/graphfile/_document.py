@@ -36,6 +36,7 @@ __all__ = [
     "SUFFIXES",
     "CoreSchemaLoader",
     "Scope",
+    "describe",
     "entry_of",
     "expand",
     "mapping",

@@ -575,3 +575,283 @@ def test_npz_dataset_and_missing_gate_array(tmp_path: Path) -> None:
     np.savez(tmp_path / "t.npz", **arrays)
     with pytest.raises(gdln.TaskSpecError, match=r"task\.npz: missing gate value for 'x->y'"):
         gdln.load(write(tmp_path, BASE + "task: {npz: t.npz}\n", "t.yaml"))
+
+
+# YAML 1.1 words: PyYAML's own loader reads these as booleans; gdln reads YAML 1.2.
+CONTEXT_TASK = (
+    "datasets: {d: {examples: {a: [[1, 0]], b: [[1]]}}}\n"
+    "task:\n  contexts:\n    - {probability: 1, dataset: d, active: [x->y], inputs: {x: a}, "
+    "targets: {y: b}, %s}\n"
+)
+
+
+@pytest.mark.parametrize("word", ["on", "off", "yes", "no", "On", "NO", "y", "n"])
+def test_yaml_1_1_boolean_words_stay_text(tmp_path: Path, word: str) -> None:
+    problem = gdln.load(write(tmp_path, BASE + CONTEXT_TASK % f"label: {word}"))
+    assert problem.task.contexts[0].label == word
+    text = f"nodes: [{{id: {word}, size: 1}}, {{id: z, size: 1}}]\nedges: [{{source: {word}, target: z}}]\n"
+    assert set(gdln.load(write(tmp_path, text)).graph.nodes) == {word, "z"}
+
+
+@pytest.mark.parametrize(
+    ("typed", "read"),
+    [("1:30", "1:30"), ("1_000", "1_000"), ("2024-01-01", "2024-01-01"), ("0b11", "0b11")],
+)
+def test_yaml_1_1_numbers_and_dates_stay_text(tmp_path: Path, typed: str, read: str) -> None:
+    problem = gdln.load(write(tmp_path, BASE + CONTEXT_TASK % f"label: {typed}"))
+    assert problem.task.contexts[0].label == read
+
+
+def test_yaml_integers_follow_yaml_1_2(tmp_path: Path) -> None:
+    # YAML 1.1 reads 010 as octal 8; YAML 1.2 as decimal 10 (and octal needs 0o)
+    text = "nodes: [{id: a, size: 010}, {id: b, size: 0o10}, {id: c, size: 0x10}]\n"
+    text += "edges: [{source: a, target: b}, {source: b, target: c}]\n"
+    sizes = dict(gdln.load(write(tmp_path, text)).graph.nodes(data="size"))
+    assert sizes == {"a": 10, "b": 8, "c": 16}
+
+
+def test_integer_node_ids_are_their_decimal_text(tmp_path: Path) -> None:
+    text = "nodes: [{id: 0, size: 2}, {id: 1, size: 1}]\nedges: [{source: 0, target: 1, gated: true}]\n"
+    text += "task: {examples: [{inputs: {0: [1, 0]}, targets: {1: [1]}, active: [0->1]}]}\n"
+    problem = gdln.load(write(tmp_path, text))
+    assert set(problem.graph.edges) == {("0", "1")}
+    assert problem.task.contexts[0].gates == {("0", "1"): 1}
+
+
+QUOTE = r"; quote it \('{}'\) to mean the text"
+CONTEXT = "{probability: 1, dataset: d, active: [x->y], inputs: {x: a}, targets: {y: b}%s}"
+DATA = "datasets: {d: {examples: {a: [[1, 0]], b: [[1]]}}}\n"
+
+
+def context_file(fields: str = "", data: str = DATA) -> str:
+    return BASE + data + "task:\n  contexts:\n    - " + CONTEXT % fields + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (
+            context_file(", label: true"),
+            r"g\.yaml: task\.contexts\[0\]\.label: expected text, got the boolean true"
+            + QUOTE.format("true"),
+        ),
+        (
+            context_file(", label: 2"),
+            r"task\.contexts\[0\]\.label: expected text, got the number 2" + QUOTE.format("2"),
+        ),
+        (
+            context_file(", label: ~"),
+            r"task\.contexts\[0\]\.label: expected text, got nothing \(null\)$",
+        ),
+        (
+            BASE.replace("id: x", "id: 1.5"),
+            r"nodes\[0\]\.id: expected text or an integer, got the number 1\.5"
+            + QUOTE.format("1.5"),
+        ),
+        (
+            BASE.replace("id: x", "id: true"),
+            r"nodes\[0\]\.id: expected text or an integer, got the boolean true",
+        ),
+        (
+            BASE.replace("source: x", "source: false"),
+            r"edges\[0\]\.source: expected text or an integer, got the boolean false",
+        ),
+        (
+            context_file().replace("dataset: d", "dataset: true"),
+            r"task\.contexts\[0\]\.dataset: expected text, got the boolean true",
+        ),
+        (
+            context_file(data=DATA.replace("{d:", "{1:")).replace("dataset: d", "dataset: '1'"),
+            r"datasets\.1: expected a dataset name, got the number 1" + QUOTE.format("1"),
+        ),
+        (
+            context_file().replace("inputs: {x: a}", "inputs: {x: true}"),
+            r"task\.contexts\[0\]\.inputs\.x: expected a field name, got the boolean true",
+        ),
+        (
+            context_file(data=DATA.replace("a: [[1, 0]]", "1: [[1, 0]]")),
+            r"datasets\.d\.examples\.1: expected a field name, got the number 1",
+        ),
+        (
+            context_file().replace("inputs: {x: a}", "inputs: {1.5: a}"),
+            r"task\.contexts\[0\]\.inputs: expected text or an integer, got the number 1\.5",
+        ),
+        (
+            context_file().replace("active: [x->y]", "active: [true]"),
+            r"task\.contexts\[0\]\.active: expected text or an integer, got the boolean true",
+        ),
+        (
+            context_file(", repeat: {true: 2}"),
+            r"task\.contexts\[0\]\.repeat\.True: expected a variable name, got the boolean "
+            r"true" + QUOTE.format("true"),
+        ),
+        (
+            context_file(", let: {1: 2}"),
+            r"task\.contexts\[0\]\.let\.1: expected a variable name, got the number 1",
+        ),
+        (
+            "params: {true: 1}\n" + BASE,
+            r"params\.True: expected a parameter name, got the boolean true",
+        ),
+        ("params: {a b: 1}\n" + BASE, r"params\.a b: parameter 'a b' is not a name"),
+        ("derived: {false: 1}\n" + BASE, r"derived\.False: expected a derived name, got the"),
+        ("symbols: [true]\n" + BASE, r"symbols\[0\]: expected a symbol name, got the boolean"),
+        ("name: true\n" + BASE, r"g\.yaml: name: expected text, got the boolean true"),
+        (BASE + "solve: {lump: false}\n", r"solve\.lump: expected text, got the boolean false"),
+    ],
+)
+def test_text_fields_refuse_booleans_and_numbers(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(gdln.GraphSpecError, match=match):
+        gdln.load(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (BASE.replace("size: 2", "size: true"), r"nodes\[0\]\.size: expected a number, got the "),
+        (
+            "params: {M: 3}\n" + BASE.replace("size: 2", "size: M > 2"),
+            r"nodes\[0\]\.size: expected a number, got 'M > 2', a condition \(True\)",
+        ),
+        (
+            context_file().replace("probability: 1", "probability: true"),
+            r"task\.contexts\[0\]\.probability: expected a number, got the boolean true",
+        ),
+        (
+            context_file().replace("probability: 1", "probability: \"'a'\""),
+            r"task\.contexts\[0\]\.probability: expected a number, got 'a'",
+        ),
+        (
+            "nodes: [{id: x, size: 2}, {id: y, size: 2}]\nedges: [{source: x, target: y, fixed: true}]\n",
+            r"edges\[0\]\.fixed: expected a number, got the boolean true",
+        ),
+        (
+            "nodes: [{id: 'x{i}', size: 1, repeat: {i: true}}]\nedges: []\n",
+            r"nodes\[0\]\.repeat\.i: expected a number, got the boolean true",
+        ),
+        (
+            "nodes: [{id: 'x{i}', size: 1, repeat: {i: [0, true]}}]\nedges: []\n",
+            r"nodes\[0\]\.repeat\.i: expected a number or an expression, got the boolean true",
+        ),
+        (
+            context_file(", let: {k: false}"),
+            r"task\.contexts\[0\]\.let\.k: expected a number or an expression, got the boolean",
+        ),
+        ("params: {M: true}\n" + BASE, r"params\.M: expected a number or an expression, got the"),
+        (BASE + "solve: {t_max: true}\n", r"solve\.t_max: expected a number, got the boolean true"),
+        (
+            BASE + TASK % "active: [x->y], weight: true",
+            r"task\.examples\[0\]\.weight: expected a number, got the boolean",
+        ),
+        (
+            BASE + TASK % "gates: {x->y: true}",
+            r"task\.examples\[0\]\.gates\.x->y: expected a number, got the bool",
+        ),
+        (
+            BASE + TASK.replace("[1, 0]", "[1, false]") % "active: [x->y]",
+            r"task\.examples\[0\]\.inputs\.x: expected a number, got the bool",
+        ),
+        (
+            BASE + "task:\n  random_gates: [{item: x->y, p: true}]\n"
+            "  examples: [{inputs: {x: [1, 0]}, targets: {y: [1]}}]\n",
+            r"task\.random_gates\[0\]\.p: expected a number, got the boolean",
+        ),
+        (
+            "nodes: [{id: x, size: 2}, {id: y, size: 2}]\nedges: [{source: x, target: y}]\n"
+            "datasets: {d: {builtin: whitened, size: true}}\n"
+            "task: {contexts: [{probability: 1, dataset: d, inputs: {x: x}}]}\n",
+            r"datasets\.d\.size: expected a number, got the boolean true",
+        ),
+        (
+            BASE.replace("gated: true", "gated: yes"),
+            r"edges\[0\]\.gated: expected true or false, got 'yes'",
+        ),
+        (
+            BASE.replace("gated: true", "gated: 1"),
+            r"edges\[0\]\.gated: expected true or false, got the number 1",
+        ),
+    ],
+)
+def test_numeric_fields_refuse_booleans(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(gdln.GraphSpecError, match=match):
+        gdln.load(write(tmp_path, text))
+
+
+EXTENSIONS = (".yaml", ".yml", ".json", ".graphml")
+
+
+def test_every_accepted_extension_loads(tmp_path: Path) -> None:
+    graph = load("chain").graph
+    text = (GRAPHS / "chain.yaml").read_text()
+    for suffix in (".yaml", ".yml", ".YML"):
+        assert sorted(gdln.load(write(tmp_path, text, "g" + suffix)).graph.edges) == sorted(
+            graph.edges
+        )
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(graph, edges="links")))
+    nx.write_graphml(graph, tmp_path / "g.graphml")
+    for suffix in EXTENSIONS:
+        assert sorted(gdln.load(tmp_path / f"g{suffix}").graph.edges) == sorted(graph.edges)
+
+
+def test_unknown_extension_names_every_accepted_one(tmp_path: Path) -> None:
+    path = write(tmp_path, (GRAPHS / "chain.yaml").read_text(), "g.txt")
+    with pytest.raises(gdln.GraphSpecError, match=r"g\.txt: unknown file type '\.txt'") as info:
+        gdln.load(path)
+    listed = str(info.value).split("expected one of ")[1].split(", ")
+    assert listed == list(EXTENSIONS)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda g: g.nodes["a"].update(size=True), r"nodes\['a'\]\.size: size True is not an int"),
+        (lambda g: g.nodes["a"].update(size=1.5), r"nodes\['a'\]\.size: size 1\.5 is not an int"),
+        (
+            lambda g: g.edges["a", "b"].update(gated="maybe"),
+            r"edges\['a', 'b'\]\.gated: expected true or false, got 'maybe'",
+        ),
+        (
+            lambda g: g.edges["a", "b"].update(fixed=True),
+            r"edges\['a', 'b'\]\.fixed: expected a number, got the boolean true",
+        ),
+        (
+            lambda g: nx.relabel_nodes(g, {"a": 1.5}, copy=False),
+            r"nodes\[1\.5\]: expected a node id \(text or an integer\), got the number 1\.5",
+        ),
+    ],
+)
+def test_node_link_json_refuses_booleans_and_fractions(
+    tmp_path: Path, change: object, match: str
+) -> None:
+    graph = nx.DiGraph()
+    graph.add_node("a", size=1)
+    graph.add_node("b", size=1)
+    graph.add_edge("a", "b")
+    change(graph)  # type: ignore[operator]
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(graph, edges="links")))
+    with pytest.raises(gdln.GraphSpecError, match=match):
+        gdln.load(tmp_path / "g.json")
+
+
+def test_node_link_json_accepts_integer_ids_and_text_flags(tmp_path: Path) -> None:
+    graph = nx.DiGraph()
+    graph.add_node(0, size=1)
+    graph.add_node(1, size=1, gated="yes")
+    graph.add_node(2, size=1)
+    graph.add_edge(0, 1, gated="False")
+    graph.add_edge(1, 2, gated=1)
+    (tmp_path / "g.json").write_text(json.dumps(nx.node_link_data(graph, edges="links")))
+    loaded = gdln.load(tmp_path / "g.json").graph
+    assert dict(loaded.nodes(data="gated")) == {"0": False, "1": True, "2": False}
+    assert dict(((u, v), g) for u, v, g in loaded.edges(data="gated")) == {
+        ("0", "1"): False,
+        ("1", "2"): True,
+    }
+
+
+def test_undirected_graphml_is_an_error(tmp_path: Path) -> None:
+    graph = nx.Graph([("a", "b")])
+    nx.set_node_attributes(graph, 1, "size")
+    nx.write_graphml(graph, tmp_path / "g.graphml")
+    with pytest.raises(gdln.GraphSpecError, match=r"g\.graphml: the graph is undirected"):
+        gdln.load(tmp_path / "g.graphml")

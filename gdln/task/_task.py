@@ -31,7 +31,7 @@ import sympy as sp
 from .._errors import TaskSpecError
 from ._examples import ExampleSet
 
-__all__ = ["Context", "Dataset", "Task", "hierarchy_dataset", "whitened_dataset"]
+__all__ = ["Context", "Dataset", "Task"]
 
 Matrix = Any  # sympy.ImmutableMatrix when exact, numpy.ndarray (float64) otherwise
 
@@ -250,13 +250,6 @@ class Task:
         extra = f", random_gates=<{len(self.random_gates)}>" if self.random_gates else ""
         return f"Task(<{len(self.contexts)} contexts>, datasets=[{names}]{extra})"
 
-    def gate_expectation(self, items: frozenset[Hashable] | set[Hashable]) -> Any:
-        r"""$\mathbb E\prod_{i\in\mathrm{items}}\delta_i=\prod_i p_i$ (independent, $\delta^2=\delta$)."""
-        value: Any = 1
-        for item in items:
-            value = value * self.random_gates[item]
-        return value
-
     @property
     def exact(self) -> bool:
         return all(d.exact for d in self.datasets.values())
@@ -293,34 +286,3 @@ class Task:
             context_labels=tuple(c.label for c in self.contexts),
             random_gates=dict(self.random_gates),
         )
-
-
-# The targets of Fig. 4c of Saxe et al. 2022: four items, seven hierarchical features.
-HIERARCHY_TARGETS = (
-    (6, 4, 0, 3, 0, 0, 0),
-    (6, 4, 0, 0, 3, 0, 0),
-    (6, 0, 4, 0, 0, 3, 0),
-    (6, 0, 4, 0, 0, 0, 3),
-)
-
-
-def hierarchy_dataset(name: str = "hierarchy") -> Dataset:
-    """The routing figures' base dataset (Fig. 4c): one-hot items, hierarchical targets."""
-    x = sp.ImmutableMatrix(sp.eye(4))
-    y = sp.ImmutableMatrix(HIERARCHY_TARGETS)
-    return Dataset(name=name, fields={"x": 4, "y": 7}, examples={"x": x, "y": y})
-
-
-def whitened_dataset(name: str = "whitened", *, size: int) -> Dataset:
-    r"""Whitened one-hot inputs and a symmetric target map, so that $U = V$.
-
-    ``size`` examples: $x_k = e_k$ ($\Sigma^x = I/n$) and $y = Ax$ with
-    $A=\mathrm{diag}(1, \frac{n-1}{n}, \dots, \frac1n)$, so $\Sigma^{yx} = A/n$. The input
-    and output bases coincide, as a residual network whose input and output are joined by
-    identity skips needs (``graphs/resnet_sd.yaml``).
-    """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive integer, got {size!r}")
-    x = sp.ImmutableMatrix(sp.eye(size))
-    y = sp.ImmutableMatrix(sp.diag(*[sp.Rational(size - k, size) for k in range(size)]))
-    return Dataset(name=name, fields={"x": size, "y": size}, examples={"x": x, "y": y})

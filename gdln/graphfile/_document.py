@@ -1,0 +1,414 @@
+"""Reading a graph or task file into a document, and what every part of the reader shares.
+
+A file becomes a document in one function, :func:`read_file`: YAML (``.yaml``, ``.yml``)
+into a mapping, networkx node-link JSON (``.json``) or GraphML (``.graphml``) into a
+networkx graph. YAML is read with PyYAML's safe loader under the YAML 1.2 core schema,
+so only ``true``/``false`` are booleans and ``on``, ``no`` or ``1:30`` stay text.
+
+The rest of the reader walks the document with a :class:`Scope`: the file, the key path
+being read and the names in scope. Every error comes from :meth:`Scope.fail`, so it
+names the file, the key and the value. This module also reads the document's
+parameters (``params:``, ``symbols:``, ``derived:``, ``checks:``), its ``solve:``
+settings, and expands an entry's ``repeat:`` and ``let:``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Set
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import networkx as nx
+import sympy as sp
+import yaml
+
+from .._errors import GraphSpecError
+from ._expressions import ExpressionError, evaluate, render
+
+__all__ = [
+    "MAX_COUNT",
+    "SUFFIXES",
+    "CoreSchemaLoader",
+    "Scope",
+    "describe",
+    "entry_of",
+    "expand",
+    "mapping",
+    "name",
+    "only",
+    "read_file",
+    "read_parameters",
+    "read_settings",
+    "sequence",
+    "text",
+]
+
+MAX_COUNT = 10**6  # largest node size, repeat count and number of bindings of one entry
+YAML_SUFFIXES = (".yaml", ".yml")
+NETWORKX_SUFFIXES = (".json", ".graphml")
+SUFFIXES = (*YAML_SUFFIXES, *NETWORKX_SUFFIXES)
+"""Every file extension :func:`gdln.load` accepts (in any letter case)."""
+SETTINGS = ("init", "lr", "lump", "t_max")  # the keys of ``solve:``
+
+
+class CoreSchemaLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with the implicit types of the YAML 1.2 core schema.
+
+    PyYAML follows YAML 1.1, which reads ``on``/``off``/``yes``/``no``/``y``/``n`` as
+    booleans, ``010`` as 8, ``1:30`` as 90 and ``2024-01-01`` as a date. Here only
+    ``true``/``false`` (in three spellings) are booleans; integers are decimal, ``0o``
+    octal or ``0x`` hexadecimal; floats are decimal with ``.inf`` and ``.nan``; anything
+    else is text.
+
+    >>> yaml.load("{label: on, size: 010, t: 1:30, ok: true}", CoreSchemaLoader)
+    {'label': 'on', 'size': 10, 't': '1:30', 'ok': True}
+    """
+
+
+def _construct_int(loader: CoreSchemaLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    return int(text, 0) if text.startswith(("0o", "0x")) else int(text)
+
+
+CoreSchemaLoader.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in (
+    ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
+    ("bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
+    ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", list("-+0123456789")),
+    (
+        "float",
+        r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        list("-+0123456789."),
+    ),
+    ("merge", r"<<", ["<"]),
+):
+    CoreSchemaLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(f"^(?:{_pattern})$"), _first
+    )
+CoreSchemaLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def read_file(path: Path, *, as_yaml: bool = False) -> Any:
+    """Read and parse one file: the only place where a graph or task file is read.
+
+    Parameters
+    ----------
+    path
+        The file; its extension (one of :data:`SUFFIXES`) says how to parse it.
+    as_yaml
+        Parse as YAML whatever the extension (task files).
+
+    Returns
+    -------
+    dict or networkx.Graph
+        The top-level mapping of a YAML file, or the graph of a node-link JSON or GraphML
+        file as networkx reads it.
+    """
+    source = str(path)
+    suffix = path.suffix.lower()
+    if not as_yaml and suffix not in SUFFIXES:
+        raise GraphSpecError(
+            f"unknown file type {path.suffix!r}; expected one of {', '.join(SUFFIXES)}",
+            source=source,
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise GraphSpecError(f"cannot read file: {err}", source=source) from err
+    if as_yaml or suffix in YAML_SUFFIXES:
+        return _parse_yaml(data, source)
+    return _parse_networkx(data, suffix, source)
+
+
+def _parse_yaml(data: bytes, source: str) -> dict[str, Any]:
+    try:
+        doc = yaml.load(data, Loader=CoreSchemaLoader)  # a SafeLoader: builds no objects
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        raise GraphSpecError(
+            f"malformed YAML: {err}".splitlines()[0], source=source, key=where
+        ) from err
+    if not isinstance(doc, dict):
+        raise GraphSpecError(
+            f"expected a mapping at the top level, got {type(doc).__name__}", source=source
+        )
+    return doc
+
+
+def _parse_networkx(data: bytes, suffix: str, source: str) -> nx.Graph:
+    try:
+        if suffix == ".json":
+            links = json.loads(data)
+            edges = "links" if "links" in links else "edges"
+            return nx.node_link_graph(links, directed=True, edges=edges)
+        return nx.parse_graphml(data)
+    except (ValueError, KeyError, TypeError, nx.NetworkXError, ElementTree.ParseError) as err:
+        raise GraphSpecError(f"cannot read graph: {err}", source=source) from err
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where the reader is: the file, the key path in it, and the names in scope.
+
+    Attributes
+    ----------
+    source
+        The file being read, as errors name it.
+    folder
+        Its folder: files it names (``npz:``) are found relative to it.
+    names
+        Parameter, symbol and ``repeat``/``let`` values that expressions may use.
+    key
+        The key path being read, e.g. ``task.contexts[2].probability``.
+    error
+        The error class to raise: :class:`~gdln.GraphSpecError`, or
+        :class:`~gdln.TaskSpecError` in a task.
+    """
+
+    source: str
+    folder: Path
+    names: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    key: str = ""
+    error: type[GraphSpecError] = GraphSpecError
+
+    def at(self, *parts: str | int) -> Scope:
+        """The scope one or more keys further in: ``at("nodes", 0, "id")`` is ``nodes[0].id``.
+
+        A string part starting with ``[`` or a space is appended as it is.
+        """
+        key = self.key
+        for part in parts:
+            if isinstance(part, int):
+                key += f"[{part}]"
+            elif key and not part.startswith(("[", " ")):
+                key += "." + part
+            else:
+                key += part
+        return Scope(self.source, self.folder, self.names, key, self.error)
+
+    def with_key(self, key: str) -> Scope:
+        """The scope at another key path (of the same file)."""
+        return Scope(self.source, self.folder, self.names, key, self.error)
+
+    def bind(self, names: Mapping[str, Any]) -> Scope:
+        """The same place with other names in scope."""
+        return Scope(self.source, self.folder, names, self.key, self.error)
+
+    def fail(self, message: str) -> GraphSpecError:
+        """The error to raise here (naming the file and key)."""
+        return self.error(message, source=self.source, key=self.key or None)
+
+    def evaluate(self, expression: Any) -> Any:
+        """The value of an expression or a number (a YAML boolean is refused)."""
+        if isinstance(expression, bool):
+            raise self.fail(f"expected a number or an expression, got {describe(expression)}")
+        try:
+            return evaluate(expression, self.names)
+        except ExpressionError as err:
+            raise self.fail(str(err)) from err
+
+    def number(self, expression: Any) -> Any:
+        """Like :meth:`evaluate`, also refusing a condition (``M > 2``) as a number."""
+        if isinstance(expression, bool):
+            raise self.fail(f"expected a number, got {describe(expression)}")
+        value = self.evaluate(expression)
+        if isinstance(value, bool):
+            raise self.fail(f"expected a number, got {expression!r}, a condition ({value})")
+        return value
+
+    def render(self, template: Any, *, integer_ok: bool = False) -> str:
+        """Fill the ``{expression}`` fields of a text template, e.g. ``"x{i}"``.
+
+        With ``integer_ok`` (node ids) an integer is taken as its decimal text.
+        """
+        what = "text or an integer" if integer_ok else "text"
+        try:
+            return render(text(template, self, integer_ok=integer_ok, what=what), self.names)
+        except ExpressionError as err:
+            raise self.fail(str(err)) from err
+
+
+def describe(value: Any) -> str:
+    """A value as a message shows it: ``the boolean true``, ``the number 1.5``, ``'x'``."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return repr(value)
+    return f"{type(value).__name__} {value!r}"
+
+
+def text(value: Any, scope: Scope, *, integer_ok: bool = False, what: str = "text") -> str:
+    """A field that must be text; YAML booleans and numbers are refused, with a hint to quote.
+
+    ``integer_ok`` lets an integer stand for its decimal text (node ids).
+    """
+    if isinstance(value, str):
+        return value
+    if integer_ok and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    hint = ""
+    if isinstance(value, (bool, int, float)):
+        typed = str(value).lower() if isinstance(value, bool) else str(value)
+        hint = f"; quote it ('{typed}') to mean the text"
+    raise scope.fail(f"expected {what}, got {describe(value)}{hint}")
+
+
+def name(value: Any, scope: Scope, *, what: str = "variable") -> str:
+    """A name that expressions use: a parameter, symbol, ``repeat`` or ``let`` variable."""
+    word = text(value, scope, what=f"a {what} name")
+    if not word.isidentifier():
+        raise scope.fail(f"{what} {word!r} is not a name")
+    return word
+
+
+def mapping(value: Any, scope: Scope) -> dict[Any, Any]:
+    """A mapping (``None``, an empty entry, reads as ``{}``)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise scope.fail(f"expected a mapping, got {type(value).__name__} {value!r}")
+    return value
+
+
+def sequence(value: Any, scope: Scope) -> list[Any]:
+    """A list (``None``, an empty entry, reads as ``[]``)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise scope.fail(f"expected a list, got {type(value).__name__} {value!r}")
+    return value
+
+
+def only(entry: Mapping[Any, Any], allowed: Set[str], scope: Scope) -> None:
+    """Refuse keys of ``entry`` outside ``allowed``."""
+    for key in entry:
+        if key not in allowed:
+            raise scope.fail(f"unknown key {key!r}; expected one of {sorted(allowed)}")
+
+
+def entry_of(
+    value: Any, scope: Scope, *, allowed: Set[str], required: tuple[str, ...] = ()
+) -> dict[Any, Any]:
+    """One entry of a list (a node, an edge, a context...): a mapping with known keys."""
+    entry = mapping(value, scope)
+    only(entry, allowed, scope)
+    for key in required:
+        if key not in entry:
+            raise scope.fail(f"missing '{key}'")
+    return entry
+
+
+def expand(entry: Mapping[str, Any], scope: Scope) -> Iterator[Scope]:
+    """One scope per binding of an entry's ``repeat:`` variables, with its ``let:`` names."""
+    ranges = _repeat_ranges(entry, scope)
+    if math.prod(len(values) for _, values in ranges) > MAX_COUNT:
+        counts = " x ".join(str(len(values)) for _, values in ranges)
+        raise scope.at("repeat").fail(f"{counts} repetitions are above the limit of {MAX_COUNT}")
+    lets = mapping(entry.get("let", {}), scope.at("let"))
+    variables = [(name(var, scope.at("let", str(var))), value) for var, value in lets.items()]
+    for combo in itertools.product(*(values for _, values in ranges)):
+        local = dict(scope.names)
+        local.update({var: value for (var, _), value in zip(ranges, combo, strict=True)})
+        for var, expression in variables:
+            local[var] = scope.at("let", var).bind(local).evaluate(expression)
+        yield scope.bind(local)
+
+
+def _repeat_ranges(entry: Mapping[str, Any], scope: Scope) -> list[tuple[str, list[Any]]]:
+    """The values of each ``repeat:`` variable: a list, or ``range(count)``."""
+    ranges: list[tuple[str, list[Any]]] = []
+    for var, spec in mapping(entry.get("repeat", {}), scope.at("repeat")).items():
+        here = scope.at("repeat", str(var))
+        variable = name(var, here)
+        if isinstance(spec, list):
+            values = [here.evaluate(v) for v in spec]
+        else:
+            count = here.number(spec)
+            if not isinstance(count, int) or count < 0:
+                raise here.fail(f"repeat count must be a non-negative integer, got {count!r}")
+            if count > MAX_COUNT:
+                raise here.fail(f"repeat count {count} is above the limit of {MAX_COUNT}")
+            values = list(range(count))
+        ranges.append((variable, values))
+    return ranges
+
+
+def read_parameters(
+    doc: Mapping[str, Any], overrides: Mapping[str, Any], scope: Scope
+) -> dict[str, Any]:
+    """The names a document defines: ``symbols:``, ``params:`` and ``derived:``.
+
+    ``scope.names`` are names already known (a graph file's, for its task file);
+    ``overrides`` replace declared values (``--param NAME=VALUE``) or bind a symbol. The
+    document's ``checks:`` must hold for the result.
+    """
+    declared = mapping(doc.get("params", {}), scope.at("params"))
+    names: dict[str, Any] = dict(scope.names)
+    _read_symbols(doc, overrides, scope.bind(names), names)
+    unknown = set(overrides) - set(declared) - set(names)
+    if unknown:
+        known = ", ".join(sorted(map(str, declared))) or "none"
+        raise scope.at("params").fail(
+            f"unknown parameter {sorted(unknown)[0]!r} (declared: {known})"
+        )
+    for key, value in declared.items():
+        here = scope.at("params", str(key))
+        parameter = name(key, here, what="parameter")
+        names[parameter] = here.bind(names).evaluate(overrides.get(parameter, value))
+    for key, value in mapping(doc.get("derived", {}), scope.at("derived")).items():
+        here = scope.at("derived", str(key))
+        names[name(key, here, what="derived")] = here.bind(names).evaluate(value)
+    _check(doc, scope.bind(names))
+    return names
+
+
+def _read_symbols(
+    doc: Mapping[str, Any], overrides: Mapping[str, Any], scope: Scope, names: dict[str, Any]
+) -> None:
+    """``symbols:``: positive sympy symbols, unless an override binds one to a value."""
+    for index, symbol in enumerate(sequence(doc.get("symbols", []), scope.at("symbols"))):
+        here = scope.at("symbols", index)
+        word = name(symbol, here, what="symbol")
+        if word in overrides:  # --param NAME=VALUE binds a declared symbol to a value
+            names[word] = here.at(f" ({word})").bind(names).evaluate(overrides[word])
+        else:
+            names[word] = sp.Symbol(word, positive=True)
+
+
+def _check(doc: Mapping[str, Any], scope: Scope) -> None:
+    """``checks:``: conditions on the parameters, each with an optional message."""
+    for index, check in enumerate(sequence(doc.get("checks", []), scope.at("checks"))):
+        here = scope.at("checks", index)
+        condition, message = (
+            (check.get("expr"), check.get("message")) if isinstance(check, dict) else (check, None)
+        )
+        if not here.evaluate(condition):
+            shown = ", ".join(
+                f"{k}={v}" for k, v in scope.names.items() if not isinstance(v, sp.Symbol)
+            )
+            raise here.fail(f"{message or 'check failed'}: {condition} is false for {shown}")
+
+
+def read_settings(doc: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
+    """``solve:``: defaults for solving (``init``, ``t_max``, ``lr``: numbers; ``lump``: a name)."""
+    out: dict[str, Any] = {}
+    for key, value in mapping(doc.get("solve", {}), scope.at("solve")).items():
+        if key not in SETTINGS:
+            raise scope.at("solve").fail(
+                f"unknown setting {key!r}; expected one of {sorted(SETTINGS)}"
+            )
+        here = scope.at("solve", key)
+        out[key] = text(value, here) if key == "lump" else here.number(value)
+    return out

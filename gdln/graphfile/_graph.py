@@ -1,0 +1,198 @@
+r"""The architecture of a graph file: nodes with sizes, edges, gates and fixed edges.
+
+A YAML file lists ``nodes:`` (``id``, ``size`` $|v|$, ``gated``) and ``edges:``
+(``source``, ``target``, ``gated``, ``fixed``), each entry expanded by ``repeat:`` and
+``let:``. Node-link JSON and GraphML carry the same attributes on a networkx graph.
+Either way the result is a ``networkx.DiGraph`` with node attributes ``size`` and
+``gated``, edge attributes ``gated`` and, for an untrained edge $W_e = c\,I$, ``fixed``,
+checked by :func:`validate_graph`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import sympy as sp
+
+from .._edge import EDGE_SEPARATOR
+from .._errors import GraphSpecError
+from ._document import MAX_COUNT, Scope, describe, entry_of, expand, sequence, text
+
+__all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
+
+DOCUMENT_KEYS = frozenset(
+    {
+        "name",
+        "description",
+        "params",
+        "derived",
+        "symbols",
+        "checks",
+        "nodes",
+        "edges",
+        "datasets",
+        "task",
+        "solve",
+    }
+)
+"""The top-level keys of a YAML graph file."""
+
+NODE_KEYS = {"id", "size", "gated", "repeat", "let"}
+EDGE_KEYS = {"source", "target", "gated", "fixed", "repeat", "let"}
+TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1"), ("false", "no", "0")  # text flags in GraphML
+
+
+def read_architecture(doc: Mapping[Any, Any], scope: Scope) -> nx.DiGraph:
+    """The graph of a YAML document's ``nodes:`` and ``edges:``.
+
+    ``scope.names`` holds the document's parameters.
+    """
+    for key in doc:
+        if key not in DOCUMENT_KEYS:
+            raise scope.at(str(key)).fail(
+                f"unknown key {key!r}; expected one of {sorted(DOCUMENT_KEYS)}"
+            )
+    name = text(doc["name"], scope.at("name")) if "name" in doc else Path(scope.source).stem
+    graph = nx.DiGraph(name=name)
+    for part, add in (("nodes", _add_nodes), ("edges", _add_edges)):
+        if part not in doc:
+            raise scope.at(part).fail(f"missing key {part!r}")
+        for index, entry in enumerate(sequence(doc[part], scope.at(part))):
+            add(graph, entry, scope.at(part, index))
+    return graph
+
+
+def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
+    """One ``nodes:`` entry: a node per binding of its ``repeat:``."""
+    entry = entry_of(entry, scope, allowed=NODE_KEYS, required=("id", "size"))
+    gated = _flag(entry.get("gated", False), scope.at("gated"))
+    for here in expand(entry, scope):
+        node = here.at("id").render(entry["id"], integer_ok=True)
+        if EDGE_SEPARATOR in node:
+            raise here.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
+        if node in graph:
+            raise here.at("id").fail(f"duplicate node id {node!r}")
+        size = here.at("size").number(entry["size"])
+        if not isinstance(size, int) or size <= 0:
+            raise here.at("size").fail(f"size must be a positive integer, got {size!r}")
+        if size > MAX_COUNT:
+            raise here.at("size").fail(f"size {size} is above the limit of {MAX_COUNT}")
+        graph.add_node(node, size=size, gated=gated)
+
+
+def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
+    """One ``edges:`` entry: an edge per binding of its ``repeat:``."""
+    entry = entry_of(entry, scope, allowed=EDGE_KEYS, required=("source", "target"))
+    gated = _flag(entry.get("gated", False), scope.at("gated"))
+    for here in expand(entry, scope):
+        u = here.at("source").render(entry["source"], integer_ok=True)
+        v = here.at("target").render(entry["target"], integer_ok=True)
+        for end, node in (("source", u), ("target", v)):
+            if node not in graph:
+                raise here.at(end).fail(f"unknown node {node!r}")
+        if graph.has_edge(u, v):
+            raise here.fail(f"duplicate edge {u}->{v} (parallel edges need a hidden node)")
+        graph.add_edge(u, v, gated=gated)
+        if "fixed" in entry:
+            value = here.at("fixed").number(entry["fixed"])
+            graph.edges[u, v]["fixed"] = _fixed(value, graph, u, v, here.at("fixed"))
+
+
+def _flag(value: Any, scope: Scope) -> bool:
+    """``gated:`` of a YAML entry: ``true`` or ``false``, nothing else."""
+    if not isinstance(value, bool):
+        raise scope.fail(f"expected true or false, got {describe(value)}")
+    return value
+
+
+def _fixed(value: Any, graph: nx.DiGraph, u: str, v: str, scope: Scope) -> Any:
+    r"""The value $c$ of an untrained edge $W_e = c\,I$ (e.g. a ResNet's skip)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, sp.Expr)):
+        raise scope.fail(f"fixed: expected a number, got {value!r}")
+    su, sv = graph.nodes[u]["size"], graph.nodes[v]["size"]
+    if su != sv:
+        raise scope.fail(
+            f"fixed edge {u}->{v} holds {value} times the identity, which needs equal "
+            f"sizes, got |{u}| = {su} and |{v}| = {sv}"
+        )
+    return value
+
+
+def graph_from_networkx(raw: nx.Graph, source: str) -> nx.DiGraph:
+    """The architecture of a node-link JSON or GraphML file, as networkx read it.
+
+    Nodes need a ``size``; ``gated`` (nodes, edges) and ``fixed`` (edges: a number or an
+    expression without names such as ``"1/sqrt(4)"``) are optional.
+    """
+    scope = Scope(source, Path(source).parent)
+    if raw.is_multigraph():
+        raise scope.fail("parallel edges are not supported; use a hidden node")
+    if not raw.is_directed():
+        raise scope.fail("the graph is undirected; write it as a directed graph")
+    graph = nx.DiGraph(name=raw.graph.get("name", Path(source).stem))
+    for node, attrs in raw.nodes(data=True):
+        here = scope.at(f"nodes[{node!r}]")
+        node_id = text(node, here, integer_ok=True, what="a node id (text or an integer)")
+        size = _networkx_size(attrs, here.at("size"))
+        graph.add_node(node_id, size=size, gated=_networkx_flag(attrs, here.at("gated")))
+    for u, v, attrs in raw.edges(data=True):
+        here = scope.at(f"edges[{str(u)!r}, {str(v)!r}]")
+        u, v = str(u), str(v)
+        graph.add_edge(u, v, gated=_networkx_flag(attrs, here.at("gated")))
+        if "fixed" in attrs:
+            value = here.at("fixed").number(attrs["fixed"])
+            graph.edges[u, v]["fixed"] = _fixed(value, graph, u, v, here.at("fixed"))
+    return graph
+
+
+def _networkx_size(attrs: Mapping[str, Any], scope: Scope) -> int:
+    if "size" not in attrs:
+        raise scope.fail("missing node attribute 'size'")
+    value = attrs["size"]
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise scope.fail(f"size {value!r} is not an integer")
+    try:
+        return int(value)
+    except (TypeError, ValueError) as err:
+        raise scope.fail(f"size {value!r} is not an integer") from err
+
+
+def _networkx_flag(attrs: Mapping[str, Any], scope: Scope) -> bool:
+    """``gated`` of a networkx node or edge: a boolean, 0 or 1, or such a word."""
+    value = attrs.get("gated", False)
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    if isinstance(value, (bool, int, float)) and value in (0, 1):
+        return bool(value)
+    raise scope.fail(f"expected true or false, got {describe(value)}")
+
+
+def validate_graph(graph: nx.DiGraph, source: str) -> None:
+    """Refuse an empty or cyclic graph, bad sizes, gated inputs and isolated nodes."""
+    if graph.number_of_nodes() == 0:
+        raise GraphSpecError("the graph has no nodes", source=source, key="nodes")
+    for node, size in graph.nodes(data="size"):
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_COUNT:
+            raise GraphSpecError(
+                f"size must be a positive integer of at most {MAX_COUNT}, got {size!r}",
+                source=source,
+                key=f"node {node!r}",
+            )
+    if not nx.is_directed_acyclic_graph(graph):
+        cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(graph))
+        raise GraphSpecError(f"the graph has a cycle: {cycle}", source=source, key="edges")
+    for node in graph.nodes:
+        if graph.in_degree(node) == 0 and graph.nodes[node].get("gated"):
+            raise GraphSpecError(
+                "an input node cannot carry a gate (inputs are fixed to data); gate its edges",
+                source=source,
+                key=f"node {node!r}",
+            )
+    isolated = [n for n in graph.nodes if graph.degree(n) == 0]
+    if isolated:
+        raise GraphSpecError(
+            f"node {isolated[0]!r} has no edges", source=source, key=f"node {isolated[0]!r}"
+        )

@@ -1,0 +1,344 @@
+r"""The ``task:`` of a graph or task file: a mixture of contexts (Sec. 2 of Saxe et al. 2022).
+
+A task is given in one of three forms. ``contexts:`` lists contexts, each with a
+probability $\pi_c$, its gates and a dataset whose fields are bound to input and output
+nodes. ``examples:`` lists explicit examples, and ``npz:`` names a file of them; examples
+that share a gate pattern become one context with its own dataset, of probability the
+share of their weights. The probabilities must sum to 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import sympy as sp
+
+from ..task._task import Context, Dataset, Task
+from ._datasets import load_npz, read_datasets, read_matrix
+from ._document import Scope, entry_of, expand, mapping, sequence, text
+from ._gates import Gating, in_unit_interval, read_random_gates
+
+__all__ = ["read_task"]
+
+FORMS = ("contexts", "examples", "npz")
+CONTEXT_KEYS = {"repeat", "let", "probability", "label", "active", "gates", "dataset"}
+CONTEXT_KEYS |= {"inputs", "targets"}
+EXAMPLE_KEYS = {"repeat", "let", "inputs", "targets", "active", "gates", "weight"}
+PARTS = (("inputs", "an input"), ("targets", "an output"))
+
+
+@dataclass(frozen=True)
+class _Example:
+    """One example as read: values at input and output nodes, gates and weight."""
+
+    key: str
+    inputs: Mapping[str, Any]
+    targets: Mapping[str, Any]
+    gates: Mapping[Hashable, Any]
+    weight: Any
+
+
+def read_task(doc: Mapping[str, Any], graph: nx.DiGraph, scope: Scope) -> Task:
+    """The task of a document (its ``datasets:`` and ``task:``) on ``graph``.
+
+    ``scope`` is a task scope (:class:`~gdln.TaskSpecError`) with the parameters bound.
+    """
+    datasets = read_datasets(doc, scope)
+    here = scope.at("task")
+    spec = mapping(doc.get("task"), here)
+    forms = [k for k in FORMS if k in spec]
+    if len(forms) != 1:
+        raise here.fail("give exactly one of 'contexts', 'examples' or 'npz'")
+    gating = Gating.of(graph)
+    random = read_random_gates(spec.get("random_gates"), gating, here.at("random_gates"))
+    gating = replace(gating, random=random)
+    if forms[0] == "contexts":
+        contexts, keys = _read_contexts(spec["contexts"], datasets, gating, here.at("contexts"))
+    else:
+        if forms[0] == "examples":
+            rows = _read_examples(spec["examples"], gating, here.at("examples"))
+        else:
+            rows = _read_npz_examples(spec["npz"], gating, here.at("npz"))
+        contexts, extra, keys = _group_examples(rows, graph, here)
+        datasets.update(extra)
+    task = Task(contexts=tuple(contexts), datasets=datasets, random_gates=random)
+    _check_probabilities(task, keys, here)
+    return task
+
+
+def _ends(graph: nx.DiGraph) -> dict[str, list[Hashable]]:
+    """The input nodes (no edges in) and output nodes (no edges out), in graph order."""
+    return {
+        "inputs": [v for v in graph.nodes if graph.in_degree(v) == 0],
+        "targets": [v for v in graph.nodes if graph.out_degree(v) == 0],
+    }
+
+
+def _read_contexts(
+    raw: Any, datasets: Mapping[str, Dataset], gating: Gating, scope: Scope
+) -> tuple[list[Context], list[str]]:
+    """``task.contexts``, and where each context was written (for later errors)."""
+    contexts: list[Context] = []
+    keys: list[str] = []
+    ends = _ends(gating.graph)
+    for index, entry in enumerate(sequence(raw, scope)):
+        here = scope.at(index)
+        entry = entry_of(entry, here, allowed=CONTEXT_KEYS, required=("probability", "dataset"))
+        for local in expand(entry, here):
+            repeated = ", ".join(
+                f"{var}={local.names[str(var)]}" for var in entry.get("repeat", {})
+            )
+            keys.append(f"{here.key} ({repeated})" if repeated else here.key)
+            contexts.append(_read_context(entry, local, datasets, gating, ends, len(contexts)))
+    if not contexts:
+        raise scope.fail("no contexts")
+    return contexts, keys
+
+
+def _read_context(
+    entry: Mapping[str, Any],
+    scope: Scope,
+    datasets: Mapping[str, Dataset],
+    gating: Gating,
+    ends: Mapping[str, list[Hashable]],
+    index: int,
+) -> Context:
+    """One context: one binding of a ``task.contexts`` entry's ``repeat:``."""
+    dataset = scope.at("dataset").render(entry["dataset"])
+    if dataset not in datasets:
+        raise scope.at("dataset").fail(f"unknown dataset {dataset!r}; defined: {sorted(datasets)}")
+    data = datasets[dataset]
+    binding = {
+        part: _bind_fields(
+            entry.get(part, {}), data, gating.graph, ends[part], kind, scope.at(part)
+        )
+        for part, kind in PARTS
+    }
+    probability = scope.at("probability").number(entry["probability"])
+    if not isinstance(probability, (int, float, sp.Expr)):
+        raise scope.at("probability").fail(f"expected a number, got {probability!r}")
+    label = scope.at("label").render(entry.get("label", "")) or _default_label(binding, index)
+    return Context(
+        label=label,
+        probability=probability,
+        gates=gating.values(entry, scope),
+        dataset=dataset,
+        inputs=binding["inputs"],
+        targets=binding["targets"],
+    )
+
+
+def _bind_fields(
+    raw: Any,
+    data: Dataset,
+    graph: nx.DiGraph,
+    allowed: list[Hashable],
+    kind: str,
+    scope: Scope,
+) -> dict[Hashable, str]:
+    """A context's ``inputs:`` or ``targets:`` (``kind`` of node): node -> its field."""
+    binding: dict[Hashable, str] = {}
+    for ref, value in mapping(raw, scope).items():
+        node = scope.render(ref, integer_ok=True)
+        if node not in allowed:
+            raise scope.fail(f"{node!r} is not {kind} node")
+        here = scope.at(node)
+        field_name = text(value, here, what="a field name")
+        if field_name not in data.fields:
+            raise here.fail(
+                f"dataset {data.name!r} has no field {field_name!r}; fields: {sorted(data.fields)}"
+            )
+        if data.fields[field_name] != graph.nodes[node]["size"]:
+            raise here.fail(
+                f"field {field_name!r} has dimension {data.fields[field_name]} but node "
+                f"{node!r} has size {graph.nodes[node]['size']}"
+            )
+        binding[node] = field_name
+    return binding
+
+
+def _default_label(binding: Mapping[str, Mapping[Hashable, str]], index: int) -> str:
+    sources = ",".join(str(v) for v in binding["inputs"])
+    targets = ",".join(str(v) for v in binding["targets"])
+    return f"{sources}->{targets}" if sources or targets else f"context{index}"
+
+
+def _read_examples(raw: Any, gating: Gating, scope: Scope) -> list[_Example]:
+    """``task.examples``: one example per entry and binding of its ``repeat:``."""
+    rows: list[_Example] = []
+    for index, entry in enumerate(sequence(raw, scope)):
+        here = scope.at(index)
+        entry = entry_of(entry, here, allowed=EXAMPLE_KEYS)
+        for local in expand(entry, here):
+            values = {
+                part: {
+                    local.at(part).render(node, integer_ok=True): read_matrix(
+                        value, local.at(part, str(node))
+                    )
+                    for node, value in mapping(entry.get(part, {}), local.at(part)).items()
+                }
+                for part, _ in PARTS
+            }
+            gates = gating.values(entry, local)
+            weight = local.at("weight").number(entry.get("weight", 1))
+            if not isinstance(weight, (int, sp.Expr)) or sp.sympify(weight).is_negative:
+                raise local.at("weight").fail(
+                    f"weight must be a non-negative number, got {weight!r}"
+                )
+            rows.append(_Example(here.key, values["inputs"], values["targets"], gates, weight))
+    return rows
+
+
+def _read_npz_examples(name: Any, gating: Gating, scope: Scope) -> list[_Example]:
+    """``task.npz``: arrays ``inputs/<node>``, ``targets/<node>``, ``gates/<item>``, ``weights``."""
+    arrays = load_npz(name, scope)
+    n = _count_rows(arrays, scope)
+    missing = [
+        g
+        for g, item in gating.items.items()
+        if f"gates/{g}" not in arrays and item not in gating.random
+    ]
+    if missing:
+        raise scope.fail(f"missing gate value for {missing[0]!r}: no array 'gates/{missing[0]}'")
+    weights = arrays.get("weights", np.ones(n))
+    rows = []
+    for mu in range(n):
+        values = {
+            part: {
+                k.split("/", 1)[1]: np.atleast_1d(arrays[k][mu]).astype(float)[None, :]
+                for k in arrays
+                if k.startswith(part + "/")
+            }
+            for part, _ in PARTS
+        }
+        gates = {
+            item: float(arrays[f"gates/{g}"][mu])
+            for g, item in gating.items.items()
+            if f"gates/{g}" in arrays
+            and (float(arrays[f"gates/{g}"][mu]) != 0 or item in gating.random)
+        }
+        key = f"{scope.key}[{mu}]"
+        rows.append(_Example(key, values["inputs"], values["targets"], gates, float(weights[mu])))
+    return rows
+
+
+def _count_rows(arrays: Mapping[str, np.ndarray], scope: Scope) -> int:
+    """The number of examples in an npz task: every array has one row per example."""
+    n = None
+    for k, a in arrays.items():
+        if a.ndim == 0 or (a.ndim > 2 and k.startswith(("inputs/", "targets/"))):
+            raise scope.fail(f"array {k!r} has shape {a.shape}; expected one row per example")
+        n = n if n is not None else len(a)
+        if len(a) != n:
+            raise scope.fail(f"array {k!r} has {len(a)} rows, expected {n}")
+    if n is None:
+        raise scope.fail("the file holds no arrays")
+    return n
+
+
+def _group_examples(
+    rows: list[_Example], graph: nx.DiGraph, scope: Scope
+) -> tuple[list[Context], dict[str, Dataset], list[str]]:
+    """Examples sharing a gate pattern become one context with its own dataset."""
+    ends = _ends(graph)
+    groups: dict[tuple[Any, ...], list[_Example]] = {}
+    for row in rows:
+        _check_example(row, graph, ends, scope)
+        pattern = tuple(sorted((str(k), str(v)) for k, v in row.gates.items()))
+        groups.setdefault(pattern, []).append(row)
+    total = sum(r.weight if isinstance(r.weight, float) else sp.nsimplify(r.weight) for r in rows)
+    if total == 0:
+        raise scope.fail("the example weights sum to 0")
+    contexts, datasets, keys = [], {}, []
+    for index, members in enumerate(groups.values()):
+        name = f"examples{index}"
+        data = datasets[name] = _example_dataset(name, members, graph, ends)
+        share = sum(r.weight for r in members)
+        probability = float(share) / total if isinstance(total, float) else share / total
+        label = f"context{index}" if len(groups) > 1 else "all"
+        keys.append(f"{members[0].key.split('[')[0]} ({label})")
+        contexts.append(
+            Context(
+                label=label,
+                probability=probability,
+                gates=members[0].gates,
+                dataset=name,
+                inputs={v: str(v) for v in ends["inputs"] if v in data.fields},
+                targets={v: str(v) for v in ends["targets"] if v in data.fields},
+            )
+        )
+    return contexts, datasets, keys
+
+
+def _check_example(
+    row: _Example, graph: nx.DiGraph, ends: Mapping[str, list[Hashable]], scope: Scope
+) -> None:
+    """Values only at input and output nodes, with as many entries as the node's size."""
+    for part, kind in PARTS:
+        where = scope.with_key(f"{row.key}.{part}")
+        for node, value in getattr(row, part).items():
+            if node not in ends[part]:
+                raise where.fail(f"{node!r} is not {kind} node")
+            size = graph.nodes[node]["size"]
+            if np.size(value) != size:
+                raise where.at(node).fail(
+                    f"value has {np.size(value)} entries but node {node!r} has size {size}"
+                )
+
+
+def _example_dataset(
+    name: str, members: list[_Example], graph: nx.DiGraph, ends: Mapping[str, list[Hashable]]
+) -> Dataset:
+    """The dataset of one group of examples: a field per node that any of them sets."""
+    exact = all(
+        isinstance(v, sp.MatrixBase)
+        for r in members
+        for part, _ in PARTS
+        for v in getattr(r, part).values()
+    )
+    fields: dict[str, Any] = {}
+    for part, _ in PARTS:
+        for node in ends[part]:
+            cells = [getattr(r, part).get(node) for r in members]
+            if any(c is not None for c in cells):
+                fields[str(node)] = _stack(cells, graph.nodes[node]["size"], exact)
+    if not fields:
+        fields["__none__"] = _stack([None] * len(members), 1, exact)
+    weights_list = [r.weight for r in members]
+    weights = sp.ImmutableMatrix(weights_list) if exact else np.asarray(weights_list, dtype=float)
+    columns = {f: v.cols if exact else v.shape[1] for f, v in fields.items()}
+    return Dataset(name=name, fields=columns, examples=fields, weights=weights)
+
+
+def _stack(cells: list[Any], size: int, exact: bool) -> Any:
+    """Rows of one field, zeros where an example sets nothing."""
+    if exact:
+        return sp.ImmutableMatrix([list(c) if c is not None else [0] * size for c in cells])
+    return np.vstack(
+        [
+            np.asarray(c, dtype=float).reshape(1, -1) if c is not None else np.zeros((1, size))
+            for c in cells
+        ]
+    )
+
+
+def _check_probabilities(task: Task, keys: list[str], scope: Scope) -> None:
+    """Every numeric context probability lies in [0, 1], and together they sum to 1."""
+    total: Any = 0
+    for key, c in zip(keys, task.contexts, strict=True):
+        p = c.probability
+        if isinstance(p, sp.Basic) and p.free_symbols:
+            total = None
+            continue
+        if not in_unit_interval(p):
+            raise scope.with_key(f"{key}.probability").fail(
+                f"probability {p} of context {c.label!r} is outside [0, 1]"
+            )
+        if total is not None:
+            total = total + p
+    if total is not None and abs(float(total) - 1) > 1e-9:
+        raise scope.fail(f"context probabilities sum to {total}, expected 1")

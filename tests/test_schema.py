@@ -53,8 +53,12 @@ def test_every_shipped_graph_validates(path: Path) -> None:
     [
         BASE + EXAMPLE % "active: [x->y]",
         BASE + DATA % GOOD_DATA + CONTEXT % BOUND,
-        BASE + DATA % "{moments: {a: {a: [[1, 0], [0, 1]]}, b: {a: [[1, 0]], b: 1}}}" + CONTEXT % BOUND,
-        BASE + DATA % "{examples: {a: [[1, 0], [0, 1]], b: [[1], [0]]}, weights: [1, 3]}" + CONTEXT % BOUND,
+        BASE
+        + DATA % "{moments: {a: {a: [[1, 0], [0, 1]]}, b: {a: [[1, 0]], b: 1}}}"
+        + CONTEXT % BOUND,
+        BASE
+        + DATA % "{examples: {a: [[1, 0], [0, 1]], b: [[1], [0]]}, weights: [1, 3]}"
+        + CONTEXT % BOUND,
         "params: {n: 3}\nnodes: [{id: x, size: n}, {id: y, size: n}]\nedges: [{source: x, target: y, fixed: 1/2}]\n"
         "datasets: {d: {builtin: whitened, size: n}}\n"
         "task: {contexts: [{probability: 1, dataset: d, inputs: {x: x}, targets: {y: y}}]}\n",
@@ -103,12 +107,16 @@ BROKEN = {
     "random gate without p": (
         BASE + "task:\n  random_gates: [{item: x->y}]\n  examples: [{inputs: {x: [1, 0]}}]\n"
     ),
-    "two dataset forms": BASE + DATA % "{builtin: hierarchy, examples: {a: [[1]]}}" + CONTEXT % "active: [x->y]",
+    "two dataset forms": BASE
+    + DATA % "{builtin: hierarchy, examples: {a: [[1]]}}"
+    + CONTEXT % "active: [x->y]",
     "no dataset form": BASE + DATA % "{weights: [1]}" + CONTEXT % "active: [x->y]",
     "unknown builtin": BASE + DATA % "{builtin: spiral}" + CONTEXT % "active: [x->y]",
     "builtin not a name": BASE + DATA % "{builtin: [1]}" + CONTEXT % "active: [x->y]",
     "whitened without size": BASE + DATA % "{builtin: whitened}" + CONTEXT % "active: [x->y]",
-    "hierarchy with a setting": BASE + DATA % "{builtin: hierarchy, size: 3}" + CONTEXT % "active: [x->y]",
+    "hierarchy with a setting": BASE
+    + DATA % "{builtin: hierarchy, size: 3}"
+    + CONTEXT % "active: [x->y]",
     "dataset without fields": BASE + DATA % "{examples: {}}" + CONTEXT % "active: [x->y]",
     "empty npz name": BASE + DATA % "{npz: ''}" + CONTEXT % "active: [x->y]",
     "top level a list": "- nodes\n- edges\n",

@@ -11,9 +11,9 @@ produces.
 from __future__ import annotations
 
 import ast
-import re
 import importlib
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,11 @@ def subpackages() -> list[str]:
     return [name for name in gdln.__all__ if inspect.ismodule(getattr(gdln, name))]
 
 
-def write_api() -> None:
+def api_pages() -> dict[str, str]:
     """One page per public subpackage documenting every name of its ``__all__``."""
     import gdln
 
-    out = DOCS / "api"
+    pages: dict[str, str] = {}
     owner: dict[int, str] = {}
     for sub in subpackages():
         module = importlib.import_module(f"gdln.{sub}")
@@ -67,9 +67,8 @@ def write_api() -> None:
         for name in module.__all__:
             obj = getattr(module, name)
             owner.setdefault(id(obj), f"gdln.{sub}.{name}")
-            options = "\n   :no-index:" if False else ""
-            lines.append(f".. {_directive(obj)}:: {name}{options}\n")
-        _write(out / f"{sub}.rst", "\n".join(lines))
+            lines.append(f".. {_directive(obj)}:: {name}\n")
+        pages[f"{sub}.rst"] = "\n".join(lines)
     top = [_title("gdln"), _summary(gdln), "", ".. currentmodule:: gdln\n"]
     top.append("Names defined at the top level:\n")
     own = [n for n in gdln.__all__ if n not in subpackages() and id(getattr(gdln, n)) not in owner]
@@ -83,7 +82,14 @@ def write_api() -> None:
         target = owner[id(obj)]
         top += [f"   * - ``gdln.{name}``", f"     - :py:obj:`{target}`"]
     top += ["", ".. toctree::", "   :maxdepth: 1", ""] + [f"   {s}" for s in subpackages()]
-    _write(out / "index.rst", "\n".join(top) + "\n")
+    pages["index.rst"] = "\n".join(top) + "\n"
+    return pages
+
+
+def write_api() -> None:
+    """Write :func:`api_pages` under ``docs/api``."""
+    for name, text in api_pages().items():
+        _write(DOCS / "api" / name, text)
 
 
 def _docstring(path: Path) -> str:
@@ -98,7 +104,12 @@ def write_examples() -> None:
         doc = _docstring(script)
         title, _, body = doc.partition("\n")
         figures = sorted((DOCS / "figures").glob(f"{script.stem}_*.png"))
-        lines = [f".. _example-{script.stem}:\n", _title(title.strip()), dollar_math(body.strip()), ""]
+        lines = [
+            f".. _example-{script.stem}:\n",
+            _title(title.strip()),
+            dollar_math(body.strip()),
+            "",
+        ]
         lines += [
             f"Run ``python examples/{script.name}`` (``--quick`` for a small run that the "
             "test suite also makes).\n"
@@ -113,15 +124,23 @@ def write_examples() -> None:
         ]
         _write(out / f"{script.stem}.rst", "\n".join(lines))
         names.append(script.stem)
-    index = [_title("Example gallery"), (
-        "Each script under ``examples/`` reproduces a figure or a table of one of the papers. "
-        "The figures shown were made by the scripts at full size; every script has "
-        "``main(argv)`` and a ``--quick`` mode that the test suite runs.\n"
-    ), ".. toctree::", "   :maxdepth: 1", ""] + [f"   {n}" for n in names]
+    index = [
+        _title("Example gallery"),
+        (
+            "Each script under ``examples/`` reproduces a figure or a table of one of the papers. "
+            "The figures shown were made by the scripts at full size; every script has "
+            "``main(argv)`` and a ``--quick`` mode that the test suite runs.\n"
+        ),
+        ".. toctree::",
+        "   :maxdepth: 1",
+        "",
+    ] + [f"   {n}" for n in names]
     _write(out / "index.rst", "\n".join(index) + "\n")
 
 
-_MATH = re.compile(r"(?<![\\$])\$\$(.+?)\$\$|(?<![\\$\w])\$((?:[^$\n]|\n(?![ \t]*\n))+?)\$(?![\w$])", re.S)
+_MATH = re.compile(
+    r"(?<![\\$])\$\$(.+?)\$\$|(?<![\\$\w])\$((?:[^$\n]|\n(?![ \t]*\n))+?)\$(?![\w$])", re.S
+)
 _LITERAL = re.compile(r"(``.+?``|:math:`[^`]*`|`[^`]*`)")
 
 
@@ -136,12 +155,14 @@ def dollar_math(text: str) -> str:
         body = (match.group(1) or match.group(2)).strip()
         return f":math:`{body}`"
 
-    text = _MATH.sub(inline, text)
-    parts = _LITERAL.split(text)
-    for i in range(0, len(parts), 2):
-        parts[i] = re.sub(r"(?<![\\|])\|(?=\S)([^|\n]*?\S)\|", r"\\|\1\\|", parts[i])
-        parts[i] = re.sub(r"(\w)_(?=[\s,.;:)\]]|$)", r"\1\\_", parts[i])
-    return "".join(parts)
+    pieces = re.split(r"(``.+?``)", text)
+    for j in range(0, len(pieces), 2):
+        parts = _LITERAL.split(_MATH.sub(inline, pieces[j]))
+        for i in range(0, len(parts), 2):
+            parts[i] = re.sub(r"(?<![\\|])\|(?=\S)([^|\n]*?\S)\|", r"\\|\1\\|", parts[i])
+            parts[i] = re.sub(r"(\w)_(?=[\s,.;:)\]]|$)", r"\1\\_", parts[i])
+        pieces[j] = "".join(parts)
+    return "".join(pieces)
 
 
 def _process(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:

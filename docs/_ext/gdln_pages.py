@@ -1,0 +1,177 @@
+"""Write the API reference and the example pages from the code, at the start of each build.
+
+The API reference is generated from the public names (``__all__``) of :mod:`gdln` and of
+each public subpackage, never from private module paths, so it follows the code when
+modules move. Each name is documented once, on its subpackage's page; the top-level page
+lists the names ``gdln`` re-exports and links to them. The example pages are written from
+each script's docstring and source, with the figures under ``docs/figures`` that the script
+produces.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+DOCS = Path(__file__).resolve().parent.parent
+ROOT = DOCS.parent
+
+
+def _write(path: Path, text: str) -> None:
+    """Write only when the text changed, so Sphinx rebuilds only what changed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def _directive(obj: Any) -> str:
+    if inspect.isclass(obj):
+        if issubclass(obj, BaseException):
+            return "autoexception"
+        return "autoclass"
+    if callable(obj):
+        return "autofunction"
+    return "autodata"
+
+
+def _title(text: str, char: str = "=") -> str:
+    return f"{text}\n{char * len(text)}\n"
+
+
+def _summary(module: Any) -> str:
+    doc = inspect.getdoc(module) or ""
+    return doc.split("\n\n")[0]
+
+
+def subpackages() -> list[str]:
+    import gdln
+
+    return [name for name in gdln.__all__ if inspect.ismodule(getattr(gdln, name))]
+
+
+def api_pages() -> dict[str, str]:
+    """One page per public subpackage documenting every name of its ``__all__``."""
+    import gdln
+
+    pages: dict[str, str] = {}
+    owner: dict[int, str] = {}
+    for sub in subpackages():
+        module = importlib.import_module(f"gdln.{sub}")
+        lines = [f".. _api-{sub}:\n", _title(f"gdln.{sub}"), _summary(module), ""]
+        lines += [f".. currentmodule:: gdln.{sub}\n", ".. autosummary::\n"]
+        lines += [f"   {name}" for name in module.__all__] + [""]
+        for name in module.__all__:
+            obj = getattr(module, name)
+            owner.setdefault(id(obj), f"gdln.{sub}.{name}")
+            lines.append(f".. {_directive(obj)}:: {name}\n")
+        pages[f"{sub}.rst"] = "\n".join(lines)
+    top = [_title("gdln"), _summary(gdln), "", ".. currentmodule:: gdln\n"]
+    top.append("Names defined at the top level:\n")
+    own = [n for n in gdln.__all__ if n not in subpackages() and id(getattr(gdln, n)) not in owner]
+    top += [f".. {_directive(getattr(gdln, n))}:: {n}\n" for n in own]
+    top.append("Names re-exported from the subpackages (``gdln.NAME`` is ``gdln.SUB.NAME``):\n")
+    top += [".. list-table::", "   :header-rows: 1", "", "   * - name", "     - defined in"]
+    for name in gdln.__all__:
+        obj = getattr(gdln, name)
+        if name in subpackages() or name in own:
+            continue
+        target = owner[id(obj)]
+        top += [f"   * - ``gdln.{name}``", f"     - :py:obj:`{target}`"]
+    top += ["", ".. toctree::", "   :maxdepth: 1", ""] + [f"   {s}" for s in subpackages()]
+    pages["index.rst"] = "\n".join(top) + "\n"
+    return pages
+
+
+def write_api() -> None:
+    """Write :func:`api_pages` under ``docs/api``."""
+    for name, text in api_pages().items():
+        _write(DOCS / "api" / name, text)
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or path.stem
+
+
+def write_examples() -> None:
+    """One page per script under ``examples/``: its docstring, figures and source."""
+    out = DOCS / "examples"
+    names = []
+    for script in sorted((ROOT / "examples").glob("*.py")):
+        doc = _docstring(script)
+        title, _, body = doc.partition("\n")
+        figures = sorted((DOCS / "figures").glob(f"{script.stem}_*.png"))
+        lines = [
+            f".. _example-{script.stem}:\n",
+            _title(title.strip()),
+            dollar_math(body.strip()),
+            "",
+        ]
+        lines += [
+            f"Run ``python examples/{script.name}`` (``--quick`` for a small run that the "
+            "test suite also makes).\n"
+        ]
+        for fig in figures:
+            lines += [f".. image:: ../figures/{fig.name}", f"   :alt: {fig.stem}", ""]
+        lines += [
+            _title("Source", "-"),
+            f".. literalinclude:: ../../examples/{script.name}",
+            "   :language: python",
+            "",
+        ]
+        _write(out / f"{script.stem}.rst", "\n".join(lines))
+        names.append(script.stem)
+    index = [
+        _title("Example gallery"),
+        (
+            "Each script under ``examples/`` reproduces a figure or a table of one of the papers. "
+            "The figures shown were made by the scripts at full size; every script has "
+            "``main(argv)`` and a ``--quick`` mode that the test suite runs.\n"
+        ),
+        ".. toctree::",
+        "   :maxdepth: 1",
+        "",
+    ] + [f"   {n}" for n in names]
+    _write(out / "index.rst", "\n".join(index) + "\n")
+
+
+_MATH = re.compile(
+    r"(?<![\\$])\$\$(.+?)\$\$|(?<![\\$\w])\$((?:[^$\n]|\n(?![ \t]*\n))+?)\$(?![\w$])", re.S
+)
+_LITERAL = re.compile(r"(``.+?``|:math:`[^`]*`|`[^`]*`)")
+
+
+def dollar_math(text: str) -> str:
+    r"""Turn ``$x$`` into ``:math:`x``` and escape RST markup that plain prose does not mean.
+
+    gdln docstrings write math as ``$\Sigma^{yx}$`` (they read well in a terminal); reST
+    would take ``|S|`` for a substitution and ``x_`` for a link target.
+    """
+
+    def inline(match: re.Match[str]) -> str:
+        body = (match.group(1) or match.group(2)).strip()
+        return f":math:`{body}`"
+
+    pieces = re.split(r"(``.+?``)", text)
+    for j in range(0, len(pieces), 2):
+        parts = _LITERAL.split(_MATH.sub(inline, pieces[j]))
+        for i in range(0, len(parts), 2):
+            parts[i] = re.sub(r"(?<![\\|])\|(?=\S)([^|\n]*?\S)\|", r"\\|\1\\|", parts[i])
+            parts[i] = re.sub(r"(\w)_(?=[\s,.;:)\]]|$)", r"\1\\_", parts[i])
+        pieces[j] = "".join(parts)
+    return "".join(pieces)
+
+
+def _process(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    text = dollar_math("\n".join(lines))
+    lines[:] = text.split("\n")
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("autodoc-process-docstring", _process, priority=100)
+    write_api()
+    write_examples()
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

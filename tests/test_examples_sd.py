@@ -56,7 +56,7 @@ def test_gradient_growth_quick_measures_prop_1(tmp_path):
     this sample size. k = 4 leaves a two-sided normal tail of 6e-5 per comparison (30 of
     them).
     """
-    from gdln.sd._theory import gradient_growth
+    from gdln.sd import gradient_growth
 
     r = _load("sd_gradient_growth").main(["--quick", "-o", str(tmp_path)])
     _figures(tmp_path, "sd_gradient_growth")

@@ -31,16 +31,7 @@ if TYPE_CHECKING:
     from ._conv import ConvDGN
     from ._dgn import DGN
 
-__all__ = [
-    "AnyDGN",
-    "FeatureValueNetwork",
-    "check_gating",
-    "check_input",
-    "check_mode",
-    "draw_weights",
-    "networks_for_mode",
-    "resolve_build",
-]
+__all__: list[str] = []  # package-internal: the base of DGN and ConvDGN, and shared checks
 
 AnyDGN: TypeAlias = "DGN | ConvDGN"
 """A fully connected or a convolutional deep gated network (for annotations)."""

@@ -27,13 +27,7 @@ from ._base import (
 from ._errors import DGNSpecError
 from ._gates import Gate
 
-__all__ = [
-    "ConvDGN",
-    "conv_feature_gates",
-    "conv_forward",
-    "conv_offsets",
-    "make_conv_dgn",
-]
+__all__ = ["ConvDGN", "conv_feature_gates", "conv_forward", "make_conv_dgn"]
 
 
 def conv_offsets(ndim: int, kernel: int) -> tuple[tuple[int, ...], ...]:

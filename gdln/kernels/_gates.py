@@ -18,7 +18,7 @@ import torch
 
 from ._errors import DGNSpecError
 
-__all__ = ["Gate", "GateKind", "bernoulli_gates", "feature_gates"]
+__all__ = ["Gate", "bernoulli_gates", "feature_gates"]
 
 GateKind = Literal["relu", "soft", "bernoulli"]
 

@@ -27,16 +27,7 @@ import numpy as np
 from ._checks import StochasticDepthError, check_probabilities
 from ._masks import MaskConvention, mask_convention
 
-__all__ = [
-    "ChainExpectation",
-    "ChainInputs",
-    "brute_force_chain",
-    "chain_inputs",
-    "chain_scale",
-    "exclusive_products",
-    "expected_chain",
-    "masked_chains",
-]
+__all__ = ["ChainExpectation", "brute_force_chain", "chain_scale", "expected_chain"]
 
 
 def chain_scale(scaling: str | float, L: int) -> float:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._errors import GraphSpecError
 
-__all__ = ["StochasticDepthError", "check_depth", "check_probabilities"]
+__all__ = ["StochasticDepthError"]
 
 
 class StochasticDepthError(GraphSpecError):

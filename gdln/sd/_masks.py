@@ -15,7 +15,7 @@ import numpy as np
 from ._checks import StochasticDepthError
 from ._names import MASK_CONVENTIONS
 
-__all__ = ["MaskConvention", "mask_convention"]
+__all__ = ["MaskConvention"]
 
 #: Whether the gate of each convention is divided by its survival probability.
 _DIVIDES_BY_P: dict[str, bool] = {"unscaled": False, "inverted": True}

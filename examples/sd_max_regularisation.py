@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.quick:
-        args.L, args.width, args.inits, args.n, args.steps = 6, 16, 3, 16, 10
+        # enough initialisations for the test of Thm. 1 to have a standard error to go by
+        args.L, args.width, args.inits, args.n, args.steps = 6, 16, 24, 16, 10
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     threads = torch.get_num_threads()
@@ -142,6 +143,7 @@ def run(args: argparse.Namespace) -> dict:
     g_trained = sd_penalty(net, x)[1]
     p_trained, _ = max_regularisation_mode(g_trained, args.budget * args.L)
     result = {
+        "g_init_runs": gs.tolist(),
         "g_init_mean": g_mean.tolist(),
         "g_init_se": g_se.tolist(),
         "relative_spread_init": spread,

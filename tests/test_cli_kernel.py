@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from gdln.cli._kernel import kernel
-from gdln.kernels._dgn import DGNSpecError, Gate, make_dataset, make_dgn
+from gdln.kernels import DGNSpecError, Gate, make_dataset, make_dgn
 from gdln.kernels._npk import neural_path_kernel
 from gdln.kernels._ntk import neural_tangent_kernel
 

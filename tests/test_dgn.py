@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gdln import GdlnError
-from gdln.kernels._dgn import MODES, DGNSpecError, Gate, dgn_forward, make_dgn, train_dgn
+from gdln.kernels import MODES, DGNSpecError, Gate, dgn_forward, make_dgn, train_dgn
 
 
 def _x(n: int = 6, d_in: int = 3, seed: int = 0) -> torch.Tensor:
@@ -163,7 +163,7 @@ def test_gate_and_input_errors():
 
 
 def test_datasets():
-    from gdln.kernels._dgn import make_dataset
+    from gdln.kernels import make_dataset
 
     x, y = make_dataset("digits47", n=40, seed=0)
     assert x.shape == (40, 64) and sorted(set(y.tolist())) == [-1.0, 1.0]

@@ -16,7 +16,7 @@ import pytest
 import torch
 from helpers import autograd_rows
 
-from gdln.kernels._dgn import ConvDGN, DGNSpecError, Gate, make_conv_dgn, make_dataset, train_dgn
+from gdln.kernels import ConvDGN, DGNSpecError, Gate, make_conv_dgn, make_dataset, train_dgn
 from gdln.kernels._npk import (
     conv_path_features,
     conv_path_kernel,

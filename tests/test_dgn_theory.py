@@ -18,7 +18,7 @@ import pytest
 import sympy as sp
 import torch
 
-from gdln.kernels._dgn import DGN, DGNSpecError, Gate, bernoulli_gates, make_dgn
+from gdln.kernels import DGN, DGNSpecError, Gate, bernoulli_gates, make_dgn
 from gdln.kernels._dgn_theory import (
     d_sym,
     draw_value_weights,

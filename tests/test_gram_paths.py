@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gdln import GraphSpecError
-from gdln.kernels._dgn import make_dgn
+from gdln.kernels import make_dgn
 from gdln.kernels._gram_paths import (
     dag_ntk,
     example_5_2_graph,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from gdln.kernels._dgn import DGNSpecError, Gate, make_dgn
+from gdln.kernels import DGNSpecError, Gate, make_dgn
 from gdln.kernels._npk import (
     neural_path_features,
     neural_path_kernel,

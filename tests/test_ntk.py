@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import autograd_rows
 
-from gdln.kernels._dgn import DGNSpecError, Gate, make_dgn
+from gdln.kernels import DGNSpecError, Gate, make_dgn
 from gdln.kernels._npk import neural_path_features, neural_path_kernel, neural_path_value
 from gdln.kernels._ntk import neural_tangent_kernel, value_ntk_layerwise, value_tangent_kernel
 

@@ -22,7 +22,7 @@ import sympy as sp
 from helpers import GRAPHS, full_loss_and_gradient, load, run_cli
 
 import gdln
-from gdln.sd._stochastic_depth import brute_force_chain, expected_chain
+from gdln.sd import brute_force_chain, expected_chain
 
 RTOL = 1e-12
 

@@ -8,17 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from gdln.sd._resnet import (
+from gdln.sd import (
     SDResNet,
+    StochasticDepthError,
     average_network_loss,
+    chain_regulariser,
+    expected_chain,
+    gradient_growth,
     layer_sensitivities,
     measure_gradient_growth,
     sd_loss_monte_carlo,
     sd_penalty,
     train_sd,
 )
-from gdln.sd._stochastic_depth import StochasticDepthError, expected_chain
-from gdln.sd._theory import chain_regulariser, gradient_growth
 
 
 def _aligned_linear_net(L, N, p, mask, scaling, seed=0):

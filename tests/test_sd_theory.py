@@ -6,15 +6,11 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from gdln.sd._stochastic_depth import (
+from gdln.sd import (
     StochasticDepthError,
-    brute_force_chain,
-    mode_for_budget,
-    survival_probabilities,
-)
-from gdln.sd._theory import (
     bennett_u,
     bennett_u_inverse,
+    brute_force_chain,
     chain_regulariser,
     chain_sensitivities,
     depth_concentration,
@@ -22,7 +18,9 @@ from gdln.sd._theory import (
     growth_rate,
     lindeberg_ratio,
     max_regularisation_mode,
+    mode_for_budget,
     shapiro_pvalues,
+    survival_probabilities,
 )
 
 

@@ -9,8 +9,10 @@ import pytest
 import sympy as sp
 
 from gdln import GdlnError
-from gdln.sd._stochastic_depth import (
+from gdln.sd import (
     MASK_CONVENTIONS,
+    SURVIVAL_MODES,
+    MaskConvention,
     StochasticDepthError,
     brute_force_chain,
     expected_chain,
@@ -104,7 +106,7 @@ def test_gate_product_expectation_equals_enumeration_over_edge_states(mask):
     rng = np.random.default_rng(5)
     edges = [f"e{i}" for i in range(6)]
     survival = {e: float(rng.uniform(0.1, 1.0)) for e in edges}
-    conv = MASK_CONVENTIONS[mask]
+    conv = MaskConvention(mask)
     for trial in range(20):
         j = [e for e in edges if rng.random() < 0.5]
         q = [e for e in edges if rng.random() < 0.5] + (["fixed"] if trial % 2 else [])
@@ -355,7 +357,7 @@ def test_cli_bad_input_raises_gdln_errors(args, match):
 
 @pytest.mark.parametrize("mask", ["unscaled", "inverted"])
 def test_full_linear_resnet_expected_loss_equals_enumeration_without_alignment(mask):
-    from gdln.sd._stochastic_depth import expected_linear_resnet
+    from gdln.sd import expected_linear_resnet
 
     rng = np.random.default_rng(8)
     L, D, N, n_out = 6, 3, 4, 2
@@ -378,7 +380,7 @@ def test_full_linear_resnet_expected_loss_equals_enumeration_without_alignment(m
         F = wout @ F
         return 1.25 - np.trace(F @ syx.T) + 0.5 * np.trace(F @ sx @ F.T)
 
-    conv = MASK_CONVENTIONS[mask]
+    conv = MaskConvention(mask)
     brute = 0.0
     for bits in itertools.product((0.0, 1.0), repeat=L):
         bits = np.array(bits)
@@ -401,3 +403,56 @@ def test_full_linear_resnet_expected_loss_equals_enumeration_without_alignment(m
             for bits in itertools.product((0.0, 1.0), repeat=L)
         )
         assert ex.grad_blocks[idx] == pytest.approx(fp / (2 * h), rel=1e-6, abs=1e-9)
+
+
+def test_light_tables_name_exactly_the_rules_and_conventions_behind_them():
+    from gdln.sd import _masks, _survival
+
+    assert set(SURVIVAL_MODES) == set(_survival._RULES)
+    assert set(MASK_CONVENTIONS) == set(_masks._DIVIDES_BY_P)
+    assert all(isinstance(v, str) and v for v in [*SURVIVAL_MODES.values()])
+    for name, line in MASK_CONVENTIONS.items():
+        assert MaskConvention(name).description == line
+
+
+def test_every_survival_mode_is_accepted_by_survival_probabilities():
+    settings = {"p_L": 0.5, "p": [0.9, 0.8, 0.7], "sensitivities": [1.0, 2.0, 3.0]}
+    settings |= {"p_min": 0.1, "budget": 2.0}
+    for mode in SURVIVAL_MODES:
+        p = survival_probabilities(mode, 3, **settings)
+        assert p.shape == (3,) and np.all((p >= 0) & (p <= 1)), mode
+
+
+@pytest.mark.parametrize("mask", sorted(MASK_CONVENTIONS))
+def test_mask_moments_equal_the_average_over_both_gate_states(mask):
+    """E[g], E[g^2] and Var[g] of the multiplier g(delta), delta ~ Bernoulli(p), summed
+    over delta in {0, 1}."""
+    conv = MaskConvention(mask)
+    p = np.array([0.1, 0.5, 0.9, 1.0])
+    on, off = conv.gate_value(np.ones(4), p), conv.gate_value(np.zeros(4), p)
+    mean = p * on + (1 - p) * off
+    second = p * on**2 + (1 - p) * off**2
+    np.testing.assert_allclose(conv.mean(p), mean, rtol=1e-15)
+    np.testing.assert_allclose(conv.second_moment(p), second, rtol=1e-15)
+    np.testing.assert_allclose(conv.variance(p), second - mean**2, atol=1e-15)
+
+
+def test_unknown_mask_convention_is_refused_by_name():
+    with pytest.raises(StochasticDepthError, match=r"mask = 'dropout' is not a mask convention"):
+        MaskConvention("dropout")
+
+
+def test_name_tables_import_no_numerical_library():
+    """The CLI builds its --help choices from these tables: reading them must not load
+    numpy, torch, scipy or sympy."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gdln.kernels as k, gdln.sd as sd\n"
+        "names = (k.MODES, k.DATASETS, k.ACTIVATIONS, sd.SURVIVAL_MODES, sd.MASK_CONVENTIONS)\n"
+        "assert all(names)\n"
+        "print(sorted(m for m in ('numpy', 'torch', 'scipy', 'sympy') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -11,7 +11,7 @@ import click
 import numpy as np
 import torch
 
-from ..kernels._dgn import DATASETS, MODES, DGNSpecError, Gate, make_dataset, make_dgn, train_dgn
+from ..kernels import DATASETS, MODES, DGNSpecError, Gate, make_dataset, make_dgn, train_dgn
 from ..kernels._gram_paths import mlp_graph, mlp_term_counts, path_gram
 from ..kernels._npk import neural_path_kernel, normalised_nu
 from ..kernels._ntk import neural_tangent_kernel

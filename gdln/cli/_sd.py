@@ -5,14 +5,16 @@ from __future__ import annotations
 import click
 import numpy as np
 
-from ..sd._stochastic_depth import (
+from ..sd import (
     StochasticDepthError,
+    chain_regulariser,
+    depth_concentration,
     expected_chain,
     expected_chain_symbolic,
+    gradient_growth,
     mode_for_budget,
     survival_probabilities,
 )
-from ..sd._theory import chain_regulariser, depth_concentration, gradient_growth
 
 
 def _floats(text: str | None, name: str) -> np.ndarray | None:

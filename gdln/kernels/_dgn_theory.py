@@ -26,7 +26,7 @@ import numpy as np
 import sympy as sp
 import torch
 
-from ._dgn import DGNSpecError
+from ._errors import DGNSpecError
 
 __all__ = [
     "MonteCarloMean",

@@ -38,9 +38,9 @@ import numpy as np
 import torch
 
 from .._errors import GraphSpecError
+from ._names import ACTIVATIONS
 
 __all__ = [
-    "ACTIVATIONS",
     "MomentumCosines",
     "PathGram",
     "dag_ntk",
@@ -54,8 +54,6 @@ __all__ = [
     "scalar_layer_gram",
     "term_counts",
 ]
-
-ACTIVATIONS: tuple[str, ...] = ("identity", "relu", "sigmoid", "tanh")
 
 
 def _act_torch(name: str, a: torch.Tensor) -> torch.Tensor:

@@ -40,7 +40,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._dgn import DGN, AnyDGN, ConvDGN, DGNSpecError
+from ._base import AnyDGN
+from ._conv import ConvDGN
+from ._dgn import DGN
+from ._errors import DGNSpecError
 
 __all__ = [
     "NPK",
@@ -96,7 +99,7 @@ def neural_path_features(net: AnyDGN, x: torch.Tensor) -> np.ndarray:
 
     Examples
     --------
-    >>> from gdln.kernels._dgn import make_dgn
+    >>> from gdln.kernels import make_dgn
     >>> net = make_dgn(2, 3, 3, seed=0)
     >>> neural_path_features(net, torch.ones(4, 2)).shape
     (18, 4)
@@ -204,7 +207,7 @@ def neural_path_kernel(net: DGN, x: torch.Tensor) -> NPK:
 
     Examples
     --------
-    >>> from gdln.kernels._dgn import make_dgn
+    >>> from gdln.kernels import make_dgn
     >>> net = make_dgn(2, 3, 3, seed=0)
     >>> x = torch.randn(5, 2, dtype=torch.float64)
     >>> phi = neural_path_features(net, x)
@@ -275,7 +278,7 @@ def conv_path_features(net: ConvDGN, x: torch.Tensor, *, shared: bool = True) ->
 
     Examples
     --------
-    >>> from gdln.kernels._dgn import make_conv_dgn
+    >>> from gdln.kernels import make_conv_dgn
     >>> net = make_conv_dgn((4,), 2, 3, seed=0)
     >>> conv_path_features(net, torch.ones(3, 4)).shape
     (36, 3)

@@ -26,7 +26,10 @@ import numpy as np
 import torch
 from torch.func import jacfwd, jacrev, vmap
 
-from ._dgn import DGN, AnyDGN, ConvDGN, DGNSpecError
+from ._base import AnyDGN
+from ._conv import ConvDGN
+from ._dgn import DGN
+from ._errors import DGNSpecError
 from ._npk import _conv_npv_tensor, _npv_tensor, _path_budget, _scalar_output, num_paths
 
 __all__ = ["NTK", "neural_tangent_kernel", "value_ntk_layerwise", "value_tangent_kernel"]
@@ -123,7 +126,7 @@ def neural_tangent_kernel(net: AnyDGN, x: torch.Tensor, *, chunk_size: int | Non
 
     Examples
     --------
-    >>> from gdln.kernels._dgn import make_dgn
+    >>> from gdln.kernels import make_dgn
     >>> net = make_dgn(2, 3, 3, seed=0)
     >>> k = neural_tangent_kernel(net, torch.eye(2, dtype=torch.float64))
     >>> bool(np.allclose(k.total, k.value)), float(abs(k.feature).max())

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._stochastic_depth import StochasticDepthError, _check_probabilities, _mask, chain_scale
+from ._chain import chain_scale
+from ._checks import StochasticDepthError, check_probabilities
+from ._masks import mask_convention
 
 __all__ = [
     "GradientGrowthEstimate",
@@ -89,8 +91,8 @@ class SDResNet(torch.nn.Module):
             raise StochasticDepthError(
                 f"activation = {activation!r}; expected 'relu' or 'linear'", key="activation"
             )
-        conv = _mask(mask)
-        p_arr = _check_probabilities(p, positive=conv.name == "inverted")
+        conv = mask_convention(mask)
+        p_arr = check_probabilities(p, positive=conv.inverted)
         if p_arr.shape != (L,):
             raise StochasticDepthError(
                 f"p has shape {p_arr.shape}; expected ({L},), one survival probability per block",

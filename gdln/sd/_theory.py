@@ -19,14 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ._stochastic_depth import (
-    StochasticDepthError,
-    _chain_inputs,
-    _check_probabilities,
-    _exclusive_products,
-    chain_scale,
-    expected_chain,
-)
+from ._chain import chain_inputs, chain_scale, exclusive_products, expected_chain
+from ._checks import StochasticDepthError, check_probabilities
 
 __all__ = [
     "DepthConcentration",
@@ -74,7 +68,7 @@ def gradient_growth(
             )
         p_arr = np.ones(int(L))
     else:
-        p_arr = _check_probabilities(p)
+        p_arr = check_probabilities(p)
     factors = 1.0 + chain_scale(scaling, p_arr.size) ** 2 * p_arr
     tail = np.cumprod(factors[::-1])[::-1]  # tail[l] = prod_{k >= l+1} in 1-based terms
     return np.concatenate([tail, [1.0]])
@@ -163,7 +157,7 @@ def depth_concentration(p: np.ndarray, *, beta: float = 0.05) -> DepthConcentrat
     >>> c.mean, c.variance
     (50.0, 25.0)
     """
-    p = _check_probabilities(p)
+    p = check_probabilities(p)
     if not 0.0 < float(beta) < 1.0:
         raise StochasticDepthError(f"beta = {beta!r} is not a probability in (0, 1)", key="beta")
     v = float(np.sum(p * (1.0 - p)))
@@ -265,7 +259,7 @@ def chain_regulariser(
     const
         Added to every loss (the $\frac12\mathbb E\|y\|^2$ of Eq. (1) of Saxe et al.).
     """
-    B, p, conv, s_, d_, ca, _ = _chain_inputs(b, p, mask, s, d, a, c)
+    B, p, conv, s_, d_, ca, _ = chain_inputs(b, p, mask, s, d, a, c)
     L, M = B.shape
     kappa = chain_scale(scaling, L)
     ex = expected_chain(B, p, s=s_, d=d_, scaling=kappa, mask=mask, a=ca, c=1.0)
@@ -273,9 +267,8 @@ def chain_regulariser(
     mu = conv.mean(p)[:, None]
     m = 1.0 + kappa * mu * B
     one = 1.0 + kappa * B  # factors at delta~ = 1
-    f1 = ca * np.prod(one, axis=0)
-    df1 = ca * kappa * B * _exclusive_products(one)  # d f / d delta~_l at 1
-    dfm = ca * kappa * B * _exclusive_products(m)  # at the mean
+    df1 = ca * kappa * B * exclusive_products(one)  # d f / d delta~_l at 1
+    dfm = ca * kappa * B * exclusive_products(m)  # at the mean
     penalty_paper = float(np.sum(0.5 * d_ * np.sum(var * df1**2, axis=0)))
     penalty_first = float(np.sum(0.5 * d_ * np.sum(var * dfm**2, axis=0)))
     # Hoeffding orders: coefficients of x^k in prod_l (m_l^2 + x v_l kappa^2 b_l^2)
@@ -286,23 +279,8 @@ def chain_regulariser(
             poly = np.convolve(poly, [m[ell, j] ** 2, var[ell, 0] * kappa**2 * B[ell, j] ** 2])
         orders += 0.5 * d_[j] * ca[j] ** 2 * poly[1:]
     penalty_exact = float(np.sum(0.5 * d_ * ex.variance))
-    # second-order Taylor of L(f(p)) around p = 1 (unscaled); the mean itself for inverted
-    if conv.name == "unscaled":
-        delta = (p - 1.0)[:, None]
-        loss1 = -s_ * f1 + 0.5 * d_ * f1**2
-        resid = -s_ + d_ * f1
-        first = np.sum(resid * df1 * delta, axis=0)
-        cross = np.zeros(M)
-        for ell in range(L):
-            rest = one.copy()
-            rest[ell] = 1.0
-            f2 = ca * kappa**2 * B[ell] * B * _exclusive_products(rest)  # d2f/dl dk, k != l
-            f2[ell] = 0.0
-            cross += delta[ell, 0] * np.sum(f2 * delta, axis=0)
-        quad = d_ * np.sum(df1 * delta, axis=0) ** 2 + resid * cross
-        taylor = float(np.sum(loss1 + first + 0.5 * quad))
-    else:
-        taylor = ex.average_loss
+    # the inverted mask expands around its mean, where the average loss is exact
+    taylor = ex.average_loss if conv.inverted else _average_loss_taylor(B, p, s_, d_, ca, kappa)
     return RegulariserComparison(
         expected_loss=ex.loss + float(const),
         average_loss=ex.average_loss + float(const),
@@ -312,6 +290,30 @@ def chain_regulariser(
         penalty_exact=penalty_exact,
         variance_orders=orders,
     )
+
+
+def _average_loss_taylor(
+    B: np.ndarray, p: np.ndarray, s: np.ndarray, d: np.ndarray, ca: np.ndarray, kappa: float
+) -> float:
+    r"""Second-order Taylor expansion of $\bar{\mathcal L}(p)=\mathcal L(f(p))$ around
+    $\delta=\mathbf 1$ (the expansion point of Eq. 4 of Hayou & Ayed, unscaled mask)."""
+    L, M = B.shape
+    one = 1.0 + kappa * B  # factors at delta = 1
+    f1 = ca * np.prod(one, axis=0)
+    df1 = ca * kappa * B * exclusive_products(one)  # d f / d delta_l at 1
+    delta = (p - 1.0)[:, None]
+    loss1 = -s * f1 + 0.5 * d * f1**2
+    resid = -s + d * f1
+    first = np.sum(resid * df1 * delta, axis=0)
+    cross = np.zeros(M)
+    for ell in range(L):
+        rest = one.copy()
+        rest[ell] = 1.0
+        f2 = ca * kappa**2 * B[ell] * B * exclusive_products(rest)  # d2f/dl dk, k != l
+        f2[ell] = 0.0
+        cross += delta[ell, 0] * np.sum(f2 * delta, axis=0)
+    quad = d * np.sum(df1 * delta, axis=0) ** 2 + resid * cross
+    return float(np.sum(loss1 + first + 0.5 * quad))
 
 
 def chain_sensitivities(
@@ -332,11 +334,11 @@ def chain_sensitivities(
         first-order approximation $\partial\mathcal L/\partial\delta_l|_{\delta=\mathbf 1}$
         used by the paper, both ``(L,)`` and summed over modes.
     """
-    B, _, _, s_, d_, ca, _ = _chain_inputs(b, np.ones(np.shape(b)[0]), "unscaled", s, d, a, c)
+    B, _, _, s_, d_, ca, _ = chain_inputs(b, np.ones(np.shape(b)[0]), "unscaled", s, d, a, c)
     kappa = chain_scale(scaling, B.shape[0])
     one = 1.0 + kappa * B
     f1 = ca * np.prod(one, axis=0)
-    excl = ca * _exclusive_products(one)  # f with block l removed
+    excl = ca * exclusive_products(one)  # f with block l removed
     loss1 = -s_ * f1 + 0.5 * d_ * f1**2
     drop = np.sum(loss1 - (-s_ * excl + 0.5 * d_ * excl**2), axis=1)
     grad = np.sum((-s_ + d_ * f1) * kappa * B * excl, axis=1)

@@ -1,0 +1,116 @@
+r"""Gates of a deep gated network: how the feature network switches the value network.
+
+Hard ReLU gates $\mathbb 1\{q>0\}$; soft gates $(1+\varepsilon)\,\mathrm{sigmoid}(\beta q)$
+(the $\chi_\varepsilon(-\beta q)$ of Table 2 of Lakshminarayanan & Singh, *Deep Gated
+Networks* (DGN)); fixed random Bernoulli($p$) gates, one draw per example (DGN-FRG).
+The feature network's pre-activations decide the gates (Fig. 2 of Lakshminarayanan &
+Singh, *Neural Path Features and Neural Path Kernel* (NPF/NPK)).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from ._errors import DGNSpecError
+
+__all__ = ["Gate", "bernoulli_gates", "feature_gates"]
+
+GateKind = Literal["relu", "soft", "bernoulli"]
+
+
+@dataclass(frozen=True)
+class Gate:
+    r"""How a pre-activation $q$ of the feature network becomes a gate value.
+
+    Attributes
+    ----------
+    kind
+        ``"relu"``: $\mathbb 1\{q>0\}$. ``"soft"``: $(1+\varepsilon)\,\sigma(\beta q)$
+        with $\sigma$ the logistic function (DGN Table 2, $\chi_\varepsilon(-\beta q)$).
+        ``"bernoulli"``: no function of $q$; values are drawn once per example with
+        probability ``p`` of being 1 (DGN-FRG, Sec. 2 of the DGN paper).
+    beta, epsilon
+        Slope and overshoot of the soft gate.
+    p
+        Probability that a Bernoulli gate is on.
+
+    Examples
+    --------
+    >>> g = Gate("soft", beta=2.0, epsilon=0.5)
+    >>> float(g(torch.tensor(0.0)))
+    0.75
+    """
+
+    kind: GateKind = "relu"
+    beta: float = 4.0
+    epsilon: float = 0.0
+    p: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("relu", "soft", "bernoulli"):
+            raise DGNSpecError(
+                f"gate kind: got {self.kind!r}, expected one of 'relu', 'soft', 'bernoulli'"
+            )
+        if not (math.isfinite(self.beta) and self.beta > 0):
+            raise DGNSpecError(f"gate beta: got {self.beta!r}, expected a finite number > 0")
+        if not (math.isfinite(self.epsilon) and self.epsilon >= 0):
+            raise DGNSpecError(f"gate epsilon: got {self.epsilon!r}, expected a number >= 0")
+        if not (0.0 <= self.p <= 1.0):
+            raise DGNSpecError(f"gate p: got {self.p!r}, expected a probability in [0, 1]")
+
+    def __call__(self, q: torch.Tensor) -> torch.Tensor:
+        """Gate values for pre-activations ``q`` (same shape)."""
+        if self.kind == "relu":
+            return (q > 0).to(q.dtype)
+        if self.kind == "soft":
+            return (1.0 + self.epsilon) * torch.sigmoid(self.beta * q)
+        raise DGNSpecError(
+            "gate kind 'bernoulli': gates are drawn per example, not computed from q; "
+            "use mode='frg' (make_dgn draws them) or pass gates explicitly"
+        )
+
+    @property
+    def differentiable(self) -> bool:
+        """Whether gate values depend smoothly on the feature weights."""
+        return self.kind == "soft"
+
+
+def bernoulli_gates(
+    n: int,
+    widths: Sequence[int],
+    p: float,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, ...]:
+    """Fixed random gates, i.i.d. Bernoulli($p$), one ``(n, w)`` tensor per hidden width.
+
+    Examples
+    --------
+    >>> [tuple(g.shape) for g in bernoulli_gates(5, [3, 2], 0.5)]
+    [(5, 3), (5, 2)]
+    """
+    return tuple((torch.rand(n, w, generator=generator, dtype=dtype) < p).to(dtype) for w in widths)
+
+
+def feature_gates(
+    feature: Sequence[torch.Tensor], x: torch.Tensor, gate: Gate
+) -> tuple[torch.Tensor, ...]:
+    r"""Gates from the feature network's pre-activations (Fig. 2 of NPF/NPK).
+
+    $q^F_x(l) = \Theta^F(l)^\top z^F_x(l-1)$, $G_x(l) = \gamma(q^F_x(l))$ and
+    $z^F_x(l) = q^F_x(l)\odot G_x(l)$ for $l=1..d-1$ (DGN Table 2, gating network).
+    """
+    z = x
+    gates = []
+    for W in feature[:-1]:
+        q = z @ W
+        G = gate(q)
+        gates.append(G)
+        z = q * G
+    return tuple(gates)

@@ -1,0 +1,213 @@
+r"""Training dynamics under stochastic depth: the exact expected flow and map, and SD itself.
+
+Stochastic depth redraws the mask at every step. One SD step from $b$ has conditional
+mean exactly the expected GD map $b\mapsto b-\mathrm{lr}\,\nabla_b\mathbb E[\mathcal L]$
+(the gradient is linear in the masked loss); its Euler limit is gradient flow on the exact
+expected loss of :func:`gdln.sd.expected_chain`. :func:`simulate_sd_gd` runs SD itself, a
+fresh mask every step, for comparison.
+
+Time convention: full-batch gradient descent with learning rate ``lr`` is the Euler
+step $\mathrm dt=\mathrm{lr}$ of $\tau\,\mathrm db/\mathrm dt=-\partial\mathcal L/\partial b$
+with $\tau=1$.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from ..solution import Trajectory
+from ._chain import chain_inputs, chain_scale, expected_chain, masked_chains
+from ._checks import StochasticDepthError
+
+__all__ = ["expected_sd_flow", "expected_sd_gd", "simulate_sd_gd"]
+
+
+def _chain_settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    allowed = {"s", "d", "scaling", "mask", "a", "c"}
+    unknown = set(kwargs) - allowed
+    if unknown:
+        raise StochasticDepthError(
+            f"unknown chain setting(s) {sorted(unknown)}; expected some of {sorted(allowed)}",
+            key=sorted(unknown)[0],
+        )
+    return dict(kwargs)
+
+
+def expected_sd_flow(
+    b0: np.ndarray,
+    p: np.ndarray,
+    t: np.ndarray,
+    *,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    **chain: Any,
+) -> Trajectory:
+    r"""Gradient flow on the exact expected SD loss, $\tau\dot b=-\nabla_b\mathbb E[\mathcal L]$.
+
+    The small-learning-rate limit of SD training with masks redrawn every step: the
+    update averaged over one step's mask is exactly $-\mathrm{lr}\,\nabla\mathbb E[\mathcal L]$
+    (:func:`expected_sd_gd`), and its Euler limit is this ODE ($\tau=1$, $t=\mathrm{lr}\times$
+    step). The expected loss and gradient come from :func:`expected_chain`.
+
+    Parameters
+    ----------
+    b0
+        ``(L,)`` or ``(L, M)`` initial residual scalars.
+    p
+        ``(L,)`` survival probabilities.
+    t
+        Increasing times (in units of $\tau$) at which to record.
+    **chain
+        ``s``, ``d``, ``scaling``, ``mask``, ``a``, ``c`` as for :func:`expected_chain`.
+
+    Returns
+    -------
+    Trajectory
+        ``loss`` is the expected loss; series ``"b"`` ``(T, L, M)``, ``"mean_transfer"``
+        $\mathbb E f$ ``(T, M)`` and ``"average_loss"`` ``(T,)``.
+    """
+    chain = _chain_settings(chain)
+    b0 = np.asarray(b0, dtype=float)
+    shape = b0.shape
+    t = np.asarray(t, dtype=float)
+    if t.ndim != 1 or t.size == 0 or np.any(np.diff(t) <= 0) or t[0] < 0:
+        raise StochasticDepthError("t must be non-negative and strictly increasing times", key="t")
+
+    def rhs(_: float, y: np.ndarray) -> np.ndarray:
+        return -expected_chain(y.reshape(shape), p, **chain).grad.ravel()
+
+    sol = solve_ivp(
+        rhs, (0.0, float(t[-1])), b0.ravel(), t_eval=t, rtol=rtol, atol=atol, method="DOP853"
+    )
+    if not sol.success:  # pragma: no cover - depends on the integrator
+        raise StochasticDepthError(f"the ODE solver failed: {sol.message}", key="t")
+    bs = sol.y.T.reshape((len(t), *shape))
+    return _record(t, bs, p, chain, method="expected gradient flow")
+
+
+def _record(
+    t: np.ndarray, bs: np.ndarray, p: np.ndarray, chain: Mapping[str, Any], *, method: str
+) -> Trajectory:
+    ex = [expected_chain(bk, p, **chain) for bk in bs]
+    b3 = bs.reshape(len(t), bs.shape[1], -1)
+    return Trajectory(
+        t=t,
+        loss=np.array([e.loss for e in ex]),
+        series={
+            "b": b3,
+            "mean_transfer": np.array([e.mean for e in ex]),
+            "average_loss": np.array([e.average_loss for e in ex]),
+        },
+        meta={
+            "method": method,
+            "p": np.asarray(p, dtype=float).tolist(),
+            **{
+                k: (np.asarray(v).tolist() if not isinstance(v, str) else v)
+                for k, v in chain.items()
+            },
+        },
+    )
+
+
+def expected_sd_gd(
+    b0: np.ndarray, p: np.ndarray, *, lr: float, steps: int, record_every: int = 1, **chain: Any
+) -> Trajectory:
+    r"""The expected GD map $b\mapsto b-\mathrm{lr}\,\nabla_b\mathbb E[\mathcal L](b)$, iterated.
+
+    One SD step from $b$ with a fresh mask has conditional mean exactly this map
+    (the gradient is linear in the masked loss). Iterating it is the deterministic
+    reference for the mean of many simulations (:func:`simulate_sd_gd`); the two differ
+    only through the step-to-step fluctuations, at $O(\mathrm{lr})$.
+    """
+    chain = _chain_settings(chain)
+    lr, steps, record_every = _check_gd(lr, steps, record_every)
+    b = np.asarray(b0, dtype=float).copy()
+    recs, ts = [b.copy()], [0.0]
+    for k in range(1, steps + 1):
+        b = b - lr * expected_chain(b, p, **chain).grad
+        if k % record_every == 0:
+            recs.append(b.copy())
+            ts.append(k * lr)
+    return _record(np.array(ts), np.array(recs), p, chain, method="expected GD map")
+
+
+def _check_gd(lr: float, steps: int, record_every: int) -> tuple[float, int, int]:
+    if not (np.isfinite(lr) and lr > 0):
+        raise StochasticDepthError(f"lr = {lr!r} is not a positive learning rate", key="lr")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise StochasticDepthError(f"steps = {steps!r}; expected a positive integer", key="steps")
+    if not isinstance(record_every, (int, np.integer)) or record_every < 1:
+        raise StochasticDepthError(
+            f"record_every = {record_every!r}; expected a positive integer", key="record_every"
+        )
+    return float(lr), int(steps), int(record_every)
+
+
+def simulate_sd_gd(
+    b0: np.ndarray,
+    p: np.ndarray,
+    *,
+    lr: float,
+    steps: int,
+    runs: int,
+    seed: int = 0,
+    record_every: int = 1,
+    **chain: Any,
+) -> Trajectory:
+    r"""Monte Carlo SD training of scalar chains: a fresh mask every step, ``runs`` copies.
+
+    Each step draws $\delta_l\sim\mathrm{Bernoulli}(p_l)$ (shared by the modes of a run)
+    and applies $b\leftarrow b-\mathrm{lr}\,\nabla_b\mathcal L(\delta)$ with
+    $\mathcal L(\delta)=\sum_\alpha -s_\alpha f_\alpha(\delta)+\frac12d_\alpha f_\alpha(\delta)^2$.
+
+    Returns
+    -------
+    Trajectory
+        ``loss`` ``(T, runs)``: the *exact expected* loss at each run's current weights;
+        series ``"b"`` ``(T, runs, L, M)``.
+    """
+    chain = _chain_settings(chain)
+    lr, steps, record_every = _check_gd(lr, steps, record_every)
+    if not isinstance(runs, (int, np.integer)) or runs < 1:
+        raise StochasticDepthError(f"runs = {runs!r}; expected a positive integer", key="runs")
+    b0 = np.asarray(b0, dtype=float)
+    B0, pc, conv, s_, d_, ca, _ = chain_inputs(
+        b0.reshape(b0.shape[0], -1),
+        p,
+        chain.get("mask", "unscaled"),
+        chain.get("s"),
+        chain.get("d", 1.0),
+        chain.get("a", 1.0),
+        chain.get("c", 1.0),
+    )
+    if chain.get("s") is None:
+        raise StochasticDepthError("simulate_sd_gd needs s", key="s")
+    L, M = B0.shape
+    kappa = chain_scale(chain.get("scaling", "plain"), L)
+    rng = np.random.default_rng(seed)
+    B = np.broadcast_to(B0, (runs, L, M)).copy()
+    recs, ts = [B.copy()], [0.0]
+    for k in range(1, steps + 1):
+        delta = (rng.random((runs, L)) < pc).astype(float)
+        gate = conv.gate_value(delta, pc)
+        B = B - lr * masked_chains(gate, B, ca=ca, s=s_, d=d_, kappa=kappa)[1]
+        if k % record_every == 0:
+            recs.append(B.copy())
+            ts.append(k * lr)
+    bs = np.array(recs)  # (T, runs, L, M)
+    loss = np.array([[expected_chain(bk, pc, **chain).loss for bk in row] for row in bs])
+    return Trajectory(
+        t=np.array(ts),
+        loss=loss,
+        series={"b": bs},
+        meta={
+            "method": "SD gradient descent (Monte Carlo)",
+            "runs": int(runs),
+            "seed": int(seed),
+            "p": pc.tolist(),
+        },
+    )

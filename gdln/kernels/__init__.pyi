@@ -41,6 +41,7 @@ from ._gram_paths import path_gram as path_gram
 from ._gram_paths import pre_subnetwork as pre_subnetwork
 from ._gram_paths import scalar_layer_gram as scalar_layer_gram
 from ._gram_paths import term_counts as term_counts
+from ._kinds import KERNEL_KINDS as KERNEL_KINDS
 from ._npk import NPK as NPK
 from ._npk import conv_path_features as conv_path_features
 from ._npk import conv_path_kernel as conv_path_kernel
@@ -56,3 +57,6 @@ from ._ntk import NTK as NTK
 from ._ntk import neural_tangent_kernel as neural_tangent_kernel
 from ._ntk import value_ntk_layerwise as value_ntk_layerwise
 from ._ntk import value_tangent_kernel as value_tangent_kernel
+from ._spectra import KernelSpectrum as KernelSpectrum
+from ._spectra import kernel_spectrum as kernel_spectrum
+from ._spectra import spectrum_ecdf as spectrum_ecdf

@@ -25,6 +25,9 @@ from ._stochastic_depth import expected_sd_gd as expected_sd_gd
 from ._stochastic_depth import mode_for_budget as mode_for_budget
 from ._stochastic_depth import simulate_sd_gd as simulate_sd_gd
 from ._stochastic_depth import survival_probabilities as survival_probabilities
+from ._summary import MAX_SYMBOLIC_DEPTH as MAX_SYMBOLIC_DEPTH
+from ._summary import ChainSummary as ChainSummary
+from ._summary import chain_summary as chain_summary
 from ._theory import DepthConcentration as DepthConcentration
 from ._theory import RegulariserComparison as RegulariserComparison
 from ._theory import bennett_u as bennett_u

@@ -13,11 +13,11 @@ import click
 
 import gdln
 
-from ..simulation._simulate import DTYPES, INITS, OPTIMIZERS, SimulationSpecError
+from ..simulation import DTYPES, INITS, OPTIMIZERS, SimulationSpecError
 
 __all__ = ["compare", "simulate"]
 
-RANDOM_INITS = sorted(k for k, v in INITS.items() if v.draw is not None)
+RANDOM_INITS = sorted(k for k in INITS if k != "given")
 TIME_HELP = "time is in units of tau: t/tau = step * lr / (1 - momentum)"
 
 
@@ -245,11 +245,8 @@ def simulate(
     if not 0 <= momentum < 1:
         raise SimulationSpecError(f"--momentum: expected a number in [0, 1), got {momentum!r}")
     steps = round(horizon * (1 - momentum) / rate)
-    options: dict[str, Any] = {
-        "steps": steps,
-        "lr": rate,
-        "seeds": seeds,
-        "seed": seed,
+    options: dict[str, Any] = {"steps": steps, "lr": rate, "seeds": seeds, "seed": seed}
+    settings: dict[str, Any] = {
         "optimizer": optimizer,
         "batch_size": batch_size,
         "momentum": momentum,
@@ -260,9 +257,9 @@ def simulate(
         "progress": progress,
     }
     if record_steps is None:
-        options["record_every"] = max(1, steps // (points - 1))
+        settings["record_every"] = max(1, steps // (points - 1))
     else:
-        options["record_steps"] = parse_record_steps(record_steps, steps)
+        settings["record_steps"] = tuple(parse_record_steps(record_steps, steps))
     if eval_task is not None:
         options["eval_examples"] = gdln.load(
             file, params=gdln.parse_params(list(params)), task=eval_task
@@ -273,19 +270,23 @@ def simulate(
         reduction = gdln.reduce(problem, lump="none", init=start)
     if project:
         assert reduction is not None
-        options["bases"] = {
-            e: reduction.edge_bases(e, seed=seed)[:2]
-            for e in problem.graph.edges
-            if reduction.edge_bases(e, seed=seed)[2]
-        }
+        options["bases"] = reduction.decoupled_bases(seed=seed)
     if init == "decoupled":
         assert reduction is not None
         start = float(_setting(problem, "init", b0, 0.001))
-        options |= {"init": "given", "weights": reduction.decoupled_weights(start, seed=seed)}
+        options |= {
+            "init_scheme": "given",
+            "weights": reduction.decoupled_weights(start, seed=seed),
+        }
         options["seeds"] = [seed]
     else:
-        options |= {"init": init, "scale": scale}
-    trajectory = gdln.simulate(problem.graph, problem.examples(), **options)
+        options |= {"init_scheme": init, "init": scale}
+    trajectory = gdln.simulate(
+        problem.graph,
+        problem.examples(),
+        settings=gdln.SimulationSettings(**settings),
+        **options,
+    )
     trajectory.save(path, force=force)
     final = trajectory.loss[-1]
     click.echo(
@@ -361,18 +362,20 @@ def compare(
         out,
         lr=rate,
         t_max=t_max,
-        init=start,
-        random_init=random_init,
-        scale=scale,
+        init_scheme=random_init,
+        init=scale,
+        theory_init=start,
         seeds=seeds,
         seed=seed,
         lump=lump,
         n_points=points,
-        dtype=dtype,
-        device=None if device == "auto" else device,
-        threads=threads,
+        settings=gdln.SimulationSettings(
+            dtype=dtype,
+            device=None if device == "auto" else device,
+            threads=threads,
+            progress=progress,
+        ),
         force=force,
-        progress=progress,
     )
     m = result.metrics
     half = m["time_to_half_loss"]

@@ -56,7 +56,7 @@ def test_simulate_writes_a_trajectory(tmp_path: Path, capsys) -> None:
     traj = gdln.Trajectory.load(out)
     assert traj.loss.shape == (5, 3)
     np.testing.assert_allclose(traj.t, [0, 0.5, 1, 1.5, 2], rtol=1e-12)
-    assert traj.meta["seeds"] == [0, 1, 2] and traj.meta["init"] == "xavier"
+    assert traj.meta["seeds"] == [0, 1, 2] and traj.meta["init_scheme"] == "xavier"
     # refuses to overwrite: one line, exit 2
     code, err = run([*argv, "-o", str(out)], capsys)
     assert code == 2

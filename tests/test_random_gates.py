@@ -439,11 +439,10 @@ def one_step(problem: gdln.Problem, weights: dict, seeds: int, lr: float) -> gdl
         problem.examples(),
         steps=1,
         lr=lr,
-        init="given",
+        init_scheme="given",
         weights=weights,
         seeds=seeds,
-        record_weights=True,
-        threads=1,
+        settings=gdln.SimulationSettings(record_weights=True, threads=1),
     )
 
 

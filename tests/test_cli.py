@@ -320,9 +320,9 @@ def test_symbolic_data_through_stats_derive_and_solve(tmp_path, capsys) -> None:
 
 HEAVY = ("torch", "sympy", "scipy")
 # Commands whose --help is light only once the other branches of issue 13 are merged (the
-# name tables gdln.simulation.INITS/OPTIMIZERS/DTYPES, gdln.kernels.MODES/DATASETS and
+# name tables gdln.kernels.MODES/DATASETS and
 # gdln.sd.SURVIVAL_MODES/MASK_CONVENTIONS in modules without third-party imports).
-PENDING = {"simulate", "compare", "kernel", "sd"}
+PENDING = {"kernel", "sd"}
 
 HELP_PROBE = """\
 import json, sys

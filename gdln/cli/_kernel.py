@@ -123,8 +123,11 @@ def kernel(
           --mode dnpfl --gate soft -o out/ntk
     """
     folder = None if out is None else output_folder(out, force)
-    gate = gdln.kernels.Gate(  # type: ignore[arg-type]
-        gate_kind or ("bernoulli" if mode == "frg" else "relu"), beta=beta, epsilon=epsilon, p=p
+    gate = gdln.kernels.Gate(
+        gate_kind or ("bernoulli" if mode == "frg" else "relu"),  # type: ignore[arg-type]
+        beta=beta,
+        epsilon=epsilon,
+        p=p,
     )
     spectrum = gdln.kernels.kernel_spectrum(
         kind,

@@ -37,7 +37,7 @@ DEFAULT_SIGMA0 = 0.2
 DEFAULT_B0 = 0.001
 
 
-def parse_record_steps(text: str, steps: int) -> list[int]:
+def parse_record_steps(text: str, steps: int) -> tuple[int, ...]:
     """``--record-steps``: ``"log:N"`` (step 0 and N log-spaced steps in 1..steps) or ``"3,10,40"``."""
     text = text.strip()
     if text.startswith("log:"):
@@ -49,7 +49,7 @@ def parse_record_steps(text: str, steps: int) -> list[int]:
             raise CommandLineError(
                 f"--record-steps: expected 'log:N' with an int N >= 1, got {text!r}"
             )
-        return gdln.simulation.log_spaced_steps(steps, count)
+        return tuple(gdln.simulation.log_spaced_steps(steps, count))
     try:
         chosen = [int(part) for part in text.split(",")]
     except ValueError:
@@ -61,7 +61,7 @@ def parse_record_steps(text: str, steps: int) -> list[int]:
         raise CommandLineError(
             f"--record-steps: step {bad[0]} is outside 0..{steps} (the run's last step)"
         )
-    return chosen
+    return tuple(chosen)
 
 
 def run_options(fn: Any) -> Any:

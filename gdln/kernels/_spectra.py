@@ -248,9 +248,9 @@ def _kernel(
     if kind == "npk":
         return neural_path_kernel(net, x).kernel, {}, {}
     if kind == "ntk":
-        split = neural_tangent_kernel(net, x, chunk_size=chunk_size)
+        ntk = neural_tangent_kernel(net, x, chunk_size=chunk_size)
         parts = ("value", "feature", "cross", "total")
-        return split.total, {p: float(np.linalg.norm(getattr(split, p))) for p in parts}, {}
+        return ntk.total, {p: float(np.linalg.norm(getattr(ntk, p))) for p in parts}, {}
     n_strong, n_weak = mlp_term_counts(net.widths)
     if n_strong + n_weak > MAX_H_TERMS:
         raise DGNSpecError(

@@ -582,3 +582,33 @@ def test_debug_shows_the_traceback(monkeypatch, capsys) -> None:
     monkeypatch.setenv("GDLN_DEBUG", "0")
     code, _, err = run(["derive", "missing.yaml"], capsys)
     assert code == 2 and err.startswith("gdln: error: missing.yaml")
+
+
+def test_the_command_line_imports_only_the_public_api() -> None:
+    import ast
+    from pathlib import Path
+
+    import gdln.cli
+
+    for module in sorted(Path(gdln.cli.__file__).parent.glob("*.py")):
+        tree = ast.parse(module.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                assert not any(part.startswith("_") for part in node.module.split(".")[1:]), (
+                    f"{module.name} imports {node.module}"
+                )
+            if isinstance(node, ast.ImportFrom) and node.level > 0:
+                assert node.level == 1, f"{module.name} imports from outside gdln.cli"
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+                base = node.value
+                if isinstance(base.value, ast.Name) and base.value.id == "gdln":
+                    assert not base.attr.startswith("_") or base.attr == "__version__"
+                    assert not node.attr.startswith("_"), (
+                        f"{module.name}: gdln.{base.attr}.{node.attr}"
+                    )
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "gdln"
+            ):
+                assert not node.attr.startswith("_") or node.attr == "__version__", node.attr

@@ -8,6 +8,7 @@ when that command runs or shows its own help.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import IO, Any, NamedTuple
 
@@ -96,6 +97,8 @@ class LazyGroup(click.Group):
         """Run the command; gdln and OS errors become :class:`CommandFailed` unless --debug."""
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # the reader went away (gdln paths ... | head): main stops quietly
         except (gdln.GdlnError, OSError) as err:
             if ctx.params.get("debug"):
                 raise
@@ -142,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
         err.show()
         sys.exit(2)
     except click.exceptions.Abort:
+        sys.exit(1)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         sys.exit(1)
     if isinstance(result, int) and not isinstance(result, bool) and result:
         sys.exit(result)  # a non-zero exit code returned by click (standalone_mode=False)

@@ -23,6 +23,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gdln  # noqa: E402
-from gdln import simulate  # noqa: E402
+from gdln import SimulationSettings, simulate  # noqa: E402
 
 ROUTING = ROOT / "graphs" / "routing.yaml"
 
@@ -44,24 +45,28 @@ def _sync(device: str) -> None:
 
 def steps_per_second(problem, *, steps, seeds, device, dtype, threads) -> float:
     """Full-batch GD steps per second, recording only at the start and the end."""
-    kw = dict(lr=0.02, dtype=dtype, device=device, threads=threads, scale=0.2)
-    simulate(problem.graph, problem.examples(), steps=2, record_every=2, seeds=seeds, **kw)
+    run = SimulationSettings(dtype=dtype, device=device, threads=threads)
+    kw = dict(lr=0.02, init=0.2, seeds=seeds)
+    warm, timed = replace(run, record_every=2), replace(run, record_every=steps)
+    simulate(problem.graph, problem.examples(), steps=2, settings=warm, **kw)
     _sync(device)
     start = time.perf_counter()
-    simulate(problem.graph, problem.examples(), steps=steps, record_every=steps, seeds=seeds, **kw)
+    simulate(problem.graph, problem.examples(), steps=steps, settings=timed, **kw)
     _sync(device)
     return steps / (time.perf_counter() - start)
 
 
 def per_seed_loop(problem, *, steps, seeds, device, dtype, threads) -> float:
     """The same work as a Python loop over single-seed runs: steps per second."""
-    kw = dict(lr=0.02, dtype=dtype, device=device, threads=threads, scale=0.2)
+    run = SimulationSettings(dtype=dtype, device=device, threads=threads)
+    kw = dict(lr=0.02, init=0.2)
+    warm, timed = replace(run, record_every=2), replace(run, record_every=steps)
     examples = problem.examples()
-    simulate(problem.graph, examples, steps=2, record_every=2, seeds=[0], **kw)
+    simulate(problem.graph, examples, steps=2, seeds=[0], settings=warm, **kw)
     _sync(device)
     start = time.perf_counter()
     for s in range(seeds):
-        simulate(problem.graph, examples, steps=steps, record_every=steps, seeds=[s], **kw)
+        simulate(problem.graph, examples, steps=steps, seeds=[s], settings=timed, **kw)
     _sync(device)
     return steps / (time.perf_counter() - start)
 
@@ -120,10 +125,7 @@ def main() -> None:
             steps=2,
             lr=lr,
             seeds=seeds,
-            device=dev,
-            dtype=dt,
-            threads=th,
-            record_every=2,
+            settings=SimulationSettings(device=dev, dtype=dt, threads=th, record_every=2),
         )
         _sync(dev)
 
@@ -134,10 +136,9 @@ def main() -> None:
                 steps=steps,
                 lr=lr,
                 seeds=seeds,
-                device=dev,
-                dtype=dt,
-                threads=th,
-                record_every=steps // 200,
+                settings=SimulationSettings(
+                    device=dev, dtype=dt, threads=th, record_every=steps // 200
+                ),
             )
             _sync(dev)
 

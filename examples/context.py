@@ -96,13 +96,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             problem.examples(),
             steps=round(t_max / lr),
             lr=lr,
-            init="xavier",
-            scale=sigma0,
+            init_scheme="xavier",
+            init=sigma0,
             seeds=seeds,
             seed=args.seed,
-            record_every=max(1, round(t_max / lr) // 100),
-            record_weights=True,
-            threads=1,
+            settings=gdln.SimulationSettings(
+                record_every=max(1, round(t_max / lr) // 100), record_weights=True, threads=1
+            ),
         )
         runs[pathways] = {"theory": theory, "sim": sim, "maps": total_maps(sim, pathways)}
 

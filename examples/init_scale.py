@@ -56,13 +56,11 @@ def train(
         problem.examples(),
         steps=steps,
         lr=lr,
-        init="singular",
-        scale=scale,
+        init_scheme="singular",
+        init=scale,
         seeds=[seed],
         eval_examples=everything,
-        record_every=every,
-        record_weights=True,
-        threads=1,
+        settings=gdln.SimulationSettings(record_every=every, record_weights=True, threads=1),
     )
     trained = set(problem.examples().context_labels)
     base = everything.zero_output_loss()

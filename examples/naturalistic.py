@@ -155,12 +155,11 @@ def accuracy(
             train_set,
             steps=steps,
             lr=lr,
-            init="xavier",
-            scale=scale,
+            init_scheme="xavier",
+            init=scale,
             seeds=[seed],
             eval_examples=test_set,
-            record_every=steps,
-            threads=1,
+            settings=gdln.SimulationSettings(record_every=steps, threads=1),
         )
     except (gdln.SimulationDivergedError, RuntimeError):  # non-finite weights stop torch too
         nan = float("nan")

@@ -82,11 +82,10 @@ def race_simulation(
         problem.examples(),
         steps=steps,
         lr=lr,
-        init="xavier",
-        scale=scale,
+        init_scheme="xavier",
+        init=scale,
         seeds=[seed],
-        record_steps=record,
-        threads=1,
+        settings=gdln.SimulationSettings(record_steps=tuple(record), threads=1),
     )
     out: dict[str, np.ndarray] = {"t": np.asarray(trajectory.t), "loss": trajectory.loss[:, 0]}
     for name, prefix in (("B1", "sv/x"), ("B2", "sv/a"), ("B3", "sv/b")):
@@ -114,12 +113,11 @@ def route_errors(
         problem.examples(),
         steps=steps,
         lr=lr,
-        init="xavier",
-        scale=scale,
+        init_scheme="xavier",
+        init=scale,
         seeds=[seed],
         eval_examples=everything,
-        record_every=steps,
-        threads=1,
+        settings=gdln.SimulationSettings(record_every=steps, threads=1),
     )
     trained = set(problem.examples().context_labels)
     base = everything.zero_output_loss()

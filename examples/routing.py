@@ -116,25 +116,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     reduction = gdln.reduce(problem, lump="symmetry", init=init_b)
     theory = gdln.solve(reduction, t_max=t_max, n_points=401)
     gd_map = gdln.solve(reduction, t_max=t_max, lr=lr, n_points=steps + 1)
-    common = {
-        "steps": steps,
-        "lr": lr,
-        "record_every": record_every,
-        "eval_examples": eval_examples,
-        "record_weights": True,
-        "threads": 1,
-    }
+    settings = gdln.SimulationSettings(record_every=record_every, record_weights=True, threads=1)
+    common = {"steps": steps, "lr": lr, "eval_examples": eval_examples, "settings": settings}
     decoupled = gdln.simulate(
         problem.graph,
         examples,
-        init="given",
+        init_scheme="given",
         weights=reduction.decoupled_weights(seed=args.seed),
         seeds=1,
         seed=args.seed,
         **common,
     )
     random = gdln.simulate(
-        problem.graph, examples, init="xavier", scale=sigma0, seeds=reps, seed=args.seed, **common
+        problem.graph,
+        examples,
+        init_scheme="xavier",
+        init=sigma0,
+        seeds=reps,
+        seed=args.seed,
+        **common,
     )
 
     # ---- singular values (Fig. 4f), ratio (Eq. 51), conserved quantity (App. C)

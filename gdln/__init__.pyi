@@ -49,6 +49,7 @@ from .report import format_paths as format_paths
 from .report import format_statistics as format_statistics
 from .simulation import INITS as INITS
 from .simulation import SimulationDivergedError as SimulationDivergedError
+from .simulation import SimulationSettings as SimulationSettings
 from .simulation import SimulationSpecError as SimulationSpecError
 from .simulation import initial_weights as initial_weights
 from .simulation import minibatch_indices as minibatch_indices

@@ -56,7 +56,7 @@ def test_simulate_writes_a_trajectory(tmp_path: Path, capsys) -> None:
     traj = gdln.Trajectory.load(out)
     assert traj.loss.shape == (5, 3)
     np.testing.assert_allclose(traj.t, [0, 0.5, 1, 1.5, 2], rtol=1e-12)
-    assert traj.meta["seeds"] == [0, 1, 2] and traj.meta["init"] == "xavier"
+    assert traj.meta["seeds"] == [0, 1, 2] and traj.meta["init_scheme"] == "xavier"
     # refuses to overwrite: one line, exit 2
     code, err = run([*argv, "-o", str(out)], capsys)
     assert code == 2
@@ -68,8 +68,9 @@ def test_simulate_writes_a_trajectory(tmp_path: Path, capsys) -> None:
 
 def test_simulate_decoupled_equals_reduced_map(tmp_path: Path, capsys) -> None:
     out = tmp_path / "dec.json"
-    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "5", "--init", "decoupled"]
-    code, err = run([*argv, "--b0", "0.1", "--points", "11", "--project", "-o", str(out)], capsys)
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "5"]
+    argv += ["--init-scheme", "decoupled", "--init", "0.1"]
+    code, err = run([*argv, "--points", "11", "--project", "-o", str(out)], capsys)
     assert code == 0, err
     sim = gdln.Trajectory.load(out)
     problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
@@ -101,7 +102,9 @@ def test_simulate_eval_task_and_rsm(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["-o", "x.txt"], r"--out: expected a \.npz or \.json file, got '.*x\.txt'"),
+        (["-o", "x.txt"], r"-o x\.txt: expected a file ending in \.npz or \.json"),
+        (["-o", "no/x.npz"], r"-o no/x\.npz: the folder no does not exist"),
+        (["--init", "0", "-o", "x.npz"], r"--init: expected a finite number > 0, got 0\.0"),
         (["--points", "1", "-o", "x.npz"], r"--points: expected an int >= 2, got 1"),
         (["--lr", "-1", "-o", "x.npz"], r"--lr: expected a finite number > 0, got -1.0"),
         (["--param", "Q=3", "-o", "x.npz"], r"unknown parameter 'Q'"),
@@ -174,12 +177,12 @@ def test_help_has_an_example(command: str, capsys) -> None:
     assert "--force" in text and "--seed" in text and "--device" in text and "--dtype" in text
 
 
-def test_compare_bad_init_is_one_line(tmp_path: Path, capsys) -> None:
-    argv = ["compare", ROUTING, *SMALL, "--t-max", "1", "--init", "small", "-o", str(tmp_path)]
-    code, err = run(argv, capsys)
+def test_compare_bad_theory_init_is_one_line(tmp_path: Path, capsys) -> None:
+    argv = ["compare", ROUTING, *SMALL, "--t-max", "1", "--theory-init", "small"]
+    code, err = run([*argv, "-o", str(tmp_path)], capsys)
     assert code == 2
     assert err.strip().splitlines() == [
-        "gdln: error: --init: expected 'auto', 'file' or a number, got 'small'"
+        "gdln: error: --theory-init: expected 'auto', 'file' or a number, got 'small'"
     ]
 
 
@@ -197,15 +200,54 @@ def test_compare_refuses_existing_outputs(tmp_path: Path, capsys) -> None:
     argv = ["compare", ROUTING, *SMALL, "--t-max", "1", "-o", str(tmp_path)]
     code, err = run(argv, capsys)
     assert code == 2
-    assert "metrics.json exists; pass force=True (CLI: --force)" in err
+    assert err == f"gdln: error: {tmp_path} exists; pass --force to replace it\n"
+    assert (tmp_path / "metrics.json").read_text() == "{}"
 
 
 @pytest.mark.slow
 def test_compare_command_writes_everything(tmp_path: Path, capsys) -> None:
     out = tmp_path / "cmp"
-    argv = ["compare", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "10", "--init", "0.1"]
+    argv = ["compare", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "10", "--theory-init", "0.1"]
     code, err = run([*argv, "--seeds", "2", "--points", "21", "-o", str(out)], capsys)
     assert code == 0, err
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["decoupled_vs_map"] < 1e-10
     assert sorted(metrics["files"]) == sorted(p.name for p in out.iterdir())
+
+
+def _routing_with(tmp_path: Path, settings: str) -> Path:
+    """routing.yaml with its ``solve:`` section replaced by ``settings``."""
+    text = (GRAPHS / "routing.yaml").read_text()
+    assert "solve: {init: 0.1, t_max: 40}" in text
+    path = tmp_path / "routing_settings.yaml"
+    path.write_text(text.replace("solve: {init: 0.1, t_max: 40}", f"solve: {{{settings}}}"))
+    return path
+
+
+def test_simulate_takes_lr_t_max_and_init_from_the_file(tmp_path: Path, capsys) -> None:
+    graph = _routing_with(tmp_path, "init: 0.05, t_max: 1, lr: 0.1")
+    out = tmp_path / "dec.npz"
+    argv = ["simulate", str(graph), *SMALL, "--init-scheme", "decoupled", "--points", "11"]
+    code, err = run([*argv, "-o", str(out)], capsys)
+    assert code == 0, err
+    sim = gdln.Trajectory.load(out)
+    problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
+    theory = gdln.solve(gdln.reduce(problem, init=0.05), t_max=1, lr=0.1, n_points=11)
+    assert sim.meta["steps"] == 10
+    np.testing.assert_allclose(sim.t, theory.t, rtol=1e-12)
+    np.testing.assert_allclose(sim.loss[:, 0], theory.loss, rtol=1e-10)
+    # the command line overrides the file
+    code, err = run([*argv, "--lr", "0.05", "--init", "0.2", "-o", str(out), "--force"], capsys)
+    assert code == 0, err
+    theory = gdln.solve(gdln.reduce(problem, init=0.2), t_max=1, lr=0.05, n_points=11)
+    np.testing.assert_allclose(gdln.Trajectory.load(out).loss[:, 0], theory.loss, rtol=1e-10)
+
+
+def test_compare_error_leaves_the_output_folder_untouched(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "cmp"
+    argv = ["compare", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "0.01", "-o", str(out)]
+    code, err = run(argv, capsys)
+    assert code == 2 and "less than one step" in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # neither the folder nor a temporary one
+    code, err = run([*argv[:-1], str(tmp_path / "missing" / "cmp")], capsys)
+    assert code == 2 and err.startswith("gdln: error: -o ") and "does not exist" in err

@@ -15,14 +15,9 @@ import pytest
 
 import gdln
 from gdln._edge import edge_name
-from gdln.comparison._compare import (
-    compare,
-    initial_mode_strengths,
-    max_relative_gap,
-    theory_edge_values,
-    time_to_half_loss,
-)
-from gdln.simulation._simulate import SimulationSpecError, initial_weights, simulate
+from gdln.comparison import compare, initial_mode_strengths
+from gdln.comparison._compare import max_relative_gap, theory_edge_values, time_to_half_loss
+from gdln.simulation import SimulationSettings, SimulationSpecError, initial_weights, simulate
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
 
@@ -98,12 +93,12 @@ def test_decoupled_simulation_equals_reduced_gd_map(case: str, tmp_path: Path) -
         problem.examples(),
         steps=steps,
         lr=lr,
-        init="given",
+        init_scheme="given",
         weights=reduction.decoupled_weights(init, seed=3),
         bases=reduction.decoupled_bases(seed=3),
-        record_every=steps // (points - 1),
-        dtype="float64",
-        device="cpu",
+        settings=SimulationSettings(
+            record_every=steps // (points - 1), dtype="float64", device="cpu"
+        ),
     )
     np.testing.assert_allclose(sim.t, theory.t, rtol=1e-12)
     assert theory.loss[-1] < 0.9 * theory.loss[0]  # it did learn something
@@ -145,9 +140,9 @@ def test_gd_approaches_the_ode_at_first_order_in_lr() -> None:
             problem.examples(),
             steps=steps,
             lr=lr,
-            init="given",
+            init_scheme="given",
             weights=weights,
-            record_every=steps // 16,
+            settings=SimulationSettings(record_every=steps // 16),
         )
         np.testing.assert_allclose(sim.t, ode.t, rtol=1e-12)
         gaps.append(np.abs(sim.loss[:, 0] - ode.loss).max())
@@ -168,7 +163,9 @@ def test_time_to_half_loss_and_gap_closed_forms() -> None:
 def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 3, "K": 2, "hidden": 8})
     out = tmp_path / "cmp"
-    result = compare(problem, out, lr=0.05, t_max=20.0, init=0.1, scale=0.2, seeds=3, n_points=41)
+    result = compare(
+        problem, out, lr=0.05, t_max=20.0, theory_init=0.1, init=0.2, seeds=3, n_points=41
+    )
     for name in ("loss.png", "loss.svg", "singular_values.png", "singular_values.svg"):
         assert (out / name).stat().st_size > 1000
     metrics = json.loads((out / "metrics.json").read_text())
@@ -184,7 +181,7 @@ def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
     back = gdln.Trajectory.load(out / "sim_random.npz")
     np.testing.assert_allclose(back.loss, result.random.loss, rtol=1e-15)
     with pytest.raises(FileExistsError, match=r"loss\.png exists; pass force=True"):
-        compare(problem, out, lr=0.05, t_max=12.0, init=0.1, seeds=3, n_points=25)
+        compare(problem, out, lr=0.05, t_max=12.0, theory_init=0.1, seeds=3, n_points=25)
 
 
 @pytest.mark.parametrize(
@@ -192,8 +189,18 @@ def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
     [
         ({"lr": -1.0}, r"lr: expected a finite number > 0, got -1.0"),
         ({"n_points": 1}, r"n_points: expected an int >= 2, got 1"),
-        ({"random_init": "given"}, r"random_init: expected one of .*got 'given'"),
+        ({"init_scheme": "given"}, r"init_scheme: expected one of .*got 'given'"),
         ({"t_max": 0.001}, r"t_max: 0.001 is less than one step of lr=0.05"),
+        (
+            {"theory_init": "small"},
+            r"theory_init: expected 'auto', 'file' or a number, got 'small'",
+        ),
+        ({"theory_init": True}, r"theory_init: expected 'auto', 'file' or a number, got True"),
+        (
+            {"settings": SimulationSettings(momentum=0.5)},
+            r"settings: compare uses only dtype, device, threads, progress; got momentum=0.5",
+        ),
+        ({"settings": {"dtype": "float32"}}, r"settings: expected a SimulationSettings, got dict"),
     ],
 )
 def test_compare_bad_options(kwargs: dict, match: str, tmp_path: Path) -> None:
@@ -229,11 +236,10 @@ def test_random_init_tracks_theory_fig4e() -> None:
         problem.examples(),
         steps=800,
         lr=0.05,
-        init="xavier",
-        scale=0.2,
+        init_scheme="xavier",
+        init=0.2,
         seeds=10,
-        record_every=4,
-        threads=1,
+        settings=SimulationSettings(record_every=4, threads=1),
     )
     half = time_to_half_loss(ode.t, ode.loss)
     seeds = [time_to_half_loss(sim.t, sim.loss[:, s]) for s in range(10)]
@@ -264,7 +270,7 @@ def test_initial_mode_strengths_two_layer_closed_form(tmp_path: Path) -> None:
     growing part, b1 + b2 = |w1 + w2|, and the conserved b1^2 - b2^2 = |w1|^2 - |w2|^2."""
     problem = load_case("xor", tmp_path)
     reduction = gdln.reduce(problem, lump="none")
-    weights = {e: w[0] for e, w in initial_weights(problem.graph, scale=0.3, seed=7).items()}
+    weights = {e: w[0] for e, w in initial_weights(problem.graph, init=0.3, seed=7).items()}
     got = initial_mode_strengths(reduction, weights)
     for k in range(4):
         first, second = ("x", f"h{k}"), (f"h{k}", "y")
@@ -297,10 +303,13 @@ def test_default_compare_starts_theory_from_the_random_weights(
     spread over five blocks of ten seeds with a margin, not derived.
     """
     problem = gdln.load(GRAPHS / f"{name}.yaml", params=params)
-    result = compare(problem, tmp_path, lr=0.05, t_max=t_max, seeds=10, n_points=41, threads=1)
+    settings = SimulationSettings(threads=1)
+    result = compare(
+        problem, tmp_path, lr=0.05, t_max=t_max, seeds=10, n_points=41, settings=settings
+    )
     m = result.metrics
-    assert m["init_rule"] == "auto"
-    drawn = initial_weights(problem.graph, scale=0.2, seeds=10)
+    assert m["theory_init"] == "auto"
+    drawn = initial_weights(problem.graph, init=0.2, seeds=10)
     expected = initial_mode_strengths(gdln.reduce(problem), drawn)
     assert m["init_b"] == pytest.approx({edge_name(e): b for e, b in expected.items()})
     assert m["decoupled_vs_map"] < 1e-10  # the decoupled run starts from the same b(0)

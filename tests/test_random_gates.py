@@ -439,11 +439,10 @@ def one_step(problem: gdln.Problem, weights: dict, seeds: int, lr: float) -> gdl
         problem.examples(),
         steps=1,
         lr=lr,
-        init="given",
+        init_scheme="given",
         weights=weights,
         seeds=seeds,
-        record_weights=True,
-        threads=1,
+        settings=gdln.SimulationSettings(record_weights=True, threads=1),
     )
 
 
@@ -509,7 +508,9 @@ def test_cli_prints_symbolic_expected_odes_and_solves_deep_nets(capsys) -> None:
     path = str(GRAPHS / "resnet_sd.yaml")
     code, out, _ = run_cli(["paths", path, "--param", "L=3"], capsys)
     assert code == 0 and "8 input-output paths" in out and "h0->r0->h1->r1->h2->r2->h3" in out
-    code, out, _ = run_cli(["derive", path, "--param", "L=3", "--param", "p_L=q"], capsys)
+    code, out, _ = run_cli(
+        ["derive", path, "--param", "L=3", "--param", "p_L=q", "--lump", "none"], capsys
+    )
     assert code == 0 and "q" in out and "b_h2_r2" in out
     code, out, _ = run_cli(["stats", path, "--param", "L=2", "--param", "p_L=q"], capsys)
     assert code == 0 and "q" in out

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from dataclasses import fields, replace
 from pathlib import Path
 
 import networkx as nx
@@ -12,21 +16,23 @@ import torch
 import gdln
 from gdln import GdlnError, TaskSpecError
 from gdln._edge import edge_name
-from gdln.simulation._simulate import (
+from gdln.simulation import (
     INITS,
+    OPTIMIZERS,
     SimulationDivergedError,
+    SimulationSettings,
     SimulationSpecError,
-    _compile,
-    _forward,
-    _tensorise,
     initial_weights,
     minibatch_indices,
     simulate,
 )
+from gdln.simulation._simulate import _compile, _forward, _tensorise
 from gdln.solution._trajectory import Trajectory, time_to_half_loss
 from gdln.task._examples import ExampleSet
 
-GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
+ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = ROOT / "graphs"
+SETTINGS_FIELDS = {f.name for f in fields(SimulationSettings)}
 
 # ----------------------------------------------------------------------------- fixtures
 
@@ -178,10 +184,18 @@ def numpy_loss_and_grad(
 
 def test_loss_and_gradient_match_numpy_backprop() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    W0 = {e: w[0] for e, w in initial_weights(graph, init="xavier", scale=0.7, seed=3).items()}
+    W0 = {
+        e: w[0] for e, w in initial_weights(graph, init_scheme="xavier", init=0.7, seed=3).items()
+    }
     lr = 0.05
     traj = simulate(
-        graph, ex, steps=1, lr=lr, init="given", weights=W0, record_weights=True, device="cpu"
+        graph,
+        ex,
+        steps=1,
+        lr=lr,
+        init_scheme="given",
+        weights=W0,
+        settings=SimulationSettings(record_weights=True, device="cpu"),
     )
     loss, per_example, grads = numpy_loss_and_grad(graph, ex, W0)
     np.testing.assert_allclose(traj.loss[0, 0], loss, rtol=1e-12)
@@ -211,9 +225,10 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
         graph, ex = routing(3, 2, 5, gated_out_node=case.endswith("outputs"))
         plan = _compile(graph)  # the cases do exercise the grouped code paths
         assert plan.fan_out and (case == "fan") == (plan.output_group is None)
-    W0 = {e: w[0] for e, w in initial_weights(graph, scale=0.8, seed=3).items()}
+    W0 = {e: w[0] for e, w in initial_weights(graph, init=0.8, seed=3).items()}
     lr = 0.05
-    traj = simulate(graph, ex, steps=1, lr=lr, init="given", weights=W0, record_weights=True)
+    settings = SimulationSettings(record_weights=True)
+    traj = simulate(graph, ex, steps=1, lr=lr, init_scheme="given", weights=W0, settings=settings)
     loss, _, grads = numpy_loss_and_grad(graph, ex, W0)
     np.testing.assert_allclose(traj.loss[0, 0], loss, rtol=1e-12)
     for e in graph.edges:
@@ -228,7 +243,7 @@ def test_sparse_plan_equals_dense_plan() -> None:
     net = _compile(graph)
     data = _tensorise(net, ex, "examples", torch.float64, torch.device("cpu"))
     assert data.rows
-    drawn = initial_weights(graph, scale=0.9, seeds=2)
+    drawn = initial_weights(graph, init=0.9, seeds=2)
     W = [torch.as_tensor(drawn[e]) for e in net.edges]
     assert data.sparse_outputs == net.outputs
     h_sparse, sparse = _forward(net, W, data, outputs=True)
@@ -241,8 +256,8 @@ def test_sparse_plan_equals_dense_plan() -> None:
 
 def test_zero_output_loss_is_the_per_context_loss_of_zero_weights() -> None:
     graph, ex = tiny_graph(), tiny_examples(seed=2)
-    zeros = {e: 0.0 * w[0] for e, w in initial_weights(graph, init="xavier", seed=0).items()}
-    traj = simulate(graph, ex, steps=1, lr=0.1, init="given", weights=zeros)
+    zeros = {e: 0.0 * w[0] for e, w in initial_weights(graph, init_scheme="xavier", seed=0).items()}
+    traj = simulate(graph, ex, steps=1, lr=0.1, init_scheme="given", weights=zeros)
     measured = [traj.series[f"loss/{label}"][0, 0] for label in ex.context_labels]
     np.testing.assert_allclose(ex.zero_output_loss(), measured, rtol=1e-13)
     # and the contexts' probabilities average it to the whole loss of Eq. (1)
@@ -253,9 +268,12 @@ def test_zero_output_loss_is_the_per_context_loss_of_zero_weights() -> None:
 def test_gradient_descent_is_euler_map_over_many_steps() -> None:
     """Ten GD steps equal ten numpy steps W <- W - lr dL/dW; t = lr * step."""
     graph, ex = tiny_graph(), tiny_examples(seed=4)
-    W = {e: w[0] for e, w in initial_weights(graph, init="singular", scale=0.5, seed=1).items()}
+    W = {
+        e: w[0] for e, w in initial_weights(graph, init_scheme="singular", init=0.5, seed=1).items()
+    }
     lr = 0.1
-    traj = simulate(graph, ex, steps=10, lr=lr, init="given", weights=W, record_every=5)
+    settings = SimulationSettings(record_every=5)
+    traj = simulate(graph, ex, steps=10, lr=lr, init_scheme="given", weights=W, settings=settings)
     np.testing.assert_allclose(traj.t, [0.0, 0.5, 1.0], rtol=1e-15)
     losses = []
     for _ in range(11):
@@ -267,7 +285,8 @@ def test_gradient_descent_is_euler_map_over_many_steps() -> None:
 
 def test_seed_batching_equals_per_seed_runs() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    kw = dict(steps=20, lr=0.05, init="xavier", scale=0.5, record_every=4, device="cpu")
+    settings = SimulationSettings(record_every=4, device="cpu")
+    kw = dict(steps=20, lr=0.05, init_scheme="xavier", init=0.5, settings=settings)
     batched = simulate(graph, ex, seeds=4, seed=10, **kw)
     for r in range(4):
         single = simulate(graph, ex, seeds=[10 + r], **kw)
@@ -278,7 +297,8 @@ def test_seed_batching_equals_per_seed_runs() -> None:
 
 def test_sgd_seed_batching_equals_per_seed_runs() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    kw = dict(steps=15, lr=0.05, optimizer="sgd", batch_size=2, momentum=0.9, device="cpu")
+    settings = SimulationSettings(optimizer="sgd", batch_size=2, momentum=0.9, device="cpu")
+    kw = dict(steps=15, lr=0.05, settings=settings)
     batched = simulate(graph, ex, seeds=[3, 5], **kw)
     for r, s in enumerate([3, 5]):
         single = simulate(graph, ex, seeds=[s], **kw)
@@ -288,9 +308,10 @@ def test_sgd_seed_batching_equals_per_seed_runs() -> None:
 def test_gd_momentum_matches_numpy_heavy_ball() -> None:
     """Full-batch 'gd' with momentum: b <- mu b + grad, W <- W - lr b, against numpy."""
     graph, ex = tiny_graph(), tiny_examples()
-    W = {e: w[0] for e, w in initial_weights(graph, scale=0.5, seed=2).items()}
+    W = {e: w[0] for e, w in initial_weights(graph, init=0.5, seed=2).items()}
     lr, mu = 0.05, 0.9
-    traj = simulate(graph, ex, steps=6, lr=lr, momentum=mu, init="given", weights=W)
+    settings = SimulationSettings(momentum=mu)
+    traj = simulate(graph, ex, steps=6, lr=lr, init_scheme="given", weights=W, settings=settings)
     buf = {e: np.zeros_like(W[e]) for e in W}
     losses = []
     for _ in range(7):
@@ -329,18 +350,17 @@ def test_minibatch_sgd_momentum_matches_numpy_heavy_ball() -> None:
         ex,
         steps=steps,
         lr=lr,
-        optimizer="sgd",
-        batch_size=batch,
-        momentum=mu,
         seeds=seeds,
-        init="singular",
-        scale=0.5,
-        record_weights=True,
+        init_scheme="singular",
+        init=0.5,
+        settings=SimulationSettings(
+            optimizer="sgd", batch_size=batch, momentum=mu, record_weights=True
+        ),
     )
     rows = minibatch_indices(ex, steps=steps, batch_size=batch, seeds=seeds)
     assert rows.shape == (steps, 2, batch)
     assert len(np.unique(rows)) > batch  # the batches really differ between steps
-    start = initial_weights(graph, init="singular", scale=0.5, seeds=seeds)
+    start = initial_weights(graph, init_scheme="singular", init=0.5, seeds=seeds)
     for r in range(len(seeds)):
         W = {e: w[r] for e, w in start.items()}
         buf = {e: np.zeros_like(w) for e, w in W.items()}
@@ -381,11 +401,13 @@ def test_momentum_tracks_the_flow_in_tau() -> None:
             problem.examples(),
             steps=steps,
             lr=dt * (1 - mu),
-            momentum=mu,
-            init="given",
+            init_scheme="given",
             weights=weights,
-            record_every=round(0.02 / dt),  # every 0.02 tau
-            threads=1,
+            settings=SimulationSettings(
+                momentum=mu,
+                record_every=round(0.02 / dt),  # every 0.02 tau
+                threads=1,
+            ),
         )
         np.testing.assert_allclose(sim.t[-1], t_max, rtol=1e-12)
         sim_half = time_to_half_loss(sim.t, sim.loss[:, 0])
@@ -399,7 +421,7 @@ def test_momentum_tracks_the_flow_in_tau() -> None:
 def test_sgd_gradient_is_unbiased_on_average() -> None:
     """A minibatch of one example drawn with probability w_i: E[step] = full-batch step."""
     graph, ex = tiny_graph(), tiny_examples()
-    W = {e: w[0] for e, w in initial_weights(graph, scale=0.5, seed=2).items()}
+    W = {e: w[0] for e, w in initial_weights(graph, init=0.5, seed=2).items()}
     lr = 1e-3
     seeds = list(range(400))
     traj = simulate(
@@ -407,12 +429,10 @@ def test_sgd_gradient_is_unbiased_on_average() -> None:
         ex,
         steps=1,
         lr=lr,
-        optimizer="sgd",
-        batch_size=1,
-        init="given",
+        init_scheme="given",
         weights=W,
         seeds=seeds,
-        record_weights=True,
+        settings=SimulationSettings(optimizer="sgd", batch_size=1, record_weights=True),
     )
     _, _, grads = numpy_loss_and_grad(graph, ex, W)
     e = ("h", "y")
@@ -423,9 +443,9 @@ def test_sgd_gradient_is_unbiased_on_average() -> None:
 
 def test_float32_close_to_float64() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    kw = dict(steps=30, lr=0.05, scale=0.5, seeds=2, record_every=10)
-    t64 = simulate(graph, ex, dtype="float64", **kw)
-    t32 = simulate(graph, ex, dtype="float32", **kw)
+    kw = dict(steps=30, lr=0.05, init=0.5, seeds=2)
+    t64 = simulate(graph, ex, settings=SimulationSettings(dtype="float64", record_every=10), **kw)
+    t32 = simulate(graph, ex, settings=SimulationSettings(dtype="float32", record_every=10), **kw)
     assert t32.meta["dtype"] == "float32"
     np.testing.assert_allclose(t32.loss, t64.loss, rtol=1e-4)
 
@@ -446,7 +466,7 @@ def test_reproducible_under_seed_and_different_across_seeds() -> None:
 def test_singular_init_has_all_singular_values_sigma0() -> None:
     graph = tiny_graph()
     for name in ("singular", "orthogonal"):
-        for w in initial_weights(graph, init=name, scale=0.3, seeds=3).values():
+        for w in initial_weights(graph, init_scheme=name, init=0.3, seeds=3).values():
             np.testing.assert_allclose(np.linalg.svd(w, compute_uv=False), 0.3, rtol=1e-12)
 
 
@@ -455,7 +475,7 @@ def test_xavier_init_variance() -> None:
     g.add_node("x", size=300)
     g.add_node("y", size=200)
     g.add_edge("x", "y")
-    w = initial_weights(g, init="xavier", scale=0.2, seeds=2)[("x", "y")]
+    w = initial_weights(g, init_scheme="xavier", init=0.2, seeds=2)[("x", "y")]
     assert w.shape == (2, 200, 300)
     # sample std of 120000 normals: relative error ~ 0.2%
     assert w.std() == pytest.approx(0.2 * np.sqrt(2 / 500), rel=0.01)
@@ -463,6 +483,83 @@ def test_xavier_init_variance() -> None:
 
 def test_inits_table_has_descriptions() -> None:
     assert {"xavier", "singular", "orthogonal", "given"} <= set(INITS)
+    assert all(isinstance(text, str) and text for text in [*INITS.values(), *OPTIMIZERS.values()])
+
+
+def test_name_tables_and_settings_load_without_torch_or_numpy() -> None:
+    """The CLI's --help reads INITS, OPTIMIZERS and DTYPES; they must not load torch or numpy."""
+    code = (
+        "import sys, gdln, gdln.simulation as s; "
+        "s.INITS, s.OPTIMIZERS, s.DTYPES, gdln.INITS; "
+        "gdln.SimulationSettings(optimizer='sgd', batch_size=2, record_steps=[0, 5]); "
+        "print(sorted(m for m in ('torch', 'numpy', 'sympy', 'scipy', 'networkx') "
+        "if m in sys.modules))"
+    )
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"optimizer": "adam"}, r"optimizer: expected one of \['gd', 'sgd'\], got 'adam'"),
+        ({"optimizer": 3}, r"optimizer: expected one of \['gd', 'sgd'\], got 3"),
+        ({"optimizer": "sgd"}, r"batch_size: expected an int > 0, got None"),
+        ({"optimizer": "sgd", "batch_size": 0}, r"batch_size: expected an int > 0, got 0"),
+        ({"optimizer": "sgd", "batch_size": 2.0}, r"batch_size: expected an int > 0, got 2.0"),
+        ({"batch_size": 4}, r"batch_size: only used with optimizer='sgd', got 4 with 'gd'"),
+        ({"momentum": 1.0}, r"momentum: expected a number in \[0, 1\), got 1.0"),
+        ({"momentum": -0.1}, r"momentum: expected a number in \[0, 1\), got -0.1"),
+        ({"momentum": True}, r"momentum: expected a number in \[0, 1\), got True"),
+        ({"dtype": "float16"}, r"dtype: expected one of \['float32', 'float64'\], got 'float16'"),
+        ({"device": "tpu"}, r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'"),
+        ({"device": "cuda:x"}, r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'cuda:x'"),
+        ({"threads": 0}, r"threads: expected an int > 0, got 0"),
+        ({"threads": 1.5}, r"threads: expected an int > 0, got 1.5"),
+        ({"record_every": 0}, r"record_every: expected an int > 0, got 0"),
+        ({"record_steps": []}, r"record_steps: expected a non-empty list of ints >= 0, got \[\]"),
+        ({"record_steps": [3, -1]}, r"record_steps: expected a non-empty list of ints >= 0"),
+        ({"record_steps": [0.5]}, r"record_steps: expected a non-empty list of ints >= 0"),
+        ({"record_steps": "0,3"}, r"record_steps: expected a non-empty list of ints >= 0"),
+        (
+            {"record_steps": [1], "record_every": 2},
+            r"record_steps: give either record_steps or record_every, got both \(record_every=2\)",
+        ),
+        ({"rsm": 1}, r"rsm: expected True or False, got 1"),
+        ({"record_weights": "yes"}, r"record_weights: expected True or False, got 'yes'"),
+        ({"progress": None}, r"progress: expected True or False, got None"),
+        ({"diverge_above": float("inf")}, r"diverge_above: expected a finite number > 0, got inf"),
+        ({"diverge_above": 0}, r"diverge_above: expected a finite number > 0, got 0"),
+    ],
+)
+def test_settings_refuse_bad_values(kwargs: dict, match: str) -> None:
+    with pytest.raises(SimulationSpecError, match=match):
+        SimulationSettings(**kwargs)
+
+
+def test_settings_store_record_steps_as_a_tuple_and_check_again_on_replace() -> None:
+    settings = SimulationSettings(record_steps=np.array([5, 0, 2]))
+    assert settings.record_steps == (5, 0, 2)
+    assert all(type(k) is int for k in settings.record_steps)
+    assert settings == SimulationSettings(record_steps=[5, 0, 2])
+    assert hash(settings) == hash(SimulationSettings(record_steps=(5, 0, 2)))
+    assert repr(SimulationSettings(momentum=0.5)).startswith(
+        "SimulationSettings(optimizer='gd', batch_size=None, momentum=0.5,"
+    )
+    with pytest.raises(SimulationSpecError, match=r"momentum: expected a number in \[0, 1\)"):
+        replace(settings, momentum=2.0)
+    for device in (None, "auto", "cpu", "cuda", "cuda:1"):
+        assert SimulationSettings(device=device).device == device
 
 
 # ----------------------------------------------------------------------------- recording
@@ -480,11 +577,9 @@ def test_recorded_singular_values_projections_rsm_and_eval() -> None:
         steps=4,
         lr=0.05,
         seeds=2,
-        record_every=2,
         eval_examples=ev,
         bases={("h", "y"): (left, right)},
-        rsm=True,
-        record_weights=True,
+        settings=SimulationSettings(record_every=2, rsm=True, record_weights=True),
     )
     assert traj.loss.shape == (3, 2)
     W = traj.series["W/h->y"]
@@ -517,12 +612,13 @@ def test_recorded_singular_values_projections_rsm_and_eval() -> None:
 def test_record_steps_records_exactly_the_chosen_steps(optimizer: str) -> None:
     """Log-spaced chosen steps, given unsorted: the same records as recording every step."""
     graph, ex = tiny_graph(), tiny_examples()
-    kw: dict = dict(steps=30, lr=0.05, scale=0.5, seeds=2, optimizer=optimizer, momentum=0.5)
-    if optimizer == "sgd":
-        kw["batch_size"] = 2
+    kw: dict = dict(steps=30, lr=0.05, init=0.5, seeds=2)
+    base = SimulationSettings(
+        optimizer=optimizer, batch_size=2 if optimizer == "sgd" else None, momentum=0.5
+    )
     chosen = [20, 0, 3, 1, 7]  # the last step, 30, is not among them
-    some = simulate(graph, ex, record_steps=chosen, **kw)
-    every = simulate(graph, ex, record_every=1, **kw)
+    some = simulate(graph, ex, settings=replace(base, record_steps=chosen), **kw)
+    every = simulate(graph, ex, settings=replace(base, record_every=1), **kw)
     rows = sorted(chosen)
     assert some.meta["step_at"] == rows
     np.testing.assert_allclose(some.t, every.t[rows], rtol=1e-15)
@@ -533,7 +629,7 @@ def test_record_steps_records_exactly_the_chosen_steps(optimizer: str) -> None:
 
 def test_trajectory_roundtrip_and_refuses_overwrite(tmp_path) -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    traj = simulate(graph, ex, steps=3, lr=0.05, seeds=2, rsm=True)
+    traj = simulate(graph, ex, steps=3, lr=0.05, seeds=2, settings=SimulationSettings(rsm=True))
     for suffix in (".npz", ".json"):
         path = traj.save(tmp_path / f"run{suffix}")
         back = Trajectory.load(path)
@@ -550,7 +646,7 @@ def test_trajectory_roundtrip_and_refuses_overwrite(tmp_path) -> None:
 def test_divergence_raises_with_step_and_value() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+ .*loss = ") as info:
-        simulate(graph, ex, steps=2000, lr=50.0, scale=1.0)
+        simulate(graph, ex, steps=2000, lr=50.0, init=1.0)
     err = info.value
     assert isinstance(err, GdlnError)
     assert err.step > 0
@@ -563,28 +659,24 @@ def test_non_finite_weights_at_a_recorded_step_raise_divergence(optimizer: str) 
     # Recording takes SVDs of the weights; between two checks the weights reach inf/NaN
     # at a recorded step, which must stop the run as a divergence, not a linear-algebra error.
     graph, ex = tiny_graph(), tiny_examples()
-    kwargs = {"batch_size": 2} if optimizer == "sgd" else {}
+    settings = SimulationSettings(
+        optimizer=optimizer,
+        batch_size=2 if optimizer == "sgd" else None,
+        record_every=50,
+        diverge_above=1e300,
+    )
     with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+ ") as info:
-        simulate(
-            graph,
-            ex,
-            steps=400,
-            lr=50.0,
-            scale=1.0,
-            record_every=50,
-            diverge_above=1e300,
-            optimizer=optimizer,
-            **kwargs,
-        )
+        simulate(graph, ex, steps=400, lr=50.0, init=1.0, settings=settings)
     assert not np.isfinite(info.value.value)
 
 
 def test_divergence_threshold_reports_first_bad_step() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    ok = simulate(graph, ex, steps=10, lr=0.05, scale=0.5)
+    ok = simulate(graph, ex, steps=10, lr=0.05, init=0.5)
     limit = float(ok.loss[0, 0]) * 0.999  # the loss decreases, so step 0 is the first bad
+    settings = SimulationSettings(diverge_above=limit)
     with pytest.raises(SimulationDivergedError, match=r"step 0 ") as info:
-        simulate(graph, ex, steps=10, lr=0.05, scale=0.5, diverge_above=limit)
+        simulate(graph, ex, steps=10, lr=0.05, init=0.5, settings=settings)
     assert info.value.value == pytest.approx(float(ok.loss[0, 0]), rel=1e-12)
 
 
@@ -596,7 +688,8 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
         ({"lr": float("nan")}, r"lr: expected a finite number > 0, got nan"),
         ({"record_every": 0}, r"record_every: expected an int > 0, got 0"),
         ({"dtype": "float16"}, r"dtype: expected one of \['float32', 'float64'\], got 'float16'"),
-        ({"init": "he"}, r"init: expected one of .*'xavier'.*got 'he'"),
+        ({"init_scheme": "he"}, r"init_scheme: expected one of .*'xavier'.*got 'he'"),
+        ({"init": -1.0}, r"init: expected a finite number >= 0 \(the initial scale sigma0\)"),
         ({"optimizer": "adam"}, r"optimizer: expected one of \['gd', 'sgd'\], got 'adam'"),
         ({"optimizer": "sgd"}, r"batch_size: expected an int > 0, got None"),
         ({"batch_size": 4}, r"batch_size: only used with optimizer='sgd', got 4"),
@@ -604,10 +697,19 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
         ({"seeds": 0}, r"seeds: expected a count >= 1, got 0"),
         ({"seeds": [1, -2]}, r"seeds: expected a non-empty list of non-negative ints"),
         ({"device": "tpu"}, r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'"),
-        ({"init": "given"}, r"weights: init='given' needs weights \{edge: array\}, got None"),
-        ({"weights": {}}, r"weights: only used with init='given', got init='xavier'"),
-        ({"init": "given", "weights": {("a", "z"): 0}}, r"weights: \('a', 'z'\) is not an edge"),
-        ({"init": "given", "weights": {}}, r"weights: missing edge \('a', 'h'\)"),
+        (
+            {"init_scheme": "given"},
+            r"weights: init_scheme='given' needs weights \{edge: array\}, got None",
+        ),
+        (
+            {"weights": {}},
+            r"weights: only used with init_scheme='given', got init_scheme='xavier'",
+        ),
+        (
+            {"init_scheme": "given", "weights": {("a", "z"): 0}},
+            r"weights: \('a', 'z'\) is not an edge",
+        ),
+        ({"init_scheme": "given", "weights": {}}, r"weights: missing edge \('a', 'h'\)"),
         ({"bases": {("h", "y"): (np.eye(2), np.eye(3))}}, r"bases\[\('h', 'y'\)\]: expected left"),
         ({"bases": {("y", "h"): (np.eye(2), np.eye(2))}}, r"bases: \('y', 'h'\) is not an edge"),
         ({"diverge_above": -1.0}, r"diverge_above: expected a finite number > 0"),
@@ -621,10 +723,17 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
     ],
 )
 def test_bad_options_raise_named_errors(kwargs: dict, match: str) -> None:
+    """Bad arguments of simulate, and bad settings, each with its own message."""
     graph, ex = tiny_graph(), tiny_examples()
     options = {"steps": 2, "lr": 0.1} | kwargs
+    chosen = {k: options.pop(k) for k in list(options) if k in SETTINGS_FIELDS}
     with pytest.raises(SimulationSpecError, match=match):
-        simulate(graph, ex, **options)
+        simulate(graph, ex, settings=SimulationSettings(**chosen), **options)
+
+
+def test_settings_must_be_simulation_settings() -> None:
+    with pytest.raises(SimulationSpecError, match=r"settings: expected a SimulationSettings, got"):
+        simulate(tiny_graph(), tiny_examples(), steps=1, lr=0.1, settings={})  # type: ignore[arg-type]
 
 
 def test_given_weights_wrong_shape() -> None:
@@ -634,14 +743,15 @@ def test_given_weights_wrong_shape() -> None:
     with pytest.raises(
         SimulationSpecError, match=r"weights\[\('h', 'y'\)\]: expected shape \(2, 4\)"
     ):
-        simulate(graph, ex, steps=1, lr=0.1, init="given", weights=W)
+        simulate(graph, ex, steps=1, lr=0.1, init_scheme="given", weights=W)
 
 
 def test_cuda_unavailable_is_a_named_error() -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present")
     with pytest.raises(SimulationSpecError, match=r"device: 'cuda' requested but CUDA"):
-        simulate(tiny_graph(), tiny_examples(), steps=1, lr=0.1, device="cuda")
+        settings = SimulationSettings(device="cuda")
+        simulate(tiny_graph(), tiny_examples(), steps=1, lr=0.1, settings=settings)
 
 
 def test_examples_that_do_not_fit_the_graph() -> None:
@@ -704,16 +814,18 @@ def test_bad_graphs() -> None:
 
 def test_threads_option_is_restored() -> None:
     before = torch.get_num_threads()
-    a = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05, threads=2)
+    two = SimulationSettings(threads=2)
+    a = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05, settings=two)
     b = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05)
     assert torch.get_num_threads() == before
     np.testing.assert_allclose(a.loss, b.loss, rtol=1e-13)
     with pytest.raises(SimulationSpecError, match=r"threads: expected an int > 0, got 0"):
-        simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05, threads=0)
+        SimulationSettings(threads=0)
 
 
 def test_progress_bar_runs(capsys) -> None:
-    simulate(tiny_graph(), tiny_examples(), steps=250, lr=0.01, progress=True)
+    settings = SimulationSettings(progress=True)
+    simulate(tiny_graph(), tiny_examples(), steps=250, lr=0.01, settings=settings)
     assert "simulate" in capsys.readouterr().err
 
 
@@ -723,11 +835,16 @@ def test_progress_bar_runs(capsys) -> None:
 def test_gd_converges_to_the_flow_at_first_order_in_lr() -> None:
     """Richardson check without theory: |L_lr - L_lr/2| / |L_lr/2 - L_lr/4| -> 2 at fixed t."""
     graph, ex = tiny_graph(), tiny_examples()
-    W = {e: w[0] for e, w in initial_weights(graph, init="singular", scale=0.5, seed=2).items()}
+    W = {
+        e: w[0] for e, w in initial_weights(graph, init_scheme="singular", init=0.5, seed=2).items()
+    }
     t_end, losses = 1.0, []
     for lr in (0.01, 0.005, 0.0025):
         steps = round(t_end / lr)
-        traj = simulate(graph, ex, steps=steps, lr=lr, init="given", weights=W, record_every=steps)
+        settings = SimulationSettings(record_every=steps)
+        traj = simulate(
+            graph, ex, steps=steps, lr=lr, init_scheme="given", weights=W, settings=settings
+        )
         losses.append(traj.loss[-1, 0])
     ratio = (losses[0] - losses[1]) / (losses[1] - losses[2])
     assert ratio == pytest.approx(2.0, rel=0.05)
@@ -743,10 +860,10 @@ def test_cuda_matches_cpu(extra: dict) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     graph, ex = tiny_graph(), tiny_examples()
-    kw = dict(steps=20, lr=0.05, seeds=3, record_every=5) | extra
-    if "record_steps" in extra:
-        del kw["record_every"]
-    cpu = simulate(graph, ex, device="cpu", **kw)
-    gpu = simulate(graph, ex, device="cuda", **kw)
+    options = {"record_every": 5} if "record_steps" not in extra else {}
+    settings = SimulationSettings(**(options | extra))
+    kw = dict(steps=20, lr=0.05, seeds=3)
+    cpu = simulate(graph, ex, settings=replace(settings, device="cpu"), **kw)
+    gpu = simulate(graph, ex, settings=replace(settings, device="cuda"), **kw)
     assert gpu.meta["device"].startswith("cuda")
     np.testing.assert_allclose(gpu.loss, cpu.loss, rtol=1e-10)

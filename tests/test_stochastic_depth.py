@@ -307,54 +307,6 @@ def test_errors_name_the_argument_the_value_and_what_was_expected(call, match):
     assert isinstance(info.value, GdlnError) and isinstance(info.value, ValueError)
 
 
-def test_cli_prints_the_exact_expected_loss():
-    from click.testing import CliRunner
-
-    from gdln.cli._sd import sd
-
-    result = CliRunner().invoke(
-        sd,
-        [
-            "--L",
-            "3",
-            "--mode",
-            "uniform",
-            "--p-L",
-            "0.5",
-            "--b",
-            "0.2",
-            "--scaling",
-            "plain",
-            "--symbolic",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    ref = expected_chain(np.full(3, 0.2), np.full(3, 0.5), s=1.0, scaling="plain")
-    assert f"E[loss] = {ref.loss:.10g}" in result.output
-    assert "E[loss] = d*" in result.output  # the sympy expression
-    assert "sd --L 20" in CliRunner().invoke(sd, ["--help"]).output
-
-
-@pytest.mark.parametrize(
-    ("args", "match"),
-    [
-        (["--p-L", "1.5"], r"p_L = 1\.5 is outside \[0, 1\]"),
-        (["--b", "x,y"], r"--b = 'x,y' is not a comma-separated list"),
-        (["--L", "8", "--symbolic"], r"--symbolic needs L <= 6"),
-    ],
-)
-def test_cli_bad_input_raises_gdln_errors(args, match):
-    from click.testing import CliRunner
-
-    from gdln.cli._sd import sd
-
-    result = CliRunner().invoke(sd, args)
-    assert isinstance(result.exception, StochasticDepthError)
-    assert isinstance(result.exception, GdlnError)
-    with pytest.raises(StochasticDepthError, match=match):
-        raise result.exception
-
-
 @pytest.mark.parametrize("mask", ["unscaled", "inverted"])
 def test_full_linear_resnet_expected_loss_equals_enumeration_without_alignment(mask):
     from gdln.sd import expected_linear_resnet

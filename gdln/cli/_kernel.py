@@ -1,78 +1,66 @@
-"""``gdln kernel``: the NPK, NTK or path-formula Gram matrix of a network on a dataset."""
+"""``gdln kernel``: the NPK, NTK or path-formula Gram matrix of a network on a dataset.
+
+One call of :func:`gdln.kernels.kernel_spectrum`; this module parses the options, prints
+the spectrum and writes the files. The choices come from the light tables
+:data:`gdln.kernels.KERNEL_KINDS`, ``DATASETS`` and ``MODES``.
+"""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
-from typing import Any
 
 import click
-import numpy as np
-import torch
 
-from ..kernels import DATASETS, MODES, DGNSpecError, Gate, make_dataset, make_dgn, train_dgn
-from ..kernels._gram_paths import mlp_graph, mlp_term_counts, path_gram
-from ..kernels._npk import neural_path_kernel, normalised_nu
-from ..kernels._ntk import neural_tangent_kernel
+import gdln
+
+from ._common import atomic_folder, output_folder
 
 __all__ = ["kernel"]
 
-#: Largest number of Eq. 12 summands ``--kind h`` will enumerate.
-MAX_H_TERMS = 2_000_000
-
-
-def _spectrum_summary(eig: np.ndarray) -> dict[str, Any]:
-    return {
-        "rho_min": float(eig[0]),
-        "rho_max": float(eig[-1]),
-        "trace": float(eig.sum()),
-        "condition": float(eig[-1] / eig[0]) if eig[0] > 0 else float("inf"),
-    }
-
-
-def _ecdf_plot(eig: np.ndarray, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    e = np.sort(eig) / eig[-1]
-    ax.plot(np.arange(1, len(e) + 1), np.cumsum(e), lw=1.5)
-    ax.set_xlabel("index k (eigenvalues ascending)")
-    ax.set_ylabel(r"$\sum_{i\leq k}\rho_i/\rho_{\max}$")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+GATES = ("relu", "soft", "bernoulli")
 
 
 @click.command("kernel")
 @click.option(
     "--kind",
-    type=click.Choice(["npk", "ntk", "h"]),
+    type=click.Choice(gdln.kernels.KERNEL_KINDS),
     default="npk",
     show_default=True,
     help="npk: H = Sigma . Lambda (NPF/NPK Lemma 2.1); ntk: torch.func NTK with its "
     "value/gate split; h: path formula of the GD Gram matrix (Thm. 5.1 of the "
     "path-formula paper) on the network's value weights.",
 )
-@click.option("--dataset", type=click.Choice(list(DATASETS)), default="digits47", show_default=True)
+@click.option(
+    "--dataset", type=click.Choice(gdln.kernels.DATASETS), default="digits47", show_default=True
+)
 @click.option("-n", "--n", "n", type=int, default=200, show_default=True, help="Examples.")
 @click.option("--width", type=int, default=64, show_default=True)
 @click.option("--depth", type=int, default=4, show_default=True, help="Weight layers d.")
-@click.option("--mode", type=click.Choice(list(MODES)), default="relu", show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(gdln.kernels.MODES),
+    default="relu",
+    show_default=True,
+    help="The network's mode (how its gates are made).",
+)
 @click.option(
     "--gate",
     "gate_kind",
-    type=click.Choice(["relu", "soft", "bernoulli"]),
+    type=click.Choice(GATES),
     default=None,
     help="Gate function; default relu (bernoulli for --mode frg).",
 )
 @click.option("--beta", type=float, default=4.0, show_default=True, help="Soft-gate slope.")
-@click.option("--epsilon", type=float, default=0.0, show_default=True)
-@click.option("--p", "p", type=float, default=0.5, show_default=True, help="Bernoulli rate.")
+@click.option("--epsilon", type=float, default=0.0, show_default=True, help="Soft-gate overshoot.")
+@click.option(
+    "--p",
+    "p",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Probability a Bernoulli gate is on.",
+)
 @click.option("--sigma", type=float, default=None, help="Weight scale; default sqrt(2/w).")
 @click.option(
     "--train-epochs",
@@ -86,12 +74,21 @@ def _ecdf_plot(eig: np.ndarray, path: Path, title: str) -> None:
     "--chunk-size", type=int, default=None, help="NTK: examples per vectorised Jacobian chunk."
 )
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="What to print: a one-line summary, or the record of kernel.json.",
+)
+@click.option(
     "-o",
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(),
     default=None,
-    help="Directory for kernel.json, kernel.npy and ecdf.png.",
+    help="Folder for kernel.json, kernel.npy and ecdf.png.",
 )
+@click.option("--force", is_flag=True, help="Replace the files of an existing output folder.")
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Write ecdf.png.")
 def kernel(
     kind: str,
@@ -108,110 +105,88 @@ def kernel(
     train_epochs: int,
     seed: int,
     chunk_size: int | None,
-    out: Path | None,
+    fmt: str,
+    out: str | None,
+    force: bool,
     plot: bool,
 ) -> None:
     """Compute a kernel of a deep gated network on a dataset; print its spectrum.
 
-    Writes, under --out, kernel.json (settings, spectrum summary, all eigenvalues, nu =
+    Writes, under -o, kernel.json (settings, spectrum summary, all eigenvalues, nu =
     y^T (K/tr K)^-1 y for +-1 targets (digit parity for --dataset digits), and for
-    --kind ntk the value/gate split norms),
-    kernel.npy and the eigenvalue e.c.d.f. plot ecdf.png.
+    --kind ntk the value/gate split norms), kernel.npy and the eigenvalue e.c.d.f. plot
+    ecdf.png.
 
     \b
     Example:
       gdln kernel --kind ntk --dataset digits47 -n 200 --width 100 --depth 5 \\
           --mode dnpfl --gate soft -o out/ntk
     """
-    if train_epochs < 0:
-        raise DGNSpecError(f"--train-epochs: got {train_epochs}, expected an integer >= 0")
-    x, y = make_dataset(dataset, n=n, seed=seed)
-    if gate_kind is None:
-        gate_kind = "bernoulli" if mode == "frg" else "relu"
-    gate = Gate(gate_kind, beta=beta, epsilon=epsilon, p=p)  # type: ignore[arg-type]
-    source = None
-    targets = y.double() if y.dtype != torch.int64 else (y % 2).double() * 2 - 1
-    if mode == "flnpf":
-        source = make_dgn(x.shape[1], width, depth, gate=Gate("relu"), sigma=sigma, seed=seed + 1)
-        if train_epochs:
-            source = train_dgn(source, x, targets, epochs=train_epochs, seed=seed).net
-    net = make_dgn(
-        x.shape[1],
-        width,
-        depth,
+    folder = None if out is None else output_folder(out, force)
+    gate = gdln.kernels.Gate(
+        gate_kind or ("bernoulli" if mode == "frg" else "relu"),  # type: ignore[arg-type]
+        beta=beta,
+        epsilon=epsilon,
+        p=p,
+    )
+    spectrum = gdln.kernels.kernel_spectrum(
+        kind,
+        dataset=dataset,
+        n=n,
+        width=width,
+        depth=depth,
         mode=mode,
         gate=gate,
         sigma=sigma,
+        train_epochs=train_epochs,
         seed=seed,
-        source=source,
-        n_examples=n,
+        chunk_size=chunk_size,
     )
-    if train_epochs and mode != "flnpf":
-        net = train_dgn(net, x, targets, epochs=train_epochs, seed=seed).net
-    info: dict[str, Any] = {
-        "kind": kind,
-        "dataset": dataset,
-        "n": n,
-        "width": width,
-        "depth": depth,
-        "mode": mode,
-        "gate": gate_kind,
-        "beta": beta,
-        "epsilon": epsilon,
-        "p": p,
-        "sigma": net.sigma,
-        "train_epochs": train_epochs,
-        "seed": seed,
-    }
-    start = time.perf_counter()
-    if kind == "npk":
-        matrix = neural_path_kernel(net, x).kernel
-    elif kind == "ntk":
-        split = neural_tangent_kernel(net, x, chunk_size=chunk_size)
-        matrix = split.total
-        info["split_frobenius"] = {
-            part: float(np.linalg.norm(getattr(split, part)))
-            for part in ("value", "feature", "cross", "total")
-        }
-    else:
-        if mode not in ("relu",) or gate_kind != "relu":
-            raise DGNSpecError(
-                f"--kind h: got --mode {mode} --gate {gate_kind}, expected --mode relu "
-                "--gate relu (the path formula needs per-node activations of one network)"
-            )
-        n_s, n_w = mlp_term_counts(net.widths)
-        if n_s + n_w > MAX_H_TERMS:
-            raise DGNSpecError(
-                f"--kind h: the path formula has {n_s + n_w} summands per entry, more than "
-                f"{MAX_H_TERMS}; use smaller --width/--depth or --kind ntk"
-            )
-        graph = mlp_graph(net.widths, weights=[w.numpy() for w in net.value])
-        pg = path_gram(graph, x.numpy())
-        matrix = pg.H
-        info["terms"] = {"strong": pg.n_strong, "weak": pg.n_weak}
-        info["split_frobenius"] = {
-            "strong": float(np.linalg.norm(pg.strong)),
-            "weak": float(np.linalg.norm(pg.weak)),
-        }
-    info["seconds"] = time.perf_counter() - start
-    eig = np.linalg.eigvalsh(matrix)
-    info["spectrum"] = _spectrum_summary(eig)
-    try:
-        info["nu"] = normalised_nu(matrix, targets.numpy())
-    except DGNSpecError:
-        info["nu"] = None
-    info["eigenvalues"] = [float(e) for e in eig]
-    s = info["spectrum"]
     click.echo(
-        f"{kind} on {dataset} (n={n}, d={depth}, w={width}, mode={mode}, gate={gate_kind}): "
-        f"rho_min={s['rho_min']:.4g} rho_max={s['rho_max']:.4g} trace={s['trace']:.4g} "
-        f"nu={info['nu'] if info['nu'] is None else format(info['nu'], '.4g')} "
-        f"[{info['seconds']:.2f}s]"
+        _summary_line(spectrum) if fmt == "text" else json.dumps(spectrum.to_json(), indent=1)
     )
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "kernel.json").write_text(json.dumps(info, indent=1))
-        np.save(out / "kernel.npy", matrix)
-        if plot:
-            _ecdf_plot(eig, out / "ecdf.png", f"{kind}, {mode}, d={depth}, w={width}")
-        click.echo(f"wrote {out}/kernel.json, kernel.npy" + (", ecdf.png" if plot else ""))
+    if folder is not None:
+        with atomic_folder(folder) as temporary:
+            written = _write(spectrum, temporary, plot=plot)
+        click.echo(f"wrote {folder}: {', '.join(written)}", err=True)
+
+
+def _summary_line(spectrum: gdln.kernels.KernelSpectrum) -> str:
+    s, info = spectrum.summary, spectrum.settings
+    nu = "None" if spectrum.nu is None else format(spectrum.nu, ".4g")
+    return (
+        f"{spectrum.kind} on {info['dataset']} (n={info['n']}, d={info['depth']}, "
+        f"w={info['width']}, mode={info['mode']}, gate={info['gate']}): "
+        f"rho_min={s['rho_min']:.4g} rho_max={s['rho_max']:.4g} trace={s['trace']:.4g} "
+        f"nu={nu} [{spectrum.seconds:.2f}s]"
+    )
+
+
+def _write(spectrum: gdln.kernels.KernelSpectrum, folder: Path, *, plot: bool) -> list[str]:
+    """kernel.json, kernel.npy and (if ``plot``) ecdf.png in ``folder``; their names."""
+    import numpy as np
+
+    (folder / "kernel.json").write_text(json.dumps(spectrum.to_json(), indent=1) + "\n")
+    np.save(folder / "kernel.npy", spectrum.matrix)
+    if not plot:
+        return ["kernel.json", "kernel.npy"]
+    _plot_ecdf(spectrum, folder)
+    return ["kernel.json", "kernel.npy", "ecdf.png"]
+
+
+def _plot_ecdf(spectrum: gdln.kernels.KernelSpectrum, folder: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k, cumulative = gdln.kernels.spectrum_ecdf(spectrum.eigenvalues)
+    info = spectrum.settings
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    ax.plot(k, cumulative, lw=1.5)
+    ax.set_xlabel("index k (eigenvalues ascending)")
+    ax.set_ylabel(r"$\sum_{i\leq k}\rho_i/\rho_{\max}$")
+    ax.set_title(
+        f"{spectrum.kind}, {info['mode']}, d={info['depth']}, w={info['width']}", fontsize=9
+    )
+    gdln.save_figure(fig, folder, "ecdf", dpi=120, formats=("png",), tight=True)

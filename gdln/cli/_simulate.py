@@ -1,44 +1,43 @@
-"""The ``gdln simulate`` and ``gdln compare`` commands (registered by :mod:`gdln.cli`).
+"""``gdln simulate`` and ``gdln compare``: the full network in torch, and theory against it.
 
-They parse arguments and call the package's functions; every problem surfaces as a
-:class:`~gdln.GdlnError` (one line, exit status 2 under ``gdln``).
+Both parse their options and call :func:`gdln.simulate` or :func:`gdln.compare`; torch is
+imported only when a command runs, never for ``--help`` (the choices come from the light
+tables :data:`gdln.simulation.INITS`, ``OPTIMIZERS`` and ``DTYPES``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 
 import gdln
 
-from ..simulation._simulate import DTYPES, INITS, OPTIMIZERS, SimulationSpecError
+from ._common import (
+    DEFAULT_LUMP,
+    LUMP_HELP,
+    CommandLineError,
+    atomic_folder,
+    atomic_path,
+    graph_arguments,
+    load_problem,
+    output_file,
+    output_folder,
+    positive,
+    setting,
+)
 
-__all__ = ["compare", "simulate"]
+__all__ = ["compare", "parse_record_steps", "simulate"]
 
-RANDOM_INITS = sorted(k for k, v in INITS.items() if v.draw is not None)
-TIME_HELP = "time is in units of tau: t/tau = step * lr / (1 - momentum)"
-
-
-def _problem(file: str, params: tuple[str, ...], task: str | None) -> gdln.Problem:
-    return gdln.load(file, params=gdln.parse_params(list(params)), task=task)
-
-
-def _setting(problem: gdln.Problem, name: str, given: Any, default: Any) -> Any:
-    if given is not None:
-        return given
-    return problem.settings.get(name, default)
+#: The random initialisations (every scheme of gdln.simulation.INITS but explicit weights).
+RANDOM_SCHEMES = [name for name in gdln.simulation.INITS if name != "given"]
+DEFAULT_LR = 0.05
+DEFAULT_T_MAX = 10.0
+DEFAULT_SIGMA0 = 0.2
+DEFAULT_B0 = 0.001
 
 
-def _positive(option: str, value: Any) -> float:
-    number = float(value)
-    if not (number > 0 and number < float("inf")):
-        raise SimulationSpecError(f"{option}: expected a finite number > 0, got {number!r}")
-    return number
-
-
-def parse_record_steps(text: str, steps: int) -> list[int]:
+def parse_record_steps(text: str, steps: int) -> tuple[int, ...]:
     """``--record-steps``: ``"log:N"`` (step 0 and N log-spaced steps in 1..steps) or ``"3,10,40"``."""
     text = text.strip()
     if text.startswith("log:"):
@@ -47,31 +46,30 @@ def parse_record_steps(text: str, steps: int) -> list[int]:
         except ValueError:
             count = 0
         if count < 1:
-            raise SimulationSpecError(
+            raise CommandLineError(
                 f"--record-steps: expected 'log:N' with an int N >= 1, got {text!r}"
             )
-        return gdln.simulation.log_spaced_steps(steps, count)
+        return tuple(gdln.simulation.log_spaced_steps(steps, count))
     try:
         chosen = [int(part) for part in text.split(",")]
     except ValueError:
-        raise SimulationSpecError(
+        raise CommandLineError(
             f"--record-steps: expected 'log:N' or a comma list of step numbers, got {text!r}"
         ) from None
     bad = [k for k in chosen if not 0 <= k <= steps]
     if bad:
-        raise SimulationSpecError(
+        raise CommandLineError(
             f"--record-steps: step {bad[0]} is outside 0..{steps} (the run's last step)"
         )
-    return chosen
+    return tuple(chosen)
 
 
-def _options(fn: Any) -> Any:
+def run_options(fn: Any) -> Any:
     """Options shared by both commands, applied bottom-up."""
     options = [
         click.option(
             "--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."
         ),
-        click.option("--force", is_flag=True, help="Replace existing output files."),
         click.option(
             "--threads", type=int, default=None, help="CPU threads for torch (default: torch's)."
         ),
@@ -82,7 +80,10 @@ def _options(fn: Any) -> Any:
             help="auto (CUDA when present), cpu, cuda or cuda:K.",
         ),
         click.option(
-            "--dtype", type=click.Choice(sorted(DTYPES)), default="float64", show_default=True
+            "--dtype",
+            type=click.Choice(list(gdln.simulation.DTYPES)),
+            default="float64",
+            show_default=True,
         ),
         click.option(
             "--seed",
@@ -99,13 +100,6 @@ def _options(fn: Any) -> Any:
             help="Number of random-init repetitions, batched.",
         ),
         click.option(
-            "--scale",
-            type=float,
-            default=0.2,
-            show_default=True,
-            help="sigma0 of the random initialisation.",
-        ),
-        click.option(
             "--t-max",
             type=float,
             default=None,
@@ -117,48 +111,45 @@ def _options(fn: Any) -> Any:
             default=None,
             help="Learning rate = Euler step in tau (default: the file's solve.lr, else 0.05).",
         ),
-        click.option(
-            "--task",
-            type=click.Path(),
-            default=None,
-            help="A task file replacing the graph file's task.",
-        ),
-        click.option(
-            "--param",
-            "params",
-            multiple=True,
-            metavar="NAME=VALUE",
-            help="Override a graph-file parameter (repeatable).",
-        ),
-        click.argument("file", type=click.Path()),
+        graph_arguments,
     ]
     for option in options:
         fn = option(fn)
     return fn
 
 
+def _device(device: str) -> str | None:
+    return None if device == "auto" else device
+
+
 @click.command("simulate")
-@_options
+@run_options
 @click.option(
     "-o", "--out", required=True, type=click.Path(), help="Trajectory file, .npz or .json."
 )
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
 @click.option(
-    "--init",
-    "init",
-    type=click.Choice([*RANDOM_INITS, "decoupled"]),
+    "--init-scheme",
+    type=click.Choice([*RANDOM_SCHEMES, "decoupled"]),
     default="xavier",
     show_default=True,
     help="xavier: sigma0 x Xavier normal; singular/orthogonal: every singular value sigma0; "
-    "decoupled: Eq. (9) weights from the reduction, with b(0) = --b0 (one run; hidden "
-    "bases drawn from --seed).",
+    "decoupled: the weights of Eq. (9) from the reduction, with b(0) = --init (one run; "
+    "hidden bases drawn from --seed).",
 )
 @click.option(
-    "--b0",
+    "--init",
     type=float,
     default=None,
-    help="b(0) for --init decoupled (default: the file's solve.init).",
+    help="The initial scale: sigma0 of a random scheme (default 0.2), or b(0) of the "
+    "decoupled scheme (default: the file's solve.init, else 0.001).",
 )
-@click.option("--optimizer", type=click.Choice(sorted(OPTIMIZERS)), default="gd", show_default=True)
+@click.option(
+    "--optimizer",
+    type=click.Choice(list(gdln.simulation.OPTIMIZERS)),
+    default="gd",
+    show_default=True,
+)
 @click.option("--batch-size", type=int, default=None, help="Minibatch size for --optimizer sgd.")
 @click.option(
     "--momentum",
@@ -202,17 +193,16 @@ def simulate(
     task: str | None,
     lr: float | None,
     t_max: float | None,
-    scale: float,
     seeds: int,
     seed: int,
     dtype: str,
     device: str,
     threads: int | None,
-    force: bool,
     progress: bool,
     out: str,
-    init: str,
-    b0: float | None,
+    force: bool,
+    init_scheme: str,
+    init: float | None,
     optimizer: str,
     batch_size: int | None,
     momentum: float,
@@ -231,87 +221,120 @@ def simulate(
     \b
     Example:
       gdln simulate graphs/routing.yaml --lr 0.05 --t-max 40 --seeds 10 -o routing.npz
+      gdln simulate graphs/routing.yaml --init-scheme decoupled --init 0.1 --project -o dec.json
     """
-    path = Path(out)
-    if path.suffix not in (".npz", ".json"):
-        raise SimulationSpecError(f"--out: expected a .npz or .json file, got {out!r}")
-    if path.exists() and not force:
-        raise FileExistsError(f"{path} exists; pass --force to replace it")
+    output = output_file(out, None, force, formats=("npz", "json"))
     if points < 2:
-        raise SimulationSpecError(f"--points: expected an int >= 2, got {points}")
-    problem = _problem(file, params, task)
-    rate = _positive("--lr", _setting(problem, "lr", lr, 0.05))
-    horizon = _positive("--t-max", _setting(problem, "t_max", t_max, 10.0))
+        raise CommandLineError(f"--points: expected an int >= 2, got {points}")
     if not 0 <= momentum < 1:
-        raise SimulationSpecError(f"--momentum: expected a number in [0, 1), got {momentum!r}")
-    steps = round(horizon * (1 - momentum) / rate)
-    options: dict[str, Any] = {
-        "steps": steps,
-        "lr": rate,
-        "seeds": seeds,
-        "seed": seed,
-        "optimizer": optimizer,
-        "batch_size": batch_size,
-        "momentum": momentum,
-        "dtype": dtype,
-        "device": device,
-        "rsm": rsm,
-        "threads": threads,
-        "progress": progress,
-    }
-    if record_steps is None:
-        options["record_every"] = max(1, steps // (points - 1))
-    else:
-        options["record_steps"] = parse_record_steps(record_steps, steps)
-    if eval_task is not None:
-        options["eval_examples"] = gdln.load(
-            file, params=gdln.parse_params(list(params)), task=eval_task
-        ).examples()
+        raise CommandLineError(f"--momentum: expected a number in [0, 1), got {momentum!r}")
+    problem = load_problem(file, params, task)
+    rate = positive("--lr", setting(problem, "lr", lr, DEFAULT_LR))
+    steps = round(
+        positive("--t-max", setting(problem, "t_max", t_max, DEFAULT_T_MAX)) * (1 - momentum) / rate
+    )
+    settings = gdln.SimulationSettings(
+        optimizer=optimizer,
+        batch_size=batch_size,
+        momentum=momentum,
+        dtype=dtype,
+        device=_device(device),
+        threads=threads,
+        record_every=1 if record_steps else max(1, steps // (points - 1)),
+        record_steps=parse_record_steps(record_steps, steps) if record_steps else None,
+        rsm=rsm,
+        progress=progress,
+    )
     reduction = None
-    if init == "decoupled" or project:
-        start = float(_setting(problem, "init", b0, 0.001))
-        reduction = gdln.reduce(problem, lump="none", init=start)
+    if init_scheme == "decoupled" or project:
+        b0 = float(setting(problem, "init", init, DEFAULT_B0))
+        reduction = gdln.reduce(problem, lump="none", init=b0)
+    start = _start(init_scheme, init, reduction, seeds=seeds, seed=seed)
     if project:
         assert reduction is not None
-        options["bases"] = {
-            e: reduction.edge_bases(e, seed=seed)[:2]
-            for e in problem.graph.edges
-            if reduction.edge_bases(e, seed=seed)[2]
-        }
-    if init == "decoupled":
-        assert reduction is not None
-        start = float(_setting(problem, "init", b0, 0.001))
-        options |= {"init": "given", "weights": reduction.decoupled_weights(start, seed=seed)}
-        options["seeds"] = [seed]
-    else:
-        options |= {"init": init, "scale": scale}
-    trajectory = gdln.simulate(problem.graph, problem.examples(), **options)
-    trajectory.save(path, force=force)
+        start["bases"] = reduction.decoupled_bases(seed=seed)
+    if eval_task is not None:
+        start["eval_examples"] = load_problem(file, params, task, task_file=eval_task).examples()
+    trajectory = gdln.simulate(
+        problem.graph, problem.examples(), steps=steps, lr=rate, settings=settings, **start
+    )
+    assert output.path is not None
+    with atomic_path(output.path) as temporary:
+        trajectory.save(temporary, force=True)
     final = trajectory.loss[-1]
     click.echo(
-        f"wrote {path}: {len(trajectory.t)} records to t = {trajectory.t[-1]:g} tau, "
+        f"wrote {output.path}: {len(trajectory.t)} records to t = {trajectory.t[-1]:g} tau, "
         f"final loss {final.mean():.6g} (mean over {final.size} seed(s))",
         err=True,
     )
 
 
+def _start(
+    scheme: str, init: float | None, reduction: Any, *, seeds: int, seed: int
+) -> dict[str, Any]:
+    """The initialisation keywords of :func:`gdln.simulate` for ``--init-scheme``.
+
+    ``decoupled``: the weights of Eq. (9) of Saxe et al. 2022 at the reduction's b(0),
+    one run whose hidden bases are drawn from ``seed``.
+    """
+    if scheme != "decoupled":
+        sigma0 = positive("--init", DEFAULT_SIGMA0 if init is None else init)
+        return {"init_scheme": scheme, "init": sigma0, "seeds": seeds, "seed": seed}
+    return {
+        "init_scheme": "given",
+        "weights": reduction.decoupled_weights(seed=seed),
+        "seeds": 1,
+        "seed": seed,
+    }
+
+
+def _theory_start(text: str) -> str | float:
+    """``--theory-init``: ``auto``, ``file`` or a number."""
+    if text in ("auto", "file"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise CommandLineError(
+            f"--theory-init: expected 'auto', 'file' or a number, got {text!r}"
+        ) from None
+
+
 @click.command("compare")
-@_options
-@click.option("-o", "--out", required=True, type=click.Path(), help="Output directory.")
+@run_options
+@click.option("-o", "--out", required=True, type=click.Path(), help="Output folder.")
+@click.option("--force", is_flag=True, help="Replace the files of an existing output folder.")
+@click.option(
+    "--init-scheme",
+    type=click.Choice(RANDOM_SCHEMES),
+    default="xavier",
+    show_default=True,
+    help="The random runs' initialisation.",
+)
 @click.option(
     "--init",
-    "b0",
+    type=float,
+    default=DEFAULT_SIGMA0,
+    show_default=True,
+    help="The initial scale sigma0 of the random runs.",
+)
+@click.option(
+    "--theory-init",
     default="auto",
     show_default=True,
-    metavar="auto|file|B0",
+    metavar="auto|file|VALUE",
     help="Where theory and decoupled run start. auto: b_e(0) read off the random runs' "
     "initial weights (their mode strengths, averaged over seeds), so theory and random "
-    "init start alike for any --scale; file: the file's solve.init; a number: that b(0).",
+    "init start alike for any --init; file: the file's solve.init; a number: that b(0).",
 )
-@click.option("--random-init", type=click.Choice(RANDOM_INITS), default="xavier", show_default=True)
-@click.option("--lump", type=click.Choice(gdln.LUMPINGS), default="none", show_default=True)
 @click.option(
-    "--points", type=int, default=101, show_default=True, help="Number of recorded times."
+    "--lump",
+    type=click.Choice(gdln.LUMPINGS),
+    default=None,
+    help=LUMP_HELP,
+)
+@click.option(
+    "--points", type=int, default=201, show_default=True, help="Number of recorded times."
 )
 def compare(
     file: str,
@@ -319,18 +342,18 @@ def compare(
     task: str | None,
     lr: float | None,
     t_max: float | None,
-    scale: float,
     seeds: int,
     seed: int,
     dtype: str,
     device: str,
     threads: int | None,
-    force: bool,
     progress: bool,
     out: str,
-    b0: str,
-    random_init: str,
-    lump: str,
+    force: bool,
+    init_scheme: str,
+    init: float,
+    theory_init: str,
+    lump: str | None,
     points: int,
 ) -> None:
     """Reduced theory (ODE and GD map) vs simulation (decoupled and random init).
@@ -338,46 +361,39 @@ def compare(
     Writes loss.png/.svg, singular_values.png/.svg (Fig. 4e-f), the four trajectories
     and metrics.json into OUT. Time is in units of tau: t/tau = lr * step.
 
-    By default (--init auto) the theory starts from the mode strengths of the random
-    initial weights themselves, so the comparison holds at any --scale; --init 0.1 with
-    --scale 0.2 is the setting of Fig. 4e.
+    By default (--theory-init auto) the theory starts from the mode strengths of the
+    random initial weights themselves, so the comparison holds at any --init;
+    --theory-init 0.1 with --init 0.2 is the setting of Fig. 4e.
 
     \b
     Example:
       gdln compare graphs/routing.yaml --param hidden=64 --lr 0.05 --t-max 40 -o cmp/
     """
-    start: str | float = b0
-    if b0 not in ("auto", "file"):
-        try:
-            start = float(b0)
-        except ValueError:
-            raise SimulationSpecError(
-                f"--init: expected 'auto', 'file' or a number, got {b0!r}"
-            ) from None
-    problem = _problem(file, params, task)
-    rate = _positive("--lr", _setting(problem, "lr", lr, 0.05))
-    result = gdln.compare(
-        problem,
-        out,
-        lr=rate,
-        t_max=t_max,
-        init=start,
-        random_init=random_init,
-        scale=scale,
-        seeds=seeds,
-        seed=seed,
-        lump=lump,
-        n_points=points,
-        dtype=dtype,
-        device=None if device == "auto" else device,
-        threads=threads,
-        force=force,
-        progress=progress,
-    )
+    folder = output_folder(out, force)
+    start = _theory_start(theory_init)
+    problem = load_problem(file, params, task)
+    with atomic_folder(folder) as temporary:
+        result = gdln.compare(
+            problem,
+            temporary,
+            lr=positive("--lr", setting(problem, "lr", lr, DEFAULT_LR)),
+            t_max=positive("--t-max", setting(problem, "t_max", t_max, DEFAULT_T_MAX)),
+            init_scheme=init_scheme,
+            init=positive("--init", init),
+            theory_init=start,
+            seeds=seeds,
+            seed=seed,
+            lump=setting(problem, "lump", lump, DEFAULT_LUMP),
+            n_points=points,
+            settings=gdln.SimulationSettings(
+                dtype=dtype, device=_device(device), threads=threads, progress=progress
+            ),
+            force=True,
+        )
     m = result.metrics
     half = m["time_to_half_loss"]
     click.echo(
-        f"wrote {out}: decoupled vs map {m['decoupled_vs_map']:.2e}, random vs ODE "
+        f"wrote {folder}: decoupled vs map {m['decoupled_vs_map']:.2e}, random vs ODE "
         f"{m['random_vs_ode']:.3g} (fraction of L(0)); time to half loss: ODE {half['ode']}, "
         f"random mean {half['random_mean']} tau",
         err=True,

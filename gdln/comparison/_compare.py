@@ -16,7 +16,7 @@ $t/\tau = \mathrm{lr}\cdot\mathrm{step}$ throughout.
 By default the theory (and the decoupled run) starts from the initial mode strengths of
 the random weights themselves (:func:`initial_mode_strengths`), so that theory and
 random-init simulation start from the same place whatever $\sigma_0$ is; a number for
-``init`` (or ``"file"``: the graph file's ``solve.init``) fixes $b(0)$ instead, as in
+``theory_init`` (or ``"file"``: the graph file's ``solve.init``) fixes $b(0)$ instead, as in
 Fig. 4e ($b(0) = 0.1$ against $\sigma_0 = 0.2$).
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,10 @@ import numpy as np
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..reduction._reduce import reduce
-from ..simulation._simulate import INITS, SimulationSpecError, initial_weights, simulate
+from ..simulation._errors import SimulationSpecError
+from ..simulation._names import INITS
+from ..simulation._settings import SimulationSettings
+from ..simulation._simulate import initial_weights, simulate
 from ..solution._solve import solve
 from ..solution._trajectory import Trajectory, time_to_half_loss
 from ._figures import save_figure
@@ -49,6 +52,8 @@ __all__ = [
     "time_to_half_loss",
 ]
 
+
+_USED_SETTINGS = ("dtype", "device", "threads", "progress")
 
 FILES = (
     "loss.png",
@@ -226,18 +231,15 @@ def compare(
     *,
     lr: float,
     t_max: float | None = None,
-    init: float | str | None = None,
-    random_init: str = "xavier",
-    scale: float = 0.2,
+    init_scheme: str = "xavier",
+    init: float = 0.2,
+    theory_init: float | str = "auto",
     seeds: int = 10,
     seed: int = 0,
-    lump: str = "none",
-    n_points: int = 101,
-    dtype: str = "float64",
-    device: str | None = None,
-    threads: int | None = None,
+    lump: str = "symmetry",
+    n_points: int = 201,
+    settings: SimulationSettings | None = None,
     force: bool = False,
-    progress: bool = False,
 ) -> CompareResult:
     r"""Run theory and simulation on one problem and write figures and ``metrics.json``.
 
@@ -251,24 +253,28 @@ def compare(
         Learning rate of the simulations and of the reduced map; time step in $\tau$.
     t_max
         Horizon in units of $\tau$ (default: the file's ``solve.t_max``, else 10).
-    init
-        Initial values $b_e(0)$ of the theory and the decoupled simulation. ``None`` or
-        ``"auto"`` (default): read off the random runs' initial weights by
+    init_scheme, init
+        The random runs' initialisation (a random scheme of :data:`gdln.simulation.INITS`)
+        and its initial scale $\sigma_0$.
+    theory_init
+        Initial values $b_e(0)$ of the theory and the decoupled simulation. ``"auto"``
+        (default): read off the random runs' initial weights by
         :func:`initial_mode_strengths` (one value per edge, averaged over the seeds), so
         theory and random init start from the same mode strengths. ``"file"``: the
         graph file's ``solve.init`` (else 0.001). A number: that value for every edge.
-    random_init, scale
-        The random initialisation (:data:`gdln.simulation.INITS`) and its $\sigma_0$.
     seeds, seed
         Number of random-init repetitions and the first seed (the decoupled run's hidden
         bases $R_v$ use ``seed`` too).
     lump
-        Lumping for the reduction (:func:`gdln.reduce`); ``"none"`` keeps one variable
-        per edge.
+        Lumping for the reduction (:func:`gdln.reduce`); the default ``"symmetry"`` is
+        exact for the ODE and the gradient-descent map alike.
     n_points
         Number of recorded times.
-    dtype, device, threads, progress
-        As in :func:`gdln.simulate`.
+    settings
+        Only ``dtype``, ``device``, ``threads`` and ``progress`` are used (as in
+        :func:`gdln.simulate`); the others must keep their defaults.
+    force
+        Replace existing output files.
 
     Returns
     -------
@@ -277,7 +283,7 @@ def compare(
         $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity's
         mean over seeds, and ``random_vs_ode_per_seed``), ``random_mean_vs_ode`` (that
         quantity for the seeds' mean loss), ``time_to_half_loss`` (first
-        $t$ with $L\le L(0)/2$) for each run; ``init_rule`` and ``init_b`` (edge ->
+        $t$ with $L\le L(0)/2$) for each run; ``theory_init`` and ``init_b`` (edge ->
         $b_e(0)$) say where the theory started.
     """
     out = Path(out_dir)
@@ -288,55 +294,66 @@ def compare(
         raise FileExistsError(f"{existing[0]} exists; pass force=True (CLI: --force) to replace it")
     if not (isinstance(n_points, int) and n_points >= 2):
         raise SimulationSpecError(f"n_points: expected an int >= 2, got {n_points!r}")
-    if random_init not in INITS or INITS[random_init].draw is None:
-        choices = sorted(k for k, v in INITS.items() if v.draw is not None)
-        raise SimulationSpecError(f"random_init: expected one of {choices}, got {random_init!r}")
+    random_schemes = [k for k in INITS if k != "given"]
+    if init_scheme not in random_schemes:
+        raise SimulationSpecError(
+            f"init_scheme: expected one of {sorted(random_schemes)}, got {init_scheme!r}"
+        )
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise SimulationSpecError(f"lr: expected a finite number > 0, got {lr!r}")
-    settings = getattr(problem, "settings", {}) or {}
-    horizon = float(t_max if t_max is not None else settings.get("t_max", 10))
+    base = _simulation_settings(settings)
+    file_settings = getattr(problem, "settings", {}) or {}
+    horizon = float(t_max if t_max is not None else file_settings.get("t_max", 10))
     steps = round(horizon / lr)
     if steps < 1:
         raise SimulationSpecError(f"t_max: {horizon} is less than one step of lr={lr}")
     record_every = max(1, steps // (n_points - 1))
     graph = problem.graph
-    if init is None or init == "auto":
+    if theory_init == "auto":
         rule = "auto"
-        drawn = initial_weights(graph, init=random_init, scale=scale, seeds=seeds, seed=seed)
+        drawn = initial_weights(graph, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed)
         modes_only = reduce(problem, lump="none")  # type: ignore[arg-type]
         b0: Any = initial_mode_strengths(modes_only, drawn, seed=seed)
-    elif init == "file":
-        rule, b0 = "file", float(settings.get("init", 0.001))
-    elif isinstance(init, (int, float)) and not isinstance(init, bool) and math.isfinite(init):
-        rule, b0 = "given", float(init)
+    elif theory_init == "file":
+        rule, b0 = "file", float(file_settings.get("init", 0.001))
+    elif (
+        isinstance(theory_init, (int, float))
+        and not isinstance(theory_init, bool)
+        and math.isfinite(theory_init)
+    ):
+        rule, b0 = "given", float(theory_init)
     else:
-        raise SimulationSpecError(f"init: expected 'auto', 'file' or a number, got {init!r}")
+        raise SimulationSpecError(
+            f"theory_init: expected 'auto', 'file' or a number, got {theory_init!r}"
+        )
 
     reduction = reduce(problem, lump=lump, init=b0)  # type: ignore[arg-type]
     ode = solve(reduction, t_max=steps * lr, n_points=n_points)
     gd_map = solve(reduction, t_max=steps * lr, lr=lr, n_points=n_points)
     examples = problem.examples()
-    common: dict[str, Any] = {
-        "steps": steps,
-        "lr": lr,
-        "dtype": dtype,
-        "device": device,
-        "record_every": record_every,
-        "threads": threads,
-        "progress": progress,
-    }
+    sim_settings = replace(base, record_every=record_every)
     decoupled = simulate(
         graph,
         examples,
-        init="given",
+        steps=steps,
+        lr=lr,
+        init_scheme="given",
         weights={
             (str(u), str(v)): w for (u, v), w in reduction.decoupled_weights(seed=seed).items()
         },
         bases=reduction.decoupled_bases(seed=seed),
-        **common,
+        settings=sim_settings,
     )
     random = simulate(
-        graph, examples, init=random_init, scale=scale, seeds=seeds, seed=seed, **common
+        graph,
+        examples,
+        steps=steps,
+        lr=lr,
+        init_scheme=init_scheme,
+        init=init,
+        seeds=seeds,
+        seed=seed,
+        settings=sim_settings,
     )
 
     l0 = float(ode.loss[0])
@@ -358,17 +375,17 @@ def compare(
         "lr": float(lr),
         "t_max": float(steps * lr),
         "steps": steps,
-        "init_rule": rule,
+        "theory_init": rule,
         "init_b": {
             edge_name(e): float(b0[e] if isinstance(b0, dict) else b0)
             for e in graph.edges
             if not isinstance(b0, dict) or e in b0
         },
-        "random_init": random_init,
-        "scale": float(scale),
+        "init_scheme": init_scheme,
+        "init": float(init),
         "seeds": list(random.meta["seeds"]),
         "lump": lump,
-        "dtype": dtype,
+        "dtype": base.dtype,
         "device": decoupled.meta["device"],
         "initial_loss": l0,
         "decoupled_vs_map": max_relative_gap(
@@ -390,8 +407,8 @@ def compare(
             "decoupled_vs_map": "max_t |L_sim(t) - L_map(t)| / L(0), decoupled init (Eq. 9)",
             "random_vs_ode": "mean over seeds of max_t |L_sim(t) - L_ode(t)| / L(0)",
             "random_mean_vs_ode": "max_t |mean over seeds of L_sim(t) - L_ode(t)| / L(0)",
-            "init_rule": "auto: b_e(0) read off the random initial weights "
-            "(gdln.comparison.initial_mode_strengths); file: solve.init; given: --init",
+            "theory_init": "auto: b_e(0) read off the random initial weights "
+            "(gdln.comparison.initial_mode_strengths); file: solve.init; given: a number",
             "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation",
         },
     }
@@ -411,16 +428,34 @@ def compare(
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
 
 
+def _simulation_settings(settings: SimulationSettings | None) -> SimulationSettings:
+    """The settings of both runs: only dtype, device, threads and progress may be chosen."""
+    if settings is None:
+        return SimulationSettings()
+    if not isinstance(settings, SimulationSettings):
+        raise SimulationSpecError(
+            f"settings: expected a SimulationSettings, got {type(settings).__name__}"
+        )
+    default = SimulationSettings()
+    for f in fields(SimulationSettings):
+        value = getattr(settings, f.name)
+        if f.name not in _USED_SETTINGS and value != getattr(default, f.name):
+            raise SimulationSpecError(
+                f"settings: compare uses only {', '.join(_USED_SETTINGS)}; got {f.name}={value!r}"
+            )
+    return settings
+
+
 def _title(metrics: Mapping[str, Any]) -> str:
     params = ", ".join(f"{k}={v}" for k, v in metrics["params"].items())
     values = list(metrics["init_b"].values())
-    if metrics["init_rule"] == "auto":
+    if metrics["theory_init"] == "auto":
         start = f"b(0) from the random weights ({min(values):.3g}–{max(values):.3g})"
     else:
         start = f"b(0) = {values[0]:g}"
     return (
         f"{metrics['graph']}" + (f" ({params})" if params else "") + f"; lr = {metrics['lr']:g}, "
-        f"{start}, random: {metrics['random_init']} $\\sigma_0$ = {metrics['scale']:g}"
+        f"{start}, random: {metrics['init_scheme']} $\\sigma_0$ = {metrics['init']:g}"
     )
 
 

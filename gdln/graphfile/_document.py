@@ -121,7 +121,7 @@ def read_file(path: Path, *, as_yaml: bool = False) -> Any:
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise GraphSpecError(f"cannot read file: {err}", source=source) from err
+        raise GraphSpecError(err.strerror or f"cannot read file: {err}", source=source) from err
     if as_yaml or suffix in YAML_SUFFIXES:
         return _parse_yaml(data, source)
     return _parse_networkx(data, suffix, source)

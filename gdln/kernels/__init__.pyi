@@ -36,6 +36,7 @@ from ._gram_paths import path_gram as path_gram
 from ._gram_paths import pre_subnetwork as pre_subnetwork
 from ._gram_paths import scalar_layer_gram as scalar_layer_gram
 from ._gram_paths import term_counts as term_counts
+from ._kinds import KERNEL_KINDS as KERNEL_KINDS
 from ._names import ACTIVATIONS as ACTIVATIONS
 from ._names import DATASETS as DATASETS
 from ._names import MODES as MODES
@@ -54,5 +55,8 @@ from ._ntk import NTK as NTK
 from ._ntk import neural_tangent_kernel as neural_tangent_kernel
 from ._ntk import value_ntk_layerwise as value_ntk_layerwise
 from ._ntk import value_tangent_kernel as value_tangent_kernel
+from ._spectra import KernelSpectrum as KernelSpectrum
+from ._spectra import kernel_spectrum as kernel_spectrum
+from ._spectra import spectrum_ecdf as spectrum_ecdf
 from ._training import TrainResult as TrainResult
 from ._training import train_dgn as train_dgn

@@ -21,6 +21,9 @@ from ._resnet import measure_gradient_growth as measure_gradient_growth
 from ._resnet import sd_loss_monte_carlo as sd_loss_monte_carlo
 from ._resnet import sd_penalty as sd_penalty
 from ._resnet import train_sd as train_sd
+from ._summary import MAX_SYMBOLIC_DEPTH as MAX_SYMBOLIC_DEPTH
+from ._summary import ChainSummary as ChainSummary
+from ._summary import chain_summary as chain_summary
 from ._survival import mode_for_budget as mode_for_budget
 from ._survival import survival_probabilities as survival_probabilities
 from ._symbolic import SymbolicChain as SymbolicChain

@@ -1,6 +1,9 @@
-from ._simulate import INITS as INITS
-from ._simulate import SimulationDivergedError as SimulationDivergedError
-from ._simulate import SimulationSpecError as SimulationSpecError
+from ._errors import SimulationDivergedError as SimulationDivergedError
+from ._errors import SimulationSpecError as SimulationSpecError
+from ._names import DTYPES as DTYPES
+from ._names import INITS as INITS
+from ._names import OPTIMIZERS as OPTIMIZERS
+from ._settings import SimulationSettings as SimulationSettings
 from ._simulate import initial_weights as initial_weights
 from ._simulate import minibatch_indices as minibatch_indices
 from ._simulate import simulate as simulate

@@ -46,51 +46,20 @@ import torch
 from tqdm.auto import tqdm
 
 from .._edge import Edge, edge_name
-from .._errors import GdlnError, TaskSpecError
+from .._errors import TaskSpecError
 from ..solution._trajectory import Trajectory
 from ..task._examples import ExampleSet
+from ._errors import SimulationDivergedError, SimulationSpecError
+from ._names import INITS
+from ._settings import MINIBATCH, SimulationSettings, check_positive
 
-__all__ = [
-    "DTYPES",
-    "INITS",
-    "OPTIMIZERS",
-    "TIME_CONVENTION",
-    "SimulationDivergedError",
-    "SimulationSpecError",
-    "initial_weights",
-    "minibatch_indices",
-    "simulate",
-]
+__all__ = ["TIME_CONVENTION", "initial_weights", "minibatch_indices", "simulate"]
 
 TIME_CONVENTION = (
     "t/tau = step * lr / (1 - momentum): full-batch gradient descent with learning rate lr is "
     "the Euler step dt = lr of tau dW/dt = -dL/dW (Eq. 2 of Saxe et al. 2022) with tau = 1; "
     "heavy-ball momentum mu approximates the same flow with dt = lr / (1 - mu)"
 )
-
-
-class SimulationSpecError(GdlnError, ValueError):
-    """An option of :func:`simulate` is malformed; the message names it and its value."""
-
-
-class SimulationDivergedError(GdlnError, FloatingPointError):
-    """Training diverged: the loss became non-finite or exceeded the divergence limit.
-
-    Attributes
-    ----------
-    step
-        The first step at which the loss was bad.
-    value
-        The loss at that step (``nan`` or ``inf`` included).
-    seed
-        The seed of the first repetition that went bad.
-    """
-
-    def __init__(self, message: str, *, step: int, value: float, seed: int) -> None:
-        self.step = step
-        self.value = value
-        self.seed = seed
-        super().__init__(message)
 
 
 # --------------------------------------------------------------------------- initialisation
@@ -120,50 +89,16 @@ def _draw_singular(rng: np.random.Generator, rows: int, cols: int, scale: float)
     return scale * _haar_columns(rng, rows, k) @ _haar_columns(rng, cols, k).T
 
 
-@dataclass(frozen=True)
-class _Init:
-    description: str
-    draw: Callable[[np.random.Generator, int, int, float], np.ndarray] | None
-
-    def __post_init__(self) -> None:
-        if not self.description:
-            raise ValueError("an initialisation needs a description")
-
-
-INITS: Mapping[str, _Init] = {
-    "xavier": _Init(
-        "Xavier-normal entries times scale sigma0 (Fig. 4e: sigma0 = 0.2)", _draw_xavier
-    ),
-    "singular": _Init("random orthonormal factors, every singular value = scale", _draw_singular),
-    "orthogonal": _Init("alias of 'singular'", _draw_singular),
-    "given": _Init(
-        "explicit weights, e.g. the decoupled ones of Eq. (9) from reduction.decoupled_weights",
-        None,
-    ),
+_DRAWS: Mapping[str, Callable[[np.random.Generator, int, int, float], np.ndarray] | None] = {
+    "xavier": _draw_xavier,
+    "singular": _draw_singular,
+    "orthogonal": _draw_singular,
+    "given": None,
 }
-"""Initialisations by name; ``scale`` is $\\sigma_0$."""
+"""The initialisations of :data:`INITS` by the same names; ``None``: weights are given."""
 
-DTYPES: Mapping[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
-
-
-@dataclass(frozen=True)
-class _Optimizer:
-    description: str
-    minibatch: bool
-
-    def __post_init__(self) -> None:
-        if not self.description:
-            raise ValueError("an optimizer needs a description")
-
-
-OPTIMIZERS: Mapping[str, _Optimizer] = {
-    "gd": _Optimizer("full-batch gradient descent: the Euler discretisation of Eq. (2)", False),
-    "sgd": _Optimizer(
-        "minibatch SGD (examples drawn with probability = their weight), heavy-ball momentum "
-        "as in App. D, Table 1",
-        True,
-    ),
-}
+_TORCH_DTYPES: Mapping[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
+"""The torch dtypes of :data:`DTYPES` by the same names."""
 
 
 def _seed_list(seeds: int | Sequence[int], seed: int) -> list[int]:
@@ -189,8 +124,8 @@ def _edges(graph: nx.DiGraph) -> list[Edge]:
 def initial_weights(
     graph: nx.DiGraph,
     *,
-    init: str = "xavier",
-    scale: float = 0.2,
+    init_scheme: str = "xavier",
+    init: float = 0.2,
     seeds: int | Sequence[int] = 1,
     seed: int = 0,
 ) -> dict[Edge, np.ndarray]:
@@ -200,10 +135,10 @@ def initial_weights(
     ----------
     graph
         The architecture (node attribute ``size``).
+    init_scheme
+        A random scheme of :data:`INITS`: ``"xavier"``, ``"singular"`` or ``"orthogonal"``.
     init
-        A random entry of :data:`INITS`: ``"xavier"``, ``"singular"`` or ``"orthogonal"``.
-    scale
-        $\sigma_0$.
+        The initial scale $\sigma_0$.
     seeds, seed
         As in :func:`simulate`.
 
@@ -213,19 +148,21 @@ def initial_weights(
         Edge ``(source, target)`` -> float64 array ``(S, |target|, |source|)``; repetition
         ``r`` is drawn from ``numpy.random.default_rng(seeds[r])`` only.
     """
-    spec = INITS.get(init)
-    if spec is None or spec.draw is None:
-        random = sorted(k for k, v in INITS.items() if v.draw is not None)
-        raise SimulationSpecError(f"init: expected one of {random}, got {init!r}")
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
-        raise SimulationSpecError(f"scale: expected a finite number >= 0, got {scale!r}")
+    draw = _DRAWS.get(init_scheme)
+    if draw is None:
+        random = sorted(k for k, v in _DRAWS.items() if v is not None)
+        raise SimulationSpecError(f"init_scheme: expected one of {random}, got {init_scheme!r}")
+    if not (isinstance(init, (int, float)) and math.isfinite(init) and init >= 0):
+        raise SimulationSpecError(
+            f"init: expected a finite number >= 0 (the initial scale sigma0), got {init!r}"
+        )
     sizes = _sizes(graph)
     edges = _edges(graph)
     out: dict[Edge, list[np.ndarray]] = {e: [] for e in edges}
     for s in _seed_list(seeds, seed):
         rng = np.random.default_rng(s)
         for e in edges:
-            out[e].append(spec.draw(rng, sizes[e[1]], sizes[e[0]], float(scale)))
+            out[e].append(draw(rng, sizes[e[1]], sizes[e[0]], float(init)))
     return {e: np.stack(v) for e, v in out.items()}
 
 
@@ -682,40 +619,19 @@ def _record_at(steps: int, record_every: int, record_steps: Sequence[int] | None
     """The steps to record: every ``record_every`` (and the last), or exactly ``record_steps``."""
     if record_steps is None:
         return set(range(0, steps + 1, record_every)) | {steps}
-    if record_every != 1:
-        raise SimulationSpecError(
-            f"record_steps: give either record_steps or record_every, got both "
-            f"(record_every={record_every!r})"
-        )
-    chosen = np.asarray(record_steps)
-    if (
-        chosen.ndim != 1
-        or chosen.size == 0
-        or not np.issubdtype(chosen.dtype, np.integer)
-        or chosen.min() < 0
-        or chosen.max() > steps
-    ):
+    if max(record_steps) > steps:
         raise SimulationSpecError(
             f"record_steps: expected a non-empty list of ints in [0, steps={steps}], "
-            f"got {record_steps!r}"
+            f"got {list(record_steps)}"
         )
-    return {int(k) for k in chosen}
-
-
-def _check_positive(name: str, value: Any, *, integer: bool, allow_zero: bool = False) -> None:
-    kind = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        what = "an int" if integer else "a finite number"
-        raise SimulationSpecError(
-            f"{name}: expected {what} {'>=' if allow_zero else '>'} 0, got {value!r}"
-        )
+    return set(record_steps)
 
 
 def _given_weights(net: _Net, weights: Mapping[Edge, Any] | None, n_seeds: int) -> list[np.ndarray]:
     if weights is None:
-        raise SimulationSpecError("weights: init='given' needs weights {edge: array}, got None")
+        raise SimulationSpecError(
+            "weights: init_scheme='given' needs weights {edge: array}, got None"
+        )
     unknown = [e for e in weights if tuple(e) not in net.edges]
     if unknown:
         raise SimulationSpecError(
@@ -725,7 +641,9 @@ def _given_weights(net: _Net, weights: Mapping[Edge, Any] | None, n_seeds: int) 
     out = []
     for e in net.edges:
         if e not in weights:
-            raise SimulationSpecError(f"weights: missing edge {e!r}; init='given' needs every edge")
+            raise SimulationSpecError(
+                f"weights: missing edge {e!r}; init_scheme='given' needs every edge"
+            )
         a = np.asarray(weights[e], dtype=np.float64)
         shape = (net.sizes[e[1]], net.sizes[e[0]])
         if a.shape == shape:
@@ -746,25 +664,14 @@ def simulate(
     *,
     steps: int,
     lr: float,
-    init: str = "xavier",
-    scale: float = 0.2,
+    init_scheme: str = "xavier",
+    init: float = 0.2,
     weights: Mapping[Edge, Any] | None = None,
     seeds: int | Sequence[int] = 1,
     seed: int = 0,
-    optimizer: str = "gd",
-    batch_size: int | None = None,
-    momentum: float = 0.0,
-    dtype: str = "float64",
-    device: str | None = None,
-    record_every: int = 1,
-    record_steps: Sequence[int] | None = None,
     eval_examples: ExampleSet | None = None,
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None = None,
-    rsm: bool = False,
-    record_weights: bool = False,
-    diverge_above: float = 1e8,
-    threads: int | None = None,
-    progress: bool = False,
+    settings: SimulationSettings | None = None,
 ) -> Trajectory:
     r"""Train the full gated network by gradient descent and record its trajectory.
 
@@ -786,53 +693,26 @@ def simulate(
     lr
         Learning rate = Euler time step in units of $\tau$ (with momentum $\mu$ one step
         is $\mathrm{lr}/(1-\mu)$ of flow time).
-    init
+    init_scheme
         Name in :data:`INITS`: ``"xavier"`` ($\sigma_0\times$ Xavier normal),
         ``"singular"``/``"orthogonal"`` (all singular values $\sigma_0$) or ``"given"``.
-    scale
-        $\sigma_0$ for the random initialisations.
+    init
+        The initial scale $\sigma_0$ of the random schemes.
     weights
-        For ``init="given"``: edge -> ``(|t|, |s|)`` (all seeds) or ``(S, |t|, |s|)``, e.g.
-        the decoupled weights of Eq. (9).
+        For ``init_scheme="given"``: edge -> ``(|t|, |s|)`` (all seeds) or
+        ``(S, |t|, |s|)``, e.g. the decoupled weights of Eq. (9).
     seeds, seed
         A count ``S`` (repetitions use the seeds ``seed, ..., seed+S-1``) or an explicit
         list of seeds. All repetitions run batched along a leading tensor axis.
-    optimizer
-        ``"gd"`` (full batch) or ``"sgd"`` (minibatches of ``batch_size`` examples drawn
-        with probability equal to their weight, per seed); see :data:`OPTIMIZERS`.
-    batch_size
-        Minibatch size for ``"sgd"``.
-    momentum
-        Heavy-ball momentum $\mu$: $b \leftarrow \mu b + \nabla$, $W \leftarrow W -
-        \mathrm{lr}\, b$; the recorded time advances $\mathrm{lr}/(1-\mu)$ per step.
-    dtype
-        ``"float64"`` or ``"float32"``.
-    device
-        ``None``/``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
-    record_every
-        Record at steps ``0, record_every, 2 record_every, ...`` and at ``steps``.
-    record_steps
-        Record at exactly these steps instead (ints in ``[0, steps]``, any order, e.g.
-        log-spaced); ``record_every`` must then stay 1.
     eval_examples
         A second ExampleSet (e.g. untrained routes, Fig. 4h) evaluated at each record.
     bases
         Edge -> ``(left (|t|, k), right (|s|, k))``: the reduced variable of mode $a$,
-        ``left[:, a] @ W @ right[:, a]``, is recorded as ``"proj/<edge>"``.
-    rsm
-        Record $h_v h_v^\top$ at hidden nodes (Fig. 4g), on ``eval_examples`` if given,
-        else on the training examples.
-    record_weights
-        Also record every weight matrix as ``"W/<edge>"`` ``(T, S, |t|, |s|)``.
-    diverge_above
-        The run stops with :class:`SimulationDivergedError` once a loss is non-finite or
-        above this value.
-    threads
-        CPU threads for torch during this run (restored afterwards); ``None`` leaves
-        torch's setting. Small networks run fastest on one thread, and on a busy machine
-        several threads can be orders of magnitude slower.
-    progress
-        Show a tqdm progress bar.
+        ``left[:, a] @ W @ right[:, a]``, is recorded as ``"proj/<edge>"`` (e.g.
+        ``Reduction.decoupled_bases``).
+    settings
+        How to train and what to record (:class:`SimulationSettings`: optimiser, momentum,
+        dtype, device, threads, record steps...); default ``SimulationSettings()``.
 
     Returns
     -------
@@ -852,15 +732,32 @@ def simulate(
     SimulationDivergedError
         The loss became non-finite or exceeded ``diverge_above``.
     """
+    settings = SimulationSettings() if settings is None else settings
+    if not isinstance(settings, SimulationSettings):
+        raise SimulationSpecError(
+            f"settings: expected a SimulationSettings, got {type(settings).__name__}"
+        )
+    threads = settings.threads
+    before = torch.get_num_threads()
     if threads is not None:
-        _check_positive("threads", threads, integer=True)
-        before = torch.get_num_threads()
         torch.set_num_threads(int(threads))
     try:
-        return _run(**{k: v for k, v in locals().items() if k not in ("threads", "before")})
+        return _run(
+            graph,
+            examples,
+            steps=steps,
+            lr=lr,
+            init_scheme=init_scheme,
+            init=init,
+            weights=weights,
+            seeds=seeds,
+            seed=seed,
+            eval_examples=eval_examples,
+            bases=bases,
+            settings=settings,
+        )
     finally:
-        if threads is not None:
-            torch.set_num_threads(before)
+        torch.set_num_threads(before)
 
 
 def _run(
@@ -869,51 +766,29 @@ def _run(
     *,
     steps: int,
     lr: float,
-    init: str,
-    scale: float,
+    init_scheme: str,
+    init: float,
     weights: Mapping[Edge, Any] | None,
     seeds: int | Sequence[int],
     seed: int,
-    optimizer: str,
-    batch_size: int | None,
-    momentum: float,
-    dtype: str,
-    device: str | None,
-    record_every: int,
-    record_steps: Sequence[int] | None,
     eval_examples: ExampleSet | None,
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None,
-    rsm: bool,
-    record_weights: bool,
-    diverge_above: float,
-    progress: bool,
+    settings: SimulationSettings,
 ) -> Trajectory:
     """The body of :func:`simulate`, with torch's thread count already set."""
-    _check_positive("steps", steps, integer=True, allow_zero=True)
-    _check_positive("lr", lr, integer=False)
-    _check_positive("record_every", record_every, integer=True)
-    record_at = _record_at(steps, record_every, record_steps)
-    _check_positive("diverge_above", diverge_above, integer=False)
-    if not (isinstance(momentum, (int, float)) and 0.0 <= momentum < 1.0):
-        raise SimulationSpecError(f"momentum: expected a number in [0, 1), got {momentum!r}")
-    if dtype not in DTYPES:
-        raise SimulationSpecError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
-    if optimizer not in OPTIMIZERS:
+    check_positive("steps", steps, integer=True, allow_zero=True)
+    check_positive("lr", lr, integer=False)
+    record_at = _record_at(steps, settings.record_every, settings.record_steps)
+    if init_scheme not in INITS:
         raise SimulationSpecError(
-            f"optimizer: expected one of {sorted(OPTIMIZERS)}, got {optimizer!r}"
+            f"init_scheme: expected one of {sorted(INITS)}, got {init_scheme!r}"
         )
-    if init not in INITS:
-        raise SimulationSpecError(f"init: expected one of {sorted(INITS)}, got {init!r}")
-    minibatch = OPTIMIZERS[optimizer].minibatch
-    if minibatch:
-        _check_positive("batch_size", batch_size, integer=True)
-    elif batch_size is not None:
-        raise SimulationSpecError(
-            f"batch_size: only used with optimizer='sgd', got {batch_size!r} with {optimizer!r}"
-        )
+    optimizer, batch_size, momentum = settings.optimizer, settings.batch_size, settings.momentum
+    dtype, diverge_above, progress = settings.dtype, settings.diverge_above, settings.progress
+    minibatch = optimizer in MINIBATCH
     seed_list = _seed_list(seeds, seed)
     n_seeds = len(seed_list)
-    tdtype, dev = DTYPES[dtype], _device(device)
+    tdtype, dev = _TORCH_DTYPES[dtype], _device(settings.device)
     net = _compile(graph)
     train = _tensorise(net, examples, "examples", tdtype, dev)
     evaluation = (
@@ -923,12 +798,14 @@ def _run(
     )
     torch_bases = _bases(net, bases, tdtype, dev)
 
-    if INITS[init].draw is None:
+    if _DRAWS[init_scheme] is None:
         w0 = _given_weights(net, weights, n_seeds)
     else:
         if weights is not None:
-            raise SimulationSpecError(f"weights: only used with init='given', got init={init!r}")
-        drawn = initial_weights(graph, init=init, scale=scale, seeds=seed_list)
+            raise SimulationSpecError(
+                f"weights: only used with init_scheme='given', got init_scheme={init_scheme!r}"
+            )
+        drawn = initial_weights(graph, init_scheme=init_scheme, init=init, seeds=seed_list)
         w0 = [drawn[e] for e in net.edges]
     fixed = _fixed_edges(net)
     for i, c in fixed.items():  # W_e = c I, never trained
@@ -938,7 +815,7 @@ def _run(
     gates = _RandomGates(net, examples.random_gates, seed_list, tdtype, dev)
 
     sampler = _Sampler(examples.weights, seed_list, batch_size, dev) if minibatch else None
-    recorder = _Recorder(net, train, evaluation, torch_bases, rsm, record_weights)
+    recorder = _Recorder(net, train, evaluation, torch_bases, settings.rsm, settings.record_weights)
     dt = lr / (1.0 - momentum)  # flow time per step (module docstring)
     bad_step = torch.full((n_seeds,), -1, dtype=torch.int64, device=dev)
     bad_value = torch.zeros(n_seeds, dtype=tdtype, device=dev)
@@ -1015,8 +892,8 @@ def _run(
         "effective_lr": float(dt),
         "steps": int(steps),
         "step_at": steps_rec.tolist(),
-        "init": init,
-        "scale": float(scale) if INITS[init].draw is not None else None,
+        "init_scheme": init_scheme,
+        "init": float(init) if _DRAWS[init_scheme] is not None else None,
         "seeds": seed_list,
         "optimizer": optimizer,
         "batch_size": batch_size,
@@ -1165,8 +1042,8 @@ def minibatch_indices(
         over the examples ``out[k, r]`` (drawn with replacement, with probability equal
         to their weight, from ``numpy.random.default_rng((seeds[r], 1))`` alone).
     """
-    _check_positive("steps", steps, integer=True, allow_zero=True)
-    _check_positive("batch_size", batch_size, integer=True)
+    check_positive("steps", steps, integer=True, allow_zero=True)
+    check_positive("batch_size", batch_size, integer=True)
     sampler = _Sampler(examples.weights, _seed_list(seeds, seed), batch_size, torch.device("cpu"))
     rows = [sampler.rows(k).numpy() for k in range(steps)]
     return np.stack(rows) if rows else np.zeros((0, sampler.n_seeds, batch_size), dtype=np.int64)

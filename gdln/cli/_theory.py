@@ -1,0 +1,190 @@
+"""``gdln paths``, ``stats``, ``derive`` and ``solve``: the theory, from a graph file.
+
+None of them imports torch. Each parses its options, calls the public API and prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+import gdln
+
+from ._common import (
+    DEFAULT_LUMP,
+    LUMP_HELP,
+    CommandLineError,
+    graph_arguments,
+    initial_value,
+    load_problem,
+    output_file,
+    output_options,
+    setting,
+    write,
+)
+
+__all__ = ["derive", "paths", "solve", "stats"]
+
+INIT_HELP = (
+    "Initial value b(0) of every reduced variable (default: the file's solve.init, else 0.001)."
+)
+
+
+@click.command()
+@graph_arguments
+@output_options(("text", "json"), default="text", what="listing")
+def paths(
+    file: str,
+    params: tuple[str, ...],
+    task: str | None,
+    fmt: str | None,
+    out: str | None,
+    force: bool,
+) -> None:
+    """List input-output paths, |P(e)| per edge and |T(v)| per output.
+
+    \b
+    Example:
+      gdln paths graphs/xor.yaml
+    """
+    output = output_file(out, fmt, force, formats=("text", "json"))
+    write(output, gdln.format_paths(load_problem(file, params, task), output.format))
+
+
+@click.command()
+@graph_arguments
+@output_options(("text", "latex", "json"), default="text", what="statistics")
+def stats(
+    file: str,
+    params: tuple[str, ...],
+    task: str | None,
+    fmt: str | None,
+    out: str | None,
+    force: bool,
+) -> None:
+    """Print the path statistics and the bases U, V that diagonalise them (Eqs 5-8).
+
+    \b
+    Example:
+      gdln stats graphs/context.yaml --param pathways=1 --format latex
+    """
+    output = output_file(out, fmt, force, formats=("text", "latex", "json"))
+    problem = load_problem(file, params, task)
+    write(output, gdln.format_statistics(problem, gdln.reduce(problem), output.format))
+
+
+@click.command()
+@graph_arguments
+@click.option("--lump", type=click.Choice(gdln.LUMPINGS), default=None, help=LUMP_HELP)
+@click.option("--init", default=None, metavar="VALUE", help=INIT_HELP)
+@output_options(("text", "latex", "json"), default="text", what="derivation")
+def derive(
+    file: str,
+    params: tuple[str, ...],
+    task: str | None,
+    lump: str | None,
+    init: str | None,
+    fmt: str | None,
+    out: str | None,
+    force: bool,
+) -> None:
+    """Derive the reduced singular-value ODEs (Eq 10), lumped and simplified.
+
+    \b
+    Example:
+      gdln derive graphs/routing.yaml --lump full --param M=10
+    """
+    output = output_file(out, fmt, force, formats=("text", "latex", "json"))
+    problem = load_problem(file, params, task)
+    reduction = gdln.reduce(
+        problem,
+        lump=setting(problem, "lump", lump, DEFAULT_LUMP),
+        init=setting(problem, "init", initial_value(file, init), None),
+    )
+    write(output, gdln.format_derivation(reduction, output.format))
+
+
+@click.command()
+@graph_arguments
+@click.option("--lump", type=click.Choice(gdln.LUMPINGS), default=None, help=LUMP_HELP)
+@click.option(
+    "--t-max",
+    type=float,
+    default=None,
+    help="Final time in units of tau (default: the file's solve.t_max, else 10).",
+)
+@click.option("--init", default=None, metavar="VALUE", help=INIT_HELP)
+@click.option(
+    "--lr",
+    type=float,
+    default=None,
+    help="Iterate the exact gradient-descent map with this learning rate instead of the "
+    "ODE (default: the file's solve.lr, else the ODE).",
+)
+@click.option("--ode", is_flag=True, help="Solve the ODE even if the file sets solve.lr.")
+@click.option(
+    "--points", type=int, default=201, show_default=True, help="Number of recorded times."
+)
+@click.option(
+    "--route",
+    type=click.Choice(["auto", "symbolic", "moments"]),
+    default="auto",
+    show_default=True,
+    help="symbolic: the reduced ODE of `derive`; moments: the same expected dynamics "
+    "evaluated without listing paths (one variable per edge, no lumping); auto: symbolic "
+    "unless the problem has too many paths.",
+)
+@output_options(("json", "csv"), default="json", what="trajectory")
+def solve(
+    file: str,
+    params: tuple[str, ...],
+    task: str | None,
+    lump: str | None,
+    t_max: float | None,
+    init: str | None,
+    lr: float | None,
+    ode: bool,
+    points: int,
+    route: str,
+    fmt: str | None,
+    out: str | None,
+    force: bool,
+) -> None:
+    """Solve the reduced dynamics numerically; write t, loss and every variable.
+
+    \b
+    Example:
+      gdln solve graphs/routing.yaml --t-max 30 -o routing.json
+      gdln solve graphs/resnet_sd.yaml --param L=1000    # moment route
+    """
+    output = output_file(out, fmt, force, formats=("json", "csv"))
+    if ode and lr is not None:
+        raise CommandLineError(f"--ode and --lr {lr}: give one (the ODE or the map)")
+    problem = load_problem(file, params, task)
+    model = _model(problem, route, lump, setting(problem, "init", initial_value(file, init), None))
+    trajectory = gdln.solve(
+        model,
+        t_max=float(setting(problem, "t_max", t_max, 10)),
+        lr=None if ode else _float_or_none(setting(problem, "lr", lr, None)),
+        n_points=points,
+    )
+    write(output, gdln.format_trajectory(trajectory, output.format))
+
+
+def _model(
+    problem: gdln.Problem, route: str, lump: str | None, init: Any
+) -> gdln.Reduction | gdln.ExpectedDynamics:
+    """The reduction (symbolic route) or the expected dynamics (moment route) to solve."""
+    if route == "moments":
+        return gdln.expected_dynamics(problem, init=init)
+    try:
+        return gdln.reduce(problem, lump=setting(problem, "lump", lump, DEFAULT_LUMP), init=init)
+    except gdln.TooManyPathsError:
+        if route == "symbolic":
+            raise
+        return gdln.expected_dynamics(problem, init=init)
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)

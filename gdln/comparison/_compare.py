@@ -36,9 +36,10 @@ from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..reduction._reduce import reduce
 from ..simulation._errors import SimulationSpecError
+from ..simulation._init import initial_weights
 from ..simulation._names import INITS
 from ..simulation._settings import SimulationSettings
-from ..simulation._simulate import initial_weights, simulate
+from ..simulation._simulate import simulate
 from ..solution._solve import solve
 from ..solution._trajectory import Trajectory, time_to_half_loss
 from ._figures import save_figure

@@ -14,9 +14,14 @@ import numpy as np
 import pytest
 
 import gdln
+from gdln import time_to_half_loss
 from gdln._edge import edge_name
-from gdln.comparison import compare, initial_mode_strengths
-from gdln.comparison._compare import max_relative_gap, theory_edge_values, time_to_half_loss
+from gdln.comparison import (
+    compare,
+    initial_mode_strengths,
+    max_relative_gap,
+    theory_edge_values,
+)
 from gdln.simulation import SimulationSettings, SimulationSpecError, initial_weights, simulate
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"

@@ -140,6 +140,24 @@ def simulate(
         The examples do not fit the graph.
     SimulationDivergedError
         The loss became non-finite or exceeded ``diverge_above``.
+
+    Examples
+    --------
+    One linear layer $x \to y$ learning $y = \pm 1$ from the two unit inputs:
+
+    >>> import networkx as nx, numpy as np
+    >>> from gdln.task import ExampleSet
+    >>> graph = nx.DiGraph([("x", "y")])
+    >>> nx.set_node_attributes(graph, {"x": 2, "y": 1}, "size")
+    >>> examples = ExampleSet(
+    ...     inputs={"x": np.eye(2)}, targets={"y": np.array([[1.0], [-1.0]])}, gates={},
+    ...     weights=np.full(2, 0.5), context=np.zeros(2, dtype=int))
+    >>> run = simulate(graph, examples, steps=100, lr=0.5, seeds=3,
+    ...                settings=SimulationSettings(record_every=50))
+    >>> run.t.tolist(), run.loss.shape
+    ([0.0, 25.0, 50.0], (3, 3))
+    >>> bool((run.loss[-1] < 1e-10).all())
+    True
     """
     if settings is None:
         settings = SimulationSettings()

@@ -14,9 +14,14 @@ import numpy as np
 import pytest
 
 import gdln
+from gdln import time_to_half_loss
 from gdln._edge import edge_name
-from gdln.comparison import compare, initial_mode_strengths
-from gdln.comparison._compare import max_relative_gap, theory_edge_values, time_to_half_loss
+from gdln.comparison import (
+    compare,
+    initial_mode_strengths,
+    max_relative_gap,
+    theory_edge_values,
+)
 from gdln.simulation import SimulationSettings, SimulationSpecError, initial_weights, simulate
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
@@ -191,6 +196,8 @@ def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
         ({"n_points": 1}, r"n_points: expected an int >= 2, got 1"),
         ({"init_scheme": "given"}, r"init_scheme: expected one of .*got 'given'"),
         ({"t_max": 0.001}, r"t_max: 0.001 is less than one step of lr=0.05"),
+        ({"init": -0.1}, r"init: expected a finite number >= 0 \(the initial scale sigma0\)"),
+        ({"seeds": 0}, r"seeds: expected a count >= 1, got 0"),
         (
             {"theory_init": "small"},
             r"theory_init: expected 'auto', 'file' or a number, got 'small'",

@@ -17,6 +17,7 @@ import gdln
 from gdln import GdlnError, TaskSpecError
 from gdln._edge import edge_name
 from gdln.simulation import (
+    DTYPES,
     INITS,
     OPTIMIZERS,
     SimulationDivergedError,
@@ -26,7 +27,13 @@ from gdln.simulation import (
     minibatch_indices,
     simulate,
 )
-from gdln.simulation._simulate import _compile, _forward, _tensorise
+from gdln.simulation._data import tensorise
+from gdln.simulation._device import TORCH_DTYPES
+from gdln.simulation._forward import forward
+from gdln.simulation._init import DRAWS
+from gdln.simulation._optimizers import OPTIMIZER_CLASSES
+from gdln.simulation._plan import compile_plan
+from gdln.simulation._settings import MINIBATCH
 from gdln.solution._trajectory import Trajectory, time_to_half_loss
 from gdln.task._examples import ExampleSet
 
@@ -219,11 +226,11 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
         graph, ex = fan_graph()
     elif case == "routing-sparse":  # each gate on for 1/20 of the rows: row-sparse products
         graph, ex = routing(20, 1, 5)
-        data = _tensorise(_compile(graph), ex, "examples", torch.float64, torch.device("cpu"))
+        data = tensorise(compile_plan(graph), ex, "examples", torch.float64, torch.device("cpu"))
         assert len(data.rows) == 40 and not data.plan.fan_out
     else:
         graph, ex = routing(3, 2, 5, gated_out_node=case.endswith("outputs"))
-        plan = _compile(graph)  # the cases do exercise the grouped code paths
+        plan = compile_plan(graph)  # the cases do exercise the grouped code paths
         assert plan.fan_out and (case == "fan") == (plan.output_group is None)
     W0 = {e: w[0] for e, w in initial_weights(graph, init=0.8, seed=3).items()}
     lr = 0.05
@@ -240,18 +247,18 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
 def test_sparse_plan_equals_dense_plan() -> None:
     """Full-batch (row-sparse gated edges) and all-rows minibatch (dense) passes agree."""
     graph, ex = routing(20, 2, 5)
-    net = _compile(graph)
-    data = _tensorise(net, ex, "examples", torch.float64, torch.device("cpu"))
+    net = compile_plan(graph)
+    data = tensorise(net, ex, "examples", torch.float64, torch.device("cpu"))
     assert data.rows
     drawn = initial_weights(graph, init=0.9, seeds=2)
     W = [torch.as_tensor(drawn[e]) for e in net.edges]
     assert data.sparse_outputs == net.outputs
-    h_sparse, sparse = _forward(net, W, data, outputs=True)
-    h_dense, dense = _forward(net, W, data, torch.arange(data.n).expand(2, data.n))
+    h_sparse, sparse = forward(net, W, data, outputs=True)
+    h_dense, dense = forward(net, W, data, torch.arange(data.n).expand(2, data.n))
     np.testing.assert_allclose(sparse.numpy(), dense.numpy(), rtol=1e-12)
     for v in net.outputs:
         np.testing.assert_allclose(h_sparse[v].numpy(), h_dense[v].numpy(), rtol=1e-13, atol=0)
-    assert "y0" not in _forward(net, W, data)[0]  # built only when asked for
+    assert "y0" not in forward(net, W, data)[0]  # built only when asked for
 
 
 def test_zero_output_loss_is_the_per_context_loss_of_zero_weights() -> None:
@@ -484,6 +491,16 @@ def test_xavier_init_variance() -> None:
 def test_inits_table_has_descriptions() -> None:
     assert {"xavier", "singular", "orthogonal", "given"} <= set(INITS)
     assert all(isinstance(text, str) and text for text in [*INITS.values(), *OPTIMIZERS.values()])
+
+
+def test_name_tables_match_the_machinery() -> None:
+    """The light tables the CLI reads name exactly what the simulator implements."""
+    assert set(INITS) == set(DRAWS)
+    assert set(OPTIMIZERS) == set(OPTIMIZER_CLASSES)
+    assert set(DTYPES) == set(TORCH_DTYPES)
+    assert {k for k, cls in OPTIMIZER_CLASSES.items() if cls.minibatch} == MINIBATCH
+    for name, dtype in TORCH_DTYPES.items():
+        assert str(dtype) == f"torch.{name}"
 
 
 def test_name_tables_and_settings_load_without_torch_or_numpy() -> None:

@@ -1,10 +1,10 @@
 from ._errors import SimulationDivergedError as SimulationDivergedError
 from ._errors import SimulationSpecError as SimulationSpecError
+from ._init import initial_weights as initial_weights
 from ._names import DTYPES as DTYPES
 from ._names import INITS as INITS
 from ._names import OPTIMIZERS as OPTIMIZERS
+from ._sampling import minibatch_indices as minibatch_indices
 from ._settings import SimulationSettings as SimulationSettings
-from ._simulate import initial_weights as initial_weights
-from ._simulate import minibatch_indices as minibatch_indices
 from ._simulate import simulate as simulate
 from ._steps import log_spaced_steps as log_spaced_steps

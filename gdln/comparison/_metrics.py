@@ -1,0 +1,86 @@
+r"""How far the simulations are from the theory: the metrics of :func:`gdln.compare`.
+
+Every gap is a loss difference relative to the initial loss,
+$\max_t |L(t) - L_\mathrm{ref}(t)| / L_\mathrm{ref}(0)$, with the reference interpolated
+onto the other run's times; the time to half loss is the first $t/\tau$ with
+$L(t) \le L(0)/2$ (Eq. 1 of Saxe et al. 2022 for $L$).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._errors import GdlnError
+from ..solution._trajectory import Trajectory, time_to_half_loss
+
+__all__ = ["DEFINITIONS", "Runs", "loss_metrics", "max_relative_gap"]
+
+DEFINITIONS: Mapping[str, str] = {
+    "decoupled_vs_map": "max_t |L_sim(t) - L_map(t)| / L(0), decoupled init (Eq. 9)",
+    "random_vs_ode": "mean over seeds of max_t |L_sim(t) - L_ode(t)| / L(0)",
+    "random_mean_vs_ode": "max_t |mean over seeds of L_sim(t) - L_ode(t)| / L(0)",
+    "theory_init": "auto: b_e(0) read off the random initial weights "
+    "(gdln.comparison.initial_mode_strengths); file: solve.init; given: a number",
+    "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation",
+}
+"""What the metrics in ``metrics.json`` mean, written into it."""
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The four trajectories of a comparison: reduced ODE and map, two simulations."""
+
+    ode: Trajectory
+    gd_map: Trajectory
+    decoupled: Trajectory
+    random: Trajectory
+
+
+def max_relative_gap(t: np.ndarray, loss: np.ndarray, t_ref: np.ndarray, ref: np.ndarray) -> float:
+    r"""$\max_t |L(t) - L_\mathrm{ref}(t)| / L_\mathrm{ref}(0)$, the reference interpolated.
+
+    >>> max_relative_gap(np.array([0.0, 1.0]), np.array([2.0, 1.5]), np.array([0.0, 1.0]),
+    ...                  np.array([2.0, 1.0]))
+    0.25
+    """
+    on_grid = np.interp(np.asarray(t, float), np.asarray(t_ref, float), np.asarray(ref, float))
+    return float(np.max(np.abs(np.asarray(loss, float) - on_grid)) / float(ref[0]))
+
+
+def loss_metrics(runs: Runs, *, source: str) -> dict[str, Any]:
+    """The initial loss, the loss gaps between the runs and each run's time to half loss.
+
+    ``source`` names the problem in the error raised when the initial loss is not positive.
+    """
+    ode, gd_map, decoupled, random = runs.ode, runs.gd_map, runs.decoupled, runs.random
+    l0 = float(ode.loss[0])
+    if not l0 > 0:
+        raise GdlnError(f"{source}: the initial loss is {l0}; nothing to learn")
+    per_seed = [
+        max_relative_gap(random.t, random.loss[:, s], ode.t, ode.loss)
+        for s in range(random.loss.shape[1])
+    ]
+    half_random = [time_to_half_loss(random.t, random.loss[:, s]) for s in range(len(per_seed))]
+    reached = [h for h in half_random if h is not None]
+    return {
+        "initial_loss": l0,
+        "decoupled_vs_map": max_relative_gap(
+            decoupled.t, decoupled.loss[:, 0], gd_map.t, gd_map.loss
+        ),
+        "decoupled_vs_ode": max_relative_gap(decoupled.t, decoupled.loss[:, 0], ode.t, ode.loss),
+        "map_vs_ode": max_relative_gap(gd_map.t, gd_map.loss, ode.t, ode.loss),
+        "random_vs_ode": float(np.mean(per_seed)),
+        "random_vs_ode_per_seed": per_seed,
+        "random_mean_vs_ode": max_relative_gap(random.t, random.loss.mean(1), ode.t, ode.loss),
+        "time_to_half_loss": {
+            "ode": time_to_half_loss(ode.t, ode.loss),
+            "gd_map": time_to_half_loss(gd_map.t, gd_map.loss),
+            "decoupled": time_to_half_loss(decoupled.t, decoupled.loss[:, 0]),
+            "random_per_seed": half_random,
+            "random_mean": float(np.mean(reached)) if reached else None,
+        },
+    }

@@ -1,0 +1,234 @@
+r"""An :class:`~gdln.task.ExampleSet` as the tensors the forward pass reads.
+
+Besides the data, gates and weights of Eq. (1) of Saxe et al. 2022, the examples fix
+what the plan can skip: a gated edge that is on for few examples is computed on those
+rows only (:data:`~gdln.simulation._plan.SPARSE_FRACTION`), and an output fed by such an
+edge alone enters the loss through its active rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._errors import TaskSpecError
+from ..task._examples import ExampleSet
+from ._errors import SimulationSpecError
+from ._plan import SPARSE_FRACTION, Plan, compile_plan
+
+__all__ = ["Data", "tensorise"]
+
+
+@dataclass(frozen=True)
+class Data:
+    """An ExampleSet as tensors: data ``(n, |v|)``, gates ``(n,)``, weights ``(n,)``."""
+
+    x: Mapping[Hashable, torch.Tensor]
+    y: Mapping[Hashable, torch.Tensor]
+    node_gates: Mapping[Hashable, torch.Tensor]
+    edge_gates: Mapping[int, torch.Tensor]
+    w: torch.Tensor
+    context_avg: torch.Tensor  # (n, C): column c averages over context c
+    labels: tuple[str, ...]
+    n: int
+    group_gates: Mapping[tuple[int, ...], torch.Tensor | None]  # fan-out group -> (n, sum |t|)
+    y_cat: torch.Tensor  # (n, sum over outputs |v|)
+    rows: Mapping[int, torch.Tensor]  # sparse gated edge -> the rows where its gate is on
+    plan: Plan  # the computation plan for full-batch passes over these examples
+    sparse_outputs: tuple[str, ...]  # outputs fed by one sparse edge only (full batch)
+    sparse_const: torch.Tensor  # (n,): 1/2 sum over sparse outputs of |y_v|^2
+    y_dense: torch.Tensor  # (n, sum |v| over the other outputs)
+
+    def __post_init__(self) -> None:
+        if self.w.ndim != 1 or len(self.w) != self.n:
+            raise ValueError("weights must be (n,)")
+
+
+@dataclass(frozen=True)
+class _Tensors:
+    """Makes float tensors of one dtype on one device."""
+
+    dtype: torch.dtype
+    device: torch.device
+
+    def __call__(self, a: Any) -> torch.Tensor:
+        return torch.as_tensor(
+            np.asarray(a, dtype=np.float64), dtype=self.dtype, device=self.device
+        )
+
+    def zeros(self, *shape: int) -> torch.Tensor:
+        return torch.zeros(*shape, dtype=self.dtype, device=self.device)
+
+    def ones(self, *shape: int) -> torch.Tensor:
+        return torch.ones(*shape, dtype=self.dtype, device=self.device)
+
+
+def tensorise(
+    net: Plan, ex: ExampleSet, name: str, dtype: torch.dtype, device: torch.device
+) -> Data:
+    """Check ``ex`` (called ``name`` in messages) against the graph and make its tensors."""
+    _check_examples(net, ex, name)
+    n = len(ex)
+    tensor = _Tensors(dtype, device)
+    x: dict[Hashable, torch.Tensor] = {v: _column(ex.inputs, v, n, net, tensor) for v in net.inputs}
+    y: dict[Hashable, torch.Tensor] = {
+        v: _column(ex.targets, v, n, net, tensor) for v in net.outputs
+    }
+    node_gates, edge_gates = _gates(net, ex, name, tensor)
+    w = _example_weights(ex, name)
+    labels, avg = _context_average(ex, w)
+    rows = _sparse_rows(n, edge_gates)
+    plan = compile_plan(net.graph, frozenset(rows)) if rows else net
+    sparse_outputs = tuple(
+        v
+        for v in net.outputs
+        if v not in node_gates
+        and len(plan.sparse_into[v]) == 1
+        and not plan.fan_in[v]
+        and not plan.fan_out_into[v]
+    )
+    sparse_const = tensor.zeros(n)
+    for v in sparse_outputs:
+        sparse_const = sparse_const + 0.5 * y[v].square().sum(-1)
+    dense = [y[v] for v in net.outputs if v not in sparse_outputs]
+    return Data(
+        x=x,
+        y=y,
+        node_gates=node_gates,
+        edge_gates=edge_gates,
+        w=tensor(w),
+        context_avg=tensor(avg),
+        labels=labels,
+        n=n,
+        group_gates=_group_gates(net, plan, edge_gates, n, tensor),
+        y_cat=torch.cat([y[v] for v in net.outputs], dim=-1),
+        rows=rows,
+        plan=plan,
+        sparse_outputs=sparse_outputs,
+        sparse_const=sparse_const,
+        y_dense=torch.cat(dense, dim=-1) if dense else tensor.zeros(n, 0),
+    )
+
+
+def _check_examples(net: Plan, ex: ExampleSet, name: str) -> None:
+    """An ExampleSet with at least one example whose data fit the graph's nodes."""
+    if not isinstance(ex, ExampleSet):
+        raise SimulationSpecError(f"{name}: expected an ExampleSet, got {type(ex).__name__}")
+    if len(ex) == 0:
+        raise TaskSpecError("expected at least one example, got none", source=name)
+    for kind, table, allowed in (
+        ("inputs", ex.inputs, net.inputs),
+        ("targets", ex.targets, net.outputs),
+    ):
+        for node, arr in table.items():
+            key = f"{kind}[{node!r}]"
+            if node not in allowed:
+                raise TaskSpecError(
+                    f"{node!r} is not an {kind[:-1]} node of the graph; expected one of "
+                    f"{list(allowed)}",
+                    source=name,
+                    key=key,
+                )
+            if np.shape(arr)[1] != net.sizes[node]:
+                raise TaskSpecError(
+                    f"expected width |{node}| = {net.sizes[node]}, got shape {np.shape(arr)}",
+                    source=name,
+                    key=key,
+                )
+            if not np.all(np.isfinite(arr)):
+                raise TaskSpecError("expected finite values", source=name, key=key)
+
+
+def _column(
+    table: Mapping[str, np.ndarray], v: str, n: int, net: Plan, tensor: _Tensors
+) -> torch.Tensor:
+    """Node ``v``'s data ``(n, |v|)``; zeros where the examples give none."""
+    return tensor(table[v]) if v in table else tensor.zeros(n, net.sizes[v])
+
+
+def _gates(
+    net: Plan, ex: ExampleSet, name: str, tensor: _Tensors
+) -> tuple[dict[Hashable, torch.Tensor], dict[int, torch.Tensor]]:
+    """Node gates by node, edge gates by edge index; each ``(n,)``."""
+    index = {e: i for i, e in enumerate(net.edges)}
+    node_gates: dict[Hashable, torch.Tensor] = {}
+    edge_gates: dict[int, torch.Tensor] = {}
+    for key, g in ex.gates.items():
+        if not np.all(np.isfinite(g)):
+            raise TaskSpecError("expected finite gate values", source=name, key=f"gates[{key!r}]")
+        if isinstance(key, tuple) and tuple(key) in index:
+            edge_gates[index[tuple(key)]] = tensor(g)
+        elif isinstance(key, Hashable) and key in net.sizes:
+            node_gates[str(key)] = tensor(g)
+        else:
+            raise TaskSpecError(
+                f"{key!r} is neither a node nor an edge (source, target) of the graph",
+                source=name,
+                key=f"gates[{key!r}]",
+            )
+    return node_gates, edge_gates
+
+
+def _example_weights(ex: ExampleSet, name: str) -> np.ndarray:
+    """The weights of Eq. (1), checked to be non-negative and to sum to 1."""
+    w = np.asarray(ex.weights, dtype=np.float64)
+    if np.any(w < 0) or not np.isclose(w.sum(), 1.0, rtol=1e-9, atol=1e-12):
+        raise TaskSpecError(
+            f"expected non-negative weights summing to 1, got sum {w.sum()!r}, min {w.min()!r}",
+            source=name,
+            key="weights",
+        )
+    return w
+
+
+def _context_average(ex: ExampleSet, w: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+    """Context labels, and ``(n, C)`` whose column ``c`` averages over context ``c``.
+
+    Within a context the examples count by their weights; a context without weight
+    averages to ``nan``.
+    """
+    ctx = np.asarray(ex.context, dtype=np.int64)
+    n_ctx = max(int(ctx.max()) + 1, len(ex.context_labels))
+    labels = tuple(ex.context_labels) + tuple(str(c) for c in range(len(ex.context_labels), n_ctx))
+    avg = np.zeros((len(w), n_ctx))
+    for c in range(n_ctx):
+        mass = w[ctx == c].sum()
+        if mass > 0:
+            avg[ctx == c, c] = w[ctx == c] / mass
+        else:
+            avg[:, c] = np.nan
+    return labels, avg
+
+
+def _sparse_rows(n: int, edge_gates: Mapping[int, torch.Tensor]) -> dict[int, torch.Tensor]:
+    """Edge index -> its active rows, for gated edges on in few of at least 16 examples."""
+    rows: dict[int, torch.Tensor] = {}
+    if n >= 16:
+        for i, gate_values in edge_gates.items():
+            on = torch.nonzero(gate_values != 0).flatten()
+            if len(on) <= SPARSE_FRACTION * n:
+                rows[i] = on
+    return rows
+
+
+def _group_gates(
+    net: Plan, plan: Plan, edge_gates: Mapping[int, torch.Tensor], n: int, tensor: _Tensors
+) -> dict[tuple[int, ...], torch.Tensor | None]:
+    """Fan-out group -> its edges' gates side by side ``(n, sum |t|)``; ``None``: ungated."""
+    group_gates: dict[tuple[int, ...], torch.Tensor | None] = {}
+    for group in (*net.fan_out.values(), *plan.fan_out.values()):
+        if any(i in edge_gates for i in group):
+            columns = [
+                (edge_gates[i] if i in edge_gates else tensor.ones(n))
+                .unsqueeze(-1)
+                .expand(n, net.sizes[net.edges[i][1]])
+                for i in group
+            ]
+            group_gates[group] = torch.cat(columns, dim=-1).contiguous()
+        else:
+            group_gates[group] = None
+    return group_gates

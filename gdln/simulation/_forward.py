@@ -1,0 +1,187 @@
+r"""The forward pass of the full network and its per-example loss (Sec. 2, Eq. 1).
+
+$h_v = g_v\sum_{q:\,t(q)=v} g_q W_q h_{s(q)}$ in topological order, input nodes
+$h_v = g_v x_v$, and the per-example loss $\tfrac12\sum_{v\in\mathrm{Out}}\lVert
+y_v-h_v\rVert^2$ of Eq. (1) of Saxe et al. 2022. Every tensor carries a leading seed
+axis ``S`` (1 for data shared by all seeds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import torch
+
+from ._data import Data
+from ._plan import Plan
+
+__all__ = ["Activations", "forward"]
+
+Activations = dict[Hashable, torch.Tensor]
+"""Node -> $h_v$ ``(S, n, |v|)``."""
+
+
+def forward(
+    net: Plan,
+    weights: Sequence[torch.Tensor],
+    data: Data,
+    rows: torch.Tensor | None = None,
+    *,
+    outputs: bool = False,
+) -> tuple[Activations, torch.Tensor]:
+    r"""Activations $h_v$ ``(S, n, |v|)`` and per-example losses ``(S, n)``.
+
+    $h_v = g_v\sum_{q: t(q)=v} g_q W_q h_{s(q)}$ (Sec. 2), input nodes $h_v = g_v x_v$; the
+    per-example loss is $\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$ (Eq. 1).
+    ``rows`` ``(S, b)`` selects a minibatch per seed; full-batch passes follow the
+    examples' own plan, which computes sparsely gated edges on their active rows only,
+    and an output fed by one such edge enters Eq. (1) as
+    $\tfrac12\lVert y\rVert^2 + (\tfrac12\lVert h\rVert^2 - y\cdot h)$ on those rows; its
+    $h_v$ is built only if ``outputs``.
+    """
+    state = _Pass(net, weights, data, rows, outputs=outputs)
+    for v in state.net.order:
+        state.visit(v)
+    return state.h, state.loss()
+
+
+class _Pass:
+    """One forward pass in progress: the activations so far and what later nodes need."""
+
+    def __init__(
+        self,
+        net: Plan,
+        weights: Sequence[torch.Tensor],
+        data: Data,
+        rows: torch.Tensor | None,
+        *,
+        outputs: bool,
+    ) -> None:
+        full_batch = rows is None
+        self.net = data.plan if full_batch else net
+        self.sparse_outputs = data.sparse_outputs if full_batch else ()
+        self.weights, self.data, self.rows, self.outputs = weights, data, rows, outputs
+        self.h: Activations = {}
+        self.split: dict[int, torch.Tensor] = {}  # fan-out products g_q W_q h_s, by edge
+        self.whole: Activations = {}  # fan-out source -> the gated product, all targets
+        self.picked: dict[int, torch.Tensor] = {}  # sparse edge -> g_q h_s on its active rows
+        self.per_example: torch.Tensor | None = None
+
+    def pick(self, a: torch.Tensor) -> torch.Tensor:
+        """``(n, ...)`` -> ``(1, n, ...)`` shared by the seeds, or ``(S, b, ...)`` per seed."""
+        return a.unsqueeze(0) if self.rows is None else a[self.rows]
+
+    def gate(self, i: int, a: torch.Tensor) -> torch.Tensor:
+        """``a`` times the gate $g_q$ of edge ``i`` (if gated)."""
+        g = self.data.edge_gates.get(i)
+        return a if g is None else a * self.pick(g).unsqueeze(-1)
+
+    def visit(self, v: str) -> None:
+        """Compute $h_v$, and from it what $v$'s out-edges pass on."""
+        net, data = self.net, self.data
+        if v in net.inputs:
+            hv = self.pick(data.x[v])
+        elif v in self.sparse_outputs:
+            self.sparse_output_loss(v)
+            return
+        else:
+            terms = self.dense_terms(v)
+            if net.sparse_into[v]:
+                terms.append(self.sparse_term(v))
+            hv = terms[0]
+            for term in terms[1:]:
+                hv = hv + term
+        if v in data.node_gates:
+            hv = hv * self.pick(data.node_gates[v]).unsqueeze(-1)
+        self.h[v] = hv
+        if v in net.sparse_from:
+            self.gather_sparse(v, hv)
+        if v in net.fan_out:
+            self.fan_out(v, hv)
+
+    def dense_terms(self, v: str) -> list[torch.Tensor]:
+        """$g_q W_q h_{s(q)}$ of the dense in-edges: one matmul for a fan-in, then fan-outs."""
+        net, weights = self.net, self.weights
+        terms = []
+        fan_in = net.fan_in[v]
+        if len(fan_in) == 1:
+            i = fan_in[0]
+            terms.append(self.gate(i, torch.matmul(self.h[net.edges[i][0]], weights[i].mT)))
+        elif fan_in:
+            sources = [self.gate(i, self.h[net.edges[i][0]]) for i in fan_in]
+            batch = max(a.shape[0] for a in sources)
+            sources = [a.expand(batch, -1, -1) for a in sources]
+            stacked = torch.cat([weights[i] for i in fan_in], dim=-1)
+            terms.append(torch.matmul(torch.cat(sources, dim=-1), stacked.mT))
+        terms += [self.split.pop(i) for i in net.fan_out_into[v]]
+        return terms
+
+    def sparse_term(self, v: str) -> torch.Tensor:
+        """The sparse in-edges of ``v``, computed on their rows, scattered into one buffer."""
+        net, data = self.net, self.data
+        active = [torch.matmul(self.picked.pop(i), self.weights[i].mT) for i in net.sparse_into[v]]
+        where = [data.rows[i] for i in net.sparse_into[v]]
+        batch = max(a.shape[0] for a in active)
+        stacked = torch.cat([a.expand(batch, -1, -1) for a in active], dim=1)
+        full = stacked.new_zeros((batch, data.n, net.sizes[v]))
+        return full.index_add(1, torch.cat(where), stacked)
+
+    def sparse_output_loss(self, v: str) -> None:
+        r"""Output ``v``'s share of Eq. (1), on its one sparse in-edge's rows only.
+
+        $\tfrac12\lVert y\rVert^2$ is in ``data.sparse_const``; the active rows add
+        $\tfrac12\lVert h\rVert^2 - y\cdot h$. $h_v$ itself is built only if asked for.
+        """
+        net, data = self.net, self.data
+        i = net.sparse_into[v][0]
+        a = torch.matmul(self.picked.pop(i), self.weights[i].mT)
+        share = 0.5 * a.square().sum(-1) - (data.y[v][data.rows[i]] * a).sum(-1)
+        base = data.sparse_const if self.per_example is None else self.per_example
+        base = base.expand(share.shape[0], -1)
+        self.per_example = base.index_add(1, data.rows[i], share)
+        if self.outputs:
+            full = a.new_zeros((a.shape[0], data.n, net.sizes[v]))
+            self.h[v] = full.index_add(1, data.rows[i], a)
+
+    def gather_sparse(self, v: str, hv: torch.Tensor) -> None:
+        """$g_q h_v$ on the active rows of every sparse out-edge of ``v``, in one gather."""
+        data = self.data
+        out_edges = self.net.sparse_from[v]
+        on = torch.cat([data.rows[i] for i in out_edges])
+        gates = torch.cat([data.edge_gates[i][data.rows[i]] for i in out_edges])
+        counts = [len(data.rows[i]) for i in out_edges]
+        rows_of = torch.split(hv[:, on] * gates.unsqueeze(-1), counts, dim=1)
+        self.picked.update(zip(out_edges, rows_of, strict=True))
+
+    def fan_out(self, v: str, hv: torch.Tensor) -> None:
+        r"""$h_v [W_1^\top \cdots W_k^\top]$ for ``v``'s fan-out group, gated, in one matmul."""
+        net = self.net
+        group = net.fan_out[v]
+        product = torch.matmul(hv, torch.cat([self.weights[i] for i in group], dim=-2).mT)
+        group_gate = self.data.group_gates[group]
+        if group_gate is not None:
+            product = product * self.pick(group_gate)
+        self.whole[v] = product
+        sizes = [net.sizes[net.edges[i][1]] for i in group]
+        self.split.update(zip(group, torch.split(product, sizes, dim=-1), strict=True))
+
+    def loss(self) -> torch.Tensor:
+        """Eq. (1) per example ``(S, n)``: the sparse outputs' shares plus the other outputs.
+
+        The other outputs are taken at once, from the fan-out product when they are it.
+        """
+        net, data = self.net, self.data
+        if self.rows is not None:
+            target, dense = self.pick(data.y_cat), list(net.outputs)
+        else:
+            target = self.pick(data.y_dense)
+            dense = [v for v in net.outputs if v not in self.sparse_outputs]
+        if dense:
+            if net.output_group is not None and not any(v in data.node_gates for v in dense):
+                out = self.whole[net.output_group]
+            else:
+                out = torch.cat([self.h[v] for v in dense], dim=-1)
+            err = 0.5 * (target - out).square().sum(-1)
+            self.per_example = err if self.per_example is None else self.per_example + err
+        assert self.per_example is not None
+        return self.per_example

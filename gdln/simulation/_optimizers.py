@@ -1,0 +1,136 @@
+r"""The optimisers of :data:`~gdln.simulation.OPTIMIZERS`, chosen by name from one table.
+
+Every optimiser takes the heavy-ball step $b \leftarrow \mu b + \nabla\mathcal L$,
+$W \leftarrow W - \mathrm{lr}\, b$ ($b = \nabla\mathcal L$ without momentum); they
+differ in the loss whose gradient they take. ``gd`` differentiates Eq. (1) of Saxe et
+al. 2022 over all examples: with $\mu = 0$ it is the Euler discretisation, $dt =
+\mathrm{lr}$, of the gradient flow of Eq. (2). ``sgd`` differentiates the average of
+Eq. (1) over a minibatch drawn by :class:`~gdln.simulation._sampling.Sampler`
+(App. D, Table 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import ClassVar
+
+import torch
+
+from ._data import Data
+from ._forward import Activations, forward
+from ._plan import Plan
+from ._sampling import Sampler
+
+__all__ = ["OPTIMIZER_CLASSES", "FullBatchGD", "MinibatchSGD", "Optimizer", "Pass"]
+
+Pass = tuple[Activations, torch.Tensor]
+"""A forward pass: activations and per-example losses ``(S, n)``."""
+
+
+class Optimizer:
+    """Heavy-ball descent on the trainable weights; a subclass chooses each step's loss.
+
+    Parameters
+    ----------
+    net, train
+        The plan and the training examples.
+    weights
+        The weights, updated in place (fixed edges excepted).
+    lr, momentum
+        Learning rate and heavy-ball momentum $\\mu$.
+    fixed
+        Indices of the fixed edges, never updated.
+    sampler
+        The minibatches, for the optimisers that use them (:attr:`minibatch`).
+    """
+
+    minibatch: ClassVar[bool]
+    """Whether each step's loss averages a minibatch, so that a :class:`Sampler` is needed."""
+
+    def __init__(
+        self,
+        net: Plan,
+        train: Data,
+        weights: list[torch.Tensor],
+        *,
+        lr: float,
+        momentum: float,
+        fixed: Collection[int],
+        sampler: Sampler | None = None,
+    ) -> None:
+        if self.minibatch and sampler is None:
+            raise ValueError(f"{type(self).__name__} needs a minibatch sampler")
+        self.net, self.train, self.weights = net, train, weights
+        self.lr, self.momentum, self.fixed = lr, momentum, frozenset(fixed)
+        self.buffers = [torch.zeros_like(w) for w in weights] if momentum > 0 else None
+        self.sampler = sampler
+
+    def loss(
+        self, step: int, weights: list[torch.Tensor], *, record: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, Pass | None]:
+        """This step's loss ``(S,)`` to differentiate, the loss to watch, the pass to record.
+
+        ``weights`` carry the step's random gates; the full-batch pass to record comes
+        back only if ``record``.
+        """
+        raise NotImplementedError
+
+    def final_loss(self, weights: list[torch.Tensor]) -> tuple[torch.Tensor, Pass]:
+        """After the last step: the full-batch loss and pass, without gradients."""
+        with torch.no_grad():
+            full = forward(self.net, weights, self.train)
+        return full[1] @ self.train.w, full
+
+    def update(self, grads: tuple[torch.Tensor, ...]) -> None:
+        r"""$b \leftarrow \mu b + g$, $W \leftarrow W - \mathrm{lr}\,b$ for each trained edge."""
+        with torch.no_grad():
+            for i, (w, g) in enumerate(zip(self.weights, grads, strict=True)):
+                if i in self.fixed:
+                    continue
+                if self.buffers is not None:
+                    self.buffers[i].mul_(self.momentum).add_(g)
+                    g = self.buffers[i]
+                w.sub_(self.lr * g)
+
+
+class FullBatchGD(Optimizer):
+    """The gradient of Eq. (1) over every example; its pass is also the one recorded."""
+
+    minibatch = False
+
+    def loss(
+        self, step: int, weights: list[torch.Tensor], *, record: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, Pass | None]:
+        acts, per_example = forward(self.net, weights, self.train)
+        loss = per_example @ self.train.w
+        return loss, loss.detach(), (acts, per_example) if record else None
+
+
+class MinibatchSGD(Optimizer):
+    """The gradient of the mean loss over a minibatch; a recorded step adds a full pass.
+
+    The minibatch loss is watched for divergence, and so is a non-finite full-batch loss
+    at recorded steps (recording takes SVDs, which non-finite weights would break).
+    """
+
+    minibatch = True
+
+    def loss(
+        self, step: int, weights: list[torch.Tensor], *, record: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, Pass | None]:
+        assert self.sampler is not None
+        full = None
+        if record:
+            with torch.no_grad():
+                full = forward(self.net, weights, self.train)
+        _, batch = forward(self.net, weights, self.train, self.sampler.rows(step))
+        loss = batch.mean(-1)
+        watched = loss.detach()
+        if full is not None:
+            whole = full[1] @ self.train.w
+            watched = torch.where(torch.isfinite(whole), watched, whole)
+        return loss, watched, full
+
+
+OPTIMIZER_CLASSES: Mapping[str, type[Optimizer]] = {"gd": FullBatchGD, "sgd": MinibatchSGD}
+"""The optimisers of :data:`~gdln.simulation.OPTIMIZERS`, by the same names."""

@@ -32,13 +32,7 @@ sys.__stdout__.write(f"\\n@@ {{dt:.6f}} {{','.join(heavy)}}\\n")
 
 
 def _help(argv: list[str]) -> str:
-    return (
-        "import gdln.cli\n"
-        "try:\n"
-        f"    gdln.cli.main({argv!r})\n"
-        "except SystemExit:\n"
-        "    pass"
-    )
+    return f"import gdln.cli\ntry:\n    gdln.cli.main({argv!r})\nexcept SystemExit:\n    pass"
 
 
 def _cases() -> list[tuple[str, str]]:
@@ -77,7 +71,10 @@ def main(argv: list[str] | None = None) -> None:
     here = Path(__file__).resolve().parents[1]
     trees = [("now", here)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     print(f"load average {os.getloadavg()[0]:.1f}; median of {args.repeat} fresh processes")
-    print(f"{'':<22}" + "".join(f"{name + ' s':>12}{'process s':>11}  {'imports':<28}" for name, _ in trees))
+    print(
+        f"{'':<22}"
+        + "".join(f"{name + ' s':>12}{'process s':>11}  {'imports':<28}" for name, _ in trees)
+    )
     for label, body in _cases():
         row = f"{label:<22}"
         for _, tree in trees:

@@ -319,10 +319,6 @@ def test_symbolic_data_through_stats_derive_and_solve(tmp_path, capsys) -> None:
 # ------------------------------------------------------------------ startup cost of --help
 
 HEAVY = ("torch", "sympy", "scipy")
-# Commands whose --help is light only once the other branches of issue 13 are merged (the
-# name tables gdln.kernels.MODES/DATASETS and
-# gdln.sd.SURVIVAL_MODES/MASK_CONVENTIONS in modules without third-party imports).
-PENDING = {"kernel", "sd"}
 
 HELP_PROBE = """\
 import json, sys
@@ -346,12 +342,7 @@ def _import_seconds(stderr: str) -> float:
 
 @pytest.mark.parametrize(
     "command",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=False, reason="light tables pending"))
-        if name in PENDING
-        else name
-        for name in ["", "paths", "stats", "derive", "solve", "simulate", "compare", "kernel", "sd"]
-    ],
+    ["", "paths", "stats", "derive", "solve", "simulate", "compare", "kernel", "sd"],
 )
 def test_help_is_instant_and_imports_nothing_heavy(command: str) -> None:
     argv = [command, "--help"] if command else ["--help"]

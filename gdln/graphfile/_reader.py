@@ -27,7 +27,6 @@ naming the file, the key and the value.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import zipfile
 from collections.abc import Callable, Hashable, Iterator, Mapping
@@ -39,13 +38,14 @@ from xml.etree import ElementTree
 import networkx as nx
 import numpy as np
 import sympy as sp
-import yaml
 
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, TaskSpecError
 from ..task._examples import ExampleSet
 from ..task._task import Context, Dataset, Task, hierarchy_dataset, whitened_dataset
 from ._expressions import ExpressionError, evaluate, render
+from ._limits import Limits, use_limits
+from ._safe_read import parse_json, parse_yaml, read_bytes, read_text
 
 __all__ = ["Problem", "load", "parse_params", "read_graph"]
 
@@ -126,6 +126,7 @@ def load(
     *,
     params: Mapping[str, Any] | None = None,
     task: str | Path | None = None,
+    limits: Limits | None = None,
 ) -> Problem:
     """Read a graph file (and optionally a separate task file) into a :class:`Problem`.
 
@@ -137,11 +138,16 @@ def load(
         Overrides of the file's parameters (values may be expressions).
     task
         A task file (YAML with ``datasets:`` and ``task:``), replacing the file's own.
+    limits
+        Bounds on file size, nesting, YAML alias expansion and expressions (default:
+        :class:`~gdln.graphfile.Limits` from the ``GDLN_MAX_*`` environment variables).
     """
-    path = Path(path)
+    with use_limits(limits):
+        return _load(Path(path), params=params, task=task)
+
+
+def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | None) -> Problem:
     source = str(path)
-    if not path.exists():
-        raise GraphSpecError("no such file", source=source)
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
         doc = _read_yaml(path)
@@ -162,9 +168,7 @@ def load(
     parsed_task = reader.task(doc, names, graph) if "task" in doc else None
     if task is not None:
         task_path = Path(task)
-        if not task_path.exists():
-            raise TaskSpecError("no such task file", source=str(task_path))
-        task_doc = _read_yaml(task_path)
+        task_doc = _read_yaml(task_path, cls=TaskSpecError, what="task file")
         task_reader = _Reader(str(task_path), task_path.parent)
         task_names = task_reader.parameters(task_doc, params or {}, base=names)
         parsed_task = task_reader.task(task_doc, task_names, graph)
@@ -176,15 +180,10 @@ def read_graph(path: str | Path, *, params: Mapping[str, Any] | None = None) -> 
     return load(path, params=params).graph
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        raise GraphSpecError(
-            f"malformed YAML: {err}".splitlines()[0], source=str(path), key=where
-        ) from err
+def _read_yaml(
+    path: Path, *, cls: type[GraphSpecError] = GraphSpecError, what: str = "file"
+) -> dict[str, Any]:
+    doc = parse_yaml(read_text(path, cls=cls, what=what), source=str(path), cls=cls)
     if not isinstance(doc, dict):
         raise GraphSpecError(
             f"expected a mapping at the top level, got {type(doc).__name__}", source=str(path)
@@ -196,12 +195,14 @@ def _read_networkx(path: Path) -> nx.DiGraph:
     source = str(path)
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(path.read_text())
+            data = parse_json(read_text(path), source=source)
             raw = nx.node_link_graph(
                 data, directed=True, edges="links" if "links" in data else "edges"
             )
         else:
-            raw = nx.read_graphml(path)
+            raw = nx.parse_graphml(read_bytes(path))
+    except GraphSpecError:
+        raise
     except (ValueError, KeyError, TypeError, nx.NetworkXError, ElementTree.ParseError) as err:
         raise GraphSpecError(f"cannot read graph: {err}", source=source) from err
     if raw.is_multigraph():

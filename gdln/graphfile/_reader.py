@@ -40,7 +40,7 @@ import numpy as np
 import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
-from .._errors import GraphSpecError, TaskSpecError
+from .._errors import GraphSpecError, TaskSpecError, shorten
 from ..task._examples import ExampleSet
 from ..task._task import Context, Dataset, Task, hierarchy_dataset, whitened_dataset
 from ._expressions import ExpressionError, evaluate, render
@@ -385,7 +385,9 @@ class _Reader:
         if value is None:
             return {}
         if not isinstance(value, dict):
-            raise self.fail(f"expected a mapping, got {type(value).__name__} {value!r}", key, cls)
+            raise self.fail(
+                f"expected a mapping, got {type(value).__name__} {shorten(value)}", key, cls
+            )
         return value
 
     def sequence(
@@ -394,7 +396,9 @@ class _Reader:
         if value is None:
             return []
         if not isinstance(value, list):
-            raise self.fail(f"expected a list, got {type(value).__name__} {value!r}", key, cls)
+            raise self.fail(
+                f"expected a list, got {type(value).__name__} {shorten(value)}", key, cls
+            )
         return value
 
     def expand(
@@ -412,7 +416,7 @@ class _Reader:
                 values = [self.eval(v, names, f"{key}.repeat.{var}", cls) for v in spec]
             else:
                 count = self.eval(spec, names, f"{key}.repeat.{var}", cls)
-                if not isinstance(count, int) or count < 0:
+                if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                     raise self.fail(
                         f"repeat count must be a non-negative integer, got {count!r}",
                         f"{key}.repeat.{var}",
@@ -420,7 +424,7 @@ class _Reader:
                     )
                 if count > MAX_COUNT:
                     raise self.fail(
-                        f"repeat count {count} is above the limit of {MAX_COUNT}",
+                        f"repeat count {shorten(count)} is above the limit of {MAX_COUNT}",
                         f"{key}.repeat.{var}",
                         cls,
                     )
@@ -474,10 +478,14 @@ class _Reader:
                 if node in graph:
                     raise self.fail(f"duplicate node id {node!r}", f"{key}.id")
                 size = self.eval(entry["size"], local, f"{key}.size")
-                if not isinstance(size, int) or size <= 0:
-                    raise self.fail(f"size must be a positive integer, got {size!r}", f"{key}.size")
+                if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                    raise self.fail(
+                        f"size must be a positive integer, got {shorten(size)}", f"{key}.size"
+                    )
                 if size > MAX_COUNT:
-                    raise self.fail(f"size {size} is above the limit of {MAX_COUNT}", f"{key}.size")
+                    raise self.fail(
+                        f"size {shorten(size)} is above the limit of {MAX_COUNT}", f"{key}.size"
+                    )
                 graph.add_node(node, size=size, gated=bool(entry.get("gated", False)))
         if "edges" not in doc:
             raise self.fail("missing key 'edges'", "edges")

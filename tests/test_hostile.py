@@ -55,6 +55,10 @@ HOSTILE_YAML: dict[str, bytes] = {
     "deep_expression": ("nodes: [{id: x, size: '" + "-" * 1500 + "1'}]\n").encode(),
     "size_true": b"nodes: [{id: x, size: true}, {id: y, size: 1}]\nedges: [{source: x, target: y}]\n",
     "repeat_true": b"nodes: [{id: 'x{i}', size: 1, repeat: {i: true}}]\nedges: []\n",
+    "repeat_million": (
+        b"nodes: [{id: 'x{i}', size: 1, repeat: {i: 1000000}}, {id: y, size: 1}]\n"
+        b"edges: [{source: 'x{i}', target: y, repeat: {i: 1000000}}]\n"
+    ),
     "huge_number": ("nodes: [{id: x, size: " + "9" * 240 + "}]\nedges: []\n").encode(),
     "int_of_5000_digits": ("nodes: [{id: x, size: " + "9" * 5000 + "}]\nedges: []\n").encode(),
     "nul_in_expression": b'nodes: [{id: x, size: "1\\0"}]\nedges: []\n',
@@ -184,6 +188,7 @@ def test_cli_refuses_hostile_file(
         ("deep_expression", "nests 1501 deep exceeds the limit expression_depth=100"),
         ("size_true", r"nodes\[0\].size: size must be a positive integer, got True"),
         ("repeat_true", r"nodes\[0\].repeat.i: repeat count must be a non-negative integer"),
+        ("repeat_million", r"nodes\[0\]\.repeat: 1000000 entries exceeds the limit entries=50000"),
         ("huge_number", r"size 9{28}\.\.\.9{28} \(240 digits\) is above"),
         ("int_of_5000_digits", "malformed YAML value: Exceeds the limit"),
         ("nul_in_expression", "cannot parse expression"),

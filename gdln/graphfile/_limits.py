@@ -14,6 +14,7 @@ field                 default     environment variable           bounds
 ``yaml_nodes``        250 000     ``GDLN_MAX_YAML_NODES``        YAML values, aliases expanded
 ``expression_chars``  2 000       ``GDLN_MAX_EXPRESSION_CHARS``  length of one expression
 ``expression_depth``  100         ``GDLN_MAX_EXPRESSION_DEPTH``  nesting of one expression
+``entries``           50 000      ``GDLN_MAX_ENTRIES``           entries after ``repeat``
 ====================  ==========  =============================  ==========================
 
 >>> Limits().depth
@@ -33,7 +34,7 @@ from dataclasses import dataclass, fields
 
 from .._errors import GraphSpecError, shorten
 
-__all__ = ["ENVIRONMENT", "Limits", "current_limits", "use_limits"]
+__all__ = ["ENVIRONMENT", "Limits", "count_entries", "current_limits", "use_limits"]
 
 ENVIRONMENT: dict[str, str] = {
     "file_bytes": "GDLN_MAX_FILE_BYTES",
@@ -41,6 +42,7 @@ ENVIRONMENT: dict[str, str] = {
     "yaml_nodes": "GDLN_MAX_YAML_NODES",
     "expression_chars": "GDLN_MAX_EXPRESSION_CHARS",
     "expression_depth": "GDLN_MAX_EXPRESSION_DEPTH",
+    "entries": "GDLN_MAX_ENTRIES",
 }
 
 
@@ -62,6 +64,9 @@ class Limits:
         Longest expression (a parameter, size, probability or ``{...}`` field of an id).
     expression_depth
         Deepest nesting of an expression's syntax tree (``1+1+...+1`` nests once per term).
+    entries
+        Most nodes, edges, contexts, examples and random gates one file expands to, each
+        ``repeat`` counted as the entries it makes (one entry costs tens of microseconds).
     """
 
     file_bytes: int = 10 * 2**20
@@ -69,6 +74,7 @@ class Limits:
     yaml_nodes: int = 250_000
     expression_chars: int = 2_000
     expression_depth: int = 100
+    entries: int = 50_000
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -102,6 +108,15 @@ class Limits:
             f"{what} exceeds the limit {name}={getattr(self, name)} "
             f"(raise it: {ENVIRONMENT[name]}=N or load(limits=Limits({name}=N)))"
         )
+
+
+def count_entries(
+    total: int, *, source: str, key: str, cls: type[GraphSpecError] = GraphSpecError
+) -> None:
+    """Refuse a file once the entries its ``repeat``s expand to pass the current limit."""
+    limits = current_limits()
+    if total > limits.entries:
+        raise cls(limits.exceeded("entries", f"{total} entries"), source=source, key=key)
 
 
 _ACTIVE: ContextVar[Limits | None] = ContextVar("gdln_limits", default=None)

@@ -44,7 +44,7 @@ from .._errors import GraphSpecError, TaskSpecError, shorten
 from ..task._examples import ExampleSet
 from ..task._task import Context, Dataset, Task, hierarchy_dataset, whitened_dataset
 from ._expressions import ExpressionError, evaluate, render
-from ._limits import Limits, use_limits
+from ._limits import Limits, count_entries, use_limits
 from ._safe_read import parse_json, parse_yaml, read_bytes, read_text
 
 __all__ = ["Problem", "load", "parse_params", "read_graph"]
@@ -293,6 +293,7 @@ class _Reader:
         self.source = source
         self.folder = folder
         self.context_keys: list[str] = []  # per context of the task: where it was written
+        self.entries = 0  # nodes, edges, contexts, ... after repeat: bounded by Limits.entries
 
     def fail(
         self, message: str, key: str, cls: type[GraphSpecError] = GraphSpecError
@@ -435,6 +436,8 @@ class _Reader:
             raise self.fail(
                 f"{counts} repetitions are above the limit of {MAX_COUNT}", f"{key}.repeat", cls
             )
+        self.entries += math.prod(len(values) for _, values in ranges)
+        count_entries(self.entries, source=self.source, key=f"{key}.repeat", cls=cls)
         lets = self.mapping(entry.get("let", {}), f"{key}.let", cls)
         for combo in itertools.product(*(values for _, values in ranges)):
             local = dict(names)

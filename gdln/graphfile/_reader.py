@@ -203,7 +203,14 @@ def _read_networkx(path: Path) -> nx.DiGraph:
             raw = nx.parse_graphml(read_bytes(path))
     except GraphSpecError:
         raise
-    except (ValueError, KeyError, TypeError, nx.NetworkXError, ElementTree.ParseError) as err:
+    except (
+        LookupError,  # this and the next two: a malformed node-link document
+        AttributeError,
+        TypeError,
+        ValueError,
+        nx.NetworkXError,
+        ElementTree.ParseError,  # malformed XML, entity bombs, external entities
+    ) as err:
         raise GraphSpecError(f"cannot read graph: {err}", source=source) from err
     if raw.is_multigraph():
         raise GraphSpecError("parallel edges are not supported; use a hidden node", source=source)

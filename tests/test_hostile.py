@@ -48,6 +48,7 @@ HOSTILE_YAML: dict[str, bytes] = {
     "bomb_in_repeat": (
         _bomb() + "nodes: [{id: 'x{i}', size: 1, repeat: {i: *l8}}]\nedges: []\n"
     ).encode(),
+    "recursive_alias": b"nodes: &a [{id: x, size: 1, gated: *a}]\nedges: []\n",
     "deep_yaml": ("nodes: " + "[" * 5000 + "]" * 5000 + "\n").encode(),
     "deep_yaml_block": ("nodes:\n" + "".join(" " * n + "- \n" for n in range(300))).encode(),
     "long_expression_in_size": f"nodes: [{{id: x, size: '{_sum(20_000)}'}}]\n".encode(),
@@ -179,6 +180,7 @@ def test_cli_refuses_hostile_file(
         ),
         ("link_loop", "cannot read the file: Too many levels of symbolic links"),
         ("bomb_in_id", "more than 250000 values .* exceeds the limit yaml_nodes=250000"),
+        ("recursive_alias", r"alias \*a at line 1 refers to a collection holding it"),
         ("deep_yaml", "nesting 101 deep at line 1 exceeds the limit depth=100"),
         ("deep_yaml_block", "nesting 101 deep at line 101 exceeds the limit depth=100"),
         ("deep_json", "deeply nested JSON exceeds the limit depth=100"),

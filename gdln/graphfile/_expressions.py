@@ -187,8 +187,6 @@ def evaluate(text: Any, names: Mapping[str, Any]) -> Any:
     ExpressionError
         On syntax outside the grammar, an unknown name or function, or bad arithmetic.
     """
-    if isinstance(text, bool):  # YAML's true/false are truth values, not the numbers 1/0
-        return text
     if not isinstance(text, str):
         return exact(text)
     tree = _bounded_parse(text)
@@ -231,7 +229,8 @@ def _parse(text: str) -> tuple[ast.Expression, int]:
         tree = ast.parse(text.strip(), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:  # ValueError: NUL
         raise ExpressionError(f"cannot parse expression {shorten(text)}") from err
-    depth, pending = 0, [(tree.body, 1)]
+    pending: list[tuple[ast.AST, int]] = [(tree.body, 1)]
+    depth = 0
     while pending:
         node, level = pending.pop()
         depth = max(depth, level)

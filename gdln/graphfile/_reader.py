@@ -423,7 +423,11 @@ class _Reader:
             if isinstance(spec, list):
                 values = [self.eval(v, names, f"{key}.repeat.{var}", cls) for v in spec]
             else:
-                count = self.eval(spec, names, f"{key}.repeat.{var}", cls)
+                count = (
+                    spec
+                    if isinstance(spec, bool)
+                    else self.eval(spec, names, f"{key}.repeat.{var}", cls)
+                )
                 if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                     raise self.fail(
                         f"repeat count must be a non-negative integer, got {count!r}",
@@ -487,7 +491,8 @@ class _Reader:
                     raise self.fail(f"node id {node!r} must not contain '->'", f"{key}.id")
                 if node in graph:
                     raise self.fail(f"duplicate node id {node!r}", f"{key}.id")
-                size = self.eval(entry["size"], local, f"{key}.size")
+                size = entry["size"]  # YAML's true is no size, though eval makes it 1
+                size = size if isinstance(size, bool) else self.eval(size, local, f"{key}.size")
                 if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
                     raise self.fail(
                         f"size must be a positive integer, got {shorten(size)}", f"{key}.size"

@@ -95,12 +95,16 @@ class _Extent:
             self.anchors[anchor] = (self.total - before, height)
 
     def alias(self, anchor: str, where: str) -> None:
+        if any(name == anchor for name, _ in self.open):
+            raise _Refusal(None, f"alias *{anchor} {where} refers to a collection holding it")
         size, height = self.anchors.get(anchor, (1, 0))
         self.add(size, height, f"{where} (through alias *{anchor})")
 
 
 class _Refusal(Exception):
-    def __init__(self, limit: str, what: str):
+    """A YAML document refused by a limit (``limit``), or for what it is (``None``)."""
+
+    def __init__(self, limit: str | None, what: str):
         self.limit, self.what = limit, what
 
 
@@ -128,7 +132,10 @@ def parse_yaml(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> 
         _check_yaml_extent(text, limits)
         return yaml.load(text, Loader=_Loader)
     except _Refusal as refusal:
-        raise cls(limits.exceeded(refusal.limit, refusal.what), source=source) from None
+        what = (
+            refusal.what if refusal.limit is None else limits.exceeded(refusal.limit, refusal.what)
+        )
+        raise cls(what, source=source) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else None

@@ -125,12 +125,18 @@ def _graphml_external(tmp_path: Path) -> Path:
     return _write(tmp_path, "external", text.encode(), ".graphml")
 
 
+def _null_graph_json(tmp_path: Path) -> Path:
+    text = '{"directed": true, "multigraph": false, "graph": null, "nodes": [{"id": "x", "size": 1}], "links": []}'
+    return _write(tmp_path, "null_graph", text.encode(), ".json")
+
+
 BUILDERS: dict[str, Callable[[Path], Path]] = {
     **{name: (lambda p, n=name, d=data: _write(p, n, d)) for name, data in HOSTILE_YAML.items()},
     "directory": _directory,
     "huge_file": _huge_file,
     "link_loop": _link_loop,
     "deep_json": _deep_json,
+    "null_graph_json": _null_graph_json,
     "shallow_deep_json": _shallow_deep_json,
     "graphml_entity_bomb": _graphml_bomb,
     "graphml_external_entity": _graphml_external,
@@ -184,6 +190,7 @@ def test_cli_refuses_hostile_file(
         ("deep_yaml", "nesting 101 deep at line 1 exceeds the limit depth=100"),
         ("deep_yaml_block", "nesting 101 deep at line 101 exceeds the limit depth=100"),
         ("deep_json", "deeply nested JSON exceeds the limit depth=100"),
+        ("null_graph_json", "node 'x' has no edges"),
         ("shallow_deep_json", "nesting 101 deep exceeds the limit depth=100"),
         ("long_expression_in_size", "nodes.0..size: .* of 39999 chars exceeds the limit expr"),
         ("long_expression_in_params", "params.M: .* of 39999 chars exceeds the limit expression_"),

@@ -214,7 +214,8 @@ def _read_networkx(path: Path) -> nx.DiGraph:
         raise GraphSpecError(f"cannot read graph: {err}", source=source) from err
     if raw.is_multigraph():
         raise GraphSpecError("parallel edges are not supported; use a hidden node", source=source)
-    graph = nx.DiGraph(name=raw.graph.get("name", path.stem))
+    meta = raw.graph if isinstance(raw.graph, dict) else {}  # node-link "graph": null
+    graph = nx.DiGraph(name=meta.get("name", path.stem))
     for node, attrs in raw.nodes(data=True):
         key = f"nodes[{node!r}].size"
         if "size" not in attrs:

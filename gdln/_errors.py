@@ -6,13 +6,63 @@ what was expected, so that a person can act on it without reading a traceback.
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
 __all__ = [
+    "MAX_MESSAGE",
     "GdlnError",
     "GraphSpecError",
     "NotDiagonalizableError",
     "TaskSpecError",
     "TooManyPathsError",
+    "shorten",
 ]
+
+MAX_MESSAGE = 280  # longest message of a GraphSpecError; the CLI adds "gdln: error: "
+_SHOWN_VALUE = 60  # longest value a message echoes
+
+
+def _value_repr() -> reprlib.Repr:
+    shown = reprlib.Repr()
+    shown.maxlevel, shown.maxlist, shown.maxtuple, shown.maxdict = 2, 4, 4, 3
+    shown.maxset = shown.maxfrozenset = 4
+    shown.maxstring = shown.maxother = shown.maxlong = _SHOWN_VALUE
+    return shown
+
+
+_REPR = _value_repr()
+
+
+def shorten(value: Any, limit: int = _SHOWN_VALUE) -> str:
+    """The ``repr`` of ``value`` for a message, cut in the middle to at most ``limit`` chars.
+
+    Nested containers are elided before they are formatted (:mod:`reprlib`), so a value
+    built by a YAML alias bomb costs no more to show than a small one.
+
+    >>> shorten(10**240)
+    '1000000000000000000000000000...0000000000000000000000000000 (241 digits)'
+    >>> shorten([[1, 2], [3, [4, [5]]], 6, 7, 8])
+    '[[1, 2], [3, [...]], 6, 7, ...]'
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 190:
+        try:
+            digits = str(value)
+        except ValueError:  # more digits than sys.get_int_max_str_digits() allows
+            return f"<an integer of {value.bit_length()} bits>"
+        if len(digits) <= limit:
+            return digits
+        return f"{digits[: limit // 2 - 2]}...{digits[-(limit // 2 - 2) :]} ({len(digits)} digits)"
+    return shorten_text(_REPR.repr(value), limit)
+
+
+def shorten_text(text: str, limit: int) -> str:
+    """``text`` cut in the middle to at most ``limit`` characters, on one line."""
+    text = " ".join(text.split()) if "\n" in text or "\r" in text else text
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 3, 2)
+    return f"{text[: keep - keep // 2]}...{text[len(text) - keep // 2 :]}"
 
 
 class GdlnError(Exception):
@@ -35,7 +85,11 @@ class GraphSpecError(GdlnError, ValueError):
     def __init__(self, message: str, *, source: str | None = None, key: str | None = None):
         self.source = source
         self.key = key
-        where = ": ".join(part for part in (source, key) if part)
+        where = ": ".join(
+            shorten_text(part, limit) for part, limit in ((source, 100), (key, 80)) if part
+        )
+        room = MAX_MESSAGE - len(where) - 2
+        message = shorten_text(message, room)
         super().__init__(f"{where}: {message}" if where else message)
 
 

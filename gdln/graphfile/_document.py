@@ -15,9 +15,7 @@ settings, and expands an entry's ``repeat:`` and ``let:``.
 from __future__ import annotations
 
 import itertools
-import json
 import math
-import re
 from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,15 +24,15 @@ from xml.etree import ElementTree
 
 import networkx as nx
 import sympy as sp
-import yaml
 
-from .._errors import GraphSpecError
+from .._errors import GraphSpecError, shorten, shorten_text
 from ._expressions import ExpressionError, evaluate, render
+from ._limits import count_entries
+from ._safe_read import parse_json, parse_yaml, read_bytes, read_text
 
 __all__ = [
     "MAX_COUNT",
     "SUFFIXES",
-    "CoreSchemaLoader",
     "Scope",
     "describe",
     "entry_of",
@@ -57,46 +55,14 @@ SUFFIXES = (*YAML_SUFFIXES, *NETWORKX_SUFFIXES)
 SETTINGS = ("init", "lr", "lump", "t_max")  # the keys of ``solve:``
 
 
-class CoreSchemaLoader(yaml.SafeLoader):
-    """PyYAML's safe loader with the implicit types of the YAML 1.2 core schema.
-
-    PyYAML follows YAML 1.1, which reads ``on``/``off``/``yes``/``no``/``y``/``n`` as
-    booleans, ``010`` as 8, ``1:30`` as 90 and ``2024-01-01`` as a date. Here only
-    ``true``/``false`` (in three spellings) are booleans; integers are decimal, ``0o``
-    octal or ``0x`` hexadecimal; floats are decimal with ``.inf`` and ``.nan``; anything
-    else is text.
-
-    >>> yaml.load("{label: on, size: 010, t: 1:30, ok: true}", CoreSchemaLoader)
-    {'label': 'on', 'size': 10, 't': '1:30', 'ok': True}
-    """
-
-
-def _construct_int(loader: CoreSchemaLoader, node: yaml.ScalarNode) -> int:
-    text = str(loader.construct_scalar(node))
-    return int(text, 0) if text.startswith(("0o", "0x")) else int(text)
-
-
-CoreSchemaLoader.yaml_implicit_resolvers = {}
-for _tag, _pattern, _first in (
-    ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
-    ("bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
-    ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", list("-+0123456789")),
-    (
-        "float",
-        r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
-        list("-+0123456789."),
-    ),
-    ("merge", r"<<", ["<"]),
-):
-    CoreSchemaLoader.add_implicit_resolver(
-        f"tag:yaml.org,2002:{_tag}", re.compile(f"^(?:{_pattern})$"), _first
-    )
-CoreSchemaLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-
-
-def read_file(path: Path, *, as_yaml: bool = False) -> Any:
+def read_file(
+    path: Path, *, as_yaml: bool = False, error: type[GraphSpecError] = GraphSpecError
+) -> Any:
     """Read and parse one file: the only place where a graph or task file is read.
+
+    Reading is bounded by the limits in force (:mod:`gdln.graphfile._limits`): the size
+    is checked before the file is read, YAML depth and alias expansion before the
+    document is built, JSON depth after parsing.
 
     Parameters
     ----------
@@ -104,6 +70,8 @@ def read_file(path: Path, *, as_yaml: bool = False) -> Any:
         The file; its extension (one of :data:`SUFFIXES`) says how to parse it.
     as_yaml
         Parse as YAML whatever the extension (task files).
+    error
+        The error class to raise (:class:`~gdln.TaskSpecError` for a task file).
 
     Returns
     -------
@@ -114,44 +82,41 @@ def read_file(path: Path, *, as_yaml: bool = False) -> Any:
     source = str(path)
     suffix = path.suffix.lower()
     if not as_yaml and suffix not in SUFFIXES:
-        raise GraphSpecError(
-            f"unknown file type {path.suffix!r}; expected one of {', '.join(SUFFIXES)}",
+        raise error(
+            f"unknown file type {shorten(path.suffix)}; expected one of {', '.join(SUFFIXES)}",
             source=source,
         )
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise GraphSpecError(err.strerror or f"cannot read file: {err}", source=source) from err
+    what = "task file" if error is not GraphSpecError else "file"
     if as_yaml or suffix in YAML_SUFFIXES:
-        return _parse_yaml(data, source)
-    return _parse_networkx(data, suffix, source)
+        doc = parse_yaml(read_text(path, cls=error, what=what), source=source, cls=error)
+        if not isinstance(doc, dict):
+            raise error(
+                f"expected a mapping at the top level, got {type(doc).__name__}", source=source
+            )
+        return doc
+    return _parse_networkx(path, suffix, source)
 
 
-def _parse_yaml(data: bytes, source: str) -> dict[str, Any]:
-    try:
-        doc = yaml.load(data, Loader=CoreSchemaLoader)  # a SafeLoader: builds no objects
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        raise GraphSpecError(
-            f"malformed YAML: {err}".splitlines()[0], source=source, key=where
-        ) from err
-    if not isinstance(doc, dict):
-        raise GraphSpecError(
-            f"expected a mapping at the top level, got {type(doc).__name__}", source=source
-        )
-    return doc
-
-
-def _parse_networkx(data: bytes, suffix: str, source: str) -> nx.Graph:
+def _parse_networkx(path: Path, suffix: str, source: str) -> nx.Graph:
     try:
         if suffix == ".json":
-            links = json.loads(data)
+            links = parse_json(read_text(path), source=source)
             edges = "links" if "links" in links else "edges"
             return nx.node_link_graph(links, directed=True, edges=edges)
-        return nx.parse_graphml(data)
-    except (ValueError, KeyError, TypeError, nx.NetworkXError, ElementTree.ParseError) as err:
-        raise GraphSpecError(f"cannot read graph: {err}", source=source) from err
+        return nx.parse_graphml(read_bytes(path))
+    except GraphSpecError:
+        raise
+    except (
+        LookupError,  # this and the next two: a malformed node-link document
+        AttributeError,
+        TypeError,
+        ValueError,
+        nx.NetworkXError,
+        ElementTree.ParseError,  # malformed XML, entity bombs, external entities
+    ) as err:
+        raise GraphSpecError(
+            f"cannot read graph: {shorten_text(str(err), 160)}", source=source
+        ) from err
 
 
 @dataclass(frozen=True)
@@ -278,7 +243,7 @@ def mapping(value: Any, scope: Scope) -> dict[Any, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise scope.fail(f"expected a mapping, got {type(value).__name__} {value!r}")
+        raise scope.fail(f"expected a mapping, got {type(value).__name__} {shorten(value)}")
     return value
 
 
@@ -287,7 +252,7 @@ def sequence(value: Any, scope: Scope) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise scope.fail(f"expected a list, got {type(value).__name__} {value!r}")
+        raise scope.fail(f"expected a list, got {type(value).__name__} {shorten(value)}")
     return value
 
 
@@ -316,6 +281,12 @@ def expand(entry: Mapping[str, Any], scope: Scope) -> Iterator[Scope]:
     if math.prod(len(values) for _, values in ranges) > MAX_COUNT:
         counts = " x ".join(str(len(values)) for _, values in ranges)
         raise scope.at("repeat").fail(f"{counts} repetitions are above the limit of {MAX_COUNT}")
+    count_entries(
+        math.prod(len(values) for _, values in ranges),
+        source=scope.source,
+        key=scope.at("repeat").key,
+        cls=scope.error,
+    )
     lets = mapping(entry.get("let", {}), scope.at("let"))
     variables = [(name(var, scope.at("let", str(var))), value) for var, value in lets.items()]
     for combo in itertools.product(*(values for _, values in ranges)):
@@ -337,9 +308,11 @@ def _repeat_ranges(entry: Mapping[str, Any], scope: Scope) -> list[tuple[str, li
         else:
             count = here.number(spec)
             if not isinstance(count, int) or count < 0:
-                raise here.fail(f"repeat count must be a non-negative integer, got {count!r}")
+                raise here.fail(
+                    f"repeat count must be a non-negative integer, got {shorten(count)}"
+                )
             if count > MAX_COUNT:
-                raise here.fail(f"repeat count {count} is above the limit of {MAX_COUNT}")
+                raise here.fail(f"repeat count {shorten(count)} is above the limit of {MAX_COUNT}")
             values = list(range(count))
         ranges.append((variable, values))
     return ranges

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from .._errors import GdlnError
+from .._errors import GdlnError, shorten, shorten_text
+from ._limits import current_limits
 
 __all__ = ["MAX_BITS", "ExpressionError", "evaluate", "exact", "pick", "render"]
 
@@ -52,7 +53,7 @@ def exact(value: Any) -> Any:
         return _simplify_number(sp.Rational(repr(value)))
     if isinstance(value, sp.Basic):
         return _simplify_number(value)
-    raise ExpressionError(f"{value!r} is not a number")
+    raise ExpressionError(f"{shorten(value)} is not a number")
 
 
 def _simplify_number(value: Any) -> Any:
@@ -188,20 +189,53 @@ def evaluate(text: Any, names: Mapping[str, Any]) -> Any:
     """
     if not isinstance(text, str):
         return exact(text)
-    tree = _parse(text)
+    tree = _bounded_parse(text)
     try:
         value = _walk(tree.body, names, text)
         return value if isinstance(value, (str, bool)) else exact(value)
-    except (TypeError, ZeroDivisionError) as err:
-        raise ExpressionError(f"cannot evaluate {text!r}: {err}") from err
+    except ExpressionError:
+        raise
+    except (TypeError, ValueError, ArithmeticError) as err:  # also sympy's SympifyError
+        raise ExpressionError(f"cannot evaluate {shorten(text)}: {err}") from err
+
+
+def _bounded_parse(text: str) -> ast.Expression:
+    """Parse ``text`` after checking its length; refuse a tree nested beyond the limit.
+
+    The cap comes before :mod:`ast` and before the recursive :func:`_walk`, so an
+    expression of 20 000 terms costs a length check, never a ``RecursionError``.
+    """
+    limits = current_limits()
+    if len(text) > limits.expression_chars:
+        raise ExpressionError(
+            limits.exceeded(
+                "expression_chars", f"expression {shorten(text, 30)} of {len(text)} chars"
+            )
+        )
+    tree, depth = _parse(text)
+    if depth > limits.expression_depth:
+        raise ExpressionError(
+            limits.exceeded(
+                "expression_depth", f"expression {shorten(text, 30)} nests {depth} deep"
+            )
+        )
+    return tree
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse(text: str) -> ast.Expression:
+def _parse(text: str) -> tuple[ast.Expression, int]:
+    """The syntax tree of ``text`` and its depth (found without recursion)."""
     try:
-        return ast.parse(text.strip(), mode="eval")
-    except SyntaxError as err:
-        raise ExpressionError(f"cannot parse expression {text!r}") from err
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:  # ValueError: NUL
+        raise ExpressionError(f"cannot parse expression {shorten(text)}") from err
+    pending: list[tuple[ast.AST, int]] = [(tree.body, 1)]
+    depth = 0
+    while pending:
+        node, level = pending.pop()
+        depth = max(depth, level)
+        pending.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return tree, depth
 
 
 def _walk(node: ast.AST, names: Mapping[str, Any], text: str) -> Any:
@@ -212,7 +246,9 @@ def _walk(node: ast.AST, names: Mapping[str, Any], text: str) -> Any:
     if isinstance(node, ast.Name):
         if node.id not in names:
             known = ", ".join(sorted(names)) or "none"
-            raise ExpressionError(f"unknown name {node.id!r} in {text!r} (known: {known})")
+            raise ExpressionError(
+                f"unknown name {shorten(node.id)} in {shorten(text)} (known: {shorten_text(known, 80)})"
+            )
         return names[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _walk(node.left, names, text), _walk(node.right, names, text)
@@ -248,7 +284,7 @@ def _walk(node: ast.AST, names: Mapping[str, Any], text: str) -> Any:
         args = [_walk(a, names, text) for a in node.args]
         return FUNCTIONS[node.func.id](*args)
     raise ExpressionError(
-        f"{text!r}: {ast.dump(node)[:40]}... is not allowed; use numbers, parameter names, "
+        f"{shorten(text)}: {ast.dump(node)[:40]}... is not allowed; use numbers, parameter names, "
         f"+ - * / // % **, comparisons and the functions {', '.join(sorted(FUNCTIONS))}"
     )
 
@@ -265,11 +301,11 @@ def render(template: Any, names: Mapping[str, Any]) -> str:
             break
         end = text.find("}", start)
         if end < 0:
-            raise ExpressionError(f"unclosed '{{' in {text!r}")
+            raise ExpressionError(f"unclosed '{{' in {shorten(text)}")
         out.append(text[pos:start])
         value = evaluate(text[start + 1 : end], names)
         out.append(str(value))
         pos = end + 1
     if "}" in out[-1]:
-        raise ExpressionError(f"unmatched '}}' in {text!r}")
+        raise ExpressionError(f"unmatched '}}' in {shorten(text)}")
     return "".join(out)

@@ -18,7 +18,7 @@ import networkx as nx
 import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
-from .._errors import GraphSpecError
+from .._errors import GraphSpecError, shorten
 from ._document import MAX_COUNT, Scope, describe, entry_of, expand, sequence, text
 
 __all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
@@ -77,9 +77,9 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
             raise here.at("id").fail(f"duplicate node id {node!r}")
         size = here.at("size").number(entry["size"])
         if not isinstance(size, int) or size <= 0:
-            raise here.at("size").fail(f"size must be a positive integer, got {size!r}")
+            raise here.at("size").fail(f"size must be a positive integer, got {shorten(size)}")
         if size > MAX_COUNT:
-            raise here.at("size").fail(f"size {size} is above the limit of {MAX_COUNT}")
+            raise here.at("size").fail(f"size {shorten(size)} is above the limit of {MAX_COUNT}")
         graph.add_node(node, size=size, gated=gated)
 
 
@@ -132,7 +132,8 @@ def graph_from_networkx(raw: nx.Graph, source: str) -> nx.DiGraph:
         raise scope.fail("parallel edges are not supported; use a hidden node")
     if not raw.is_directed():
         raise scope.fail("the graph is undirected; write it as a directed graph")
-    graph = nx.DiGraph(name=raw.graph.get("name", Path(source).stem))
+    meta = raw.graph if isinstance(raw.graph, dict) else {}  # node-link "graph": null
+    graph = nx.DiGraph(name=meta.get("name", Path(source).stem))
     for node, attrs in raw.nodes(data=True):
         here = scope.at(f"nodes[{node!r}]")
         node_id = text(node, here, integer_ok=True, what="a node id (text or an integer)")
@@ -177,7 +178,7 @@ def validate_graph(graph: nx.DiGraph, source: str) -> None:
     for node, size in graph.nodes(data="size"):
         if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= MAX_COUNT:
             raise GraphSpecError(
-                f"size must be a positive integer of at most {MAX_COUNT}, got {size!r}",
+                f"size must be a positive integer of at most {MAX_COUNT}, got {shorten(size)}",
                 source=source,
                 key=f"node {node!r}",
             )

@@ -42,6 +42,7 @@ from ..task._examples import ExampleSet
 from ..task._task import Task
 from ._document import Scope, read_file, read_parameters, read_settings
 from ._graph import graph_from_networkx, read_architecture, validate_graph
+from ._limits import Limits, use_limits
 from ._tasks import read_task
 
 __all__ = ["Problem", "load", "parse_params", "read_graph"]
@@ -117,6 +118,7 @@ def load(
     *,
     params: Mapping[str, Any] | None = None,
     task: str | Path | None = None,
+    limits: Limits | None = None,
 ) -> Problem:
     """Read a graph file (and optionally a separate task file) into a :class:`Problem`.
 
@@ -128,10 +130,16 @@ def load(
         Overrides of the file's parameters (values may be expressions).
     task
         A task file (YAML with ``datasets:`` and ``task:``), replacing the file's own.
+    limits
+        Bounds on file size, nesting, YAML alias expansion, expressions and entries
+        (default: :class:`~gdln.graphfile.Limits` from the ``GDLN_MAX_*`` environment
+        variables).
     """
-    path = Path(path)
-    if not path.exists():
-        raise GraphSpecError("no such file", source=str(path))
+    with use_limits(limits):
+        return _load(Path(path), params=params, task=task)
+
+
+def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | None) -> Problem:
     document = read_file(path)
     scope = Scope(str(path), path.parent)
     if isinstance(document, nx.Graph):
@@ -161,9 +169,7 @@ def _read_task_file(
     path: Path, graph: nx.DiGraph, overrides: Mapping[str, Any], names: Mapping[str, Any]
 ) -> Task:
     """A separate task file: its own parameters on top of the graph file's, and its task."""
-    if not path.exists():
-        raise TaskSpecError("no such task file", source=str(path))
-    document = read_file(path, as_yaml=True)
+    document = read_file(path, as_yaml=True, error=TaskSpecError)
     scope = Scope(str(path), path.parent, names)
     scope = scope.bind(read_parameters(document, overrides, scope))
     return read_task(document, graph, _task_scope(scope))

@@ -1,0 +1,148 @@
+"""Bounds on what gdln reads from a file, so that no file can hang it or exhaust memory.
+
+A graph or task file is checked against these limits *before* the costly step they guard:
+the file's size before it is read, YAML nesting depth and alias expansion before the
+document is built, an expression's length and depth before it is walked. Each limit has a
+documented default, raised for one call with ``gdln.load(..., limits=Limits(...))`` or for
+a whole process with an environment variable:
+
+====================  ==========  =============================  ==========================
+field                 default     environment variable           bounds
+====================  ==========  =============================  ==========================
+``file_bytes``        10 MiB      ``GDLN_MAX_FILE_BYTES``        size of a graph/task file
+``depth``             100         ``GDLN_MAX_DEPTH``             YAML/JSON nesting depth
+``yaml_nodes``        250 000     ``GDLN_MAX_YAML_NODES``        YAML values, aliases expanded
+``expression_chars``  2 000       ``GDLN_MAX_EXPRESSION_CHARS``  length of one expression
+``expression_depth``  100         ``GDLN_MAX_EXPRESSION_DEPTH``  nesting of one expression
+``entries``           500 000     ``GDLN_MAX_ENTRIES``           entries after ``repeat``
+====================  ==========  =============================  ==========================
+
+>>> Limits().depth
+100
+>>> with use_limits(Limits(depth=5)):
+...     current_limits().depth
+5
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
+
+from .._errors import GraphSpecError, shorten
+
+__all__ = ["ENVIRONMENT", "Limits", "count_entries", "current_limits", "use_limits"]
+
+ENVIRONMENT: dict[str, str] = {
+    "file_bytes": "GDLN_MAX_FILE_BYTES",
+    "depth": "GDLN_MAX_DEPTH",
+    "yaml_nodes": "GDLN_MAX_YAML_NODES",
+    "expression_chars": "GDLN_MAX_EXPRESSION_CHARS",
+    "expression_depth": "GDLN_MAX_EXPRESSION_DEPTH",
+    "entries": "GDLN_MAX_ENTRIES",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much :func:`gdln.load` reads before it refuses a file.
+
+    Attributes
+    ----------
+    file_bytes
+        Largest graph or task file, in bytes (checked before reading).
+    depth
+        Deepest nesting of YAML or JSON collections, counting those reached through
+        YAML aliases.
+    yaml_nodes
+        Most values (scalars and collections) in one YAML document, counting each YAML
+        alias as the values it stands for; this bounds "billion laughs" alias bombs.
+    expression_chars
+        Longest expression (a parameter, size, probability or ``{...}`` field of an id).
+    expression_depth
+        Deepest nesting of an expression's syntax tree (``1+1+...+1`` nests once per term).
+    entries
+        Most nodes, edges, contexts, examples and random gates one file expands to, each
+        ``repeat`` counted as the entries it makes (one entry costs tens of microseconds).
+    """
+
+    file_bytes: int = 10 * 2**20
+    depth: int = 100
+    yaml_nodes: int = 250_000
+    expression_chars: int = 2_000
+    expression_depth: int = 100
+    entries: int = 500_000
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise GraphSpecError(
+                    f"Limits.{item.name}: expected a positive integer, got {shorten(value)}"
+                )
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        """The defaults, replaced by any ``GDLN_MAX_*`` variable that is set."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, int] = {}
+        for name, variable in ENVIRONMENT.items():
+            text = environ.get(variable, "").strip().replace("_", "")
+            if not text:
+                continue
+            if not text.isdigit() or int(text) <= 0 or len(text) > 18:
+                raise GraphSpecError(
+                    f"expected a positive integer, got {shorten(environ[variable])}",
+                    source="environment",
+                    key=variable,
+                )
+            values[name] = int(text)
+        return cls(**values)
+
+    def exceeded(self, name: str, what: str) -> str:
+        """A message saying that ``what`` is beyond limit ``name`` and how to raise it."""
+        return (
+            f"{what} exceeds the limit {name}={getattr(self, name)} "
+            f"(raise it: {ENVIRONMENT[name]}=N or load(limits=Limits({name}=N)))"
+        )
+
+
+def count_entries(
+    added: int, *, source: str, key: str, cls: type[GraphSpecError] = GraphSpecError
+) -> None:
+    """Count ``added`` entries of the file being read; refuse it past the current limit."""
+    limits = current_limits()
+    counter = _ENTRIES.get()
+    total = added + (counter[0] if counter is not None else 0)
+    if counter is not None:
+        counter[0] = total
+    if total > limits.entries:
+        raise cls(limits.exceeded("entries", f"{total} entries"), source=source, key=key)
+
+
+_ACTIVE: ContextVar[Limits | None] = ContextVar("gdln_limits", default=None)
+_ENTRIES: ContextVar[list[int] | None] = ContextVar("gdln_entries", default=None)
+
+
+def current_limits() -> Limits:
+    """The limits in force: those of the enclosing :func:`use_limits`, else the
+    environment's (:meth:`Limits.from_environment`)."""
+    active = _ACTIVE.get()
+    return active if active is not None else Limits.from_environment()
+
+
+@contextlib.contextmanager
+def use_limits(limits: Limits | None = None) -> Iterator[Limits]:
+    """Put ``limits`` (default: :func:`current_limits`) in force for the enclosed reads."""
+    chosen = limits if limits is not None else current_limits()
+    if not isinstance(chosen, Limits):
+        raise GraphSpecError(f"limits: expected a gdln.graphfile.Limits, got {shorten(chosen)}")
+    token, counted = _ACTIVE.set(chosen), _ENTRIES.set([0])
+    try:
+        yield chosen
+    finally:
+        _ACTIVE.reset(token)
+        _ENTRIES.reset(counted)

@@ -1,0 +1,206 @@
+"""Bounded reading of graph and task files: every failure becomes one short GraphSpecError.
+
+Reading goes in the order that keeps the cost of a hostile file small: the file's kind and
+size are checked before it is read, at most ``file_bytes + 1`` bytes are read, the bytes
+are decoded strictly, and a YAML document is first streamed as parser events, which cost
+no nesting and no alias expansion, to check its depth and its expanded size against
+:class:`~gdln.graphfile._limits.Limits` before the document is built. JSON is parsed and
+then checked without recursion; GraphML goes to networkx's parser (expat, which refuses
+external entities and entity-expansion bombs).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .._errors import GraphSpecError
+from ._limits import Limits, current_limits
+
+__all__ = ["CoreSchemaLoader", "parse_json", "parse_yaml", "read_bytes", "read_text"]
+
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
+_ErrorClass = type[GraphSpecError]
+
+
+class CoreSchemaLoader(_SafeLoader):  # type: ignore[misc,valid-type]
+    """PyYAML's safe loader with the implicit types of the YAML 1.2 core schema.
+
+    Built on libyaml's parser when it is installed. PyYAML follows YAML 1.1, which reads ``on``/``off``/``yes``/``no``/``y``/``n`` as
+    booleans, ``010`` as 8, ``1:30`` as 90 and ``2024-01-01`` as a date. Here only
+    ``true``/``false`` (in three spellings) are booleans; integers are decimal, ``0o``
+    octal or ``0x`` hexadecimal; floats are decimal with ``.inf`` and ``.nan``; anything
+    else is text.
+
+    >>> yaml.load("{label: on, size: 010, t: 1:30, ok: true}", CoreSchemaLoader)
+    {'label': 'on', 'size': 10, 't': '1:30', 'ok': True}
+    """
+
+
+def _construct_int(loader: CoreSchemaLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    return int(text, 0) if text.startswith(("0o", "0x")) else int(text)
+
+
+CoreSchemaLoader.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in (
+    ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
+    ("bool", r"true|True|TRUE|false|False|FALSE", list("tTfF")),
+    ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", list("-+0123456789")),
+    (
+        "float",
+        r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        list("-+0123456789."),
+    ),
+    ("merge", r"<<", ["<"]),
+):
+    CoreSchemaLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(f"^(?:{_pattern})$"), _first
+    )
+CoreSchemaLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+_Loader = CoreSchemaLoader
+
+
+def read_bytes(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "file") -> bytes:
+    """The bytes of ``path``, refusing a missing, unreadable or too large file unread."""
+    source, limits = str(path), current_limits()
+    try:
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise cls(f"is a directory; expected a {what}", source=source)
+        if info.st_size > limits.file_bytes:
+            raise cls(limits.exceeded("file_bytes", f"{info.st_size} bytes"), source=source)
+        with path.open("rb") as handle:
+            data = handle.read(limits.file_bytes + 1)
+    except FileNotFoundError as err:
+        raise cls(f"no such {what}", source=source) from err
+    except OSError as err:  # permission, a loop of links, a name too long, an I/O error
+        raise cls(f"cannot read the {what}: {err.strerror or err}", source=source) from err
+    if len(data) > limits.file_bytes:  # a device or a file that grew while being read
+        raise cls(limits.exceeded("file_bytes", "more bytes"), source=source)
+    return data
+
+
+def read_text(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "file") -> str:
+    """The text of ``path``: :func:`read_bytes`, decoded as UTF-8 (a BOM is allowed)."""
+    data = read_bytes(path, cls=cls, what=what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise cls(
+            f"not UTF-8 text: byte 0x{data[err.start]:02x} at line {line}; save it as UTF-8",
+            source=str(path),
+        ) from err
+
+
+@dataclass
+class _Extent:
+    """Size and depth of the YAML value being streamed and of each anchor seen so far."""
+
+    limits: Limits
+    total: int = 0  # values so far, aliases counted as what they stand for
+    open: list[tuple[str | None, int]] = field(default_factory=list)
+    heights: list[int] = field(default_factory=list)  # deepest nesting below each open one
+    anchors: dict[str, tuple[int, int]] = field(default_factory=dict)  # size, height
+
+    def add(self, size: int, height: int, where: str) -> None:
+        self.total += size
+        if self.total > self.limits.yaml_nodes:
+            raise _Refusal("yaml_nodes", f"more than {self.limits.yaml_nodes} values {where}")
+        depth = len(self.open) + height
+        if depth > self.limits.depth:
+            raise _Refusal("depth", f"nesting {depth} deep {where}")
+        if self.heights:
+            self.heights[-1] = max(self.heights[-1], height + 1)
+
+    def start(self, anchor: str | None, where: str) -> None:
+        self.add(1, 1, where)
+        self.open.append((anchor, self.total - 1))
+        self.heights.append(1)
+
+    def end(self) -> None:
+        anchor, before = self.open.pop()
+        height = self.heights.pop()
+        if self.heights:
+            self.heights[-1] = max(self.heights[-1], height + 1)
+        if anchor is not None:
+            self.anchors[anchor] = (self.total - before, height)
+
+    def alias(self, anchor: str, where: str) -> None:
+        if any(name == anchor for name, _ in self.open):
+            raise _Refusal(None, f"alias *{anchor} {where} refers to a collection holding it")
+        size, height = self.anchors.get(anchor, (1, 0))
+        self.add(size, height, f"{where} (through alias *{anchor})")
+
+
+class _Refusal(Exception):
+    """A YAML document refused by a limit (``limit``), or for what it is (``None``)."""
+
+    def __init__(self, limit: str | None, what: str):
+        self.limit, self.what = limit, what
+
+
+def _check_yaml_extent(text: str, limits: Limits) -> None:
+    """Stream the parser's events and refuse a document too deep or too large."""
+    extent = _Extent(limits)
+    for event in yaml.parse(text, Loader=_Loader):
+        where = f"at line {event.start_mark.line + 1}"
+        if isinstance(event, yaml.ScalarEvent):
+            extent.add(1, 0, where)
+            if event.anchor is not None:
+                extent.anchors[event.anchor] = (1, 0)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            extent.start(event.anchor, where)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            extent.end()
+        elif isinstance(event, yaml.AliasEvent):
+            extent.alias(str(event.anchor), where)
+
+
+def parse_yaml(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> Any:
+    """Parse one YAML document (:class:`CoreSchemaLoader`), within the current limits."""
+    limits = current_limits()
+    try:
+        _check_yaml_extent(text, limits)
+        return yaml.load(text, Loader=_Loader)
+    except _Refusal as refusal:
+        what = (
+            refusal.what if refusal.limit is None else limits.exceeded(refusal.limit, refusal.what)
+        )
+        raise cls(what, source=source) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else None
+        raise cls(f"malformed YAML: {err}".splitlines()[0], source=source, key=where) from err
+    except (ValueError, TypeError, OverflowError) as err:  # an int of 5000 digits, a bad date
+        raise cls(f"malformed YAML value: {err}".splitlines()[0], source=source) from err
+
+
+def parse_json(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> Any:
+    """Parse a JSON document and refuse it if nested deeper than the current limit."""
+    limits = current_limits()
+    try:
+        data = json.loads(text)
+    except RecursionError as err:
+        raise cls(limits.exceeded("depth", "deeply nested JSON"), source=source) from err
+    except ValueError as err:  # JSONDecodeError, an int of 5000 digits
+        raise cls(f"malformed JSON: {err}".splitlines()[0], source=source) from err
+    pending: list[tuple[Any, int]] = [(data, 0)]
+    while pending:
+        value, depth = pending.pop()
+        children = value.values() if isinstance(value, dict) else value
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth + 1 > limits.depth:
+            raise cls(limits.exceeded("depth", f"nesting {depth + 1} deep"), source=source)
+        pending.extend((child, depth + 1) for child in children)
+    return data

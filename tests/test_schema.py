@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 from click.testing import CliRunner
-from helpers import GRAPHS, ROOT
+from helpers import GRAPHS, ROOT, run_cli
 
 import gdln
 import gdln.graphfile
@@ -147,6 +147,18 @@ def test_gdln_schema_prints_the_schema() -> None:
     result = CliRunner().invoke(schema_command, [])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == SCHEMA
+
+
+def test_gdln_schema_writes_a_file_and_refuses_to_overwrite(tmp_path, capsys) -> None:
+    out = tmp_path / "gdln.schema.json"
+    code, _, _ = run_cli(["schema", "-o", str(out)], capsys)
+    assert code == 0 and json.loads(out.read_text()) == SCHEMA
+    out.write_text("mine")
+    code, _, err = run_cli(["schema", "-o", str(out)], capsys)
+    assert code == 2 and "exists; pass --force to replace it" in err
+    assert out.read_text() == "mine"
+    code, _, err = run_cli(["schema", "-o", str(tmp_path / "s.txt")], capsys)
+    assert code == 2 and "expected a file ending in .json" in err
 
 
 def _keys(node: object) -> set[str]:

@@ -56,6 +56,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "gdln.cli._sd",
         "Exact expected SD loss, gradient and regulariser of one scalar residual chain.",
     ),
+    "schema": CommandEntry(
+        "gdln.cli._schema",
+        "Print the JSON Schema (draft 2020-12) of graph, task and dataset files.",
+    ),
 }
 
 

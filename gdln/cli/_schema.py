@@ -8,16 +8,20 @@ import click
 
 import gdln.graphfile
 
+from ._common import output_file, output_options, write
+
 
 @click.command("schema")
 @click.option("--indent", type=int, default=2, show_default=True, help="spaces per level")
-def schema(indent: int) -> None:
+@output_options(("json",), default="json", what="schema")
+def schema(indent: int, fmt: str | None, out: str | None, force: bool) -> None:
     """Print the JSON Schema (draft 2020-12) of graph, task and dataset files.
 
     \b
     Example: let an editor complete and check graph files
-      gdln schema > gdln.schema.json
+      gdln schema -o gdln.schema.json
       # first line of a graph file:
       # yaml-language-server: $schema=gdln.schema.json
     """
-    click.echo(json.dumps(gdln.graphfile.schema(), indent=indent))
+    output = output_file(out, fmt, force, formats=("json",))
+    write(output, json.dumps(gdln.graphfile.schema(), indent=indent))

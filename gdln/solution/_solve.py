@@ -26,7 +26,7 @@ from scipy.integrate import solve_ivp
 from .._errors import GdlnError
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
-from ..reduction._reduce import ReducedSystem, Reduction
+from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
 from ._trajectory import Trajectory
 

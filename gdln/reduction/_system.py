@@ -162,8 +162,12 @@ class Reduction(DecoupledBases):
         """Mode vectors at the two ends of ``edge``: ``(left, right, modes)``.
 
         ``left[:, k]`` (at the target) and ``right[:, k]`` (at the source) belong to mode
-        ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``.
+        ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``. An edge
+        on no active path carries no mode (no columns).
         """
+        if edge not in self._edge_component:
+            size = self.problem.graph.nodes
+            return np.zeros((size[edge[1]]["size"], 0)), np.zeros((size[edge[0]]["size"], 0)), []
         slots = sorted(a for a, edges in self._slot_edges.items() if edge in edges)
         left, right = self._mode_vectors(edge, slots, seed)
         return left, right, slots

@@ -46,7 +46,7 @@ import sympy as sp
 
 from .._errors import NotDiagonalizableError
 
-__all__ = ["Block", "Modes", "generic_values", "joint_modes"]
+__all__ = ["Modes"]
 
 TOLERANCE = 1e-9
 MAX_ALGEBRAIC_DIM = 12  # largest space whose vectors may be found as exact eigenvectors

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import sympy as sp
 
-__all__ = ["closed_form"]
+__all__: list[str] = []  # package-internal: closed forms of one-variable systems, for _lumping
 
 
 def closed_form(

@@ -18,7 +18,7 @@ import sympy as sp
 from .._edge import Edge
 from ._poly import Polynomial
 
-__all__ = ["conserved_quadratics", "eliminate", "tidy"]
+__all__: list[str] = []  # package-internal: conserved quantities and elimination, for _lumping
 
 MAX_FULL_QUADRATIC = 12
 """Most variables for which every product $B_iB_j$ is tried; above, only squares."""

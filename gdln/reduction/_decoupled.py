@@ -18,7 +18,7 @@ from ..graphfile._reader import Problem
 from ._bases import Modes
 from ._fixed import fixed_classes
 
-__all__ = ["DecoupledBases", "anchor_bases", "hidden_bases", "mode_vectors_at_ends"]
+__all__: list[str] = []  # package-internal: Eq. (9) for Reduction and ExpectedDynamics
 
 
 def mode_vectors_at_ends(

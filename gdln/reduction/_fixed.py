@@ -20,14 +20,7 @@ from .._edge import Edge, edge_name
 from .._errors import NotDiagonalizableError
 from ._bases import Block, Modes, joint_modes
 
-__all__ = [
-    "fixed_classes",
-    "fixed_pairs",
-    "fixed_value",
-    "identity_block",
-    "joint_modes_fixed",
-    "with_fixed_blocks",
-]
+__all__: list[str] = []  # package-internal: fixed edges, for the bases of both routes
 
 
 def fixed_value(graph: nx.DiGraph, edge: Edge) -> Any:

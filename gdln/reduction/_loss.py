@@ -38,7 +38,7 @@ from ._fixed import fixed_value
 from ._modes import mode_values, tidy_number
 from ._poly import Polynomial
 
-__all__ = ["LossBuilder", "ModeLoss", "context_constants", "edge_symbols"]
+__all__: list[str] = []  # package-internal: the per-mode loss, for reduce and the moment route
 
 DELTA = 1 << 40  # polynomial variable index of the first random gate delta_i
 

@@ -29,7 +29,7 @@ from ._loss import ModeLoss
 from ._poly import Polynomial
 from ._system import ReducedSystem
 
-__all__ = ["lumped_system", "partition"]
+__all__: list[str] = []  # package-internal: lumping, for reduce
 
 
 def partition(

@@ -30,17 +30,7 @@ from ..task._task import Task, as_float
 from ._bases import Block, Modes, generic_values, joint_modes
 from ._fixed import joint_modes_fixed, with_fixed_blocks
 
-__all__ = [
-    "MAX_EXACT_DIMS",
-    "FieldBindings",
-    "alive_edges",
-    "blocks_key",
-    "component_modes",
-    "dataset_level_blocks",
-    "mode_values",
-    "statistic_block",
-    "tidy_number",
-]
+__all__: list[str] = []  # package-internal: the bases of each component, for both routes
 
 MAX_EXACT_DIMS = 200
 """Largest total dimension of a component's spaces whose bases are made exact."""

@@ -27,7 +27,7 @@ from ._bases import Modes
 from ._fixed import joint_modes_fixed, with_fixed_blocks
 from ._modes import MAX_EXACT_DIMS, FieldBindings, Space, blocks_key, dataset_level_blocks
 
-__all__ = ["edge_components", "path_free_modes", "sources"]
+__all__: list[str] = []  # package-internal: components and bases of the moment route
 
 
 def sources(c: Context, act: ContextActivity, node: Hashable) -> frozenset[Hashable]:

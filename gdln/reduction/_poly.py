@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-__all__ = ["Monomial", "Polynomial"]
+__all__: list[str] = []  # package-internal: the loss polynomials of both routes
 
 Monomial = tuple[tuple[int, int], ...]
 

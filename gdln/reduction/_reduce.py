@@ -65,7 +65,7 @@ from ._lumpings import LUMPINGS
 from ._modes import Space, alive_edges, component_modes, tidy_number
 from ._system import ReducedSystem, Reduction
 
-__all__ = ["LUMPINGS", "initial_values", "reduce"]
+__all__ = ["reduce"]
 
 MAX_SYMBOLIC_PAIRS = 100_000
 """Most co-active path pairs (summed over contexts and outputs) the symbolic route lists."""

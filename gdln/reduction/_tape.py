@@ -59,7 +59,7 @@ from ..paths._statistics import ContextActivity
 from ..task._task import Context, Task
 from ._poly import Polynomial
 
-__all__ = ["ONE", "Root", "Tape", "TapeBuilder", "TriangularSystem"]
+__all__: list[str] = []  # package-internal: the moment program, for ExpectedDynamics
 
 ONE = -1  # the child index of the constant 1
 

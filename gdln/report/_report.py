@@ -20,7 +20,7 @@ from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_coun
 from ..paths._statistics import path_statistics
 from ..reduction._system import Reduction
 
-__all__ = ["FORMATS", "format_derivation", "format_paths", "format_statistics"]
+__all__ = ["format_derivation", "format_paths", "format_statistics"]
 
 FORMATS = ("text", "latex", "json")
 MAX_LISTED_PATHS = 10**5  # paths that `gdln paths --format json` writes out one by one

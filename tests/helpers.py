@@ -34,6 +34,83 @@ def load(name: str, **params: object) -> gdln.Problem:
     return gdln.load(GRAPHS / f"{name}.yaml", params={k: str(v) for k, v in params.items()})
 
 
+# --------------------------------------------------------------------------------------
+# Problems with random gates and co-active paths (the moment route and stochastic depth)
+
+# Co-active paths into one output, a random node gate (with deterministic parts 1, 2, 0)
+# and a random edge gate with a symbolic survival probability.
+COACTIVE = """\
+symbols: [q]
+params: {p_xy: q}
+nodes:
+  - {id: x, size: 3}
+  - {id: a, size: 4, gated: true}
+  - {id: b, size: 5, gated: true}
+  - {id: y, size: 2}
+edges:
+  - {source: x, target: a}
+  - {source: x, target: b}
+  - {source: a, target: y}
+  - {source: b, target: y}
+  - {source: x, target: y, gated: true}
+task:
+  random_gates:
+    - {item: a, p: 1/3}
+    - {item: "x->y", p: p_xy}
+  examples:
+    - {inputs: {x: [1, 1, 0]},  targets: {y: [2, 0]}, gates: {a: 1, b: 1}}
+    - {inputs: {x: [1, -1, 0]}, targets: {y: [0, 1]}, gates: {a: 2, b: 0, "x->y": 0}}
+    - {inputs: {x: [0, 0, 1]},  targets: {y: [0, 0]}, gates: {a: 0, b: 1}}
+"""
+
+
+# Two inputs on together with correlated data: second moments E[h^i h^i'] with i != i'.
+TWO_INPUTS = """\
+nodes:
+  - {id: x1, size: 2}
+  - {id: x2, size: 2}
+  - {id: h, size: 3, gated: true}
+  - {id: y, size: 2}
+edges:
+  - {source: x1, target: h}
+  - {source: x2, target: h}
+  - {source: h, target: y}
+  - {source: x2, target: y, gated: true}
+datasets:
+  data: {examples: {a: [[1, 0], [0, 1]], b: [[2, 0], [0, -1]], t: [[1, 0], [0, 3]]}}
+task:
+  random_gates:
+    - {item: h, p: 1/2}
+    - {item: "x2->y", p: 1/3}
+  contexts:
+    - {probability: 2/3, dataset: data, inputs: {x1: a, x2: b}, targets: {y: t}}
+    - {probability: 1/3, dataset: data, inputs: {x2: b}, targets: {y: t}, gates: {h: 0}}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "g.yaml") -> Path:
+    """Write a graph file into ``tmp_path``."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def coactive(tmp_path: Path, p_xy: str = "q") -> gdln.Problem:
+    """:data:`COACTIVE` with the survival probability of x->y set to ``p_xy``."""
+    return gdln.load(write(tmp_path, COACTIVE), params={"p_xy": p_xy})
+
+
+def resnet(L: int, **params: object) -> gdln.Problem:
+    """The residual chain of ``graphs/resnet_sd.yaml`` with ``L`` blocks."""
+    return load("resnet_sd", L=L, **params)
+
+
+def per_mode(system: gdln.ReducedSystem, expr: sp.Expr, mode: int) -> sp.Expr:
+    """An expression of a system with its data symbols at one of its modes."""
+    index = system.modes.index(mode)
+    return expr.subs({s: v[index] for s, v in system.symbols.items()})
+
+
 def full_loss_and_gradient(
     problem: gdln.Problem, weights: dict, examples: gdln.ExampleSet | None = None
 ) -> tuple[float, dict]:

@@ -19,87 +19,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
-from helpers import GRAPHS, full_loss_and_gradient, load, run_cli
+from helpers import (
+    GRAPHS,
+    TWO_INPUTS,
+    coactive,
+    full_loss_and_gradient,
+    load,
+    per_mode,
+    resnet,
+    run_cli,
+    write,
+)
 
 import gdln
 from gdln.sd import brute_force_chain, expected_chain
 
 RTOL = 1e-12
-
-# Co-active paths into one output, a random node gate (with deterministic parts 1, 2, 0)
-# and a random edge gate with a symbolic survival probability.
-COACTIVE = """\
-symbols: [q]
-params: {p_xy: q}
-nodes:
-  - {id: x, size: 3}
-  - {id: a, size: 4, gated: true}
-  - {id: b, size: 5, gated: true}
-  - {id: y, size: 2}
-edges:
-  - {source: x, target: a}
-  - {source: x, target: b}
-  - {source: a, target: y}
-  - {source: b, target: y}
-  - {source: x, target: y, gated: true}
-task:
-  random_gates:
-    - {item: a, p: 1/3}
-    - {item: "x->y", p: p_xy}
-  examples:
-    - {inputs: {x: [1, 1, 0]},  targets: {y: [2, 0]}, gates: {a: 1, b: 1}}
-    - {inputs: {x: [1, -1, 0]}, targets: {y: [0, 1]}, gates: {a: 2, b: 0, "x->y": 0}}
-    - {inputs: {x: [0, 0, 1]},  targets: {y: [0, 0]}, gates: {a: 0, b: 1}}
-"""
-
-
-# Two inputs on together with correlated data: second moments E[h^i h^i'] with i != i'.
-TWO_INPUTS = """\
-nodes:
-  - {id: x1, size: 2}
-  - {id: x2, size: 2}
-  - {id: h, size: 3, gated: true}
-  - {id: y, size: 2}
-edges:
-  - {source: x1, target: h}
-  - {source: x2, target: h}
-  - {source: h, target: y}
-  - {source: x2, target: y, gated: true}
-datasets:
-  data: {examples: {a: [[1, 0], [0, 1]], b: [[2, 0], [0, -1]], t: [[1, 0], [0, 3]]}}
-task:
-  random_gates:
-    - {item: h, p: 1/2}
-    - {item: "x2->y", p: 1/3}
-  contexts:
-    - {probability: 2/3, dataset: data, inputs: {x1: a, x2: b}, targets: {y: t}}
-    - {probability: 1/3, dataset: data, inputs: {x2: b}, targets: {y: t}, gates: {h: 0}}
-"""
-
-
-def write(tmp_path: Path, text: str, name: str = "g.yaml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def coactive(tmp_path: Path, p_xy: str = "q") -> gdln.Problem:
-    return gdln.load(write(tmp_path, COACTIVE), params={"p_xy": p_xy})
-
-
-def resnet(L: int, **params: object) -> gdln.Problem:
-    return load("resnet_sd", L=L, **params)
-
-
-def routing_random(tmp_path: Path) -> gdln.Problem:
-    """Routing (Fig. 4) with random gates on its input edges, p = 3/4 and 1/2 alternating."""
-    text = (GRAPHS / "routing.yaml").read_text()
-    text = text.replace(
-        "task:\n",
-        'task:\n  random_gates:\n    - {item: "x{i}->h1", p: "3/4 if i % 2 == 0 else 1/2", '
-        "repeat: {i: M}}\n",
-    )
-    return gdln.load(write(tmp_path, text), params={"M": "3", "K": "2", "hidden": "5"})
 
 
 def expanded(problem: gdln.Problem) -> gdln.Problem:
@@ -152,12 +87,6 @@ def test_statistics_equal_those_of_the_expanded_mixture(which: str, tmp_path: Pa
     assert any(q in sp.Matrix(v).free_symbols for v in got.input.values())
 
 
-def per_mode(system: gdln.ReducedSystem, expr: sp.Expr, mode: int) -> sp.Expr:
-    """An expression of a system with its data symbols at one of its modes."""
-    index = system.modes.index(mode)
-    return expr.subs({s: v[index] for s, v in system.symbols.items()})
-
-
 @pytest.mark.parametrize("which", ["coactive", "resnet"])
 def test_reduced_loss_and_odes_equal_those_of_the_expanded_mixture(
     which: str, tmp_path: Path
@@ -207,74 +136,6 @@ def test_symbolic_p_stays_symbolic_in_the_odes_and_matches_the_chain() -> None:
             rhs = per_mode(system, system.rhs[v], mode)
             assert sp.simplify(rhs + sp.diff(expected, v)) == 0
     assert q in system.rhs[b[0]].free_symbols
-
-
-def test_moment_tape_as_polynomials_is_the_symbolic_loss() -> None:
-    problem = resnet(3, p_L="q", survival="linear", width=3)
-    (system,) = gdln.reduce(problem, lump="none").systems
-    dynamics = gdln.expected_dynamics(problem)
-    names = {str(v): v for v in system.variables}
-    for mode in system.modes:
-        tape = dynamics.loss_polynomial(mode)
-        tape = tape.xreplace({v: names[str(v)] for v in dynamics.variables})
-        assert sp.simplify(tape - per_mode(system, system.loss, mode)) == 0
-
-
-# --------------------------------------------------------------------------------------
-# The moment route against the symbolic route at random points
-
-
-def compare_routes(problem: gdln.Problem, dynamics: gdln.ExpectedDynamics, seed: int) -> int:
-    reduction = gdln.reduce(problem, lump="none")
-    rng = np.random.default_rng(seed)
-    b = rng.normal(scale=0.6, size=dynamics.alive.shape)
-    losses = dynamics.mode_losses(b)
-    flow = dynamics.flow(b)
-    row = {str(v): i for i, v in enumerate(dynamics.variables)}
-    scale = max(1.0, float(np.abs(flow).max()))
-    checked = 0
-    for system in reduction.systems:
-        variables = list(system.variables)
-        data = list(system.symbols)
-        args = variables + data
-        loss_fn = sp.lambdify(args, system.loss, "numpy")
-        rhs_fn = {v: sp.lambdify(args, system.rhs[v], "numpy") for v in variables}
-        for j, mode in enumerate(system.modes):
-            point = [b[row[str(v)], mode] for v in variables]
-            point += [float(system.symbols[s][j]) for s in data]
-            assert losses[mode] == pytest.approx(float(loss_fn(*point)), rel=RTOL, abs=RTOL)
-            for v in variables:
-                want = float(rhs_fn[v](*point))
-                assert flow[row[str(v)], mode] == pytest.approx(want, rel=RTOL, abs=RTOL * scale)
-            checked += 1
-    assert np.isclose(dynamics.constant, float(reduction.constant), rtol=RTOL)
-    return checked
-
-
-@pytest.mark.parametrize("name", ["xor", "crosspath", "coactive", "routing_random", "two_inputs"])
-def test_moment_route_equals_symbolic_route(name: str, tmp_path: Path) -> None:
-    if name == "coactive":
-        problem = coactive(tmp_path, p_xy="3/4")
-    elif name == "two_inputs":
-        problem = gdln.load(write(tmp_path, TWO_INPUTS))
-    elif name == "routing_random":
-        problem = routing_random(tmp_path)
-    else:
-        problem = load(name)
-    reduction = gdln.reduce(problem, lump="none")
-    assert compare_routes(problem, gdln.expected_dynamics(reduction), seed=1) > 0
-    if name in ("xor", "routing_random", "two_inputs"):  # bases from datasets: no paths needed
-        assert compare_routes(problem, gdln.expected_dynamics(problem), seed=2) > 0
-
-
-@pytest.mark.parametrize(
-    "L",
-    [1, 2, 3, 4, pytest.param(5, marks=pytest.mark.slow), pytest.param(6, marks=pytest.mark.slow)],
-)
-@pytest.mark.parametrize("scaling", ["plain", "stable"])
-def test_moment_route_equals_symbolic_route_on_resnet_sd(L: int, scaling: str) -> None:
-    problem = resnet(L, scaling=scaling, survival="linear", width=3)
-    assert compare_routes(problem, gdln.expected_dynamics(problem), seed=L) == 3
 
 
 def whitened_strengths(n: int) -> tuple[np.ndarray, float]:
@@ -654,11 +515,6 @@ task:
     np.testing.assert_allclose(
         dynamics.project({e: -g for e, g in grad.items()}, seed=1), dynamics.flow(b), rtol=1e-10
     )
-
-
-def test_error_moment_route_needs_dataset_bases_or_a_reduction(tmp_path: Path) -> None:
-    with pytest.raises(gdln.GdlnError, match=r"gdln.expected_dynamics\(gdln.reduce\(problem\)\)"):
-        gdln.expected_dynamics(load("crosspath"))
 
 
 def test_error_numbers_needed_for_symbolic_p() -> None:

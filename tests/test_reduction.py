@@ -222,6 +222,27 @@ def test_random_routing_choice_splits_unequal_outputs() -> None:
     assert len(output_blocks) == len(set(counts.values()))
 
 
+def test_edges_that_no_context_uses_carry_no_mode() -> None:
+    """A seeded random choice leaves an output out: its edge has no basis and W = 0."""
+    problem = load("routing", M=5, K=1, seed=3, hidden=6)
+    reduction = gdln.reduce(problem, lump="none", init=0.2)
+    used = {e for p in reduction.active.paths for e in p.edges}
+    unused = set(problem.graph.edges) - used
+    assert unused
+    bases = reduction.decoupled_bases(seed=1)
+    assert set(bases) == used
+    for left, right in bases.values():
+        np.testing.assert_allclose(left.T @ left, np.eye(left.shape[1]), atol=1e-12)
+        np.testing.assert_allclose(right.T @ right, np.eye(right.shape[1]), atol=1e-12)
+    weights = reduction.decoupled_weights(seed=1)
+    for e in unused:
+        left, right, slots = reduction.edge_bases(e, seed=1)
+        assert slots == [] and left.shape[1] == right.shape[1] == 0
+        assert not weights[e].any()
+    loss, _ = full_loss_and_gradient(problem, weights)
+    assert loss == pytest.approx(gdln.solve(reduction, t_max=1, n_points=2).loss[0], rel=1e-10)
+
+
 def test_not_diagonalizable_names_paths_and_residual(tmp_path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(NOT_DIAGONALIZABLE)

@@ -34,15 +34,7 @@ from .._errors import TaskSpecError
 from ..task._task import Task, _symbolic, as_float
 from ._paths import Path
 
-__all__ = [
-    "ActivePaths",
-    "ContextActivity",
-    "GateProduct",
-    "PathStatistics",
-    "active_paths",
-    "context_activity",
-    "path_statistics",
-]
+__all__ = ["GateProduct", "PathStatistics", "path_statistics"]
 
 
 @dataclass(frozen=True)

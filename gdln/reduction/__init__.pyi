@@ -2,6 +2,6 @@ from ._bases import Modes as Modes
 from ._lumpings import LUMPINGS as LUMPINGS
 from ._moments import ExpectedDynamics as ExpectedDynamics
 from ._moments import expected_dynamics as expected_dynamics
-from ._reduce import ReducedSystem as ReducedSystem
-from ._reduce import Reduction as Reduction
 from ._reduce import reduce as reduce
+from ._system import ReducedSystem as ReducedSystem
+from ._system import Reduction as Reduction

@@ -46,7 +46,7 @@ import sympy as sp
 
 from .._errors import NotDiagonalizableError
 
-__all__ = ["Block", "Modes", "generic_values", "joint_modes"]
+__all__ = ["Modes"]
 
 TOLERANCE = 1e-9
 MAX_ALGEBRAIC_DIM = 12  # largest space whose vectors may be found as exact eigenvectors
@@ -177,32 +177,39 @@ def joint_modes(
     result = Modes(spaces=dict(spaces), vectors=tuple(modes), complement=complement)
     _verify(result, blocks)
     if exact and modes and all(b.exact is not None for b in blocks):
-        found = _exactify(result, blocks, dict(symbols or {}))
-        if found is not None:
-            exact_vectors, directions = found
-            floats = tuple({s: _to_float(v) for s, v in m.items()} for m in exact_vectors)
-            exact_complement = {}
-            for s in labels:
-                rest = _exact_complement([d[s] for d in directions if s in d], spaces[s])
-                if rest is not None:
-                    exact_complement[s] = rest
-            complement = {
-                s: (
-                    np.array(exact_complement[s].evalf(30), dtype=float).reshape(spaces[s], -1)
-                    if s in exact_complement
-                    else _complement([m[s] for m in floats if s in m], spaces[s])
-                )
-                for s in labels
-            }
-            result = Modes(
-                spaces=dict(spaces),
-                vectors=floats,
-                exact_vectors=exact_vectors,
-                complement=complement,
-                exact_directions=directions,
-                exact_complement=exact_complement,
-            )
+        return _exact_modes(result, blocks, dict(symbols or {}))
     return result
+
+
+def _exact_modes(modes: Modes, blocks: Sequence[Block], symbols: Mapping[sp.Symbol, Any]) -> Modes:
+    """``modes`` made exact (vectors and completions), or unchanged if that fails."""
+    found = _exactify(modes, blocks, dict(symbols))
+    if found is None:
+        return modes
+    spaces = modes.spaces
+    exact_vectors, directions = found
+    floats = tuple({s: _to_float(v) for s, v in m.items()} for m in exact_vectors)
+    exact_complement = {}
+    for s in spaces:
+        rest = _exact_complement([d[s] for d in directions if s in d], spaces[s])
+        if rest is not None:
+            exact_complement[s] = rest
+    complement = {
+        s: (
+            np.array(exact_complement[s].evalf(30), dtype=float).reshape(spaces[s], -1)
+            if s in exact_complement
+            else _complement([m[s] for m in floats if s in m], spaces[s])
+        )
+        for s in spaces
+    }
+    return Modes(
+        spaces=dict(spaces),
+        vectors=floats,
+        exact_vectors=exact_vectors,
+        complement=complement,
+        exact_directions=directions,
+        exact_complement=exact_complement,
+    )
 
 
 def generic_values(symbols: Any) -> dict[sp.Symbol, sp.Rational]:

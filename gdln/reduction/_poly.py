@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-__all__ = ["Monomial", "Polynomial"]
+__all__: list[str] = []  # package-internal: the loss polynomials of both routes
 
 Monomial = tuple[tuple[int, int], ...]
 
@@ -144,10 +144,6 @@ class Polynomial:
     def variables(self) -> set[int]:
         return {v for m in self.terms for v, _ in m}
 
-    def degree_in(self, index: int) -> list[int]:
-        """The exponents with which a variable occurs."""
-        return sorted({dict(m).get(index, 0) for m in self.terms})
-
     def diff(self, index: int) -> Polynomial:
         out: dict[Monomial, Any] = {}
         for m, c in self.terms.items():
@@ -209,16 +205,6 @@ class Polynomial:
             ]
         )
 
-    def evaluate(self, values: Sequence[Any]) -> Any:
-        """Numeric value; ``values[i]`` may be floats or broadcastable arrays."""
-        total: Any = 0.0
-        for m, c in self.terms.items():
-            term: Any = float(c)
-            for v, e in m:
-                term = term * values[v] ** e
-            total = total + term
-        return total
-
 
 def _is_zero(value: Any) -> bool:
     if isinstance(value, (Fraction, int)):
@@ -241,7 +227,7 @@ def monomial_table(polys: Sequence[Polynomial]) -> tuple[list[Monomial], np.ndar
 
 def evaluate_monomials(monomials: Sequence[Monomial], values: Sequence[np.ndarray]) -> np.ndarray:
     """Stack of monomial values: ``(len(monomials), *value shape)``."""
-    shape = np.broadcast(*values).shape if values else ()
+    shape = np.broadcast_shapes(*(np.shape(v) for v in values))  # any number of arrays
     out = np.ones((len(monomials), *shape))
     for k, m in enumerate(monomials):
         for v, e in m:

@@ -18,9 +18,9 @@ from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
 from ..paths._statistics import path_statistics
-from ..reduction._reduce import Reduction, _block
+from ..reduction._system import Reduction
 
-__all__ = ["FORMATS", "format_derivation", "format_paths", "format_statistics"]
+__all__ = ["format_derivation", "format_paths", "format_statistics"]
 
 FORMATS = ("text", "latex", "json")
 MAX_LISTED_PATHS = 10**5  # paths that `gdln paths --format json` writes out one by one
@@ -219,28 +219,22 @@ def _mode_value_rows(
     comp = reduction.active.component_of()
     index = {p: i for i, p in enumerate(reduction.active.paths)}
     out: list[tuple[str, tuple[Any, ...], list[Any]]] = []
-
-    def values(k: int, row: Any, matrix: Any, col: Any, tag: str) -> list[Any]:
-        modes = reduction.modes[k]
-        block = _block(reduction._space[(k, row)], reduction._space[(k, col)], matrix, tag)
-        use_exact = exact and modes.exact_vectors is not None and block.exact is not None
-        return [modes.value(block, a, exact=use_exact) for a in range(len(modes))]
-
     for p, m in stats.input_output.items():
         k = comp[index[p]]
-        out.append(("S", (p,), values(k, p.target, m, p.source, f"Sigma_yx({p})")))
+        values = reduction.statistic_values(k, p.target, p.source, m, exact=exact)
+        out.append(("S", (p,), values))
     for (j, p), m in stats.input.items():
         k = comp[index[p]]
         if comp[index[j]] == k:
-            out.append(("D", (j, p), values(k, j.source, m, p.source, f"Sigma_x({j}, {p})")))
+            values = reduction.statistic_values(k, j.source, p.source, m, exact=exact)
+            out.append(("D", (j, p), values))
     return out
 
 
 def _bases(reduction: Reduction) -> list[dict[str, Any]]:
     """Per component: bases of each space and the diagonal values per live mode."""
     out = []
-    task = reduction.problem.require_task()
-    for _k, modes in enumerate(reduction.modes):
+    for modes in reduction.modes:
         exact = modes.exact_vectors is not None
         bases, columns = {}, {}
         for space in modes.spaces:
@@ -264,7 +258,6 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
                 entry["/".join(str(x) for x in space)] = "present"  # type: ignore[attr-defined]
             mode_values.append(entry)
         out.append({"exact": exact, "bases": bases, "columns": columns, "modes": mode_values})
-    del task
     return out
 
 
@@ -280,8 +273,6 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
         return json.dumps(_derivation_json(reduction), indent=1)
     latex = fmt == "latex"
     lines = []
-    t = sp.Symbol("t")
-    tau = sp.Symbol("tau")
     head = f"{reduction.problem.name}: lump={reduction.lump}; time in units of tau; loss = {reduction.constant} + sum over modes of L_mode"
     lines.append(("% " if latex else "") + head)
     for k, system in enumerate(reduction.systems):
@@ -297,12 +288,10 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
                 + f"{v}: orbit {len(edges)} [{shown}], initial {system.initial[v]}"
             )
         for v in system.variables:
-            lhs = sp.Derivative(sp.Function(str(v))(t), t) * tau
             if latex:
                 lines.append(rf"\tau \frac{{d {sp.latex(v)}}}{{dt}} = {sp.latex(system.rhs[v])}")
             else:
                 lines.append(f"  tau d{v}/dt = {system.rhs[v]}")
-            del lhs
         for v, expr in system.eliminated.items():
             lines.append(
                 rf"{sp.latex(v)} = {sp.latex(expr)}" if latex else f"  {v} = {expr}   (eliminated)"

@@ -17,6 +17,7 @@ import math
 import warnings
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from scipy.integrate import solve_ivp
 from .._errors import GdlnError
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
-from ..reduction._reduce import ReducedSystem, Reduction
+from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
 from ._trajectory import Trajectory
 
@@ -173,6 +174,8 @@ def solve(
         exact gradient-descent map with this learning rate (``t_max/lr`` steps).
     n_points
         Number of recorded times.
+    rtol, atol
+        Tolerances of the ODE solver.
 
     Raises
     ------
@@ -187,17 +190,66 @@ def solve(
         and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
         $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``).
     """
+    _check_settings(t_max, lr)
+    if isinstance(reduction, ExpectedDynamics):
+        flow = _moment_flow(reduction)
+    else:
+        _require_numbers(reduction)
+        flow = _reduction_flow(reduction)
+    if lr is None:
+        times, states = _integrate_ode(flow, t_max, n_points=n_points, rtol=rtol, atol=atol)
+        method = "ode"
+    else:
+        times, states = _iterate_gd_map(flow, t_max, lr, n_points=n_points)
+        method = "gd-map"
+    if isinstance(reduction, ExpectedDynamics):
+        return _moment_trajectory(reduction, times, states, method, lr)
+    return _reduction_trajectory(reduction, times, states, method, lr)
+
+
+def _check_settings(t_max: float, lr: float | None) -> None:
     if not (t_max > 0 and math.isfinite(t_max)):
         raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
     if lr is not None and not (lr > 0 and math.isfinite(lr)):
         raise GdlnError(f"lr must be a positive number, got {lr!r}")
-    moments = reduction if isinstance(reduction, ExpectedDynamics) else None
-    numerics = []
-    if isinstance(reduction, Reduction):
-        _require_numbers(reduction)
-        numerics = [_compiled(s) for s in reduction.systems]
+
+
+@dataclass(frozen=True)
+class _Flow:
+    r"""The reduced dynamics $\tau\dot y = f(y)$ on one flat state vector.
+
+    Attributes
+    ----------
+    y0
+        The initial state.
+    rhs
+        $f$, array to array (for the gradient-descent map).
+    rhs_ode
+        The same $f$ in the form fastest for the ODE solver (it may return a list).
+    labels
+        Per state entry, ``(variable name, mode)``, for error messages.
+    source
+        The graph file, for error messages.
+    """
+
+    y0: np.ndarray
+    rhs: Callable[[np.ndarray], np.ndarray]
+    rhs_ode: Callable[[np.ndarray], Any]
+    labels: list[tuple[str, int]]
+    source: str
+
+    def worst(self, state: np.ndarray) -> str:
+        """The variable that went furthest: the first non-finite one, else the largest."""
+        bad = np.flatnonzero(~np.isfinite(state))
+        i = int(bad[0]) if len(bad) else int(np.argmax(np.abs(state)))
+        name, mode = self.labels[i]
+        return f"{name} = {state[i]:.4g} in mode {mode}"
+
+
+def _reduction_flow(reduction: Reduction) -> _Flow:
+    """The systems of a reduction stacked into one state: each variable's modes in a row."""
+    numerics = [_compiled(s) for s in reduction.systems]
     sizes = [len(n.free) * n.n_modes for n in numerics]
-    splits = np.cumsum(sizes)[:-1]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     y0 = np.concatenate([n.y0.ravel() for n in numerics]) if numerics else np.zeros(0)
 
@@ -218,122 +270,142 @@ def solve(
     if len(numerics) == 1 and numerics[0].scalar_list is not None:
         # skip the per-system loop; the solver calls this often, and takes a list as is
         rhs, rhs_ode = numerics[0].scalar, numerics[0].scalar_list  # type: ignore[assignment]
-
     labels = [
         (f"{v}{'' if len(numerics) == 1 else f'@{k}'}", a)
         for k, n in enumerate(numerics)
         for v in n.free
         for a in range(n.n_modes)
     ]
-    if moments is not None:
-        rhs, y0 = _moment_flow(moments)
-        rhs_ode = rhs
-        rows, cols = np.nonzero(moments.alive)
-        labels = [(str(moments.variables[r]), int(c)) for r, c in zip(rows, cols, strict=True)]
-    source = reduction.problem.source
+    return _Flow(y0, rhs, rhs_ode, labels, reduction.problem.source)
 
-    def worst(state: np.ndarray) -> str:
-        """The variable that went furthest: the first non-finite one, else the largest."""
-        bad = np.flatnonzero(~np.isfinite(state))
-        i = int(bad[0]) if len(bad) else int(np.argmax(np.abs(state)))
-        name, mode = labels[i]
-        return f"{name} = {state[i]:.4g} in mode {mode}"
 
-    if lr is None:
-        times = np.linspace(0.0, t_max, n_points)
-        # what the solver asked for last, and a check of progress every `patience` calls
-        t_last, y_last, calls = 0.0, y0, 0
-        patience = STALL_CALLS + 10 * len(y0)  # allows a few finite-difference Jacobians
-        checkpoint, t_checkpoint = patience, -1.0
+def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
+    r"""$\tau\dot b=-\partial\mathcal L/\partial b$ on the live entries of ``b``, from $b(0)$."""
+    alive = dynamics.alive
 
-        def fun(t: float, y: np.ndarray) -> Any:
-            nonlocal t_last, y_last, calls, checkpoint, t_checkpoint
-            t_last, y_last = t, y
-            calls += 1
-            if calls >= checkpoint:
-                if t <= t_checkpoint:
-                    raise _Stop(
-                        f"solver made no progress in {patience} right-hand-side calls", t, y
-                    )
-                if calls > MAX_RHS_CALLS:
-                    raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
-                checkpoint, t_checkpoint = calls + patience, t
-            try:
-                value = rhs_ode(y)
-            except OverflowError as err:
-                raise _Stop("overflowed", t, y) from err
-            except ZeroDivisionError as err:
-                raise _Stop("divided by zero", t, y) from err
-            total = sum(value) if isinstance(value, list) else float(value.sum())
-            if total - total != 0:  # inf or nan: float products overflow to inf silently
-                raise _Stop("overflowed", t, y)
-            return value
+    def rhs(y: np.ndarray) -> np.ndarray:
+        b = np.zeros(alive.shape)
+        b[alive] = y
+        return dynamics.flow(b)[alive]
 
+    rows, cols = np.nonzero(alive)
+    labels = [(str(dynamics.variables[r]), int(c)) for r, c in zip(rows, cols, strict=True)]
+    y0 = dynamics.initial[alive].astype(float)
+    return _Flow(y0, rhs, rhs, labels, dynamics.problem.source)
+
+
+def _integrate_ode(
+    flow: _Flow, t_max: float, *, n_points: int, rtol: float, atol: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gradient flow by LSODA: times ``(T,)`` and states ``(state, T)``.
+
+    The right-hand side stops the solver when it overflows, or when the solver calls it
+    ``patience`` times without advancing in t, or more than ``MAX_RHS_CALLS`` times.
+    """
+    y0 = flow.y0
+    times = np.linspace(0.0, t_max, n_points)
+    # what the solver asked for last, and a check of progress every `patience` calls
+    t_last, y_last, calls = 0.0, y0, 0
+    patience = STALL_CALLS + 10 * len(y0)  # allows a few finite-difference Jacobians
+    checkpoint, t_checkpoint = patience, -1.0
+
+    def fun(t: float, y: np.ndarray) -> Any:
+        nonlocal t_last, y_last, calls, checkpoint, t_checkpoint
+        t_last, y_last = t, y
+        calls += 1
+        if calls >= checkpoint:
+            if t <= t_checkpoint:
+                raise _Stop(f"solver made no progress in {patience} right-hand-side calls", t, y)
+            if calls > MAX_RHS_CALLS:
+                raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
+            checkpoint, t_checkpoint = calls + patience, t
         try:
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                result = solve_ivp(
-                    fun, (0.0, t_max), y0, method="LSODA", t_eval=times, rtol=rtol, atol=atol
+            value = flow.rhs_ode(y)
+        except OverflowError as err:
+            raise _Stop("overflowed", t, y) from err
+        except ZeroDivisionError as err:
+            raise _Stop("divided by zero", t, y) from err
+        total = sum(value) if isinstance(value, list) else float(value.sum())
+        if total - total != 0:  # inf or nan: float products overflow to inf silently
+            raise _Stop("overflowed", t, y)
+        return value
+
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            result = solve_ivp(
+                fun, (0.0, t_max), y0, method="LSODA", t_eval=times, rtol=rtol, atol=atol
+            )
+    except _Stop as stop:
+        raise GdlnError(
+            f"{flow.source}: the ODE {stop.reason} at t = {stop.t:.4g} tau, where "
+            f"{flow.worst(stop.state)}; lower the initial value (--init) or t_max"
+        ) from None
+    if result.status != 0 or not np.all(np.isfinite(result.y)):
+        raise GdlnError(
+            f"{flow.source}: the ODE solver failed at t = {t_last:.4g} tau, where "
+            f"{flow.worst(y_last)}: {result.message}"
+        )
+    states = result.y
+    states[:, 0] = y0  # t_eval[0] = 0 comes from the first step's interpolant otherwise
+    return times, states
+
+
+def _iterate_gd_map(
+    flow: _Flow, t_max: float, lr: float, *, n_points: int
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Gradient descent $y \leftarrow y + \mathrm{lr}\,f(y)$: times ``(T,)``, states ``(state, T)``.
+
+    ``round(t_max / lr)`` steps; about ``n_points`` of them are recorded, step 0 and the
+    last included. A step that overflows is found by replaying from the last record.
+    """
+    steps = round(t_max / lr)
+    record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
+    states_list, y, step = [], flow.y0.copy(), 0
+    with np.errstate(all="ignore"):
+        for target in record:
+            good, good_step = y, step
+            try:
+                while step < target:
+                    y = y + lr * flow.rhs(y)
+                    step += 1
+                finite = bool(np.all(np.isfinite(y)))
+            except (OverflowError, ZeroDivisionError):
+                finite = False
+            if not finite:
+                step, y = _first_bad_step(flow, lr, good, good_step)
+                raise GdlnError(
+                    f"{flow.source}: the gradient-descent map diverged at step {step} "
+                    f"(t = {step * lr:.4g} tau, lr={lr}), where {flow.worst(y)}; lower lr or --init"
                 )
-        except _Stop as stop:
-            raise GdlnError(
-                f"{source}: the ODE {stop.reason} at t = {stop.t:.4g} tau, where "
-                f"{worst(stop.state)}; lower the initial value (--init) or t_max"
-            ) from None
-        if result.status != 0 or not np.all(np.isfinite(result.y)):
-            t_fail, state = t_last, y_last
-            raise GdlnError(
-                f"{source}: the ODE solver failed at t = {t_fail:.4g} tau, where "
-                f"{worst(state)}: {result.message}"
-            )
-        states = result.y
-        states[:, 0] = y0  # t_eval[0] = 0 comes from the first step's interpolant otherwise
-        method = "ode"
-    else:
-        steps = round(t_max / lr)
-        record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
-        states_list, y, step = [], y0.copy(), 0
+            states_list.append(y.copy())
+    return record * lr, np.array(states_list).T
 
-        def diverged(at: int, state: np.ndarray) -> GdlnError:
-            return GdlnError(
-                f"{source}: the gradient-descent map diverged at step {at} "
-                f"(t = {at * lr:.4g} tau, lr={lr}), where {worst(state)}; lower lr or --init"
-            )
 
-        with np.errstate(all="ignore"):
-            for target in record:
-                good, good_step = y, step
-                try:
-                    while step < target:
-                        y = y + lr * rhs(y)
-                        step += 1
-                    finite = bool(np.all(np.isfinite(y)))
-                except (OverflowError, ZeroDivisionError):
-                    finite = False
-                if not finite:
-                    # replay from the last finite record to name the first bad step
-                    y, step = good, good_step
-                    try:
-                        while np.all(np.isfinite(y)):
-                            y = y + lr * rhs(y)
-                            step += 1
-                    except (OverflowError, ZeroDivisionError):
-                        step += 1
-                    raise diverged(step, y)
-                states_list.append(y.copy())
-        times, states = record * lr, np.array(states_list).T
-        method = "gd-map"
-    if moments is not None:
-        return _moment_trajectory(moments, times, states, method, lr)
-    assert isinstance(reduction, Reduction)
+def _first_bad_step(flow: _Flow, lr: float, y: np.ndarray, step: int) -> tuple[int, np.ndarray]:
+    """Replay the map from a finite state to the first step that is not finite."""
+    try:
+        while np.all(np.isfinite(y)):
+            y = y + lr * flow.rhs(y)
+            step += 1
+    except (OverflowError, ZeroDivisionError):
+        step += 1
+    return step, y
+
+
+def _reduction_trajectory(
+    reduction: Reduction, times: np.ndarray, states: np.ndarray, method: str, lr: Any
+) -> Trajectory:
+    """Every variable per system ``(T, modes)``, the loss and the per-context losses."""
+    numerics = [_compiled(s) for s in reduction.systems]
     task = reduction.problem.require_task()
     probabilities = np.array([float(c.probability) for c in task.contexts])
     context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(
         len(times)
     )
     series: dict[str, np.ndarray] = {}
-    parts = np.split(states, splits)
-    for k, (n, part) in enumerate(zip(numerics, parts, strict=True)):
+    splits = np.cumsum([len(n.free) * n.n_modes for n in numerics])[:-1]
+    for k, (n, part) in enumerate(zip(numerics, np.split(states, splits), strict=True)):
         y = part.reshape(len(n.free), n.n_modes, len(times)).transpose(0, 2, 1)
         values = n.all_variables(y)
         context_loss = context_loss + n.context_losses(values)
@@ -341,7 +413,6 @@ def solve(
         for v, arr in values.items():
             series[f"{v}{suffix}"] = np.asarray(arr)
     series["context_loss"] = context_loss.T
-    loss = probabilities @ context_loss
     meta = {
         "source": reduction.problem.source,
         "params": {k: str(v) for k, v in reduction.problem.params.items()},
@@ -352,21 +423,7 @@ def solve(
         "modes": [list(s.modes) for s in reduction.systems],
         "context_labels": [c.label for c in task.contexts],
     }
-    return Trajectory(t=times, loss=loss, series=series, meta=meta)
-
-
-def _moment_flow(
-    dynamics: ExpectedDynamics,
-) -> tuple[Callable[[np.ndarray], np.ndarray], np.ndarray]:
-    r"""$\tau\dot b=-\partial\mathcal L/\partial b$ on the live entries of ``b``, and $b(0)$."""
-    alive = dynamics.alive
-
-    def rhs(y: np.ndarray) -> np.ndarray:
-        b = np.zeros(alive.shape)
-        b[alive] = y
-        return dynamics.flow(b)[alive]
-
-    return rhs, dynamics.initial[alive].astype(float)
+    return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
 
 
 def _moment_trajectory(

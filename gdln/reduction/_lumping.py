@@ -1,0 +1,208 @@
+r"""Lumping: tying edge variables into blocks, each tying verified exactly, never assumed.
+
+If the variables of an edge set $O$ are tied to one value $B$, then for each $e\in O$,
+$\tau\dot b_e=-\frac1{|O|}\partial\mathcal{L}_{\rm tied}/\partial B$ (the $1/M$ of
+Eqs. 44-46 of Saxe et al. 2022). The coarsest exact tying is found by refinement: start
+from one block per colour of a directed colour refinement of the graph (``symmetry``) or
+per initial value (``balanced``, Eqs. 47-48), and split every block whose members'
+right-hand sides differ on the tied subspace, at random points first, then as exact
+polynomials, until nothing splits. The result is exact for every initial condition that
+is constant on the blocks, for the ODE and the gradient-descent map alike. ``full`` then
+eliminates variables through conserved quantities (Eq. 15), exact for the flow only.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import sympy as sp
+
+from .._edge import Edge
+from ._bases import generic_values
+from ._closed_form import closed_form
+from ._conserved import conserved_quadratics, eliminate, tidy
+from ._loss import ModeLoss
+from ._poly import Polynomial
+from ._system import ReducedSystem
+
+__all__: list[str] = []  # package-internal: lumping, for reduce
+
+
+def partition(
+    graph: nx.DiGraph, mode_loss: ModeLoss, lump: str, init: Mapping[Edge, Any]
+) -> list[list[int]]:
+    """The coarsest verified blocks of edge variables for ``lump`` (see the module docstring)."""
+    edges, n_edges = mode_loss.edges, len(mode_loss.edges)
+    if lump == "none":
+        return [[i] for i in range(n_edges)]
+    if lump == "symmetry":
+        colours = edge_colours(graph)
+        start: dict[tuple[Any, Any], list[int]] = defaultdict(list)
+        for i, e in enumerate(edges):
+            start[(colours[e], sp.nsimplify(init[e]))].append(i)
+        blocks = list(start.values())
+    else:
+        by_init: dict[Any, list[int]] = defaultdict(list)
+        for i, e in enumerate(edges):
+            by_init[sp.nsimplify(init[e])].append(i)
+        blocks = list(by_init.values())
+    return _refine(blocks, mode_loss.loss, n_edges)
+
+
+def edge_colours(graph: nx.DiGraph) -> dict[Edge, int]:
+    """Directed colour refinement (1-WL): edges related by a symmetry share a colour."""
+    colour = {
+        v: hash(
+            (
+                "in"
+                if graph.in_degree(v) == 0
+                else "out"
+                if graph.out_degree(v) == 0
+                else "hidden",
+                graph.nodes[v]["size"],
+                bool(graph.nodes[v].get("gated")),
+            )
+        )
+        for v in graph.nodes
+    }
+    for _ in range(graph.number_of_nodes()):
+        new = {}
+        for v in graph.nodes:
+            outs = sorted(
+                (bool(graph.edges[v, w].get("gated")), colour[w]) for w in graph.successors(v)
+            )
+            ins = sorted(
+                (bool(graph.edges[u, v].get("gated")), colour[u]) for u in graph.predecessors(v)
+            )
+            new[v] = hash((colour[v], tuple(outs), tuple(ins)))
+        if len(set(new.values())) == len(set(colour.values())):
+            colour = new
+            break
+        colour = new
+    return {(u, v): hash((colour[u], colour[v], bool(g))) for u, v, g in graph.edges(data="gated")}
+
+
+def _refine(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[list[int]]:
+    """Split blocks until every member has the same right-hand side on the tied subspace."""
+    blocks = _split_at_random_points(blocks, loss, n_edges)
+    return _split_exactly(blocks, loss, n_edges)
+
+
+def _split_at_random_points(
+    blocks: list[list[int]], loss: Polynomial, n_edges: int
+) -> list[list[int]]:
+    """Split by the gradient at random points of the tied subspace, until nothing splits."""
+    rng = np.random.default_rng(12345)
+    n_vars = max(loss.variables(), default=n_edges - 1) + 1
+    coeffs = [(m, _generic_float(c)) for m, c in loss.terms.items()]
+    changed = True
+    while changed:
+        changed = False
+        point = rng.uniform(0.5, 1.5, size=n_vars)
+        block_value = rng.uniform(0.5, 1.5, size=len(blocks))
+        for b, members in enumerate(blocks):
+            point[members] = block_value[b]
+        grad = np.zeros(n_edges)
+        for m, c in coeffs:
+            value = c
+            for v, e in m:
+                value *= point[v] ** e
+            for v, e in m:
+                if v < n_edges:
+                    grad[v] += e * value / point[v]
+        new_blocks: list[list[int]] = []
+        for members in blocks:
+            groups: dict[float, list[int]] = {}
+            scale = max(abs(grad[members]).max(), 1e-300)
+            for i in members:
+                key = round(grad[i] / scale, 8)
+                groups.setdefault(key, []).append(i)
+            if len(groups) > 1:
+                changed = True
+            new_blocks.extend(groups.values())
+        blocks = new_blocks
+    return blocks
+
+
+def _split_exactly(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[list[int]]:
+    """Confirm: members keep a block only if their gradients are identical polynomials there."""
+    while True:
+        mapping = {i: members[0] for members in blocks for i in members}
+        grads = loss.gradient(range(n_edges), mapping)
+        new_blocks = []
+        for members in blocks:
+            groups: list[list[int]] = []
+            for i in members:
+                for group in groups:
+                    if grads[group[0]] == grads[i]:
+                        group.append(i)
+                        break
+                else:
+                    groups.append([i])
+            new_blocks.extend(groups)
+        if len(new_blocks) == len(blocks):
+            return sorted(new_blocks, key=min)
+        blocks = new_blocks
+
+
+def _generic_float(value: Any) -> float:
+    """A number as float; symbols (e.g. a symbolic probability) at generic values."""
+    if isinstance(value, sp.Basic) and value.free_symbols:
+        value = value.xreplace(generic_values(value.free_symbols))
+    return float(value)
+
+
+def lumped_system(
+    mode_loss: ModeLoss, blocks: list[list[int]], lump: str, init: Mapping[Edge, Any]
+) -> ReducedSystem:
+    r"""The system of the tied variables: $\tau\dot B_k=-\frac1{|O_k|}\partial\mathcal L/\partial B_k$.
+
+    One variable per block (``B1``, ``B2``, ...; the edge's own $b_e$ without lumping),
+    its conserved quadratic quantities, and for ``lump="full"`` the variables they
+    eliminate (Eq. 15); closed forms where one variable is left.
+    """
+    edges, n_edges = mode_loss.edges, len(mode_loss.edges)
+    if lump == "none":
+        variables = [mode_loss.generators[i] for i in range(n_edges)]
+    else:
+        variables = [sp.Symbol(f"B{k + 1}", real=True) for k in range(len(blocks))]
+    # new generator list: lumped variables first, then data symbols
+    data_symbols = mode_loss.generators[n_edges:]
+    generators = tuple(variables) + tuple(data_symbols)
+    mapping = {i: k for k, members in enumerate(blocks) for i in members}
+    mapping |= {n_edges + j: len(variables) + j for j in range(len(data_symbols))}
+    tied_loss = mode_loss.loss.rename(mapping)
+    rhs_poly = {
+        k: tied_loss.diff(k) * sp.Rational(-1, len(members)) for k, members in enumerate(blocks)
+    }
+    rhs = {variables[k]: tidy(p.to_sympy(generators)) for k, p in rhs_poly.items()}
+    initial = {variables[k]: init[edges[members[0]]] for k, members in enumerate(blocks)}
+    system_edges = {
+        variables[k]: tuple(edges[i] for i in members) for k, members in enumerate(blocks)
+    }
+    conserved = conserved_quadratics(rhs_poly, len(variables), generators)
+    eliminated: dict[sp.Symbol, sp.Expr] = {}
+    constants: dict[sp.Symbol, Any] = {}
+    if lump == "full":
+        rhs, eliminated, constants = eliminate(rhs, conserved, variables, system_edges, initial)
+    return ReducedSystem(
+        variables=tuple(v for v in variables if v not in eliminated),
+        edges=system_edges,
+        rhs={v: e for v, e in rhs.items() if v not in eliminated},
+        loss=sp.factor_terms(tied_loss.to_sympy(generators)),
+        symbols=dict(mode_loss.data_values),
+        modes=mode_loss.slots,
+        initial=initial,
+        conserved=tuple(conserved),
+        eliminated=eliminated,
+        constants=constants,
+        closed_form=closed_form(rhs, eliminated),
+        _lumped=tuple(variables),
+        _generators=generators,
+        _context_losses=tuple(p.rename(mapping) for p in mode_loss.per_context),
+        _loss_poly=tied_loss,
+    )

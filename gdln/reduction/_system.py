@@ -1,0 +1,208 @@
+r"""The results of the exact reduction: one reduced ODE per class of modes, and the whole.
+
+See :mod:`gdln.reduction._reduce` for how they are built (Sec. 3.1 of Saxe et al. 2022).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from .._edge import Edge
+from ..graphfile._reader import Problem
+from ..paths._statistics import ActivePaths
+from ._bases import Modes
+from ._decoupled import DecoupledBases
+from ._modes import mode_values
+from ._poly import Polynomial
+
+__all__ = ["ReducedSystem", "Reduction"]
+
+
+@dataclass(frozen=True, eq=False)
+class ReducedSystem:
+    r"""The reduced ODE for one class of modes: $\tau\,\dot B = f(B)$ with $\tau = 1$.
+
+    Modes whose 1-D networks have the same edges share one system; their data symbols
+    take different values (``symbols``).
+
+    Attributes
+    ----------
+    variables
+        The dynamical variables ($b_e$ per edge, or lumped $B_k$).
+    edges
+        Variable -> the edges it stands for (its orbit; ``len`` is the orbit size).
+    rhs
+        Variable -> right-hand side, in units where $\tau = 1$ (Eq. 10, lumped).
+    loss
+        The per-mode loss $\mathcal{L}_\alpha$ in these variables (no constant term).
+    symbols
+        Data symbol -> its value in each mode of ``modes``.
+    modes
+        The mode indices this system describes.
+    initial
+        Variable -> initial value (also for eliminated variables).
+    conserved
+        Conserved quadratic quantities $Q$ with $\nabla Q\cdot f \equiv 0$.
+    eliminated
+        Eliminated variable -> its expression in the others and the constants (Eq. 15).
+    closed_form
+        What sympy could solve: ``"t"`` (formal separable solution $t(B)$) and, where
+        found, the explicit solution keyed by the variable's name.
+    """
+
+    variables: tuple[sp.Symbol, ...]
+    edges: Mapping[sp.Symbol, tuple[Edge, ...]]
+    rhs: Mapping[sp.Symbol, sp.Expr]
+    loss: sp.Expr
+    symbols: Mapping[sp.Symbol, tuple[Any, ...]]
+    modes: tuple[int, ...]
+    initial: Mapping[sp.Symbol, Any]
+    conserved: tuple[sp.Expr, ...] = ()
+    eliminated: Mapping[sp.Symbol, sp.Expr] = field(default_factory=dict)
+    constants: Mapping[sp.Symbol, Any] = field(default_factory=dict)
+    closed_form: Mapping[str, sp.Expr] = field(default_factory=dict)
+    # internal: the lumped (pre-elimination) polynomial form used for numbers
+    _lumped: tuple[sp.Symbol, ...] = field(default=(), repr=False)
+    _generators: tuple[sp.Symbol, ...] = field(default=(), repr=False)
+    _context_losses: tuple[Polynomial, ...] = field(default=(), repr=False)
+    _loss_poly: Polynomial = field(default_factory=Polynomial, repr=False)
+
+    def __repr__(self) -> str:
+        names = ", ".join(str(v) for v in self.variables)
+        return f"ReducedSystem(variables=[{names}], modes={list(self.modes)})"
+
+    def orbit(self, variable: sp.Symbol) -> int:
+        """The number of edges ``variable`` stands for."""
+        return len(self.edges[variable])
+
+    def equations(self) -> list[sp.Eq]:
+        r"""$\tau\,\dot B = f(B)$ as sympy equations (with $\tau$ a symbol)."""
+        t, tau = sp.symbols("t tau", positive=True)
+        return [
+            sp.Eq(tau * sp.Derivative(sp.Function(str(v))(t), t), self.rhs[v])
+            for v in self.variables
+        ]
+
+
+@dataclass(frozen=True, eq=False)
+class Reduction(DecoupledBases):
+    """The reduction of a problem: bases, per-mode systems, and how to use them.
+
+    Attributes
+    ----------
+    problem
+        What was reduced.
+    systems
+        One :class:`ReducedSystem` per class of modes.
+    constant
+        $\\tfrac12\\langle\\lVert y\\rVert^2\\rangle$, the loss at zero weights.
+    context_constants
+        Per context, $\\tfrac12\\langle\\lVert y\\rVert^2\\rangle_c$.
+    modes
+        Per component of coupled paths, its :class:`~gdln.reduction.Modes`.
+    lump
+        The lumping used.
+    """
+
+    problem: Problem
+    systems: tuple[ReducedSystem, ...]
+    constant: Any
+    context_constants: tuple[Any, ...]
+    modes: tuple[Modes, ...]
+    lump: str
+    active: ActivePaths = field(repr=False)
+    _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
+    _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
+    _slot_edges: Mapping[int, frozenset[Edge]] = field(repr=False, default_factory=dict)
+    _init: Mapping[Edge, Any] = field(repr=False, default_factory=dict)
+    _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
+    _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
+        repr=False, default_factory=dict, compare=False
+    )  # seed -> hidden-node bases, drawn once
+
+    def __repr__(self) -> str:
+        return f"Reduction({self.problem.name!r}, lump={self.lump!r}, systems={list(self.systems)})"
+
+    @property
+    def n_modes(self) -> int:
+        """The number of modes that have a reduced system."""
+        return sum(len(s.modes) for s in self.systems)
+
+    def context_labels(self) -> tuple[str, ...]:
+        """The labels of the task's contexts, in order."""
+        task = self.problem.require_task()
+        return tuple(c.label for c in task.contexts)
+
+    def statistic_values(
+        self, component: int, row: Hashable, col: Hashable, statistic: Any, *, exact: bool = True
+    ) -> list[Any]:
+        r"""Per mode of ``component``, the diagonal value of a statistic (Eqs. 7-8).
+
+        ``statistic`` runs from data node ``col`` to data node ``row`` (a
+        $\Sigma^{yx}(p)$ from $s(p)$ to $t(p)$, or a $\Sigma^x(j,p)$ between two inputs);
+        the values are $r^{\alpha\top}_{\rm row}\Sigma\, r^\alpha_{\rm col}$, the
+        diagonal of $S(p)$ or $D(j,p)$, exact where the statistic and the bases are.
+        """
+        space = self._space
+        return mode_values(
+            self.modes[component],
+            space[(component, row)],
+            space[(component, col)],
+            statistic,
+            exact=exact,
+        )
+
+    # -- bases and decoupled weights (Eq. 9) -----------------------------------------
+    def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """Mode vectors at the two ends of ``edge``: ``(left, right, modes)``.
+
+        ``left[:, k]`` (at the target) and ``right[:, k]`` (at the source) belong to mode
+        ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``. An edge
+        on no active path carries no mode (no columns).
+        """
+        if edge not in self._edge_component:
+            size = self.problem.graph.nodes
+            return np.zeros((size[edge[1]]["size"], 0)), np.zeros((size[edge[0]]["size"], 0)), []
+        slots = sorted(a for a, edges in self._slot_edges.items() if edge in edges)
+        left, right = self._mode_vectors(edge, slots, seed)
+        return left, right, slots
+
+    def decoupled_bases(self, *, seed: int = 0) -> dict[Edge, tuple[np.ndarray, np.ndarray]]:
+        """Edge -> ``(left, right)`` mode vectors for every edge that carries a mode.
+
+        The reduced variable of the ``k``-th mode of an edge is
+        ``left[:, k] @ W @ right[:, k]`` (Eq. 9), as :func:`gdln.simulate` records it when
+        given these as ``bases``; the modes are those of :meth:`edge_bases`.
+        """
+        out = {}
+        for edge in self.problem.graph.edges:
+            left, right, slots = self.edge_bases(edge, seed=seed)
+            if slots:
+                out[edge] = (left, right)
+        return out
+
+    def decoupled_weights(self, init: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
+        """Weights $W_e = R_{t(e)}B_eR_{s(e)}^\\top$ (Eq. 9) with $B_e$ at its initial value.
+
+        ``init`` overrides the reduction's initial value (one number for every edge and
+        mode). Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
+        shared by nodes joined by fixed edges; a fixed edge holds $W_e = c\\,I$.
+        """
+        graph = self.problem.graph
+        weights = {}
+        for edge in graph.edges:
+            shape = (graph.nodes[edge[1]]["size"], graph.nodes[edge[0]]["size"])
+            W = np.zeros(shape)
+            if "fixed" in graph.edges[edge]:
+                W = float(graph.edges[edge]["fixed"]) * np.eye(shape[0])
+            elif edge in self._edge_component:
+                left, right, slots = self.edge_bases(edge, seed=seed)
+                value = float(init if init is not None else self._init.get(edge, 0))
+                W = value * left @ right.T if slots else W
+            weights[edge] = W
+        return weights

@@ -1,0 +1,142 @@
+"""The package's shape: layers, module size, and the public API (issue "One house").
+
+These are properties of the source tree, checked by parsing it; each can fail when a change
+breaks the architecture that the README and STYLE describe.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gdln
+
+PACKAGE = Path(gdln.__file__).parent
+
+# Lower layers first; a module may import from its own layer or below, never above.
+LAYERS: list[set[str]] = [
+    {"_errors", "_edge", "_lazy"},
+    {"task"},
+    {"graphfile"},
+    {"paths"},
+    {"reduction"},
+    {"report", "solution"},
+    {"simulation"},
+    {"comparison"},
+    {"sweep"},
+    {"kernels", "sd"},
+    {"cli", "__init__", "__main__"},
+]
+LAYER = {name: k for k, names in enumerate(LAYERS) for name in names}
+MAX_LINES = 650
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _top(path: Path) -> str:
+    """The top-level unit of gdln a file belongs to: its subpackage, or its module name."""
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imported_units(path: Path) -> set[str]:
+    """The top-level gdln units a module imports (relative or absolute imports)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1]
+    if path.name == "__init__.py":
+        package = path.relative_to(PACKAGE.parent).parts[:-1]
+    units = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                target = base + (node.module.split(".") if node.module else [])
+                names = [target] if node.module else [[*target, a.name] for a in node.names]
+            elif node.module and node.module.split(".")[0] == "gdln":
+                names = [node.module.split(".")]
+            else:
+                continue
+            for parts in names:
+                if len(parts) >= 2 and parts[0] == "gdln":
+                    units.add(parts[1])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "gdln" and len(parts) >= 2:
+                    units.add(parts[1])
+    return units
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_runs_up_a_layer(path: Path) -> None:
+    own = _top(path)
+    assert own in LAYER, f"{own}: add this unit to LAYERS in tests/test_layout.py"
+    upward = sorted(u for u in _imported_units(path) if LAYER.get(u, -1) > LAYER[own])
+    assert not upward, f"{path.relative_to(PACKAGE)} ({own}) imports from higher layers {upward}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_modules_stay_about_one_idea(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines"
+
+
+def _stubs() -> list[Path]:
+    return sorted(PACKAGE.rglob("__init__.pyi"))
+
+
+@pytest.mark.parametrize("stub", _stubs(), ids=lambda p: str(p.parent.relative_to(PACKAGE.parent)))
+def test_every_stub_name_resolves(stub: Path) -> None:
+    name = ".".join(stub.parent.relative_to(PACKAGE.parent).parts)
+    module = importlib.import_module(name)
+    assert module.__all__, name
+    for public in module.__all__:
+        assert not public.startswith("_"), f"{name}.{public} is private"
+        getattr(module, public)  # raises if the stub names something that is not there
+    assert sorted(dir(module)) == sorted(module.__all__)
+
+
+def test_top_level_exports_nothing_private_or_typing_only() -> None:
+    leaked = {"Any", "TYPE_CHECKING", "PackageNotFoundError", "annotations", "importlib"}
+    assert not leaked & set(gdln.__all__)
+    assert all(not n.startswith("_") for n in gdln.__all__)
+    assert {"kernels", "sd"} <= set(gdln.__all__)
+
+
+def test_import_gdln_loads_no_heavy_library() -> None:
+    code = (
+        "import sys, gdln; gdln.__all__; "
+        "print(sorted(m for m in ('torch', 'sympy', 'scipy', 'networkx', 'numpy') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _cli_imports(path: Path) -> list[str]:
+    """Import statements of a CLI module that reach a private part of gdln."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            parts = module.split(".")
+            inside_cli = node.level == 1 or (node.level == 0 and parts[:2] == ["gdln", "cli"])
+            if inside_cli or module == "__future__":
+                continue
+            names = [a.name for a in node.names]
+            if any(p.startswith("_") for p in parts) or any(n.startswith("_") for n in names):
+                bad.append(f"from {'.' * node.level}{module} import {', '.join(names)}")
+    return bad
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "cli").glob("*.py")), ids=lambda p: p.name)
+def test_cli_uses_only_the_public_api(path: Path) -> None:
+    assert _cli_imports(path) == []

@@ -409,3 +409,16 @@ def test_hoeffding_orders_match_the_anova_decomposition_over_all_masks(mask):
     r = chain_regulariser(b, p, s=1.0, d=1.0, mask=mask)
     brute = _hoeffding_by_enumeration(b, p, 1 / np.sqrt(L), mask)
     np.testing.assert_allclose(r.variance_orders, brute, rtol=1e-10)
+
+
+def test_regulariser_matches_the_quadratic_reference_when_every_order_matters():
+    # plain scaling (kappa = 1): the orders decay slowly, none is truncated away
+    rng = np.random.default_rng(10)
+    L = 200
+    b = rng.normal(size=(L, 1))
+    p = rng.uniform(0.2, 0.9, L)
+    r = chain_regulariser(b, p, s=1.0, scaling="plain")
+    orders, taylor = _quadratic_reference(b, p, np.ones(1), np.ones(1), 1.0, "unscaled")
+    assert np.count_nonzero(orders) == L
+    _assert_orders_close(r.variance_orders, orders)
+    assert r.average_loss_taylor == pytest.approx(taylor, rel=1e-12)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 from scipy import special
 
 from ._stochastic_depth import (
@@ -349,8 +350,9 @@ def _polynomial_products(factors: np.ndarray, degree: int) -> np.ndarray:
     r"""Coefficients $0..$``degree`` of $\prod_l(1+x\,r_l)$ for each row of ``factors``.
 
     ``factors`` is ``(modes, L)`` with $r_l\ge0$. A balanced product tree of direct
-    convolutions, truncated at ``degree``: every coefficient is a sum of non-negative
-    products, so each is accurate to a few ulps (an FFT would lose the small ones).
+    convolutions (one ``einsum`` per level against Toeplitz windows), truncated at
+    ``degree``: every coefficient is a sum of non-negative products, so each is accurate to
+    a few ulps (an FFT would lose the small ones).
     """
     n = 1
     while n < factors.shape[1]:
@@ -362,16 +364,11 @@ def _polynomial_products(factors: np.ndarray, degree: int) -> np.ndarray:
         left, right = poly[:, 0::2], poly[:, 1::2]
         k = left.shape[2]
         size = min(2 * k - 1, degree + 1)
-        if k <= 128:
-            out = np.zeros((*left.shape[:2], size))
-            for j in range(min(k, size)):
-                width = min(k, size - j)
-                out[:, :, j : j + width] += left[:, :, j : j + 1] * right[:, :, :width]
-        else:
-            out = np.empty((*left.shape[:2], size))
-            for i in np.ndindex(*left.shape[:2]):
-                out[i] = np.convolve(left[i], right[i])[:size]
-        poly = out
+        # out[i] = sum_j left[j] right[i - j]: windows of the reversed, zero-padded right
+        padded = np.zeros((*right.shape[:2], 3 * k - 2))
+        padded[..., k - 1 : 2 * k - 1] = right[..., ::-1]
+        windows = sliding_window_view(padded, k, axis=2)[..., ::-1, :][..., :size, :]
+        poly = np.einsum("mbj,mbij->mbi", left, windows)
     return poly[:, 0]
 
 
@@ -383,22 +380,20 @@ def _hoeffding_orders(m2: np.ndarray, w: np.ndarray) -> np.ndarray:
     polynomials $e_k(r)\le e_1^k/k!$; orders whose bound falls below
     ``_ORDER_CUTOFF`` $\cdot e_1$ are 0, so the cost is $O(L\,K)$ with $K$ the number of
     orders that matter ($K\approx140$ at Stable scaling), not $O(L^2)$. Factors with
-    $m_l=0$ shift the polynomial by one degree.
+    $m_l=0$ contribute $x\,w_l$: they shift the polynomial by one degree.
     """
     L, M = m2.shape
-    orders = np.zeros((L, M))
     zero = m2 == 0.0
+    r = np.where(zero, 0.0, w / np.where(zero, 1.0, m2))
+    scale = np.prod(np.where(zero, w, m2), axis=0)
+    shift = zero.sum(axis=0)
+    degree = max(_truncation_degree(float(e1), L) for e1 in r.sum(axis=0))
+    coeffs = _polynomial_products(r.T, degree) * scale[:, None]
+    orders = np.zeros((L, M))
     for j in range(M):
-        nz = ~zero[:, j]
-        r = w[nz, j] / m2[nz, j]
-        scale = np.prod(m2[nz, j]) * np.prod(w[~nz, j])
-        shift = int(L - nz.sum())
-        e1 = float(r.sum())
-        degree = _truncation_degree(e1, r.size)
-        coeffs = scale * _polynomial_products(r[None, :], degree)[0]
-        top = min(coeffs.size, L + 1 - shift)
+        top = min(coeffs.shape[1], L + 1 - shift[j])
         full = np.zeros(L + 1)
-        full[shift : shift + top] = coeffs[:top]
+        full[shift[j] : shift[j] + top] = coeffs[j, :top]
         orders[:, j] = full[1:]
     return orders
 

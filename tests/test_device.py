@@ -31,7 +31,6 @@ from gdln.kernels import (
 )
 from gdln.sd import SDResNet, layer_sensitivities, sd_penalty, train_sd
 
-
 META = torch.device("meta")  # ``with META:`` makes it the default device
 
 

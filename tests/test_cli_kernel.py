@@ -171,3 +171,16 @@ def test_errors_are_gdln_errors(args, match):
     res = _run(args)
     assert isinstance(res.exception, DGNSpecError), res.output
     assert re.search(match, str(res.exception))
+
+
+def test_deep_npk_reports_its_scale(tmp_path):
+    # depth 300, width 64: the true kernel (~32^299 on the diagonal) is beyond float64
+    args = ["--kind", "npk", "-n", "8", "--width", "64", "--depth", "300", "--no-plot"]
+    res = _run([*args, "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    info = json.loads((tmp_path / "kernel.json").read_text())
+    x, _ = make_dataset("digits47", n=8, seed=0)
+    npk = neural_path_kernel(make_dgn(64, 64, 300, seed=0), x)
+    assert info["log_scale"] == npk.log_scale > 600
+    assert np.all(np.isfinite(info["eigenvalues"]))
+    assert f"exp({npk.log_scale:.6g})" in res.output

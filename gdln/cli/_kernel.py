@@ -165,7 +165,9 @@ def kernel(
     }
     start = time.perf_counter()
     if kind == "npk":
-        matrix = neural_path_kernel(net, x).kernel
+        npk = neural_path_kernel(net, x)
+        matrix = npk.kernel  # the true kernel is matrix * exp(log_scale)
+        info["log_scale"] = npk.log_scale
     elif kind == "ntk":
         split = neural_tangent_kernel(net, x, chunk_size=chunk_size)
         matrix = split.total
@@ -206,7 +208,8 @@ def kernel(
         f"{kind} on {dataset} (n={n}, d={depth}, w={width}, mode={mode}, gate={gate_kind}): "
         f"rho_min={s['rho_min']:.4g} rho_max={s['rho_max']:.4g} trace={s['trace']:.4g} "
         f"nu={info['nu'] if info['nu'] is None else format(info['nu'], '.4g')} "
-        f"[{info['seconds']:.2f}s]"
+        + (f"(kernel / exp({info['log_scale']:.6g})) " if info.get("log_scale") else "")
+        + f"[{info['seconds']:.2f}s]"
     )
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -59,6 +59,9 @@ __all__ = [
 #: Refuse to materialise more path entries than this (P * n or P).
 MAX_PATH_ENTRIES = 50_000_000
 
+#: Deep overlaps are rescaled (and NPK.log_scale is nonzero) beyond $2^{\pm512}$.
+_FOLD_LIMIT = 512
+
 
 def num_paths(net: AnyDGN) -> int:
     """$P = d_\\mathrm{in}\\prod_{l=1}^{d-1} w_l$, the number of input-to-output paths.
@@ -155,11 +158,12 @@ def overlap(
 def _scaled_overlap(
     gates: Sequence[torch.Tensor] | Sequence[np.ndarray], n: int | None
 ) -> tuple[np.ndarray, int]:
-    r"""$\Lambda = 2^E\,\tilde\Lambda$ with $\max|\tilde\Lambda|\in[\frac12,1)$, in $O(\text{depth})$.
+    r"""$\Lambda = 2^E\,\tilde\Lambda$ with $\max|\tilde\Lambda|\le2^{512}$, in $O(\text{depth})$.
 
-    After each layer's factor the running product is divided by the power of two of its
-    largest entry: exact (no rounding), so $\tilde\Lambda$ carries the same digits as the
-    plain product and stays finite at any depth.
+    Whenever the running product's largest entry leaves $[2^{-512},2^{512}]$ it is divided
+    by that entry's power of two: exact (no rounding), so $\tilde\Lambda$ carries the same
+    digits as the plain product and stays finite at any depth; a product that never leaves
+    the range is the plain product, $E=0$.
     """
     if len(gates) == 0:
         if n is None:
@@ -172,8 +176,8 @@ def _scaled_overlap(
         gram = g @ g.T
         lam = gram if lam is None else lam * gram
         top = float(np.max(np.abs(lam)))
-        if top > 0.0 and np.isfinite(top):
-            shift = int(np.frexp(top)[1])
+        shift = int(np.frexp(top)[1]) if top > 0.0 and np.isfinite(top) else 0
+        if abs(shift) > _FOLD_LIMIT:  # rescale only far from 1: shallow products untouched
             lam = np.ldexp(lam, -shift)
             exponent += shift
     assert lam is not None
@@ -187,10 +191,6 @@ def _numpy(t: torch.Tensor | np.ndarray) -> np.ndarray:
     return np.asarray(t, dtype=float)
 
 
-#: The stored kernel is the true one unless that leaves $[2^{-512}, 2^{512}]$.
-_FOLD_LIMIT = 512
-
-
 @dataclass(frozen=True)
 class NPK:
     r"""The neural path kernel $H=\Sigma\odot\Lambda$ and its two factors.
@@ -199,7 +199,7 @@ class NPK:
     ``overlap`` and ``kernel`` are stored divided by $e^{\texttt{log\_scale}}$: the true
     values are ``kernel * exp(log_scale)``, and the true eigenvalues
     ``eigenvalues() * exp(log_scale)``. ``log_scale`` is a multiple of $\log 2$ (the
-    division is exact) and is 0 whenever the largest overlap entry lies in
+    division is exact) and is 0 whenever the true largest overlap entry lies in
     $[2^{-512},2^{512}]$, so shallow kernels are stored as they are.
 
     Attributes

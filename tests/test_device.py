@@ -126,3 +126,22 @@ def test_explicit_cpu_device_gives_the_same_draws():
     a = SDResNet(2, 3, 1, 2, [0.5, 0.5], generator=torch.Generator().manual_seed(3))
     b = SDResNet(2, 3, 1, 2, [0.5, 0.5], generator=torch.Generator().manual_seed(3), device="cpu")
     assert torch.equal(a.blocks, b.blocks) and b.blocks.device.type == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_sd_resnet_and_value_ntk_on_cuda_match_the_cpu():
+    runs = []
+    for device in ("cpu", "cuda"):
+        gen = torch.Generator().manual_seed(0)
+        model = SDResNet(3, 4, 2, 5, np.full(5, 0.7), dtype=torch.float64, generator=gen)
+        model = model.to(device)
+        x = torch.randn(6, 3, generator=gen, dtype=torch.float64).to(device)
+        y = torch.randn(6, 2, generator=gen, dtype=torch.float64).to(device)
+        train_sd(model, x, y, steps=3, lr=0.1, generator=gen)
+        w = draw_value_weights([3, 4, 1], sigma=1.0, n_samples=2, generator=gen, device=device)
+        k = value_ntk_samples(x.cpu().numpy(), [np.ones((6, 4))], w)
+        runs.append((model.blocks.detach().cpu(), sd_penalty(model, x)[0], k))
+    np.testing.assert_allclose(runs[1][0].numpy(), runs[0][0].numpy(), rtol=1e-10)
+    assert runs[1][1] == pytest.approx(runs[0][1], rel=1e-10)
+    np.testing.assert_allclose(runs[1][2], runs[0][2], rtol=1e-10)

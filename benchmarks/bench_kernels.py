@@ -13,7 +13,10 @@ smoke run). Prints, each table with the load average before and after it:
 3. the explicit K = ΦᵀVΦ (Prop. 3.1) at n examples for the widths whose P × P matrix V
    fits (``--vtk-widths``), beside torch.func on the same network;
 4. growth: each of n, w and d varied around a base point, for the NPK (gate Grams) and
-   the NTK (torch.func and layer-wise), with the log-log slope of time against each.
+   the NTK (torch.func and layer-wise), with the log-log slope of time against each;
+5. deep NPKs (ReLU DGN width 64, depth 100 .. 10 000): ``neural_path_kernel`` with its
+   stored scale beside the plain product of Gram factors, checked against the
+   log-domain sum of per-layer log Grams.
 
 Every fast result is checked against the slow one wherever both run, so the tables are
 of equal answers.
@@ -39,6 +42,7 @@ from gdln.kernels import (
     neural_path_features,
     neural_path_kernel,
     neural_tangent_kernel,
+    npk_from_gates,
     num_paths,
     value_ntk_layerwise,
     value_tangent_kernel,
@@ -305,10 +309,67 @@ def bench_growth(
     print(f"({_load()})")
 
 
+def bench_deep(n: int, depths: list[int]) -> None:
+    """Deep NPK from the same gates: scaled product (library) vs plain product vs logs."""
+    x = torch.as_tensor(make_dataset("digits47", n=n, seed=0)[0], dtype=torch.float64)
+    print(f"\n## Deep NPK, ReLU DGN width 64, n={n} digits ({_load()})")
+    print(
+        _row(
+            "d",
+            "gates (once)",
+            "npk_from_gates",
+            "plain product",
+            "plain finite",
+            "log_scale",
+            "finite",
+            "max rel. err. of log H vs log domain",
+            "eigenvalues finite",
+        )
+    )
+    print(_row(*["---"] * 9))
+    for depth in depths:
+        net = make_dgn(64, 64, depth, seed=0)
+        t_gates, gates = _time(lambda net=net: [g.detach() for g in net.gates(x)])
+        repeat = 3 if depth <= 1000 else 1
+        t_lib, k = _time(lambda gates=gates: npk_from_gates(x, gates), repeat=repeat)
+
+        def plain(gates=gates) -> np.ndarray:
+            xn = x.numpy()
+            lam = np.ones((n, n))
+            for g in gates:
+                lam = lam * (g.numpy() @ g.numpy().T)
+            return xn @ xn.T * lam
+
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            t_plain, h_plain = _time(plain, repeat=repeat)
+            log_ref = np.zeros((n, n))  # log Lambda, entrywise, summed layer by layer
+            for g in gates:
+                log_ref += np.log(g.numpy() @ g.numpy().T)
+            got = np.log(k.overlap) + k.log_scale
+        ok = (k.overlap > 1e-300) & np.isfinite(log_ref)
+        err = float(np.max(np.abs(got[ok] - log_ref[ok]) / np.abs(log_ref[ok])))
+        print(
+            _row(
+                depth,
+                f"{t_gates * 1e3:.3g} ms",
+                f"{t_lib * 1e3:.3g} ms",
+                f"{t_plain * 1e3:.3g} ms",
+                bool(np.all(np.isfinite(h_plain))),
+                f"{k.log_scale:.6g}",
+                bool(np.all(np.isfinite(k.kernel))),
+                f"{err:.1e}",
+                bool(np.all(np.isfinite(k.eigenvalues()))),
+            )
+        )
+    print(f"({_load()})")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
-    ap.add_argument("--skip", default="", help="comma-separated parts to skip: npk,ntk,vtk,growth")
+    ap.add_argument(
+        "--skip", default="", help="comma-separated parts to skip: npk,ntk,vtk,growth,deep"
+    )
     ap.add_argument(
         "--threads",
         type=int,
@@ -332,6 +393,7 @@ def main(argv: list[str] | None = None) -> None:
                 {"n": [20, 40], "w": [8, 16], "d": [2, 3]},
                 {"n": 20, "w": 8, "d": 3},
             ),
+            "deep": lambda: bench_deep(20, [100, 1000]),
         }
     else:
         parts = {
@@ -347,6 +409,7 @@ def main(argv: list[str] | None = None) -> None:
                 },
                 {"n": 500, "w": 128, "d": 6},
             ),
+            "deep": lambda: bench_deep(200, [100, 200, 1000, 10_000]),
         }
     for name, fn in parts.items():
         if name not in skip:

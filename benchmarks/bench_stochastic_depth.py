@@ -7,6 +7,10 @@ inflate it), of brute-force enumeration of all 2^L masks (L <= 20 only), and
 of Monte Carlo with n masks, with the Monte Carlo errors relative to the exact values and
 their standard errors.
 
+A second table times `chain_regulariser` (Eqs. 4/6 of Hayou & Ayed against the exact
+loss) at L = 10^2 .. 10^4 side by side with the O(L^2) code it replaced (kept below as
+`quadratic_regulariser`), with their largest relative disagreement.
+
     python benchmarks/bench_stochastic_depth.py            # about a minute
     python benchmarks/bench_stochastic_depth.py --quick    # L = 10 and 1000 only, small MC
 """
@@ -19,7 +23,13 @@ import time
 
 import numpy as np
 
-from gdln.sd import brute_force_chain, chain_scale, expected_chain, survival_probabilities
+from gdln.sd import (
+    brute_force_chain,
+    chain_regulariser,
+    chain_scale,
+    expected_chain,
+    survival_probabilities,
+)
 
 
 def best_time(fn, repeat: int) -> float:
@@ -53,6 +63,58 @@ def monte_carlo(b, p, kappa, n, rng, chunk=20000):
         grads.mean(0),
         grads.std(0, ddof=1) / np.sqrt(n),
     )
+
+
+def _exclusive(m):
+    pre = np.cumprod(np.concatenate([np.ones((1, m.shape[1])), m[:-1]]), axis=0)
+    suf = np.cumprod(np.concatenate([np.ones((1, m.shape[1])), m[::-1][:-1]]), axis=0)[::-1]
+    return pre * suf
+
+
+def quadratic_regulariser(b, p, kappa):
+    """The former O(L^2) Hoeffding orders and Taylor loss (unscaled mask, s = d = a = c = 1)."""
+    B = b[:, None]
+    L = B.shape[0]
+    var, mu = (p * (1 - p))[:, None], p[:, None]
+    m, one = 1.0 + kappa * mu * B, 1.0 + kappa * B
+    poly = np.array([1.0])
+    for ell in range(L):
+        poly = np.convolve(poly, [m[ell, 0] ** 2, var[ell, 0] * kappa**2 * B[ell, 0] ** 2])
+    orders = 0.5 * poly[1:]
+    f1, df1, delta = np.prod(one, axis=0), kappa * B * _exclusive(one), (p - 1.0)[:, None]
+    resid = -1.0 + f1
+    cross = np.zeros(1)
+    for ell in range(L):
+        rest = one.copy()
+        rest[ell] = 1.0
+        f2 = kappa**2 * B[ell] * B * _exclusive(rest)
+        f2[ell] = 0.0
+        cross += delta[ell, 0] * np.sum(f2 * delta, axis=0)
+    quad = np.sum(df1 * delta, axis=0) ** 2 + resid * cross
+    loss1 = -f1 + 0.5 * f1**2
+    return orders, float(np.sum(loss1 + np.sum(resid * df1 * delta, axis=0) + 0.5 * quad))
+
+
+def regulariser_rows(depths, rng) -> None:
+    """Print chain_regulariser against the O(L^2) reference, same inputs, one process."""
+    print()
+    print("| L | chain_regulariser | O(L^2) reference | ratio | max rel. diff (Taylor, orders) |")
+    print("|---|---|---|---|---|")
+    for L in depths:
+        b = rng.normal(size=L)
+        p = survival_probabilities("linear", L, p_L=0.5)
+        kappa = chain_scale("stable", L)
+        r = chain_regulariser(b, p, s=1.0)
+        t_new = best_time(lambda b=b, p=p: chain_regulariser(b, p, s=1.0), 7)
+        t_ref = best_time(lambda b=b, p=p, k=kappa: quadratic_regulariser(b, p, k), 1)
+        orders, taylor = quadratic_regulariser(b, p, kappa)
+        big = orders > 1e-280 * orders.sum()
+        d_orders = float(np.max(np.abs(r.variance_orders[big] / orders[big] - 1)))
+        d_taylor = abs(r.average_loss_taylor / taylor - 1)
+        print(
+            f"| {L} | {t_new * 1e3:.3g} ms | {t_ref * 1e3:.4g} ms | {t_ref / t_new:.0f}x | "
+            f"{d_taylor:.1e}, {d_orders:.1e} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             f"| {L} | {t_exact * 1e6:.3g} us | {brute} | {agreement} | {n_mc} | "
             f"{t_mc * 1e3:.3g} ms | {rel:.1e} ({se / abs(ex.loss):.1e}) | {gz:.2f} |"
         )
+    regulariser_rows((100, 1000) if args.quick else (100, 1000, 10_000), rng)
 
 
 if __name__ == "__main__":

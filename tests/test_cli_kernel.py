@@ -193,3 +193,16 @@ def test_errors_are_gdln_errors(args, match, tmp_path, capsys):
     assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing written
     with pytest.raises(DGNSpecError, match=match):
         main(["--debug", "kernel", *args])
+
+
+def test_deep_npk_reports_its_scale(tmp_path, capsys):
+    # depth 300, width 64: the true kernel (~32^299 on the diagonal) is beyond float64
+    args = ["kernel", "--kind", "npk", "-n", "8", "--width", "64", "--depth", "300", "--no-plot"]
+    code, out, _ = run_cli([*args, "-o", str(tmp_path / "out")], capsys)
+    assert code == 0, out
+    info = json.loads((tmp_path / "out" / "kernel.json").read_text())
+    x, _ = make_dataset("digits47", n=8, seed=0)
+    npk = neural_path_kernel(make_dgn(64, 64, 300, seed=0), x)
+    assert info["log_scale"] == npk.log_scale > 600
+    assert np.all(np.isfinite(info["eigenvalues"]))
+    assert f"exp({npk.log_scale:.6g})" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -151,3 +152,61 @@ def test_npk_errors():
     big = make_dgn(64, 128, 6)
     with pytest.raises(DGNSpecError, match=r"would list .* path entries"):
         neural_path_value(big)
+
+
+def _exact_overlap(gates):
+    """Lambda entry by entry as Python integers (0/1 gates: every Gram entry is an integer)."""
+    grams = [np.rint(g.numpy() @ g.numpy().T).astype(np.int64) for g in gates]
+    n = grams[0].shape[0]
+    out = [[1] * n for _ in range(n)]
+    for gram in grams:
+        for i in range(n):
+            for j in range(n):
+                out[i][j] *= int(gram[i, j])
+    return out
+
+
+def test_deep_npk_is_finite_and_exact_with_a_stored_scale():
+    # ReLU DGN of width 64 and depth 1000: Lambda reaches ~32^999, far beyond float64
+    n, d_in = 5, 3
+    net = make_dgn(d_in, 64, 1000, seed=0)
+    x = _x(n, d_in, seed=2)
+    gates = [g.detach() for g in net.gates(x)]
+    assert set(np.unique(gates[0].numpy())) <= {0.0, 1.0}
+    k = neural_path_kernel(net, x)
+    assert np.all(np.isfinite(k.kernel)) and k.log_scale > 1000
+    with np.errstate(over="ignore"):
+        assert np.isinf(overlap(gates)).any()  # the plain product overflows
+    exponent = round(k.log_scale / np.log(2.0))
+    assert k.log_scale == exponent * np.log(2.0)
+    exact = _exact_overlap(gates)
+    # int / int is correctly rounded: the true overlap divided by 2^exponent
+    lam = np.array([[e / 2**exponent for e in row] for row in exact])
+    np.testing.assert_allclose(k.overlap, lam, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(k.kernel, k.input_gram * lam, rtol=1e-12, atol=0)
+    # log-domain spectrum: every diagonal entry of Lambda, against exact integer logs
+    logs = [math.log(exact[i][i]) for i in range(n)]
+    got = [math.log(k.overlap[i, i]) + k.log_scale for i in range(n)]
+    np.testing.assert_allclose(got, logs, rtol=1e-14)
+
+
+def test_shallow_npk_is_stored_unscaled_and_scaling_keeps_the_spectrum():
+    n, d_in = 6, 3
+    x = _x(n, d_in, seed=3)
+    shallow = make_dgn(d_in, 8, 4, seed=1)
+    k = neural_path_kernel(shallow, x)
+    assert k.log_scale == 0.0
+    lam = np.ones((n, n))
+    for g in shallow.gates(x):
+        lam = lam * (g.detach().numpy() @ g.detach().numpy().T)
+    np.testing.assert_array_equal(k.overlap, lam)
+    # depth 150: the true kernel still fits in float64 (~32^149 = 2^745) but is stored scaled
+    deep = make_dgn(d_in, 64, 150, seed=1)
+    k = neural_path_kernel(deep, x)
+    assert k.log_scale > 0
+    plain = x.numpy() @ x.numpy().T * overlap([g.detach() for g in deep.gates(x)])
+    assert np.all(np.isfinite(plain))
+    np.testing.assert_allclose(k.kernel * np.exp(k.log_scale), plain, rtol=1e-12)
+    np.testing.assert_allclose(
+        k.eigenvalues() * np.exp(k.log_scale), np.linalg.eigvalsh(plain), rtol=1e-10
+    )

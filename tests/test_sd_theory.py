@@ -271,3 +271,152 @@ def test_lindeberg_ratio_falls_for_spread_weights():
 def test_theory_errors(call, match):
     with pytest.raises(StochasticDepthError, match=match):
         call()
+
+
+# ----------------------------------------------------------------------------------------
+# chain_regulariser in O(L): against the former O(L^2) code and against mask enumeration
+# ----------------------------------------------------------------------------------------
+
+
+def _exclusive(m):
+    """Product over all rows but row l, by prefix and suffix products (no division)."""
+    pre = np.cumprod(np.concatenate([np.ones((1, m.shape[1])), m[:-1]]), axis=0)
+    suf = np.cumprod(np.concatenate([np.ones((1, m.shape[1])), m[::-1][:-1]]), axis=0)[::-1]
+    return pre * suf
+
+
+def _quadratic_reference(b, p, s, d, kappa, mask):
+    """The O(L^2) Hoeffding orders and unscaled Taylor loss that chain_regulariser had."""
+    from gdln.sd._masks import mask_convention
+
+    conv = mask_convention(mask)
+    B = b.reshape(b.shape[0], -1)
+    L, M = B.shape
+    var, mu = conv.variance(p)[:, None], conv.mean(p)[:, None]
+    m, one = 1.0 + kappa * mu * B, 1.0 + kappa * B
+    orders = np.zeros(L)
+    for j in range(M):
+        poly = np.array([1.0])
+        for ell in range(L):
+            poly = np.convolve(poly, [m[ell, j] ** 2, var[ell, 0] * kappa**2 * B[ell, j] ** 2])
+        orders += 0.5 * d[j] * poly[1:]
+    f1 = np.prod(one, axis=0)
+    df1 = kappa * B * _exclusive(one)
+    delta = (p - 1.0)[:, None]
+    resid = -s + d * f1
+    cross = np.zeros(M)
+    for ell in range(L):
+        rest = one.copy()
+        rest[ell] = 1.0
+        f2 = kappa**2 * B[ell] * B * _exclusive(rest)
+        f2[ell] = 0.0
+        cross += delta[ell, 0] * np.sum(f2 * delta, axis=0)
+    quad = d * np.sum(df1 * delta, axis=0) ** 2 + resid * cross
+    loss1 = -s * f1 + 0.5 * d * f1**2
+    taylor = float(np.sum(loss1 + np.sum(resid * df1 * delta, axis=0) + 0.5 * quad))
+    return orders, taylor
+
+
+def _assert_orders_close(got, ref):
+    # every order that carries more than 1e-280 of the variance: to 1e-12 relative each
+    big = ref > 1e-280 * ref.sum()
+    np.testing.assert_allclose(got[big], ref[big], rtol=1e-12, atol=0)
+    assert np.all(np.abs(got[~big]) <= 1e-280 * ref.sum())
+
+
+@pytest.mark.parametrize(
+    ("L", "scale", "zeros"),
+    [(7, 0.7, 0), (60, 1.0, 0), (300, 0.5, 0), (40, 0.8, 1), (40, 0.8, 2), (40, 0.8, 3)],
+)
+@pytest.mark.parametrize("mask", ["unscaled", "inverted"])
+def test_regulariser_matches_the_quadratic_reference(L, scale, zeros, mask):
+    rng = np.random.default_rng(L + zeros)
+    kappa = 1 / np.sqrt(L)
+    b = rng.normal(scale=scale, size=(L, 2))
+    b[rng.choice(L, zeros, replace=False), 0] = -1.0 / kappa  # factors 1 + kappa b = 0
+    p = rng.uniform(0.3, 1, L)
+    s, d = np.array([1.0, 2.0]), np.array([1.0, 0.5])
+    r = chain_regulariser(b, p, s=s, d=d, mask=mask)
+    orders, taylor = _quadratic_reference(b, p, s, d, kappa, mask)
+    _assert_orders_close(r.variance_orders, orders)
+    if mask == "unscaled":
+        assert r.average_loss_taylor == pytest.approx(taylor, rel=1e-12, abs=1e-300)
+
+
+def test_hoeffding_orders_with_vanishing_mean_factors():
+    # m_l = 1 + kappa mu_l b_l = 0 for two blocks: the polynomial shifts by two degrees
+    L, kappa = 12, 1 / np.sqrt(12)
+    rng = np.random.default_rng(8)
+    b = rng.normal(size=L)
+    p = rng.uniform(0.3, 0.9, L)
+    b[[2, 7]] = -1.0 / (kappa * p[[2, 7]])
+    r = chain_regulariser(b, p, s=1.0, d=1.0)
+    orders, _ = _quadratic_reference(b, p, np.ones(1), np.ones(1), kappa, "unscaled")
+    assert r.variance_orders[0] == 0.0
+    _assert_orders_close(r.variance_orders, orders)
+
+
+def _hoeffding_by_enumeration(b, p, kappa, mask):
+    """Order-k variance parts of f = prod_l (1 + kappa delta~_l b_l) over all 2^L masks."""
+    import itertools
+
+    from gdln.sd._masks import mask_convention
+
+    conv = mask_convention(mask)
+    L = b.size
+    values = np.stack([conv.gate_value(np.zeros(L), p), conv.gate_value(np.ones(L), p)])
+    weights = np.stack([1 - p, p])  # (2, L)
+    f = np.ones((2,) * L)
+    for ell in range(L):
+        shape = [1] * L
+        shape[ell] = 2
+        f = f * (1 + kappa * b[ell] * values[:, ell]).reshape(shape)
+
+    def conditional(keep):  # E[f | delta_keep], broadcast over the other axes
+        g = f
+        for ell in range(L):
+            if ell not in keep:
+                shape = [1] * L
+                shape[ell] = 2
+                g = np.sum(g * weights[:, ell].reshape(shape), axis=ell, keepdims=True)
+        return g
+
+    prob = np.ones((2,) * L)
+    for ell in range(L):
+        shape = [1] * L
+        shape[ell] = 2
+        prob = prob * weights[:, ell].reshape(shape)
+    orders = np.zeros(L)
+    for k in range(1, L + 1):
+        for S in itertools.combinations(range(L), k):
+            comp = sum(
+                (-1) ** (k - len(T)) * conditional(set(T))
+                for n in range(k + 1)
+                for T in itertools.combinations(S, n)
+            )
+            orders[k - 1] += 0.5 * float(np.sum(prob * comp**2))
+    return orders
+
+
+@pytest.mark.parametrize("mask", ["unscaled", "inverted"])
+def test_hoeffding_orders_match_the_anova_decomposition_over_all_masks(mask):
+    L = 6
+    rng = np.random.default_rng(9)
+    b = rng.normal(scale=1.5, size=L)
+    p = rng.uniform(0.2, 0.9, L)
+    r = chain_regulariser(b, p, s=1.0, d=1.0, mask=mask)
+    brute = _hoeffding_by_enumeration(b, p, 1 / np.sqrt(L), mask)
+    np.testing.assert_allclose(r.variance_orders, brute, rtol=1e-10)
+
+
+def test_regulariser_matches_the_quadratic_reference_when_every_order_matters():
+    # plain scaling (kappa = 1): the orders decay slowly, none is truncated away
+    rng = np.random.default_rng(10)
+    L = 200
+    b = rng.normal(size=(L, 1))
+    p = rng.uniform(0.2, 0.9, L)
+    r = chain_regulariser(b, p, s=1.0, scaling="plain")
+    orders, taylor = _quadratic_reference(b, p, np.ones(1), np.ones(1), 1.0, "unscaled")
+    assert np.count_nonzero(orders) == L
+    _assert_orders_close(r.variance_orders, orders)
+    assert r.average_loss_taylor == pytest.approx(taylor, rel=1e-12)

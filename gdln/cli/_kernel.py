@@ -159,6 +159,7 @@ def _summary_line(spectrum: gdln.kernels.KernelSpectrum) -> str:
         f"w={info['width']}, mode={info['mode']}, gate={info['gate']}): "
         f"rho_min={s['rho_min']:.4g} rho_max={s['rho_max']:.4g} trace={s['trace']:.4g} "
         f"nu={nu} [{spectrum.seconds:.2f}s]"
+        + (f" (kernel / exp({spectrum.log_scale:.6g}))" if spectrum.log_scale else "")
     )
 
 

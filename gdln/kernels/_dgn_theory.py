@@ -26,6 +26,7 @@ import numpy as np
 import sympy as sp
 import torch
 
+from .._device import resolve_device
 from ._errors import DGNSpecError
 
 __all__ = [
@@ -187,12 +188,18 @@ def draw_value_weights(
     n_samples: int,
     init: str = "bernoulli",
     generator: torch.Generator | None = None,
+    device: str | torch.device | None = None,
 ) -> tuple[torch.Tensor, ...]:
     r"""``n_samples`` independent draws of value-network weights, one ``(R, a, b)`` per layer.
 
     ``init="bernoulli"``: entries $\pm\sigma$ with probability 1/2 (Assumption 1 of DGN,
-    Assumption 5.1 of NPF/NPK); ``"gaussian"``: $N(0,\sigma^2)$.
+    Assumption 5.1 of NPF/NPK); ``"gaussian"``: $N(0,\sigma^2)$. Drawn on the generator's
+    device (the CPU without one), so a seed gives the same numbers everywhere, then moved
+    to ``device`` (default: where they were drawn).
     """
+    dev = resolve_device(device, lambda m: DGNSpecError(f"device: {m}"))
+    draw = generator.device if generator is not None else torch.device("cpu")
+    target = dev if dev is not None else draw
     if n_samples < 1:
         raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 1")
     if init not in ("bernoulli", "gaussian"):
@@ -200,13 +207,13 @@ def draw_value_weights(
     out = []
     for a, b in itertools.pairwise(widths):
         if init == "bernoulli":
-            signs = torch.randint(0, 2, (n_samples, a, b), generator=generator) * 2 - 1
-            out.append(sigma * signs.to(torch.float64))
+            signs = torch.randint(0, 2, (n_samples, a, b), generator=generator, device=draw)
+            out.append(sigma * (signs * 2 - 1).to(torch.float64))
         else:
-            out.append(
-                sigma * torch.randn(n_samples, a, b, generator=generator, dtype=torch.float64)
-            )
-    return tuple(out)
+            shape = (n_samples, a, b)
+            w = torch.randn(*shape, generator=generator, dtype=torch.float64, device=draw)
+            out.append(sigma * w)
+    return tuple(w.to(target) for w in out)
 
 
 def value_ntk_samples(
@@ -221,8 +228,9 @@ def value_ntk_samples(
     all ``R`` draws at once. ``weights[l]`` is ``(R, w_l, w_{l+1})``; ``gates[l]`` is
     ``(n, w_l)`` (the same gates for every draw) or ``(R, n, w_l)`` (one set per draw).
     """
-    xt = torch.as_tensor(np.asarray(x, dtype=float))
-    g = [torch.as_tensor(np.asarray(t, dtype=float)) for t in gates]
+    dev = weights[0].device  # everything follows the weights
+    xt = _as_float64(x, dev)
+    g = [_as_float64(t, dev) for t in gates]
     if len(g) != len(weights) - 1:
         raise DGNSpecError(
             f"gates: got {len(g)} layers, expected {len(weights) - 1} (one per hidden layer)"
@@ -231,13 +239,19 @@ def value_ntk_samples(
     zs = [xt.expand(r, *xt.shape)]
     for W, G in zip(weights[:-1], g, strict=True):
         zs.append((zs[-1] @ W) * G)
-    b = torch.ones(r, xt.shape[0], 1, dtype=torch.float64)
-    k = torch.zeros(r, xt.shape[0], xt.shape[0], dtype=torch.float64)
+    b = torch.ones(r, xt.shape[0], 1, dtype=torch.float64, device=dev)
+    k = torch.zeros(r, xt.shape[0], xt.shape[0], dtype=torch.float64, device=dev)
     for layer in range(len(weights) - 1, -1, -1):
         k += (zs[layer] @ zs[layer].transpose(1, 2)) * (b @ b.transpose(1, 2))
         if layer > 0:
             b = (b @ weights[layer].transpose(1, 2)) * g[layer - 1]
-    return k.numpy()
+    return k.cpu().numpy()
+
+
+def _as_float64(t: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    if isinstance(t, torch.Tensor):
+        return t.detach().to(device=device, dtype=torch.float64)
+    return torch.as_tensor(np.asarray(t, dtype=float), device=device)
 
 
 def sample_value_ntk(
@@ -261,7 +275,7 @@ def sample_value_ntk(
         raise DGNSpecError(f"init: got {init!r}, expected 'bernoulli' or 'gaussian'")
     xn = np.asarray(x, dtype=float)
     widths = [xn.shape[1], *(int(np.shape(t)[1]) for t in gates), 1]
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
     parts = []
     for start in range(0, n_samples, _CHUNK):
         r = min(_CHUNK, n_samples - start)
@@ -280,16 +294,17 @@ def frg_overlap_mc(
     """
     if n_samples < 2:
         raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 2")
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
     selfs, cross = [], []
     for start in range(0, n_samples, _CHUNK):
         r = min(_CHUNK, n_samples - start)
-        lam = torch.ones(r, 2, 2, dtype=torch.float64)
+        lam = torch.ones(r, 2, 2, dtype=torch.float64, device=gen.device)
         for _ in range(depth - 1):
-            g = (torch.rand(r, 2, width, generator=gen, dtype=torch.float64) < p).double()
+            u = torch.rand(r, 2, width, generator=gen, dtype=torch.float64, device=gen.device)
+            g = (u < p).double()
             lam = lam * (g @ g.transpose(1, 2))  # Lambda = prod_l G_l G_l^T (Def. 2.2)
-        selfs.append(lam[:, 0, 0].numpy())
-        cross.append(lam[:, 0, 1].numpy())
+        selfs.append(lam[:, 0, 0].cpu().numpy())
+        cross.append(lam[:, 0, 1].cpu().numpy())
     return _mc(np.concatenate(selfs)), _mc(np.concatenate(cross))
 
 
@@ -344,7 +359,7 @@ def gram_variance_by_depth(
     """
     sigma = 1.0 / math.sqrt(p * width)
     x = np.ones((2, 1))
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator(device="cpu").manual_seed(int(seed))
     diag, diag_se, off, off_se = [], [], [], []
     for d in depths:
         if d < 1:
@@ -353,7 +368,10 @@ def gram_variance_by_depth(
         for start in range(0, n_samples, _CHUNK):
             r = min(_CHUNK, n_samples - start)
             gates = [
-                (torch.rand(r, 2, width, generator=gen, dtype=torch.float64) < p).double()
+                (
+                    torch.rand(r, 2, width, generator=gen, dtype=torch.float64, device=gen.device)
+                    < p
+                ).double()
                 for _ in range(d - 1)
             ]
             weights = draw_value_weights(

@@ -263,7 +263,8 @@ def dag_ntk(graph: nx.DiGraph, X: np.ndarray | Sequence[Sequence[float]]) -> np.
     as one parameter vector and differentiated by ``torch.func.jacrev``.
     """
     chk = _check(graph)
-    x = torch.as_tensor(_check_x(chk, np.asarray(X, dtype=float)))
+    # numpy in, numpy out: the autograd check runs on the CPU whatever the default device
+    x = torch.as_tensor(_check_x(chk, np.asarray(X, dtype=float)), device="cpu")
     index = {e: k for k, e in enumerate(chk.edges)}
     preds = {v: list(graph.predecessors(v)) for v in chk.order}
 
@@ -277,8 +278,8 @@ def dag_ntk(graph: nx.DiGraph, X: np.ndarray | Sequence[Sequence[float]]) -> np.
                 h[v] = _act_torch(chk.activation[v], a)  # type: ignore[arg-type]
         return h[chk.output]
 
-    j = torch.func.jacrev(out)(torch.as_tensor(chk.weights))
-    return (j @ j.T).numpy()
+    j = torch.func.jacrev(out)(torch.as_tensor(chk.weights, device="cpu"))
+    return (j @ j.T).cpu().numpy()
 
 
 def term_counts(graph: nx.DiGraph) -> tuple[int, int]:

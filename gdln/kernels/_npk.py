@@ -62,6 +62,9 @@ __all__ = [
 #: Refuse to materialise more path entries than this (P * n or P).
 MAX_PATH_ENTRIES = 50_000_000
 
+#: Deep overlaps are rescaled (and NPK.log_scale is nonzero) beyond $2^{\pm512}$.
+_FOLD_LIMIT = 512
+
 
 def num_paths(net: AnyDGN) -> int:
     """$P = d_\\mathrm{in}\\prod_{l=1}^{d-1} w_l$, the number of input-to-output paths.
@@ -107,13 +110,13 @@ def neural_path_features(net: AnyDGN, x: torch.Tensor) -> np.ndarray:
     if isinstance(net, ConvDGN):
         return conv_path_features(net, x)
     _scalar_output(net)
-    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     gates = net.gates(x)
     _path_budget(num_paths(net) * x.shape[0], "neural_path_features")
     phi = x
     for G in gates:
         phi = (phi[:, :, None] * G[:, None, :]).reshape(x.shape[0], -1)
-    return phi.detach().numpy().T.copy()
+    return phi.detach().cpu().numpy().T.copy()
 
 
 def neural_path_value(net: AnyDGN) -> np.ndarray:
@@ -127,7 +130,7 @@ def neural_path_value(net: AnyDGN) -> np.ndarray:
         return conv_path_value(net)
     _scalar_output(net)
     _path_budget(num_paths(net), "neural_path_value")
-    return _npv_tensor(net.value).detach().numpy().copy()
+    return _npv_tensor(net.value).detach().cpu().numpy().copy()
 
 
 def _npv_tensor(value: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -148,38 +151,77 @@ def overlap(
     from one input node active for both inputs (Def. 2.2 of NPF/NPK; $\lambda_t$ of
     Sec. 1 of the DGN paper). The product form holds because a path picks its hidden
     units independently in each layer. With no hidden layer, $\Lambda=\mathbf 1\mathbf 1^\top$
-    (``n`` must then be given).
+    (``n`` must then be given). Deep products leave float64 (ReLU width 64 beyond depth
+    ~200): :func:`npk_from_gates` keeps them finite with a stored scale.
+    """
+    lam, exponent = _scaled_overlap(gates, n)
+    return np.ldexp(lam, exponent)
+
+
+def _scaled_overlap(
+    gates: Sequence[torch.Tensor] | Sequence[np.ndarray], n: int | None
+) -> tuple[np.ndarray, int]:
+    r"""$\Lambda = 2^E\,\tilde\Lambda$ with $\max|\tilde\Lambda|\le2^{512}$, in $O(\text{depth})$.
+
+    Whenever the running product's largest entry leaves $[2^{-512},2^{512}]$ it is divided
+    by that entry's power of two: exact (no rounding), so $\tilde\Lambda$ carries the same
+    digits as the plain product and stays finite at any depth; a product that never leaves
+    the range is the plain product, $E=0$.
     """
     if len(gates) == 0:
         if n is None:
             raise DGNSpecError("overlap: got no gate layers and no n, expected n")
-        return np.ones((n, n))
-    lam = None
+        return np.ones((n, n)), 0
+    lam: np.ndarray | None = None
+    exponent = 0
     for G in gates:
-        g = G.detach().numpy() if isinstance(G, torch.Tensor) else np.asarray(G, dtype=float)
+        g = _numpy(G)
         gram = g @ g.T
         lam = gram if lam is None else lam * gram
+        top = float(np.max(np.abs(lam)))
+        shift = int(np.frexp(top)[1]) if top > 0.0 and np.isfinite(top) else 0
+        if abs(shift) > _FOLD_LIMIT:  # rescale only far from 1: shallow products untouched
+            lam = np.ldexp(lam, -shift)
+            exponent += shift
     assert lam is not None
-    return lam
+    return lam, exponent
+
+
+def _numpy(t: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A float64-compatible numpy copy of a tensor on any device (or an array)."""
+    if isinstance(t, torch.Tensor):
+        return t.detach().cpu().numpy()
+    return np.asarray(t, dtype=float)
 
 
 @dataclass(frozen=True)
 class NPK:
     r"""The neural path kernel $H=\Sigma\odot\Lambda$ and its two factors.
 
+    Deep networks have overlaps beyond float64 ($w^{d-1}$ paths per input node), so
+    ``overlap`` and ``kernel`` are stored divided by $e^{\texttt{log\_scale}}$: the true
+    values are ``kernel * exp(log_scale)``, and the true eigenvalues
+    ``eigenvalues() * exp(log_scale)``. ``log_scale`` is a multiple of $\log 2$ (the
+    division is exact) and is 0 whenever the true largest overlap entry lies in
+    $[2^{-512},2^{512}]$, so shallow kernels are stored as they are.
+
     Attributes
     ----------
     input_gram
         $\Sigma = X X^\top$, ``(n, n)``.
     overlap
-        $\Lambda$, ``(n, n)`` (Def. 2.2 of NPF/NPK).
+        $\Lambda\,e^{-\texttt{log\_scale}}$, ``(n, n)`` (Def. 2.2 of NPF/NPK).
     kernel
-        $H = \Phi^\top\Phi = \Sigma\odot\Lambda$ (Lemma 2.1 of NPF/NPK).
+        $H\,e^{-\texttt{log\_scale}}$, $H = \Phi^\top\Phi = \Sigma\odot\Lambda$ (Lemma 2.1
+        of NPF/NPK).
+    log_scale
+        $\log$ of the factor divided out of ``overlap`` and ``kernel``.
     """
 
     input_gram: np.ndarray
     overlap: np.ndarray
     kernel: np.ndarray
+    log_scale: float = 0.0
 
     def __post_init__(self) -> None:
         shapes = {a.shape for a in (self.input_gram, self.overlap, self.kernel)}
@@ -188,18 +230,27 @@ class NPK:
         n, m = next(iter(shapes))
         if n != m:
             raise DGNSpecError(f"NPK: got shape ({n}, {m}), expected a square matrix")
+        if not isinstance(self.log_scale, float) or not np.isfinite(self.log_scale):
+            raise DGNSpecError(f"NPK: log_scale = {self.log_scale!r}, expected a finite float")
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of $H$, ascending."""
+        """Eigenvalues of the stored kernel, ascending (times ``exp(log_scale)``: of $H$)."""
         return np.linalg.eigvalsh(self.kernel)
 
 
 def npk_from_gates(x: torch.Tensor | np.ndarray, gates: Sequence[torch.Tensor]) -> NPK:
-    r"""$H=\Sigma\odot\Lambda$ from inputs and gates (Lemma 2.1 of NPF/NPK)."""
-    xn = x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
+    r"""$H=\Sigma\odot\Lambda$ from inputs and gates (Lemma 2.1 of NPF/NPK), at any depth.
+
+    The overlap is accumulated layer by layer with exact power-of-two rescaling
+    (:class:`NPK` explains ``log_scale``), so depth 1000-10 000 gives finite values.
+    """
+    xn = _numpy(x)
     sigma = xn @ xn.T
-    lam = overlap(gates, n=len(xn))
-    return NPK(sigma, lam, sigma * lam)
+    lam, exponent = _scaled_overlap(gates, n=len(xn))
+    top = float(np.max(np.abs(lam))) if lam.size else 0.0
+    if top == 0.0 or abs(exponent) <= _FOLD_LIMIT:
+        lam, exponent = np.ldexp(lam, exponent), 0
+    return NPK(sigma, lam, sigma * lam, float(exponent * np.log(2.0)))
 
 
 def neural_path_kernel(net: DGN, x: torch.Tensor) -> NPK:
@@ -219,7 +270,7 @@ def neural_path_kernel(net: DGN, x: torch.Tensor) -> NPK:
             "net: a ConvDGN's NPK is not Sigma . Lambda (paths share weights across "
             "positions); use conv_path_kernel(net, x)"
         )
-    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     return npk_from_gates(x, net.gates(x))
 
 
@@ -284,16 +335,16 @@ def conv_path_features(net: ConvDGN, x: torch.Tensor, *, shared: bool = True) ->
     (36, 3)
     """
     _scalar_output(net)
-    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     _path_budget(num_paths(net) * net.positions * x.shape[0], "conv_path_features")
     t = _conv_path_tensor(net, x)
     out = t.sum(dim=2) if shared else t.reshape(x.shape[0], -1)
-    return out.detach().numpy().T.copy()
+    return out.detach().cpu().numpy().T.copy()
 
 
 def _conv_npv_tensor(value: Sequence[torch.Tensor]) -> torch.Tensor:
     # t[(prefix), c]: product of the weights of the prefix ending in channel c.
-    t = torch.ones(1, 1, dtype=value[-1].dtype)
+    t = torch.ones(1, 1, dtype=value[-1].dtype, device=value[-1].device)
     for W in value[:-1]:
         t = (t[:, :, None, None] * W.permute(1, 0, 2)[None]).reshape(-1, W.shape[-1])
     return (t * value[-1][:, 0][None, :]).reshape(-1)
@@ -305,7 +356,7 @@ def conv_path_value(net: ConvDGN) -> np.ndarray:
     weights), ordered as in :func:`conv_path_features`."""
     _scalar_output(net)
     _path_budget(num_paths(net), "conv_path_value")
-    return _conv_npv_tensor(net.value).detach().numpy().copy()
+    return _conv_npv_tensor(net.value).detach().cpu().numpy().copy()
 
 
 def conv_path_kernel(net: ConvDGN, x: torch.Tensor, *, chunk: int = 64) -> np.ndarray:
@@ -319,12 +370,12 @@ def conv_path_kernel(net: ConvDGN, x: torch.Tensor, *, chunk: int = 64) -> np.nd
     NPF/NPK. Cost $O(n^2D^2(d-1)(w+|S|))$ time, $O(\texttt{chunk}\cdot nD)$ memory; $\bar P$
     (exponential in depth) never appears.
     """
-    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     gates = [g.detach() for g in net.gates(x)]
     n, shape = x.shape[0], net.image_shape
     xs = x.detach().reshape(n, *shape)
     spatial = tuple(range(2, 2 + len(shape)))
-    h = torch.zeros(n, n, dtype=x.dtype)
+    h = torch.zeros(n, n, dtype=x.dtype, device=x.device)
     shifts = list(itertools.product(*(range(v) for v in shape)))
     with torch.no_grad():
         for start in range(0, n, chunk):
@@ -343,4 +394,4 @@ def conv_path_kernel(net: ConvDGN, x: torch.Tensor, *, chunk: int = 64) -> np.nd
                     )
                     a = c * box
                 h[rows] += a.reshape(a.shape[0], n, -1).sum(dim=2)
-    return (h / net.positions**2).numpy()
+    return (h / net.positions**2).cpu().numpy()

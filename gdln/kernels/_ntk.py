@@ -135,21 +135,21 @@ def neural_tangent_kernel(net: AnyDGN, x: torch.Tensor, *, chunk_size: int | Non
     _scalar_output(net)
     if chunk_size is not None and chunk_size < 1:
         raise DGNSpecError(f"chunk_size: got {chunk_size!r}, expected an integer >= 1 or None")
-    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     if x.ndim != 2 or x.shape[1] != net.d_in:
         raise DGNSpecError(f"x: got shape {tuple(x.shape)}, expected (n, d_in={net.d_in})")
     if net.mode == "frg":
         net.gates(x)  # checks the row count
     want_feature = net.gate.differentiable and net.mode != "frg"
     jv, jf = _jacobians(net, x, want_feature, chunk_size)
-    kv = (jv @ jv.T).numpy()
+    kv = (jv @ jv.T).cpu().numpy()
     n = x.shape[0]
     if jf is None:
         kf = np.zeros((n, n))
         cross = np.zeros((n, n))
     else:
-        kf = (jf @ jf.T).numpy()
-        c = (jv @ jf.T).numpy()
+        kf = (jf @ jf.T).cpu().numpy()
+        c = (jv @ jf.T).cpu().numpy()
         cross = c + c.T
     if net.tied:
         total = kv + kf + cross
@@ -177,19 +177,19 @@ def value_ntk_layerwise(net: DGN, x: torch.Tensor) -> np.ndarray:
             "neural_tangent_kernel(net, x).value for a ConvDGN"
         )
     _scalar_output(net)
-    x = torch.as_tensor(x, dtype=net.value[0].dtype)
+    x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     gates = net.gates(x)
     with torch.no_grad():
         zs = [x]
         for W, G in zip(net.value[:-1], gates, strict=True):
             zs.append((zs[-1] @ W) * G)
-        b = torch.ones(x.shape[0], 1, dtype=x.dtype)
-        k = torch.zeros(x.shape[0], x.shape[0], dtype=x.dtype)
+        b = torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)
+        k = torch.zeros(x.shape[0], x.shape[0], dtype=x.dtype, device=x.device)
         for layer in range(net.depth - 1, -1, -1):
             k += (zs[layer] @ zs[layer].T) * (b @ b.T)
             if layer > 0:
                 b = (b @ net.value[layer].T) * gates[layer - 1]
-    return k.numpy()
+    return k.cpu().numpy()
 
 
 def value_tangent_kernel(net: AnyDGN) -> np.ndarray:
@@ -209,4 +209,4 @@ def value_tangent_kernel(net: AnyDGN) -> np.ndarray:
     npv = _conv_npv_tensor if isinstance(net, ConvDGN) else _npv_tensor
     jac = jacfwd(npv)(value)
     j = torch.cat([t.reshape(p, -1) for t in jac], dim=1)
-    return (j @ j.T).numpy()
+    return (j @ j.T).cpu().numpy()

@@ -66,6 +66,10 @@ class KernelSpectrum:
         ``strong`` and ``weak``: summands per entry of the path formula; empty otherwise.
     seconds
         Time spent computing the kernel.
+    log_scale
+        The NPK of a deep network is stored divided by $e^{\text{log\_scale}}$ so that it
+        stays finite (:class:`NPK`); the true kernel and eigenvalues are ``matrix`` and
+        ``eigenvalues`` times ``exp(log_scale)``. 0 for the other kinds and shallow NPKs.
     """
 
     kind: str
@@ -76,6 +80,7 @@ class KernelSpectrum:
     split_frobenius: Mapping[str, float] = field(default_factory=dict)
     terms: Mapping[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    log_scale: float = 0.0
 
     def __post_init__(self) -> None:
         n = self.matrix.shape[0]
@@ -100,6 +105,7 @@ class KernelSpectrum:
         """The settings, spectrum summary, every eigenvalue and ``nu``, as JSON values."""
         record: dict[str, Any] = {"kind": self.kind, **self.settings}
         record["seconds"] = self.seconds
+        record["log_scale"] = self.log_scale
         record["spectrum"] = self.summary
         record["nu"] = self.nu
         record["eigenvalues"] = [float(e) for e in self.eigenvalues]
@@ -180,7 +186,7 @@ def kernel_spectrum(
     targets = y.double() if y.dtype != torch.int64 else (y % 2).double() * 2 - 1
     net = _network(x, targets, width, depth, mode, gate, sigma, train_epochs, seed)
     start = time.perf_counter()
-    matrix, split, terms = _kernel(kind, net, x, chunk_size)
+    matrix, split, terms, log_scale = _kernel(kind, net, x, chunk_size)
     seconds = time.perf_counter() - start
     settings = {
         "dataset": dataset,
@@ -205,6 +211,7 @@ def kernel_spectrum(
         split,
         terms,
         seconds,
+        log_scale,
     )
 
 
@@ -243,14 +250,15 @@ def _network(
 
 def _kernel(
     kind: str, net: DGN, x: torch.Tensor, chunk_size: int | None
-) -> tuple[np.ndarray, dict[str, float], dict[str, int]]:
-    """The kernel matrix, the Frobenius norms of its parts, and the path formula's terms."""
+) -> tuple[np.ndarray, dict[str, float], dict[str, int], float]:
+    """The kernel matrix, the norms of its parts, the path formula's terms, the NPK's scale."""
     if kind == "npk":
-        return neural_path_kernel(net, x).kernel, {}, {}
+        npk = neural_path_kernel(net, x)
+        return npk.kernel, {}, {}, npk.log_scale
     if kind == "ntk":
         ntk = neural_tangent_kernel(net, x, chunk_size=chunk_size)
         parts = ("value", "feature", "cross", "total")
-        return ntk.total, {p: float(np.linalg.norm(getattr(ntk, p))) for p in parts}, {}
+        return ntk.total, {p: float(np.linalg.norm(getattr(ntk, p))) for p in parts}, {}, 0.0
     n_strong, n_weak = mlp_term_counts(net.widths)
     if n_strong + n_weak > MAX_H_TERMS:
         raise DGNSpecError(
@@ -259,7 +267,7 @@ def _kernel(
         )
     gram = path_gram(mlp_graph(net.widths, weights=[w.numpy() for w in net.value]), x.numpy())
     split = {"strong": float(np.linalg.norm(gram.strong)), "weak": float(np.linalg.norm(gram.weak))}
-    return gram.H, split, {"strong": gram.n_strong, "weak": gram.n_weak}
+    return gram.H, split, {"strong": gram.n_strong, "weak": gram.n_weak}, 0.0
 
 
 def _nu(matrix: np.ndarray, targets: np.ndarray) -> float | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._device import resolve_device
 from ._chain import chain_scale
 from ._checks import StochasticDepthError, check_probabilities
 from ._masks import mask_convention
@@ -65,7 +66,10 @@ class SDResNet(torch.nn.Module):
     init_gain
         Multiplies the initial standard deviation.
     generator
-        Seeds the initial weights.
+        Seeds the initial weights (drawn on the generator's device).
+    device
+        Where parameters and buffers live (``"cpu"``, ``"cuda[:k]"``); default: the
+        generator's device, else the CPU. Equivalent to ``.to(device)`` afterwards.
     """
 
     p: torch.Tensor  # survival probabilities, a buffer (moves with .to(device))
@@ -85,8 +89,10 @@ class SDResNet(torch.nn.Module):
         init_gain: float = 1.0,
         dtype: torch.dtype = torch.float32,
         generator: torch.Generator | None = None,
+        device: str | torch.device | None = None,
     ) -> None:
         super().__init__()
+        dev = resolve_device(device, lambda m: StochasticDepthError(m, key="device"))
         if activation not in ("relu", "linear"):
             raise StochasticDepthError(
                 f"activation = {activation!r}; expected 'relu' or 'linear'", key="activation"
@@ -106,13 +112,17 @@ class SDResNet(torch.nn.Module):
         self.L, self.width, self.activation, self.mask = L, width, activation, conv.name
         self.kappa = chain_scale(scaling, L)
         self.io_layers = io_layers
-        self.register_buffer("p", torch.tensor(p_arr, dtype=dtype))
+        # weights are drawn on the generator's device (the same numbers on every device)
+        # and moved to ``device``; without either, everything stays on the CPU
+        draw = generator.device if generator is not None else torch.device("cpu")
+        target = dev if dev is not None else draw
+        self.register_buffer("p", torch.tensor(p_arr, dtype=dtype, device=target))
         var = (2.0 if activation == "relu" else 1.0) / width
         std = init_gain * float(np.sqrt(var))
 
         def normal(*shape: int, scale: float) -> torch.nn.Parameter:
-            w = torch.randn(*shape, generator=generator, dtype=dtype) * scale
-            return torch.nn.Parameter(w)
+            w = torch.randn(*shape, generator=generator, dtype=dtype, device=draw) * scale
+            return torch.nn.Parameter(w.to(target))
 
         self.blocks = normal(L, width, width, scale=std)  # blocks[l] is W_{l+1}
         if io_layers:
@@ -125,7 +135,9 @@ class SDResNet(torch.nn.Module):
     ) -> torch.Tensor:
         r"""Draw gate multipliers $\tilde\delta$: ``(L,)`` or ``(n, L)`` for ``n`` masks."""
         shape = (self.L,) if n is None else (n, self.L)
-        u = torch.rand(shape, generator=generator, dtype=self.p.dtype)
+        draw = generator.device if generator is not None else self.p.device
+        u = torch.rand(shape, generator=generator, dtype=self.p.dtype, device=draw)
+        u = u.to(self.p.device)
         delta = (u < self.p).to(self.p.dtype)
         return delta if self.mask == "unscaled" else delta / self.p
 
@@ -199,12 +211,12 @@ def sd_loss_monte_carlo(
 
 def _output_gate_jacobian(model: SDResNet, x: torch.Tensor) -> torch.Tensor:
     """d y_out / d gate_l at gates = 1, shape (L, batch, d_out), by forward-mode AD."""
-    ones = torch.ones(model.L, dtype=x.dtype)
+    ones = torch.ones(model.L, dtype=x.dtype, device=x.device)
 
     def f(g: torch.Tensor) -> torch.Tensor:
         return model(x, g)
 
-    eye = torch.eye(model.L, dtype=x.dtype)
+    eye = torch.eye(model.L, dtype=x.dtype, device=x.device)
     return torch.func.vmap(lambda v: torch.func.jvp(f, (ones,), (v,))[1])(eye)
 
 
@@ -237,7 +249,7 @@ def layer_sensitivities(model: SDResNet, x: torch.Tensor, y: torch.Tensor) -> np
     $S_l=\partial\mathcal L/\partial\delta_l|_{\delta=\mathbf 1}$, the first-order drop of
     the loss when block $l$ is removed.
     """
-    gates = torch.ones(model.L, dtype=x.dtype, requires_grad=True)
+    gates = torch.ones(model.L, dtype=x.dtype, device=x.device, requires_grad=True)
     loss = _mse(model(x, gates), y)
     (grad,) = torch.autograd.grad(loss, gates)
     return grad.detach().cpu().numpy().astype(float)
@@ -287,12 +299,12 @@ def measure_gradient_growth(
     2.9 per layer instead of 2).
     """
     p_arr = np.ones(L) if p is None else np.asarray(p, dtype=float)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
     ratios = np.empty((samples, L + 1))
     for i in range(samples):
         model = SDResNet(width, width, d_out, L, p_arr, scaling=scaling, generator=gen)
-        x = torch.randn(1, width, generator=gen)
-        z = torch.randn(1, d_out, generator=gen)
+        x = torch.randn(1, width, generator=gen, device=gen.device)
+        z = torch.randn(1, d_out, generator=gen, device=gen.device)
         out, hidden = model(x, model.sample_gates(generator=gen), return_hidden=True)
         grads = torch.autograd.grad(_mse(out, z), hidden)
         norms = np.array([float((g**2).sum()) for g in grads])
@@ -343,7 +355,9 @@ def train_sd(
         if batch_size is None or batch_size >= n:
             xb, yb = x, y
         else:
-            idx = torch.randint(0, n, (batch_size,), generator=generator)
+            draw = generator.device if generator is not None else x.device
+            idx = torch.randint(0, n, (batch_size,), generator=generator, device=draw)
+            idx = idx.to(x.device)
             xb, yb = x[idx], y[idx]
         loss = _mse(model(xb, model.sample_gates(generator=generator)), yb)
         opt.zero_grad()

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import GRAPHS, run_cli
+from helpers import GRAPHS, full_loss_and_gradient, run_cli
 
 import gdln
 from gdln.cli import main
@@ -64,6 +64,27 @@ def test_simulate_writes_a_trajectory(tmp_path: Path, capsys) -> None:
     code, err = run([*argv, "--points", "3", "--no-progress", "--force", "-o", str(out)], capsys)
     assert code == 0, err
     assert len(gdln.Trajectory.load(out).t) == 3
+
+
+def test_simulate_orthogonal_init_with_a_gain(tmp_path: Path, capsys) -> None:
+    """--init-scheme orthogonal --init 0.5: every W_e = 0.5 x (semi-)orthogonal at step 0."""
+    out = tmp_path / "orth.npz"
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "0.5", "--seeds", "2"]
+    argv += ["--init-scheme", "orthogonal", "--init", "0.5", "--seed", "3"]
+    code, err = run([*argv, "--points", "2", "-o", str(out)], capsys)
+    assert code == 0, err
+    traj = gdln.Trajectory.load(out)
+    assert traj.meta["init_scheme"] == "orthogonal"
+    problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
+    drawn = gdln.simulation.initial_weights(
+        problem.graph, init_scheme="orthogonal", init=0.5, seeds=2, seed=3
+    )
+    for s in range(2):
+        for (u, v), w in drawn.items():
+            sv = traj.series[f"sv/{u}->{v}"][0, s]
+            np.testing.assert_allclose(sv[: min(w.shape[1:])], 0.5, rtol=1e-12)
+        loss, _ = full_loss_and_gradient(problem, {e: w[s] for e, w in drawn.items()})
+        assert traj.loss[0, s] == pytest.approx(loss, rel=1e-12)
 
 
 def test_simulate_decoupled_equals_reduced_map(tmp_path: Path, capsys) -> None:

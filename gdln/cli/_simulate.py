@@ -133,7 +133,8 @@ def _device(device: str) -> str | None:
     type=click.Choice([*RANDOM_SCHEMES, "decoupled"]),
     default="xavier",
     show_default=True,
-    help="xavier: sigma0 x Xavier normal; singular/orthogonal: every singular value sigma0; "
+    help="xavier: sigma0 x Xavier normal; singular: every singular value sigma0; "
+    "orthogonal: gain sigma0 x a random (semi-)orthogonal matrix (torch's orthogonal_); "
     "decoupled: the weights of Eq. (9) from the reduction, with b(0) = --init (one run; "
     "hidden bases drawn from --seed).",
 )

@@ -236,6 +236,31 @@ def test_compare_command_writes_everything(tmp_path: Path, capsys) -> None:
     assert sorted(metrics["files"]) == sorted(p.name for p in out.iterdir())
 
 
+def test_compare_line_counts_every_seed_and_never_prints_none(tmp_path: Path, capsys) -> None:
+    """A deep chain stopped early: most seeds never halve; the line says so, no None."""
+    out = tmp_path / "cmp"
+    argv = ["compare", str(GRAPHS / "chain.yaml"), "--lr", "0.05", "--t-max", "6"]
+    code, err = run([*argv, "--seeds", "5", "--points", "11", "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "None" not in err and "nan" not in err
+    metrics = json.loads((out / "metrics.json").read_text())
+    half = metrics["time_to_half_loss"]
+    per_seed = half["random_per_seed"]
+    censored = sum(t is None for t in per_seed)
+    assert len(per_seed) == 5 and censored > 5 / 2  # the case of the issue: most seeds
+    assert half["ode"] is None and "ODE > 6," in err
+    q1 = np.quantile([np.inf if t is None else t for t in per_seed], 0.25, method="inverted_cdf")
+    assert f"median > 6 (IQR {q1:.3g} to " in err
+    assert f"5 seeds, {censored} never within t_max = 6)" in err
+    random = half["random"]
+    assert (random["seeds"], random["censored"], random["median"]) == (5, censored, "> 6")
+    # the median and quartiles from their definition, censored seeds as +inf
+    times = np.array([np.inf if t is None else t for t in per_seed])
+    for key, q in (("q1", 0.25), ("median", 0.5), ("q3", 0.75)):
+        expected = np.quantile(times, q, method="inverted_cdf")
+        assert random[key] == (expected if np.isfinite(expected) else "> 6")
+
+
 def _routing_with(tmp_path: Path, settings: str) -> Path:
     """routing.yaml with its ``solve:`` section replaced by ``settings``."""
     text = (GRAPHS / "routing.yaml").read_text()

@@ -20,8 +20,10 @@ from gdln.comparison import (
     compare,
     initial_mode_strengths,
     max_relative_gap,
+    summarize_seeds,
     theory_edge_values,
 )
+from gdln.comparison._metrics import Runs, loss_metrics
 from gdln.simulation import SimulationSettings, SimulationSpecError, initial_weights, simulate
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs"
@@ -164,6 +166,70 @@ def test_time_to_half_loss_and_gap_closed_forms() -> None:
     assert max_relative_gap(t, loss + 0.3, t[::2], loss[::2]) == pytest.approx(0.1, rel=1e-12)
 
 
+def test_seed_summary_quantiles_without_censoring_are_numpy_order_statistics() -> None:
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5, 10, 11):
+        values = rng.exponential(size=n)
+        summary = summarize_seeds(list(values))
+        # the q-quantile is the order statistic x_(ceil(q n)), numpy's "inverted_cdf"
+        for q, got in ((0.25, summary.q1), (0.5, summary.median), (0.75, summary.q3)):
+            assert got == np.quantile(values, q, method="inverted_cdf")
+        assert (summary.low, summary.high, summary.seeds) == (values.min(), values.max(), n)
+        assert summary.censored == 0
+    assert summarize_seeds([1.0, 3.0, 2.0]).median == 2.0
+
+
+@pytest.mark.parametrize(
+    ("reached", "median"),
+    [
+        ([4.0, 2.0, 3.0, 1.0, 5.0], 3.0),  # none censored
+        ([4.0, 2.0, 3.0, 1.0, None], 3.0),  # one censored: still below t_max
+        ([4.0, 2.0, 3.0, None, None], 4.0),  # two of five: the third smallest is 4
+        ([4.0, 2.0, None, None, None], "> 10"),  # three of five: more than half
+        ([4.0, None, None, 2.0], 4.0),  # exactly half: 2 of 4 reached by t = 4
+        ([4.0, None, None, None], "> 10"),
+        ([None] * 4, "> 10"),
+    ],
+)
+def test_seed_summary_counts_censored_seeds_as_beyond_the_horizon(
+    reached: list[float | None], median: float | str
+) -> None:
+    """Censored seeds (never within t_max) are counted, not dropped, and sort last."""
+    summary = summarize_seeds(reached, t_max=10.0).to_json()
+    n_censored = sum(v is None for v in reached)
+    assert summary["seeds"] == len(reached) and summary["censored"] == n_censored
+    assert summary["t_max"] == 10.0
+    assert summary["median"] == median
+    # the same median from the definition: smallest t with half the seeds done by t
+    done = sorted(v for v in reached if v is not None)
+    need = int(np.ceil(len(reached) / 2))
+    assert summary["median"] == (done[need - 1] if len(done) >= need else "> 10")
+    assert summary["max"] == ("> 10" if n_censored else max(done))
+    assert "None" not in json.dumps(summary) and "null" not in json.dumps(summary)
+
+
+def _decaying_runs(rates: list[float], *, t_max: float) -> Runs:
+    """Artificial runs: L(t) = exp(-rate t) per seed; the theory decays at the first rate."""
+    t = np.linspace(0.0, t_max, 101)
+    ode = gdln.Trajectory(t=t, loss=np.exp(-rates[0] * t))
+    seeds = np.exp(-np.outer(t, rates))
+    return Runs(ode, ode, gdln.Trajectory(t=t, loss=ode.loss[:, None]), gdln.Trajectory(t, seeds))
+
+
+def test_metrics_report_seeds_that_never_halve_as_censored() -> None:
+    """Ten seeds, eight of which never halve within t_max = 10: none of them is dropped."""
+    rates = [1.0, 0.5, *[0.005 * (k + 1) for k in range(8)]]  # half at ln 2 / rate
+    half = loss_metrics(_decaying_runs(rates, t_max=10.0), source="test")["time_to_half_loss"]
+    assert half["random_per_seed"][2:] == [None] * 8
+    assert half["random_per_seed"][:2] == pytest.approx([np.log(2), 2 * np.log(2)], rel=1e-3)
+    summary = half["random"]
+    assert (summary["seeds"], summary["censored"], summary["t_max"]) == (10, 8, 10.0)
+    assert summary["median"] == "> 10" and summary["q1"] == "> 10" and summary["max"] == "> 10"
+    assert summary["min"] == pytest.approx(np.log(2), rel=1e-3)
+    # the time to half loss of the mean of what was reached (the old summary) is not reported
+    assert "random_mean" not in half
+
+
 @pytest.mark.slow
 def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 3, "K": 2, "hidden": 8})
@@ -178,7 +244,13 @@ def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
     assert metrics["decoupled_vs_map"] < 1e-10
     assert 0 < metrics["map_vs_ode"] < 0.2
     assert len(metrics["random_vs_ode_per_seed"]) == 3
-    assert metrics["random_vs_ode"] == pytest.approx(np.mean(metrics["random_vs_ode_per_seed"]))
+    gaps = metrics["random_vs_ode"]
+    assert gaps["seeds"] == 3
+    assert gaps["median"] == pytest.approx(np.median(metrics["random_vs_ode_per_seed"]))
+    assert (gaps["min"], gaps["max"]) == (
+        min(metrics["random_vs_ode_per_seed"]),
+        max(metrics["random_vs_ode_per_seed"]),
+    )
     half = metrics["time_to_half_loss"]
     assert half["ode"] == pytest.approx(time_to_half_loss(result.ode.t, result.ode.loss))
     assert half["decoupled"] == pytest.approx(half["gd_map"], rel=1e-6)

@@ -137,11 +137,15 @@ def compare(
     -------
     CompareResult
         ``metrics``: ``decoupled_vs_map`` and ``decoupled_vs_ode`` (max over time of
-        $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity's
-        mean over seeds, and ``random_vs_ode_per_seed``), ``random_mean_vs_ode`` (that
-        quantity for the seeds' mean loss), ``time_to_half_loss`` (first
-        $t$ with $L\le L(0)/2$) for each run; ``theory_init`` and ``init_b`` (edge ->
-        $b_e(0)$) say where the theory started.
+        $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity
+        over the seeds: count, median, quartiles and range, by
+        :func:`~gdln.comparison.summarize_seeds`; each seed's in
+        ``random_vs_ode_per_seed``), ``random_mean_vs_ode`` (that quantity for the seeds'
+        mean loss), ``time_to_half_loss`` (first $t$ with $L\le L(0)/2$; ``None`` if not
+        within ``t_max``) for each run, and ``time_to_half_loss["random"]``, its summary
+        over all seeds with the censored ones (never within ``t_max``) counted and
+        reported as ``"> t_max"``; ``theory_init`` and ``init_b`` (edge -> $b_e(0)$) say
+        where the theory started.
     """
     out = _check_outputs(out_dir, force=force)
     steps = _check_options(

@@ -23,6 +23,7 @@ from gdln.comparison import (
     summarize_seeds,
     theory_edge_values,
 )
+from gdln.comparison._figures import singular_value_figure
 from gdln.comparison._metrics import Runs, loss_metrics
 from gdln.simulation import SimulationSettings, SimulationSpecError, initial_weights, simulate
 
@@ -397,3 +398,89 @@ def test_default_compare_starts_theory_from_the_random_weights(
     assert abs(half["random_mean"] - half["ode"]) / half["ode"] < 0.15
     assert m["random_vs_ode"] < gap_tol
     assert m["random_mean_vs_ode"] < mean_gap_tol
+
+
+# x -> h -> y and x -> g -> y, with a second input x2 -> h: five trained edges, two inputs
+TWO_PATHWAYS_YAML = """\
+name: two_pathways
+nodes:
+  - {id: x, size: 2}
+  - {id: x2, size: 2}
+  - {id: h, size: 4, gated: true}
+  - {id: g, size: 4, gated: true}
+  - {id: y, size: 2}
+edges:
+  - {source: x, target: h}
+  - {source: x2, target: h}
+  - {source: h, target: y}
+  - {source: x, target: g}
+  - {source: g, target: y}
+task:
+  examples:
+    - {inputs: {x: [1, 0], x2: [0, 0]}, targets: {y: [2, 0]}, active: [h, g]}
+    - {inputs: {x: [0, 1], x2: [0, 0]}, targets: {y: [0, 1]}, active: [h, g]}
+    - {inputs: {x: [0, 0], x2: [1, 0]}, targets: {y: [2, 0]}, active: [h]}
+    - {inputs: {x: [0, 0], x2: [0, 1]}, targets: {y: [0, 1]}, active: [h]}
+"""
+
+
+def _runs(problem: gdln.Problem, *, lump: str = "none") -> tuple[gdln.Reduction, Runs]:
+    """Theory and both simulations of a short comparison, as :func:`compare` makes them."""
+    reduction = gdln.reduce(problem, lump=lump, init=0.1)
+    ode = gdln.solve(reduction, t_max=1.0, n_points=11)
+    settings = SimulationSettings(record_every=2, progress=False)
+    common = dict(steps=20, lr=0.05, settings=settings)
+    decoupled = simulate(
+        problem.graph,
+        problem.examples(),
+        init_scheme="given",
+        weights=reduction.decoupled_weights(),
+        bases=reduction.decoupled_bases(),
+        **common,
+    )
+    random = simulate(problem.graph, problem.examples(), seeds=2, **common)
+    return reduction, Runs(ode, ode, decoupled, random)
+
+
+METRICS = {"graph": "g", "params": {}, "init_b": {"e": 0.1}, "theory_init": "given", "lr": 0.05}
+METRICS |= {"init_scheme": "xavier", "init": 0.2}
+
+
+def test_singular_value_figure_draws_every_trained_edge(tmp_path: Path) -> None:
+    """Both pathways and the second input's edge: one panel per edge (or orbit), all of them."""
+    path = tmp_path / "two_pathways.yaml"
+    path.write_text(TWO_PATHWAYS_YAML)
+    problem = gdln.load(path)
+    reduction, runs = _runs(problem)
+    fig, panels = singular_value_figure(METRICS, reduction, runs)
+    drawn = [e for panel in panels for e in panel.edges]
+    assert sorted(drawn) == sorted(map(tuple, problem.graph.edges))  # each edge once
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == len(panels) == 5
+    for ax, panel in zip(visible, panels, strict=True):
+        assert edge_name(panel.edges[0]) in ax.get_title()
+        theory = {line.get_gid() for line in ax.get_lines() if line.get_gid()}
+        assert theory == {f"theory mode {m}" for m in panel.modes}
+        assert list(panel.modes) == reduction.edge_bases(panel.edges[0])[2]
+
+
+def test_singular_value_figure_keeps_each_mode_through_a_crossing(tmp_path: Path) -> None:
+    """Two modes of one edge that cross are drawn each as its own continuous curve."""
+    problem = gdln.load(GRAPHS / "crosspath.yaml")
+    reduction, runs = _runs(problem)
+    system = reduction.systems[0]
+    variable, (edge, *_) = next((v, es) for v, es in system.edges.items() if len(system.modes) > 1)
+    t = runs.ode.t
+    crossing = np.column_stack([t, t[-1] - t, *[t * 0 + 0.1] * (len(system.modes) - 2)])
+    ode = gdln.Trajectory(t, runs.ode.loss, {**runs.ode.series, str(variable): crossing})
+    fig, panels = singular_value_figure(
+        METRICS, reduction, Runs(ode, ode, runs.decoupled, runs.random)
+    )
+    ax = [a for a, p in zip(fig.axes, panels, strict=False) if tuple(edge) in p.edges][0]
+    panel = next(p for p in panels if tuple(edge) in p.edges)
+    lines = {line.get_gid(): line for line in ax.get_lines() if line.get_gid()}
+    for a, mode in enumerate(panel.modes[:2]):
+        y = lines[f"theory mode {mode}"].get_ydata()
+        np.testing.assert_array_equal(y, crossing[:, system.modes.index(mode)])
+    first, second = (lines[f"theory mode {m}"].get_ydata() for m in panel.modes[:2])
+    assert (first[0] - second[0]) * (first[-1] - second[-1]) < 0  # they do cross

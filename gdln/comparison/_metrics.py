@@ -27,6 +27,8 @@ DEFINITIONS: Mapping[str, str] = {
     "random_mean_vs_ode": "max_t |mean over seeds of L_sim(t) - L_ode(t)| / L(0)",
     "theory_init": "auto: b_e(0) read off the random initial weights "
     "(gdln.comparison.initial_mode_strengths); file: solve.init; given: a number",
+    "modes": "edge -> the reduction's numbers of the modes it carries (Reduction.edge_bases), "
+    "as in the figures' legends and in gdln reduce's text",
     "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation; null "
     "(one run) or '> t_max' (a quantile over seeds) where not reached within t_max",
     "time_to_half_loss.random": f"over all seeds, censored ones (never within t_max) "

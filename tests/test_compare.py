@@ -476,10 +476,10 @@ def test_singular_value_figure_keeps_each_mode_through_a_crossing(tmp_path: Path
     fig, panels = singular_value_figure(
         METRICS, reduction, Runs(ode, ode, runs.decoupled, runs.random)
     )
-    ax = [a for a, p in zip(fig.axes, panels, strict=False) if tuple(edge) in p.edges][0]
+    ax = next(a for a, p in zip(fig.axes, panels, strict=False) if tuple(edge) in p.edges)
     panel = next(p for p in panels if tuple(edge) in p.edges)
     lines = {line.get_gid(): line for line in ax.get_lines() if line.get_gid()}
-    for a, mode in enumerate(panel.modes[:2]):
+    for mode in panel.modes[:2]:
         y = lines[f"theory mode {mode}"].get_ydata()
         np.testing.assert_array_equal(y, crossing[:, system.modes.index(mode)])
     first, second = (lines[f"theory mode {m}"].get_ydata() for m in panel.modes[:2])

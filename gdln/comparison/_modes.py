@@ -68,7 +68,8 @@ def edge_orbits(reduction: Any, edges: Sequence[Edge]) -> list[tuple[Edge, ...]]
             for e in members:
                 key_of.setdefault(tuple(e), []).append((k, str(variable)))
     groups: dict[Any, list[Edge]] = {}
-    for e in map(tuple, edges):
+    for u, v in edges:
+        e = (u, v)
         key = tuple(sorted(key_of.get(e, []))) or ("alone", e)
         groups.setdefault(key, []).append(e)
     return [tuple(group) for group in groups.values()]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import GRAPHS, run_cli
+from helpers import GRAPHS, full_loss_and_gradient, run_cli
 
 import gdln
 from gdln.cli import main
@@ -64,6 +64,27 @@ def test_simulate_writes_a_trajectory(tmp_path: Path, capsys) -> None:
     code, err = run([*argv, "--points", "3", "--no-progress", "--force", "-o", str(out)], capsys)
     assert code == 0, err
     assert len(gdln.Trajectory.load(out).t) == 3
+
+
+def test_simulate_orthogonal_init_with_a_gain(tmp_path: Path, capsys) -> None:
+    """--init-scheme orthogonal --init 0.5: every W_e = 0.5 x (semi-)orthogonal at step 0."""
+    out = tmp_path / "orth.npz"
+    argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "0.5", "--seeds", "2"]
+    argv += ["--init-scheme", "orthogonal", "--init", "0.5", "--seed", "3"]
+    code, err = run([*argv, "--points", "2", "-o", str(out)], capsys)
+    assert code == 0, err
+    traj = gdln.Trajectory.load(out)
+    assert traj.meta["init_scheme"] == "orthogonal"
+    problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
+    drawn = gdln.simulation.initial_weights(
+        problem.graph, init_scheme="orthogonal", init=0.5, seeds=2, seed=3
+    )
+    for s in range(2):
+        for (u, v), w in drawn.items():
+            sv = traj.series[f"sv/{u}->{v}"][0, s]
+            np.testing.assert_allclose(sv[: min(w.shape[1:])], 0.5, rtol=1e-12)
+        loss, _ = full_loss_and_gradient(problem, {e: w[s] for e, w in drawn.items()})
+        assert traj.loss[0, s] == pytest.approx(loss, rel=1e-12)
 
 
 def test_simulate_decoupled_equals_reduced_map(tmp_path: Path, capsys) -> None:
@@ -213,6 +234,31 @@ def test_compare_command_writes_everything(tmp_path: Path, capsys) -> None:
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["decoupled_vs_map"] < 1e-10
     assert sorted(metrics["files"]) == sorted(p.name for p in out.iterdir())
+
+
+def test_compare_line_counts_every_seed_and_never_prints_none(tmp_path: Path, capsys) -> None:
+    """A deep chain stopped early: most seeds never halve; the line says so, no None."""
+    out = tmp_path / "cmp"
+    argv = ["compare", str(GRAPHS / "chain.yaml"), "--lr", "0.05", "--t-max", "6"]
+    code, err = run([*argv, "--seeds", "5", "--points", "11", "-o", str(out)], capsys)
+    assert code == 0, err
+    assert "None" not in err and "nan" not in err
+    metrics = json.loads((out / "metrics.json").read_text())
+    half = metrics["time_to_half_loss"]
+    per_seed = half["random_per_seed"]
+    censored = sum(t is None for t in per_seed)
+    assert len(per_seed) == 5 and censored > 5 / 2  # the case of the issue: most seeds
+    assert half["ode"] is None and "ODE > 6," in err
+    q1 = np.quantile([np.inf if t is None else t for t in per_seed], 0.25, method="inverted_cdf")
+    assert f"median > 6 (IQR {q1:.3g} to " in err
+    assert f"5 seeds, {censored} never within t_max = 6)" in err
+    random = half["random"]
+    assert (random["seeds"], random["censored"], random["median"]) == (5, censored, "> 6")
+    # the median and quartiles from their definition, censored seeds as +inf
+    times = np.array([np.inf if t is None else t for t in per_seed])
+    for key, q in (("q1", 0.25), ("median", 0.5), ("q3", 0.75)):
+        expected = np.quantile(times, q, method="inverted_cdf")
+        assert random[key] == (expected if np.isfinite(expected) else "> 6")
 
 
 def _routing_with(tmp_path: Path, settings: str) -> Path:

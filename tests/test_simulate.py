@@ -477,6 +477,28 @@ def test_singular_init_has_all_singular_values_sigma0() -> None:
             np.testing.assert_allclose(np.linalg.svd(w, compute_uv=False), 0.3, rtol=1e-12)
 
 
+@pytest.mark.parametrize(("rows", "cols"), [(7, 3), (3, 7), (5, 5)])
+def test_orthogonal_init_is_gain_times_orthogonal(rows: int, cols: int) -> None:
+    """W^T W = gain^2 I (tall or square) or W W^T = gain^2 I (wide), the same draw per seed."""
+    g = nx.DiGraph()
+    g.add_node("x", size=cols)
+    g.add_node("y", size=rows)
+    g.add_edge("x", "y")
+    gain = 0.7
+    w = initial_weights(g, init_scheme="orthogonal", init=gain, seeds=3, seed=4)[("x", "y")]
+    assert w.shape == (3, rows, cols)
+    k = min(rows, cols)
+    for m in w:
+        gram = m.T @ m if rows >= cols else m @ m.T
+        np.testing.assert_allclose(gram, gain**2 * np.eye(k), rtol=0, atol=1e-12)
+    again = initial_weights(g, init_scheme="orthogonal", init=gain, seeds=[5], seed=0)
+    np.testing.assert_array_equal(again[("x", "y")][0], w[1])  # seed 5 is repetition 1
+    assert not np.allclose(w[0], w[1])
+    assert not np.allclose(
+        w[0], initial_weights(g, init_scheme="singular", init=gain, seed=4)[("x", "y")][0]
+    )
+
+
 def test_xavier_init_variance() -> None:
     g = nx.DiGraph()
     g.add_node("x", size=300)

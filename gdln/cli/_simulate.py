@@ -133,7 +133,8 @@ def _device(device: str) -> str | None:
     type=click.Choice([*RANDOM_SCHEMES, "decoupled"]),
     default="xavier",
     show_default=True,
-    help="xavier: sigma0 x Xavier normal; singular/orthogonal: every singular value sigma0; "
+    help="xavier: sigma0 x Xavier normal; singular: every singular value sigma0; "
+    "orthogonal: gain sigma0 x a random (semi-)orthogonal matrix (torch's orthogonal_); "
     "decoupled: the weights of Eq. (9) from the reduction, with b(0) = --init (one run; "
     "hidden bases drawn from --seed).",
 )
@@ -390,11 +391,22 @@ def compare(
             ),
             force=True,
         )
-    m = result.metrics
-    half = m["time_to_half_loss"]
-    click.echo(
-        f"wrote {folder}: decoupled vs map {m['decoupled_vs_map']:.2e}, random vs ODE "
-        f"{m['random_vs_ode']:.3g} (fraction of L(0)); time to half loss: ODE {half['ode']}, "
-        f"random mean {half['random_mean']} tau",
-        err=True,
+    click.echo(f"wrote {folder}\n{_compare_summary(result.metrics)}", err=True)
+
+
+def _compare_summary(m: Any) -> str:
+    """The metrics of ``compare`` in three lines; every seed counted, censored as > t_max."""
+    half, t_max = m["time_to_half_loss"], m["t_max"]
+    gaps = gdln.comparison.summarize_seeds(m["random_vs_ode_per_seed"])
+    times = gdln.comparison.summarize_seeds(half["random_per_seed"], t_max=t_max)
+
+    def time(value: float | None) -> str:
+        return f"> {t_max:g}" if value is None else f"{value:.3g}"
+
+    return (
+        f"  max loss gap, fraction of L(0): decoupled vs GD map {m['decoupled_vs_map']:.1e}, "
+        f"random vs ODE {gaps.text()}\n"
+        f"  time to half loss (tau): ODE {time(half['ode'])}, GD map {time(half['gd_map'])}, "
+        f"decoupled {time(half['decoupled'])}\n"
+        f"  time to half loss (tau), random: {times.text()}"
     )

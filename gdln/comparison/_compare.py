@@ -33,7 +33,7 @@ from .._edge import Edge, edge_name
 from ..reduction import Reduction, reduce
 from ..simulation import INITS, SimulationSettings, SimulationSpecError, initial_weights, simulate
 from ..solution import Trajectory, solve
-from ._figures import plot_loss, plot_singular_values
+from ._figures import plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
 
@@ -137,11 +137,16 @@ def compare(
     -------
     CompareResult
         ``metrics``: ``decoupled_vs_map`` and ``decoupled_vs_ode`` (max over time of
-        $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity's
-        mean over seeds, and ``random_vs_ode_per_seed``), ``random_mean_vs_ode`` (that
-        quantity for the seeds' mean loss), ``time_to_half_loss`` (first
-        $t$ with $L\le L(0)/2$) for each run; ``theory_init`` and ``init_b`` (edge ->
-        $b_e(0)$) say where the theory started.
+        $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity
+        over the seeds: count, median, quartiles and range, by
+        :func:`~gdln.comparison.summarize_seeds`; each seed's in
+        ``random_vs_ode_per_seed``), ``random_mean_vs_ode`` (that quantity for the seeds'
+        mean loss), ``time_to_half_loss`` (first $t$ with $L\le L(0)/2$; ``None`` if not
+        within ``t_max``) for each run, and ``time_to_half_loss["random"]``, its summary
+        over all seeds with the censored ones (never within ``t_max``) counted and
+        reported as ``"> t_max"``; ``theory_init`` and ``init_b`` (edge -> $b_e(0)$) say
+        where the theory started; ``modes`` (edge -> the reduction's numbers of the
+        modes it carries) is the numbering of the figure's legends and the text report.
     """
     out = _check_outputs(out_dir, force=force)
     steps = _check_options(
@@ -179,6 +184,10 @@ def compare(
         "init": float(init),
         "seeds": list(random.meta["seeds"]),
         "lump": lump,
+        "modes": {
+            edge_name(e): [int(a) for a in reduction.edge_bases(e, seed=seed)[2]]
+            for e in trained_edges(problem.graph)
+        },
         "dtype": base.dtype,
         "device": decoupled.meta["device"],
         **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),

@@ -6,7 +6,8 @@ matplotlib is imported when a figure is made, not with this module.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,16 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from ._metrics import Runs
-from ._modes import theory_edge_values
+from ._modes import edge_orbits, theory_edge_values
 
-__all__ = ["plot_loss", "plot_singular_values", "save_figure"]
+__all__ = [
+    "Panel",
+    "plot_loss",
+    "plot_singular_values",
+    "save_figure",
+    "singular_value_figure",
+    "trained_edges",
+]
 
 
 def save_figure(
@@ -98,81 +106,121 @@ def plot_loss(out: Path, metrics: Mapping[str, Any], runs: Runs) -> list[Path]:
     return save_figure(fig, out, "loss")
 
 
+@dataclass(frozen=True)
+class Panel:
+    """One panel of ``singular_values.png``.
+
+    Attributes
+    ----------
+    edges
+        The trained edges it draws: one edge, or a lumped variable's orbit (edges with one
+        theory curve).
+    modes
+        The reduction's numbers of the modes those edges carry (as in
+        ``Reduction.edge_bases``, the text report and ``metrics.json``'s ``modes``); empty
+        where the reduction has no variable for the edges.
+    """
+
+    edges: tuple[Edge, ...]
+    modes: tuple[int, ...]
+
+
 def plot_singular_values(
     out: Path, metrics: Mapping[str, Any], reduction: Any, runs: Runs
 ) -> list[Path]:
-    """``singular_values.png``/``.svg``: the modes' strengths against time (Fig. 4f).
+    """``singular_values.png``/``.svg``: the modes' strengths against time (Fig. 4f)."""
+    fig, _ = singular_value_figure(metrics, reduction, runs)
+    return save_figure(fig, out, "singular_values")
 
-    One panel per depth of edge, so that edges with equal theory curves stay visible.
+
+def trained_edges(graph: nx.DiGraph) -> list[Edge]:
+    r"""The graph's edges that learn (all but the fixed ones, $W_e = c\,I$)."""
+    return [tuple(e) for e in graph.edges if graph.edges[e].get("fixed") is None]
+
+
+def singular_value_figure(
+    metrics: Mapping[str, Any], reduction: Any, runs: Runs
+) -> tuple[Any, list[Panel]]:
+    r"""The figure of ``singular_values.png`` and the panels it drew, one per orbit.
+
+    Every trained edge is drawn: one panel per edge or per orbit of a lumped variable, in
+    a grid. Each mode keeps its identity over time: the theory's $b_e^\alpha(t)$ (Eq. 9)
+    and the decoupled run's projection on the same mode vectors are drawn mode by mode,
+    never sorted by value, so curves that cross stay continuous; the random runs' singular
+    values (which have no mode identity) are drawn in rank order, median and quartiles
+    over the seeds and the orbit's edges.
     """
+    theory = theory_edge_values(reduction, runs.ode)
+    panels = [
+        Panel(group, tuple(reduction.edge_bases(group[0])[2]) if group[0] in theory else ())
+        for group in edge_orbits(reduction, trained_edges(reduction.problem.graph))
+    ]
+    ncols = min(4, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig = _figure((3.4 * max(ncols, 2), 3.0 * nrows + 1.2))
+    axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
+    for ax, panel in zip(axes, panels, strict=False):
+        _draw_panel(ax, panel, theory, runs)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    axes[0].set_ylabel("mode strength $b_e^\\alpha$ / singular values")
+    axes[0].legend(fontsize=7, ncol=1)
+    fig.suptitle(_title(metrics), fontsize=9)
+    return fig, panels
+
+
+_COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
+_STYLES: tuple[Any, ...] = ("-", (0, (6, 2)), (0, (3, 3)), (3, (3, 3)), (0, (1, 1)), (1, (1, 1)))
+
+
+def _draw_panel(ax: Any, panel: Panel, theory: Mapping[Edge, np.ndarray], runs: Runs) -> None:
+    """One orbit: random singular values by rank, then theory and decoupled run by mode."""
     ode, decoupled, random = runs.ode, runs.decoupled, runs.random
-    graph = reduction.problem.graph
-    theory = theory_edge_values(reduction, ode)
-    edges = _plot_edges(graph, [tuple(e) for e in graph.edges if tuple(e) in theory])
-    colours = ["tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
-    styles: list[Any] = ["-", (0, (6, 2)), (0, (3, 3)), (3, (3, 3)), (0, (1, 1)), (1, (1, 1))]
-    fig = _figure((3.3 * max(len(edges), 2), 4.2))
-    axes = fig.subplots(1, len(edges), sharey=True, squeeze=False)[0]
+    names = [edge_name(e) for e in panel.edges]
+    k = len(panel.modes) or random.series[f"sv/{names[0]}"].shape[2]
+    pooled = np.concatenate([random.series[f"sv/{n}"][:, :, :k] for n in names], axis=1)
+    q1, median, q3 = np.percentile(pooled, [25, 50, 75], axis=1)
+    for r in range(k):
+        ax.fill_between(random.t, q1[:, r], q3[:, r], color="tab:red", alpha=0.12, lw=0)
+        ax.plot(
+            random.t,
+            median[:, r],
+            ":",
+            color="tab:red",
+            lw=1.2,
+            label="random init: singular values by rank, median and IQR" if r == 0 else None,
+        )
     step = max(1, len(decoupled.t) // 25)
-    for ax, edge in zip(axes, edges, strict=True):
-        name = edge_name(edge)
-        sv_theory = np.sort(np.abs(theory[edge]), axis=1)[:, ::-1]
-        k = sv_theory.shape[1]
-        sv_random = random.series[f"sv/{name}"][:, :, :k]
-        mean, std = sv_random.mean(1), sv_random.std(1)
-        for a in range(k):
-            colour = colours[a % len(colours)]
-            ax.plot(  # a line style per mode too: degenerate modes share a theory curve
-                ode.t,
-                sv_theory[:, a],
-                color=colour,
-                lw=2,
-                ls=styles[a % len(styles)],
-                label=f"mode {a + 1}: theory",
-            )
-            ax.fill_between(
-                random.t,
-                mean[:, a] - std[:, a],
-                mean[:, a] + std[:, a],
-                color=colour,
-                alpha=0.15,
-                lw=0,
-            )
-            ax.plot(
-                random.t,
-                mean[:, a],
-                ":",
-                color=colour,
-                lw=1.5,
-                label="random init, mean ± sd" if a == 0 else None,
-            )
+    for a, mode in enumerate(panel.modes):
+        colour, style = _COLOURS[mode % len(_COLOURS)], _STYLES[mode % len(_STYLES)]
+        ax.plot(  # a line style per mode too: degenerate modes share a theory curve
+            ode.t,
+            theory[panel.edges[0]][:, a],
+            color=colour,
+            lw=2,
+            ls=style,
+            label=f"mode {mode}: theory (Eq. 10)",
+            gid=f"theory mode {mode}",
+        )
+        for i, n in enumerate(names):
             ax.plot(
                 decoupled.t[::step],
-                decoupled.series[f"sv/{name}"][::step, 0, a],
+                decoupled.series[f"proj/{n}"][::step, 0, a],
                 "o",
                 color=colour,
                 ms=3,
                 mfc="none",
-                label="decoupled init" if a == 0 else None,
+                label="decoupled init, b_e of each mode" if a == 0 and i == 0 else None,
             )
-        ax.set_title(f"edge {name}", fontsize=9)
-        ax.set_xlabel(r"time $t/\tau$ (lr $\times$ step)")
-    axes[0].set_ylabel("singular values of $W_e$ (one colour per mode)")
-    axes[0].legend(fontsize=7, ncol=1)
-    fig.suptitle(_title(metrics), fontsize=9)
-    return save_figure(fig, out, "singular_values")
+    ax.set_title(_panel_title(names, bool(panel.modes)), fontsize=8)
+    ax.set_xlabel(r"time $t/\tau$ (lr $\times$ step)")
 
 
-def _plot_edges(graph: nx.DiGraph, edges: Sequence[Edge]) -> list[Edge]:
-    """One representative edge per depth of its target (input layer, hidden, output...)."""
-    depth: dict[Hashable, int] = {}
-    for v in nx.topological_sort(graph):
-        preds = list(graph.predecessors(v))
-        depth[v] = 1 + max(depth[u] for u in preds) if preds else 0
-    chosen: dict[int, Edge] = {}
-    for e in edges:
-        chosen.setdefault(depth[e[1]], e)
-    return [chosen[d] for d in sorted(chosen)]
+def _panel_title(names: Sequence[str], has_theory: bool) -> str:
+    """The edges of a panel: all of them, or first and last of a long orbit, and the count."""
+    shown = ", ".join(names) if len(names) <= 3 else f"{names[0]}, ..., {names[-1]}"
+    title = f"edge {shown}" if len(names) == 1 else f"{len(names)} edges: {shown}"
+    return title if has_theory else f"{title} (no theory variable)"
 
 
 def _title(metrics: Mapping[str, Any]) -> str:

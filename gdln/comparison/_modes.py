@@ -9,7 +9,7 @@ the theory can start where a random initialisation does.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -18,7 +18,7 @@ import numpy as np
 from .._edge import Edge
 from ..solution._trajectory import Trajectory
 
-__all__ = ["initial_mode_strengths", "theory_edge_values"]
+__all__ = ["edge_orbits", "initial_mode_strengths", "theory_edge_values"]
 
 _EdgeBases = tuple[np.ndarray, np.ndarray, list[int]]
 """``Reduction.edge_bases``: left and right mode vectors and the modes they belong to."""
@@ -53,6 +53,26 @@ def theory_edge_values(reduction: Any, trajectory: Trajectory) -> dict[Edge, np.
         if all(s in cols for s in slots) and slots:
             out[edge] = np.column_stack([cols[s] for s in slots])
     return out
+
+
+def edge_orbits(reduction: Any, edges: Sequence[Edge]) -> list[tuple[Edge, ...]]:
+    """Group ``edges`` by the reduced variables they share (a lumped variable's orbit).
+
+    Two edges fall together when they carry the same variable in every system of the
+    reduction, so their theory curves are one; an edge that carries none stands alone.
+    Groups and their edges keep the order of ``edges``.
+    """
+    key_of: dict[Edge, list[tuple[int, str]]] = {}
+    for k, system in enumerate(reduction.systems):
+        for variable, members in system.edges.items():
+            for e in members:
+                key_of.setdefault(tuple(e), []).append((k, str(variable)))
+    groups: dict[Any, list[Edge]] = {}
+    for u, v in edges:
+        e = (u, v)
+        key = tuple(sorted(key_of.get(e, []))) or ("alone", e)
+        groups.setdefault(key, []).append(e)
+    return [tuple(group) for group in groups.values()]
 
 
 def initial_mode_strengths(

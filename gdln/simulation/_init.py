@@ -45,10 +45,26 @@ def _draw_singular(rng: np.random.Generator, rows: int, cols: int, scale: float)
     return scale * _haar_columns(rng, rows, k) @ _haar_columns(rng, cols, k).T
 
 
+def _draw_orthogonal(rng: np.random.Generator, rows: int, cols: int, gain: float) -> np.ndarray:
+    r"""A random (semi-)orthogonal matrix times the gain $g$ (``init``).
+
+    $W^\top W = g^2 I$, or $W W^\top = g^2 I$ when the matrix is wide.
+
+    The algorithm of ``torch.nn.init.orthogonal_``, the authors' default for the full
+    network: QR of a standard normal ``(max, min)`` matrix, columns' signs fixed by
+    $\operatorname{sign}\operatorname{diag} R$ (so Haar distributed), transposed when
+    ``rows < cols``.
+    """
+    wide = rows < cols
+    q, r = np.linalg.qr(rng.normal(size=(cols, rows) if wide else (rows, cols)))
+    q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+    return gain * (q.T if wide else q)
+
+
 DRAWS: Mapping[str, Callable[[np.random.Generator, int, int, float], np.ndarray] | None] = {
     "xavier": _draw_xavier,
     "singular": _draw_singular,
-    "orthogonal": _draw_singular,
+    "orthogonal": _draw_orthogonal,
     "given": None,
 }
 """The schemes of :data:`~gdln.simulation.INITS` by the same names; ``None``: given weights."""
@@ -72,7 +88,7 @@ def initial_weights(
         A random scheme of :data:`~gdln.simulation.INITS`: ``"xavier"``, ``"singular"`` or
         ``"orthogonal"``.
     init
-        The initial scale $\sigma_0$.
+        The initial scale $\sigma_0$ (for ``"orthogonal"``: the gain).
     seeds, seed
         As in :func:`gdln.simulate`.
 

@@ -18,7 +18,9 @@ INITS: Mapping[str, str] = MappingProxyType(
     {
         "xavier": "Xavier-normal entries times the initial scale sigma0 (Fig. 4e: sigma0 = 0.2)",
         "singular": "random orthonormal factors, every singular value = sigma0",
-        "orthogonal": "alias of 'singular'",
+        "orthogonal": "a random (semi-)orthogonal matrix times the gain sigma0, "
+        "W^T W = sigma0^2 I (W W^T if wide), as torch.nn.init.orthogonal_: the authors' "
+        "default for the full network",
         "given": "explicit weights, e.g. the decoupled ones of Eq. (9) from "
         "Reduction.decoupled_weights",
     }

@@ -35,10 +35,10 @@ class GroupRows:
     r: int
     rows: torch.Tensor  # (k r,) the example of each slot
     gate: torch.Tensor  # (k, r, 1) the edge gate g_q there, 0 on padding
-    sources: tuple[str, ...]  # the distinct sources, in order
+    sources: tuple[Hashable, ...]  # the distinct sources, in order
     source_index: torch.Tensor  # (k r,) slot -> row of the sources stacked (m n, |s|)
     constant: torch.Tensor | None  # (k, r, |s|) g_q h_s, when every source is an input
-    targets: tuple[str, ...]  # the distinct targets, in order
+    targets: tuple[Hashable, ...]  # the distinct targets, in order
     target_index: torch.Tensor  # (k r,) slot -> row of the targets stacked (m n, |t|)
     y: torch.Tensor | None  # (k, r, |t|) the targets' data, for a group into outputs
 
@@ -164,7 +164,7 @@ def _group_rows(
     sources = tuple(dict.fromkeys(plan.edges[i][0] for i in edges))
     targets = tuple(dict.fromkeys(plan.edges[i][1] for i in edges))
 
-    def stacked_index(nodes: tuple[str, ...], end: int) -> torch.Tensor:
+    def stacked_index(nodes: tuple[Hashable, ...], end: int) -> torch.Tensor:
         slot = torch.as_tensor(
             [nodes.index(plan.edges[i][end]) for i in edges], dtype=torch.int64, device=device
         )
@@ -173,9 +173,9 @@ def _group_rows(
     constant = None
     if all(u in x for u in sources):
         h = [x[u] if u not in node_gates else x[u] * node_gates[u][:, None] for u in sources]
-        src = torch.stack(h)[torch.as_tensor(
-            [sources.index(plan.edges[i][0]) for i in edges], device=device
-        )]
+        src = torch.stack(h)[
+            torch.as_tensor([sources.index(plan.edges[i][0]) for i in edges], device=device)
+        ]
         constant = src[torch.arange(len(edges), device=device)[:, None], index] * gate[..., None]
     y_rows = None
     if not group.into:

@@ -88,7 +88,7 @@ class _Pass:
         g = self.data.edge_gates.get(i)
         return a if g is None else a * self.pick(g).unsqueeze(-1)
 
-    def act(self, v: str) -> torch.Tensor:
+    def act(self, v: Hashable) -> torch.Tensor:
         """$h_v$, built now for an input node read for the first time."""
         if v not in self.h:
             hv = self.pick(self.data.x[v])

@@ -164,7 +164,7 @@ class SparseGroup:
     """
 
     edges: tuple[int, ...]
-    node: str
+    node: Hashable
     into: bool
 
 
@@ -174,7 +174,7 @@ def sparse_groups(plan: Plan, sparse_outputs: tuple[str, ...]) -> tuple[SparseGr
     An edge into a sparse output joins the group of its source (and its shape); any
     other sparse edge joins the group of its target (and its shape).
     """
-    keyed: dict[tuple[str, bool, int, int], list[int]] = {}
+    keyed: dict[tuple[Hashable, bool, int, int], list[int]] = {}
     for v in plan.order:
         for i in plan.sparse_into[v]:
             u = plan.edges[i][0]

@@ -104,7 +104,7 @@ class RandomGates:
             if slots[0][1] is None:
                 factor = edge[:, :, slots[0][0], None, None]
             else:
-                order = [i for i, _ in sorted(slots, key=lambda item: item[1])]
+                order = [i for i, _ in sorted(slots, key=lambda item: item[1] or 0)]
                 factor = edge[:, :, order, None, None]
             out[b] = torch.as_tensor(factor, dtype=self.dtype, device=self.device)
         return out

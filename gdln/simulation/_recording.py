@@ -120,7 +120,9 @@ class Recorder:
         flat = torch.cat([t.detach().to(torch.float64).flatten() for _, t in series])
         host = flat.cpu().numpy()
         sizes = np.cumsum([t.numel() for _, t in series])[:-1]
-        arrays = [a.reshape(t.shape) for a, (_, t) in zip(np.split(host, sizes), series, strict=True)]
+        arrays = [
+            a.reshape(t.shape) for a, (_, t) in zip(np.split(host, sizes), series, strict=True)
+        ]
         if divergence is not None:
             divergence.raise_if_bad(arrays[-2], arrays[-1])
         self.steps.append(step)

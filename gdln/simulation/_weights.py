@@ -30,7 +30,6 @@ class Weights:
         groups: dict[tuple[int, ...], int],
     ) -> None:
         self.blocks, self.where, self.groups = list(blocks), tuple(where), groups
-        self._edges: list[torch.Tensor] | None = None
 
     @classmethod
     def of_edges(cls, weights: Sequence[torch.Tensor]) -> Weights:
@@ -38,9 +37,7 @@ class Weights:
         return cls(weights, [(i, None) for i in range(len(weights))], {})
 
     @classmethod
-    def stacked(
-        cls, weights: Sequence[torch.Tensor], groups: Sequence[tuple[int, ...]]
-    ) -> Weights:
+    def stacked(cls, weights: Sequence[torch.Tensor], groups: Sequence[tuple[int, ...]]) -> Weights:
         """New leaf blocks (requiring gradients) holding ``weights``, ``groups`` stacked."""
         grouped = {i for g in groups for i in g}
         blocks: list[torch.Tensor] = []
@@ -69,12 +66,12 @@ class Weights:
         return len(self.where)
 
     def edge(self, i: int) -> torch.Tensor:
-        """$W_e$ of edge ``i`` ``(S, |t|, |s|)`` (a view into its block)."""
-        if self._edges is None:
-            self._edges = [
-                self.blocks[b] if slot is None else self.blocks[b][:, slot] for b, slot in self.where
-            ]
-        return self._edges[i]
+        """$W_e$ of edge ``i`` ``(S, |t|, |s|)`` (a view into its block, made now).
+
+        Not cached: a view made without gradients would not carry them later.
+        """
+        b, slot = self.where[i]
+        return self.blocks[b] if slot is None else self.blocks[b][:, slot]
 
     def edges(self) -> list[torch.Tensor]:
         """$W_e$ of every edge, in the plan's order."""

@@ -69,7 +69,7 @@ class _Pass:
         self.net = data.plan if full_batch else net
         self.sparse_outputs = data.sparse_outputs if full_batch else ()
         self.groups = data.groups if full_batch else ()
-        self.into: dict[str, list[GroupRows]] = {}
+        self.into: dict[Hashable, list[GroupRows]] = {}
         for g in self.groups:
             if g.group.into:
                 self.into.setdefault(g.group.node, []).append(g)

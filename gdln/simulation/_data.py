@@ -18,9 +18,29 @@ import torch
 from .._errors import TaskSpecError
 from ..task._examples import ExampleSet
 from ._errors import SimulationSpecError
-from ._plan import SPARSE_FRACTION, Plan, compile_plan
+from ._plan import SPARSE_FRACTION, Plan, SparseGroup, compile_plan, sparse_groups
 
-__all__ = ["Data", "tensorise"]
+__all__ = ["Data", "GroupRows", "tensorise"]
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    r"""What a :class:`~gdln.simulation._plan.SparseGroup` reads, padded to ``r`` rows per edge.
+
+    Slot ``(j, a)`` of edge ``j`` of the group holds its ``a``-th active example
+    ``rows[j * r + a]``, or example 0 with gate 0 (padding, adding nothing).
+    """
+
+    group: SparseGroup
+    r: int
+    rows: torch.Tensor  # (k r,) the example of each slot
+    gate: torch.Tensor  # (k, r, 1) the edge gate g_q there, 0 on padding
+    sources: tuple[Hashable, ...]  # the distinct sources, in order
+    source_index: torch.Tensor  # (k r,) slot -> row of the sources stacked (m n, |s|)
+    constant: torch.Tensor | None  # (k, r, |s|) g_q h_s, when every source is an input
+    targets: tuple[Hashable, ...]  # the distinct targets, in order
+    target_index: torch.Tensor  # (k r,) slot -> row of the targets stacked (m n, |t|)
+    y: torch.Tensor | None  # (k, r, |t|) the targets' data, for a group into outputs
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,7 @@ class Data:
     sparse_outputs: tuple[str, ...]  # outputs fed by one sparse edge only (full batch)
     sparse_const: torch.Tensor  # (n,): 1/2 sum over sparse outputs of |y_v|^2
     y_dense: torch.Tensor  # (n, sum |v| over the other outputs)
+    groups: tuple[GroupRows, ...] = ()  # the sparse edges, in batched groups
 
     def __post_init__(self) -> None:
         if self.w.ndim != 1 or len(self.w) != self.n:
@@ -95,6 +116,10 @@ def tensorise(
     for v in sparse_outputs:
         sparse_const = sparse_const + 0.5 * y[v].square().sum(-1)
     dense = [y[v] for v in net.outputs if v not in sparse_outputs]
+    groups = tuple(
+        _group_rows(g, plan, x, y, node_gates, edge_gates, rows, n)
+        for g in sparse_groups(plan, sparse_outputs)
+    )
     return Data(
         x=x,
         y=y,
@@ -111,6 +136,62 @@ def tensorise(
         sparse_outputs=sparse_outputs,
         sparse_const=sparse_const,
         y_dense=torch.cat(dense, dim=-1) if dense else tensor.zeros(n, 0),
+        groups=groups,
+    )
+
+
+def _group_rows(
+    group: SparseGroup,
+    plan: Plan,
+    x: Mapping[Hashable, torch.Tensor],
+    y: Mapping[Hashable, torch.Tensor],
+    node_gates: Mapping[Hashable, torch.Tensor],
+    edge_gates: Mapping[int, torch.Tensor],
+    rows: Mapping[int, torch.Tensor],
+    n: int,
+) -> GroupRows:
+    """The padded rows, gates and (constant) data of one sparse group, gathered once."""
+    edges = group.edges
+    device = edge_gates[edges[0]].device
+    r = max(1, *(len(rows[i]) for i in edges))
+    index = torch.zeros((len(edges), r), dtype=torch.int64, device=device)
+    gate = edge_gates[edges[0]].new_zeros((len(edges), r))
+    for j, i in enumerate(edges):
+        on = rows[i]
+        index[j, : len(on)] = on
+        gate[j, : len(on)] = edge_gates[i][on]
+    flat = index.flatten()
+    sources = tuple(dict.fromkeys(plan.edges[i][0] for i in edges))
+    targets = tuple(dict.fromkeys(plan.edges[i][1] for i in edges))
+
+    def stacked_index(nodes: tuple[Hashable, ...], end: int) -> torch.Tensor:
+        slot = torch.as_tensor(
+            [nodes.index(plan.edges[i][end]) for i in edges], dtype=torch.int64, device=device
+        )
+        return (slot[:, None] * n + index).flatten()
+
+    constant = None
+    if all(u in x for u in sources):
+        h = [x[u] if u not in node_gates else x[u] * node_gates[u][:, None] for u in sources]
+        src = torch.stack(h)[
+            torch.as_tensor([sources.index(plan.edges[i][0]) for i in edges], device=device)
+        ]
+        constant = src[torch.arange(len(edges), device=device)[:, None], index] * gate[..., None]
+    y_rows = None
+    if not group.into:
+        y_rows = torch.stack([y[plan.edges[i][1]][index[j]] for j, i in enumerate(edges)])
+        y_rows = y_rows * (gate[..., None] != 0)
+    return GroupRows(
+        group=group,
+        r=r,
+        rows=flat,
+        gate=gate[..., None],
+        sources=sources,
+        source_index=stacked_index(sources, 0),
+        constant=constant,
+        targets=targets,
+        target_index=stacked_index(targets, 1),
+        y=y_rows,
     )
 
 

@@ -30,4 +30,9 @@ def torch_device(device: str | None) -> torch.device:
         )
     if dev.type not in ("cpu", "cuda"):
         raise SimulationSpecError(f"device: expected 'auto', 'cpu' or 'cuda[:k]', got {device!r}")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise SimulationSpecError(
+            f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA device(s) "
+            f"are present (cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+        )
     return dev

@@ -12,8 +12,9 @@ from collections.abc import Hashable, Sequence
 
 import torch
 
-from ._data import Data
+from ._data import Data, GroupRows
 from ._plan import Plan
+from ._weights import Weights
 
 __all__ = ["Activations", "forward"]
 
@@ -23,7 +24,7 @@ Activations = dict[Hashable, torch.Tensor]
 
 def forward(
     net: Plan,
-    weights: Sequence[torch.Tensor],
+    weights: Sequence[torch.Tensor] | Weights,
     data: Data,
     rows: torch.Tensor | None = None,
     *,
@@ -33,15 +34,22 @@ def forward(
 
     $h_v = g_v\sum_{q: t(q)=v} g_q W_q h_{s(q)}$ (Sec. 2), input nodes $h_v = g_v x_v$; the
     per-example loss is $\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$ (Eq. 1).
-    ``rows`` ``(S, b)`` selects a minibatch per seed; full-batch passes follow the
-    examples' own plan, which computes sparsely gated edges on their active rows only,
-    and an output fed by one such edge enters Eq. (1) as
-    $\tfrac12\lVert y\rVert^2 + (\tfrac12\lVert h\rVert^2 - y\cdot h)$ on those rows; its
-    $h_v$ is built only if ``outputs``.
+    ``weights``: one tensor per edge, or :class:`Weights` blocks. ``rows`` ``(S, b)``
+    selects a minibatch per seed; full-batch passes follow the examples' own plan, which
+    computes each group of sparsely gated edges as one batched product on their active
+    rows, and an output fed by one such edge enters Eq. (1) as
+    $\tfrac12\lVert y\rVert^2 + (\tfrac12\lVert h\rVert^2 - y\cdot h)$ on those rows;
+    its $h_v$ is built only if ``outputs``. Input activations are built only where a
+    dense product reads them.
     """
+    if not isinstance(weights, Weights):
+        weights = Weights.of_edges(weights)
     state = _Pass(net, weights, data, rows, outputs=outputs)
     for v in state.net.order:
         state.visit(v)
+    for group in state.groups:
+        if not group.group.into:
+            state.sparse_output_loss(group)
     return state.h, state.loss()
 
 
@@ -51,7 +59,7 @@ class _Pass:
     def __init__(
         self,
         net: Plan,
-        weights: Sequence[torch.Tensor],
+        weights: Weights,
         data: Data,
         rows: torch.Tensor | None,
         *,
@@ -60,11 +68,15 @@ class _Pass:
         full_batch = rows is None
         self.net = data.plan if full_batch else net
         self.sparse_outputs = data.sparse_outputs if full_batch else ()
+        self.groups = data.groups if full_batch else ()
+        self.into: dict[Hashable, list[GroupRows]] = {}
+        for g in self.groups:
+            if g.group.into:
+                self.into.setdefault(g.group.node, []).append(g)
         self.weights, self.data, self.rows, self.outputs = weights, data, rows, outputs
         self.h: Activations = {}
         self.split: dict[int, torch.Tensor] = {}  # fan-out products g_q W_q h_s, by edge
         self.whole: Activations = {}  # fan-out source -> the gated product, all targets
-        self.picked: dict[int, torch.Tensor] = {}  # sparse edge -> g_q h_s on its active rows
         self.per_example: torch.Tensor | None = None
 
     def pick(self, a: torch.Tensor) -> torch.Tensor:
@@ -76,26 +88,32 @@ class _Pass:
         g = self.data.edge_gates.get(i)
         return a if g is None else a * self.pick(g).unsqueeze(-1)
 
+    def act(self, v: Hashable) -> torch.Tensor:
+        """$h_v$, built now for an input node read for the first time."""
+        if v not in self.h:
+            hv = self.pick(self.data.x[v])
+            if v in self.data.node_gates:
+                hv = hv * self.pick(self.data.node_gates[v]).unsqueeze(-1)
+            self.h[v] = hv
+        return self.h[v]
+
     def visit(self, v: str) -> None:
         """Compute $h_v$, and from it what $v$'s out-edges pass on."""
         net, data = self.net, self.data
         if v in net.inputs:
-            hv = self.pick(data.x[v])
-        elif v in self.sparse_outputs:
-            self.sparse_output_loss(v)
+            if v in net.fan_out:
+                self.fan_out(v, self.act(v))
             return
-        else:
-            terms = self.dense_terms(v)
-            if net.sparse_into[v]:
-                terms.append(self.sparse_term(v))
-            hv = terms[0]
-            for term in terms[1:]:
-                hv = hv + term
+        if v in self.sparse_outputs:
+            return
+        terms = self.dense_terms(v)
+        terms += [self.sparse_term(g) for g in self.into.get(v, ())]
+        hv = terms[0]
+        for term in terms[1:]:
+            hv = hv + term
         if v in data.node_gates:
             hv = hv * self.pick(data.node_gates[v]).unsqueeze(-1)
         self.h[v] = hv
-        if v in net.sparse_from:
-            self.gather_sparse(v, hv)
         if v in net.fan_out:
             self.fan_out(v, hv)
 
@@ -106,58 +124,60 @@ class _Pass:
         fan_in = net.fan_in[v]
         if len(fan_in) == 1:
             i = fan_in[0]
-            terms.append(self.gate(i, torch.matmul(self.h[net.edges[i][0]], weights[i].mT)))
+            product = torch.matmul(self.act(net.edges[i][0]), weights.edge(i).mT)
+            terms.append(self.gate(i, product))
         elif fan_in:
-            sources = [self.gate(i, self.h[net.edges[i][0]]) for i in fan_in]
+            sources = [self.gate(i, self.act(net.edges[i][0])) for i in fan_in]
             batch = max(a.shape[0] for a in sources)
             sources = [a.expand(batch, -1, -1) for a in sources]
-            stacked = torch.cat([weights[i] for i in fan_in], dim=-1)
+            stacked = torch.cat([weights.edge(i) for i in fan_in], dim=-1)
             terms.append(torch.matmul(torch.cat(sources, dim=-1), stacked.mT))
         terms += [self.split.pop(i) for i in net.fan_out_into[v]]
         return terms
 
-    def sparse_term(self, v: str) -> torch.Tensor:
-        """The sparse in-edges of ``v``, computed on their rows, scattered into one buffer."""
-        net, data = self.net, self.data
-        active = [torch.matmul(self.picked.pop(i), self.weights[i].mT) for i in net.sparse_into[v]]
-        where = [data.rows[i] for i in net.sparse_into[v]]
-        batch = max(a.shape[0] for a in active)
-        stacked = torch.cat([a.expand(batch, -1, -1) for a in active], dim=1)
-        full = stacked.new_zeros((batch, data.n, net.sizes[v]))
-        return full.index_add(1, torch.cat(where), stacked)
+    def group_product(self, group: GroupRows) -> torch.Tensor:
+        r"""$g_q W_q h_{s(q)}$ on each edge's active rows, ``(S, k, r, |t|)``: one matmul."""
+        k = len(group.group.edges)
+        if group.constant is not None:
+            gathered = group.constant.unsqueeze(0)
+        else:
+            hs = [self.act(u) for u in group.sources]
+            if len(hs) == 1:
+                source = hs[0]
+            else:
+                batch = max(a.shape[0] for a in hs)
+                source = torch.cat([a.expand(batch, -1, -1) for a in hs], dim=1)
+            gathered = source[:, group.source_index].unflatten(1, (k, group.r)) * group.gate
+        return torch.matmul(gathered, self.weights.group(group.group.edges).mT)
 
-    def sparse_output_loss(self, v: str) -> None:
-        r"""Output ``v``'s share of Eq. (1), on its one sparse in-edge's rows only.
+    def sparse_term(self, group: GroupRows) -> torch.Tensor:
+        """A group of sparse in-edges of one node, computed on their rows, scattered at once."""
+        product = self.group_product(group).flatten(1, 2)
+        full = product.new_zeros((product.shape[0], self.data.n, product.shape[-1]))
+        return full.index_add(1, group.rows, product)
+
+    def sparse_output_loss(self, group: GroupRows) -> None:
+        r"""The share of Eq. (1) of the outputs a group of sparse edges alone feeds.
 
         $\tfrac12\lVert y\rVert^2$ is in ``data.sparse_const``; the active rows add
         $\tfrac12\lVert h\rVert^2 - y\cdot h$. $h_v$ itself is built only if asked for.
         """
-        net, data = self.net, self.data
-        i = net.sparse_into[v][0]
-        a = torch.matmul(self.picked.pop(i), self.weights[i].mT)
-        share = 0.5 * a.square().sum(-1) - (data.y[v][data.rows[i]] * a).sum(-1)
-        base = data.sparse_const if self.per_example is None else self.per_example
-        base = base.expand(share.shape[0], -1)
-        self.per_example = base.index_add(1, data.rows[i], share)
+        assert group.y is not None
+        a = self.group_product(group)
+        share = ((0.5 * a - group.y) * a).sum(-1).flatten(1)
+        base = self.data.sparse_const if self.per_example is None else self.per_example
+        self.per_example = base.expand(share.shape[0], -1).index_add(1, group.rows, share)
         if self.outputs:
-            full = a.new_zeros((a.shape[0], data.n, net.sizes[v]))
-            self.h[v] = full.index_add(1, data.rows[i], a)
-
-    def gather_sparse(self, v: str, hv: torch.Tensor) -> None:
-        """$g_q h_v$ on the active rows of every sparse out-edge of ``v``, in one gather."""
-        data = self.data
-        out_edges = self.net.sparse_from[v]
-        on = torch.cat([data.rows[i] for i in out_edges])
-        gates = torch.cat([data.edge_gates[i][data.rows[i]] for i in out_edges])
-        counts = [len(data.rows[i]) for i in out_edges]
-        rows_of = torch.split(hv[:, on] * gates.unsqueeze(-1), counts, dim=1)
-        self.picked.update(zip(out_edges, rows_of, strict=True))
+            n, width = self.data.n, a.shape[-1]
+            full = a.new_zeros((a.shape[0], len(group.targets) * n, width))
+            full = full.index_add(1, group.target_index, a.flatten(1, 2))
+            self.h.update(zip(group.targets, full.unflatten(1, (-1, n)).unbind(1), strict=True))
 
     def fan_out(self, v: str, hv: torch.Tensor) -> None:
         r"""$h_v [W_1^\top \cdots W_k^\top]$ for ``v``'s fan-out group, gated, in one matmul."""
         net = self.net
         group = net.fan_out[v]
-        product = torch.matmul(hv, torch.cat([self.weights[i] for i in group], dim=-2).mT)
+        product = torch.matmul(hv, torch.cat([self.weights.edge(i) for i in group], dim=-2).mT)
         group_gate = self.data.group_gates[group]
         if group_gate is not None:
             product = product * self.pick(group_gate)

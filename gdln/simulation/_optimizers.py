@@ -20,6 +20,7 @@ from ._data import Data
 from ._forward import Activations, forward
 from ._plan import Plan
 from ._sampling import Sampler
+from ._weights import Weights
 
 __all__ = ["OPTIMIZER_CLASSES", "FullBatchGD", "MinibatchSGD", "Optimizer", "Pass"]
 
@@ -35,7 +36,9 @@ class Optimizer:
     net, train
         The plan and the training examples.
     weights
-        The weights, updated in place (fixed edges excepted).
+        The initial weights, one per edge; the optimiser trains copies of them kept in
+        blocks (:attr:`weights`, a :class:`Weights` stacking each sparse group of
+        ``train``), updated in place (fixed edges excepted).
     lr, momentum
         Learning rate and heavy-ball momentum $\\mu$.
     fixed
@@ -60,13 +63,20 @@ class Optimizer:
     ) -> None:
         if self.minibatch and sampler is None:
             raise ValueError(f"{type(self).__name__} needs a minibatch sampler")
-        self.net, self.train, self.weights = net, train, weights
+        self.net, self.train = net, train
+        self.weights = Weights.stacked(weights, [g.group.edges for g in train.groups])
         self.lr, self.momentum, self.fixed = lr, momentum, frozenset(fixed)
-        self.buffers = [torch.zeros_like(w) for w in weights] if momentum > 0 else None
+        blocks = self.weights.blocks
+        self.buffers = [torch.zeros_like(w) for w in blocks] if momentum > 0 else None
         self.sampler = sampler
+        self.trained = _trained_masks(self.weights, self.fixed)
+
+    def params(self) -> list[torch.Tensor]:
+        """The blocks to differentiate, in the order :meth:`update` takes the gradients."""
+        return self.weights.blocks
 
     def loss(
-        self, step: int, weights: list[torch.Tensor], *, record: bool
+        self, step: int, weights: Weights, *, record: bool
     ) -> tuple[torch.Tensor, torch.Tensor, Pass | None]:
         """This step's loss ``(S,)`` to differentiate, the loss to watch, the pass to record.
 
@@ -75,22 +85,46 @@ class Optimizer:
         """
         raise NotImplementedError
 
-    def final_loss(self, weights: list[torch.Tensor]) -> tuple[torch.Tensor, Pass]:
+    def final_loss(self, weights: Weights) -> tuple[torch.Tensor, Pass]:
         """After the last step: the full-batch loss and pass, without gradients."""
         with torch.no_grad():
             full = forward(self.net, weights, self.train)
         return full[1] @ self.train.w, full
 
     def update(self, grads: tuple[torch.Tensor, ...]) -> None:
-        r"""$b \leftarrow \mu b + g$, $W \leftarrow W - \mathrm{lr}\,b$ for each trained edge."""
+        r"""$b \leftarrow \mu b + g$, $W \leftarrow W - \mathrm{lr}\,b$ for each trained edge.
+
+        One update per block; fixed edges (a block of their own, or a masked slot) stay.
+        """
         with torch.no_grad():
-            for i, (w, g) in enumerate(zip(self.weights, grads, strict=True)):
-                if i in self.fixed:
+            for b, (w, g) in enumerate(zip(self.weights.blocks, grads, strict=True)):
+                mask = self.trained[b]
+                if mask is False:
                     continue
+                if mask is not True:
+                    g = g * mask
                 if self.buffers is not None:
-                    self.buffers[i].mul_(self.momentum).add_(g)
-                    g = self.buffers[i]
-                w.sub_(self.lr * g)
+                    self.buffers[b].mul_(self.momentum).add_(g)
+                    g = self.buffers[b]
+                w.sub_(g, alpha=self.lr)
+
+
+def _trained_masks(weights: Weights, fixed: frozenset[int]) -> list[bool | torch.Tensor]:
+    """Per block: ``True`` (all trained), ``False`` (fixed) or a ``(1, k, 1, 1)`` 0/1 mask."""
+    masks: list[bool | torch.Tensor] = [True] * len(weights.blocks)
+    for i in fixed:
+        b, slot = weights.where[i]
+        if slot is None:
+            masks[b] = False
+            continue
+        mask = masks[b]
+        if mask is True:
+            block = weights.blocks[b]
+            mask = block.new_ones((1, block.shape[1], 1, 1))
+        assert isinstance(mask, torch.Tensor)
+        mask[:, slot] = 0.0
+        masks[b] = mask
+    return masks
 
 
 class FullBatchGD(Optimizer):
@@ -99,7 +133,7 @@ class FullBatchGD(Optimizer):
     minibatch = False
 
     def loss(
-        self, step: int, weights: list[torch.Tensor], *, record: bool
+        self, step: int, weights: Weights, *, record: bool
     ) -> tuple[torch.Tensor, torch.Tensor, Pass | None]:
         acts, per_example = forward(self.net, weights, self.train)
         loss = per_example @ self.train.w
@@ -116,7 +150,7 @@ class MinibatchSGD(Optimizer):
     minibatch = True
 
     def loss(
-        self, step: int, weights: list[torch.Tensor], *, record: bool
+        self, step: int, weights: Weights, *, record: bool
     ) -> tuple[torch.Tensor, torch.Tensor, Pass | None]:
         assert self.sampler is not None
         full = None

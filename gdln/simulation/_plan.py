@@ -17,7 +17,16 @@ import numpy as np
 from .._edge import Edge
 from ._errors import SimulationSpecError
 
-__all__ = ["SPARSE_FRACTION", "Plan", "compile_plan", "edge_order", "fixed_edges", "node_sizes"]
+__all__ = [
+    "SPARSE_FRACTION",
+    "Plan",
+    "SparseGroup",
+    "compile_plan",
+    "edge_order",
+    "fixed_edges",
+    "node_sizes",
+    "sparse_groups",
+]
 
 
 def edge_order(graph: nx.DiGraph) -> list[Edge]:
@@ -141,3 +150,35 @@ def fixed_edges(net: Plan) -> dict[int, float]:
                 )
             out[i] = float(c)
     return out
+
+
+@dataclass(frozen=True)
+class SparseGroup:
+    r"""Sparsely gated edges of one shape that one batched product computes.
+
+    ``into``: the edges into the hidden (or dense output) node ``node``, from sources of
+    one width; their sum $\sum_q g_q W_q h_{s(q)}$ is one batched matmul on each edge's
+    active rows and one scatter into $h_v$. Otherwise (``into`` false) the edges out of
+    ``node`` into outputs that they alone feed, whose share of Eq. (1) of Saxe et al.
+    2022 is taken on the active rows directly.
+    """
+
+    edges: tuple[int, ...]
+    node: Hashable
+    into: bool
+
+
+def sparse_groups(plan: Plan, sparse_outputs: tuple[str, ...]) -> tuple[SparseGroup, ...]:
+    """The sparse edges of ``plan`` in groups of one shape, each computed at once.
+
+    An edge into a sparse output joins the group of its source (and its shape); any
+    other sparse edge joins the group of its target (and its shape).
+    """
+    keyed: dict[tuple[Hashable, bool, int, int], list[int]] = {}
+    for v in plan.order:
+        for i in plan.sparse_into[v]:
+            u = plan.edges[i][0]
+            into = v not in sparse_outputs
+            key = (v if into else u, into, plan.sizes[v], plan.sizes[u])
+            keyed.setdefault(key, []).append(i)
+    return tuple(SparseGroup(tuple(g), key[0], key[1]) for key, g in keyed.items())

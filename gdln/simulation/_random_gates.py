@@ -16,6 +16,7 @@ import torch
 from ._errors import SimulationSpecError
 from ._plan import Plan
 from ._seeds import GATE_STREAM
+from ._weights import Weights
 
 __all__ = ["RandomGates"]
 
@@ -25,7 +26,9 @@ class RandomGates:
 
     An edge's random gate multiplies $g_qW_qh_{s(q)}$, a node's multiplies every edge into
     it, so $\delta$ times the weight is the same network. Repetition ``r`` draws from
-    ``numpy.random.default_rng((seeds[r], 2))`` alone, one Bernoulli per item per step.
+    ``numpy.random.default_rng((seeds[r], 2))`` alone, one Bernoulli per item per step;
+    ``chunk`` steps are drawn and copied to the device at once, one factor tensor per
+    block of weights they act on (:class:`Weights`).
     """
 
     def __init__(
@@ -35,6 +38,8 @@ class RandomGates:
         seeds: list[int],
         dtype: torch.dtype,
         device: torch.device,
+        *,
+        chunk: int = 256,
     ) -> None:
         index = {e: i for i, e in enumerate(net.edges)}
         self.targets: list[list[int]] = []
@@ -62,19 +67,44 @@ class RandomGates:
             probabilities.append(value)
         self.p = np.array(probabilities)
         self.rngs = [np.random.default_rng((s, GATE_STREAM)) for s in seeds]
-        self.dtype, self.device = dtype, device
+        self.dtype, self.device, self.chunk = dtype, device, chunk
+        self.factors: dict[int, torch.Tensor] = {}  # block -> this chunk's factors, by step
+        self.left = 0  # steps of the chunk not yet used
 
-    def apply(self, weights: list[torch.Tensor]) -> list[torch.Tensor]:
+    def apply(self, weights: Weights) -> Weights:
         """This step's weights: each multiplied by the gates of the items acting on it."""
         if not self.targets:
             return weights
-        draws = np.array([rng.random(len(self.p)) < self.p for rng in self.rngs], dtype=float)
-        factor: dict[int, np.ndarray] = {}
+        if self.left == 0:
+            self.factors = self._draw(weights)
+            self.left = self.chunk
+        at = self.chunk - self.left
+        self.left -= 1
+        blocks = list(weights.blocks)
+        for b, factor in self.factors.items():
+            blocks[b] = blocks[b] * factor[at]
+        return weights.with_blocks(blocks)
+
+    def _draw(self, weights: Weights) -> dict[int, torch.Tensor]:
+        r"""The next :attr:`chunk` steps' draws, as one factor tensor per gated block.
+
+        Row ``c`` of ``rng.random((chunk, m))`` is what the ``c``-th of ``chunk`` draws
+        ``rng.random(m)`` would give, so the stream is the same one draw per step.
+        """
+        draws = np.stack(
+            [rng.random((self.chunk, len(self.p))) < self.p for rng in self.rngs], axis=1
+        ).astype(np.float64)
+        edge = np.ones((self.chunk, len(self.rngs), len(weights)))
         for k, edges in enumerate(self.targets):
-            for i in edges:
-                factor[i] = factor.get(i, 1.0) * draws[:, k]
-        out = list(weights)
-        for i, f in factor.items():
-            scale = torch.as_tensor(f, dtype=self.dtype, device=self.device)
-            out[i] = weights[i] * scale[:, None, None]
+            edge[:, :, edges] *= draws[:, :, k : k + 1]
+        touched = sorted({i for edges in self.targets for i in edges})
+        out: dict[int, torch.Tensor] = {}
+        for b in sorted({weights.where[i][0] for i in touched}):
+            slots = [(i, slot) for i, (bb, slot) in enumerate(weights.where) if bb == b]
+            if slots[0][1] is None:
+                factor = edge[:, :, slots[0][0], None, None]
+            else:
+                order = [i for i, _ in sorted(slots, key=lambda item: item[1] or 0)]
+                factor = edge[:, :, order, None, None]
+            out[b] = torch.as_tensor(factor, dtype=self.dtype, device=self.device)
         return out

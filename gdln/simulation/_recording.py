@@ -10,6 +10,7 @@ losses and outputs on a second set of examples.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -19,6 +20,10 @@ from ._data import Data
 from ._errors import SimulationSpecError
 from ._forward import Activations, forward
 from ._plan import Plan
+from ._weights import Weights
+
+if TYPE_CHECKING:
+    from ._training import Divergence
 
 __all__ = ["Recorder", "projection_bases", "record_at"]
 
@@ -95,48 +100,75 @@ class Recorder:
         self.steps: list[int] = []
         self.rows: dict[str, list[np.ndarray]] = {}
 
-    def _put(self, name: str, value: torch.Tensor) -> None:
-        # copy: on CPU in float64 .numpy() shares memory with weights updated in place
-        array = np.array(value.detach().to("cpu", torch.float64).numpy(), copy=True)
-        self.rows.setdefault(name, []).append(array)
-
     def record(
         self,
         step: int,
-        weights: Sequence[torch.Tensor],
+        weights: Weights,
         acts: Activations,
         per_example: torch.Tensor,
+        *,
+        divergence: Divergence | None = None,
     ) -> None:
-        """Record step ``step``: its weights, and the full-batch pass ``acts, per_example``."""
-        net = self.net
+        """Record step ``step``: its weights, and the full-batch pass ``acts, per_example``.
+
+        Every series comes to the host in one copy, with ``divergence``'s state, which is
+        checked before anything is stored.
+        """
+        series = self._series(weights, acts, per_example)
+        if divergence is not None:
+            series += [("", t) for t in divergence.state()]
+        flat = torch.cat([t.detach().to(torch.float64).flatten() for _, t in series])
+        host = flat.cpu().numpy()
+        sizes = np.cumsum([t.numel() for _, t in series])[:-1]
+        arrays = [
+            a.reshape(t.shape) for a, (_, t) in zip(np.split(host, sizes), series, strict=True)
+        ]
+        if divergence is not None:
+            divergence.raise_if_bad(arrays[-2], arrays[-1])
         self.steps.append(step)
-        self._put("loss", per_example @ self.train.w)
+        for (name, _), array in zip(series, arrays, strict=True):
+            if name:
+                self.rows.setdefault(name, []).append(array)
+
+    def _series(
+        self, weights: Weights, acts: Activations, per_example: torch.Tensor
+    ) -> list[tuple[str, torch.Tensor]]:
+        """The recorded series of one step, as tensors on the device."""
+        out = [("loss", per_example @ self.train.w)]
         ctx = per_example @ self.train.context_avg
-        for c, label in enumerate(self.train.labels):
-            self._put(f"loss/{label}", ctx[:, c])
+        out += [(f"loss/{label}", ctx[:, c]) for c, label in enumerate(self.train.labels)]
         with torch.no_grad():
-            for e, w in zip(net.edges, weights, strict=True):
-                self._put(f"sv/{edge_name(e)}", torch.linalg.svdvals(w))
-                if self.weights:
-                    self._put(f"W/{edge_name(e)}", w)
-                if e in self.bases:
-                    left, right = self.bases[e]
-                    self._put(f"proj/{edge_name(e)}", torch.einsum("ta,Sts,sa->Sa", left, w, right))
+            out += self._weight_series(weights)
             rsm_acts = acts
             if self.eval is not None:
-                eval_acts, eval_loss = forward(net, weights, self.eval, outputs=True)
+                eval_acts, eval_loss = forward(self.net, weights, self.eval, outputs=True)
                 rsm_acts = eval_acts
-                self._put("eval/loss", eval_loss @ self.eval.w)
+                out.append(("eval/loss", eval_loss @ self.eval.w))
                 ectx = eval_loss @ self.eval.context_avg
-                for c, label in enumerate(self.eval.labels):
-                    self._put(f"eval/loss/{label}", ectx[:, c])
-                self._put("eval/example_loss", eval_loss)
-                for v in net.outputs:
-                    self._put(f"eval/output/{v}", eval_acts[v])
+                out += [(f"eval/loss/{lab}", ectx[:, c]) for c, lab in enumerate(self.eval.labels)]
+                out.append(("eval/example_loss", eval_loss))
+                out += [(f"eval/output/{v}", eval_acts[v]) for v in self.net.outputs]
             if self.rsm:
-                for v in net.hidden:
-                    a = rsm_acts[v]
-                    self._put(f"rsm/{v}", a @ a.transpose(-1, -2))
+                out += [(f"rsm/{v}", rsm_acts[v] @ rsm_acts[v].mT) for v in self.net.hidden]
+        return out
+
+    def _weight_series(self, weights: Weights) -> list[tuple[str, torch.Tensor]]:
+        """Singular values (one batched SVD per block), weights and projections per edge.
+
+        Non-finite entries are zeroed for the SVD: a diverged step raises before storing.
+        """
+        svs = [torch.linalg.svdvals(b.nan_to_num(0.0, 0.0, 0.0)) for b in weights.blocks]
+        out = []
+        for i, e in enumerate(self.net.edges):
+            b, slot = weights.where[i]
+            w = weights.edge(i)
+            out.append((f"sv/{edge_name(e)}", svs[b] if slot is None else svs[b][:, slot]))
+            if self.weights:
+                out.append((f"W/{edge_name(e)}", w))
+            if e in self.bases:
+                left, right = self.bases[e]
+                out.append((f"proj/{edge_name(e)}", torch.einsum("ta,Sts,sa->Sa", left, w, right)))
+        return out
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """The recorded steps ``(T,)``, the loss ``(T, S)`` and every other series."""

@@ -239,9 +239,8 @@ def _run(
     dt = lr / (1.0 - settings.momentum)  # flow time per step (module docstring)
     divergence = Divergence(seeds, dtype, device, limit=settings.diverge_above, dt=dt, lr=lr)
     train(
-        W,
+        optimizer,
         steps=steps,
-        optimizer=optimizer,
         gates=gates,
         recorder=recorder,
         record_at=recorded,

@@ -48,18 +48,28 @@ class Divergence:
 
     def watch(self, step: int, loss: torch.Tensor) -> None:
         """Note ``step`` for each repetition whose ``loss`` is bad for the first time."""
-        bad = ~torch.isfinite(loss) | (loss > self.limit)
-        new = bad & (self.bad_step < 0)
-        self.bad_step = torch.where(new, torch.full_like(self.bad_step, step), self.bad_step)
+        # NaN fails every comparison; an infinite limit needs the explicit test for inf
+        good = loss <= self.limit if np.isfinite(self.limit) else torch.isfinite(loss)
+        new = (self.bad_step < 0).logical_and_(good.logical_not_())
+        self.bad_step = torch.where(new, step, self.bad_step)
         self.bad_value = torch.where(new, loss, self.bad_value)
+
+    def state(self) -> list[torch.Tensor]:
+        """The first bad step and its loss per repetition, for :meth:`raise_if_bad`."""
+        return [self.bad_step, self.bad_value]
 
     def check(self) -> None:
         """Raise :class:`SimulationDivergedError` for the earliest bad step seen, if any."""
-        if not bool((self.bad_step >= 0).any()):
+        if bool((self.bad_step >= 0).any()):
+            self.raise_if_bad(self.bad_step.cpu().numpy(), self.bad_value.cpu().numpy())
+
+    def raise_if_bad(self, steps: np.ndarray, values: np.ndarray) -> None:
+        """Raise for the earliest bad step in ``steps`` (host copies of :meth:`state`)."""
+        steps = np.asarray(steps).astype(np.int64)
+        if not (steps >= 0).any():
             return
-        steps = self.bad_step.cpu().numpy()
         r = int(np.argmin(np.where(steps >= 0, steps, np.iinfo(np.int64).max)))
-        first, value = int(steps[r]), float(self.bad_value[r].cpu())
+        first, value = int(steps[r]), float(values[r])
         raise SimulationDivergedError(
             f"training diverged at step {first} (t = {first * self.dt:.6g} tau), seed "
             f"{self.seeds[r]}: loss = {value!r}, expected a finite loss <= diverge_above="
@@ -71,21 +81,23 @@ class Divergence:
 
 
 def train(
-    weights: list[torch.Tensor],
+    optimizer: Optimizer,
     *,
     steps: int,
-    optimizer: Optimizer,
     gates: RandomGates,
     recorder: Recorder,
     record_at: Collection[int],
     divergence: Divergence,
     progress: bool = False,
 ) -> None:
-    """Take ``steps`` steps of ``optimizer`` on ``weights`` (in place), recording on the way.
+    """Take ``steps`` steps of ``optimizer`` on its weights (in place), recording on the way.
 
-    Divergence is checked at every recorded step before recording (the SVDs of
-    non-finite weights would fail), at the end, and every :data:`CHECK_EVERY` steps.
+    Divergence is checked at every recorded step before anything is stored (the step's
+    record and the check come to the host in one copy), at the end, and every
+    :data:`CHECK_EVERY` steps.
     """
+    weights = optimizer.weights
+    params = optimizer.params()
     bar = tqdm(total=steps, disable=not progress, desc="simulate", unit="step")
     for step in range(steps + 1):
         last = step == steps
@@ -99,13 +111,13 @@ def train(
             else:
                 loss, watched, full = optimizer.loss(step, gated, record=record)
             divergence.watch(step, watched)
-            if last or full is not None or step % CHECK_EVERY == 0:
-                divergence.check()
             if full is not None and record:
-                recorder.record(step, weights, *full)
+                recorder.record(step, weights, *full, divergence=divergence)
+            elif last or step % CHECK_EVERY == 0:
+                divergence.check()
             if last:
                 break
-            grads = torch.autograd.grad(loss.sum(), weights)
+            grads = torch.autograd.grad(loss.sum(), params)
         optimizer.update(grads)
         if progress and (step % 100 == 99 or step == steps - 1):
             bar.update(step + 1 - bar.n)

@@ -71,9 +71,8 @@ def statistics_latex(stats: PathStatistics, *, limit: int = 12) -> str:
         One ``$$\begin{aligned}...\end{aligned}$$`` block, one matrix per row.
     """
     kind = "exact" if stats.exact else "float"
-    rows = [
-        rf"&{latex_text(f'{len(stats.paths)} active paths, {len(stats.input)} co-active pairs ({kind})')}"
-    ]
+    head = f"{len(stats.paths)} active paths, {len(stats.input)} co-active pairs ({kind})"
+    rows = [rf"&{latex_text(head)}"]
     for p, m in list(stats.input_output.items())[:limit]:
         rows.append(rf"\Sigma^{{yx}}({latex_name(p)}) &= {latex_matrix(m)}")
     rows += _more(len(stats.input_output), limit, r"\Sigma^{yx}")

@@ -215,7 +215,7 @@ class PathStatistics:
         return f"PathStatistics(<{len(self.paths)} paths, {len(self.input)} pairs>, {kind})"
 
     def _repr_latex_(self) -> str:
-        """Eqs. (5)-(6) as display math, for Jupyter (:func:`~gdln.paths._latex.statistics_latex`)."""
+        """Eqs. (5)-(6) as display math, for Jupyter (``paths._latex.statistics_latex``)."""
         from ._latex import statistics_latex
 
         return statistics_latex(self)

@@ -50,7 +50,7 @@ def system_latex(system: ReducedSystem) -> str:
 
 
 def reduction_latex(reduction: Reduction) -> str:
-    r"""Every system of a reduction, and the total loss $\mathcal L = c + \sum_\alpha \mathcal L_\alpha$.
+    r"""Every system of a reduction and the loss $\mathcal L = c + \sum_\alpha\mathcal L_\alpha$.
 
     Returns
     -------
@@ -58,9 +58,10 @@ def reduction_latex(reduction: Reduction) -> str:
         One display-math block; each system starts with a row naming its modes.
     """
     name = reduction.problem.name
+    constant = sp.latex(sp.sympify(reduction.constant))
     rows = [
         rf"&{latex_text(f'{name}: lump={reduction.lump}; time in units of tau')}",
-        rf"\mathcal{{L}} &= {sp.latex(sp.sympify(reduction.constant))} + \sum_\alpha \mathcal{{L}}_\alpha",
+        rf"\mathcal{{L}} &= {constant} + \sum_\alpha \mathcal{{L}}_\alpha",
     ]
     for k, system in enumerate(reduction.systems):
         rows.append(rf"&{latex_text(f'system {k}: modes {list(system.modes)}')}")

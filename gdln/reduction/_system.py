@@ -77,7 +77,7 @@ class ReducedSystem:
         return f"ReducedSystem(variables=[{names}], modes={list(self.modes)})"
 
     def _repr_latex_(self) -> str:
-        """The system as display math, for Jupyter (:func:`~gdln.reduction._latex.system_latex`)."""
+        """The system as display math, for Jupyter (``reduction._latex.system_latex``)."""
         from ._latex import system_latex
 
         return system_latex(self)
@@ -135,7 +135,7 @@ class Reduction(DecoupledBases):
         return f"Reduction({self.problem.name!r}, lump={self.lump!r}, systems={list(self.systems)})"
 
     def _repr_latex_(self) -> str:
-        """Every system as display math, for Jupyter (:func:`~gdln.reduction._latex.reduction_latex`)."""
+        """Every system as display math, for Jupyter (``reduction._latex.reduction_latex``)."""
         from ._latex import reduction_latex
 
         return reduction_latex(self)

@@ -99,9 +99,7 @@ def test_reduction_latex_shows_every_expression_of_every_system(
         want.setdefault(r"\mathcal{L}_\alpha", []).append(sp.latex(system.loss))
         for s, values in system.symbols.items():
             entries = r",\ ".join(sp.latex(sp.sympify(x)) for x in values)
-            want.setdefault(sp.latex(s), []).append(
-                rf"\left({entries}\right)\ \text{{per mode}}"
-            )
+            want.setdefault(sp.latex(s), []).append(rf"\left({entries}\right)\ \text{{per mode}}")
         for left, rights in want.items():
             assert sub[left] == rights  # the system's own repr shows the same
             expected.setdefault(left, []).extend(rights)
@@ -289,13 +287,15 @@ def test_compare_html_embeds_the_loss_figure_that_compare_wrote(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_routing_walkthrough_notebook_runs_and_renders(tmp_path: Path) -> None:
+def test_routing_walkthrough_notebook_runs_and_renders() -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
-    notebook = nbformat.read(ROOT / "examples" / "routing_walkthrough.ipynb", as_version=4)
+    folder = ROOT / "examples"  # Jupyter runs a notebook in its own folder
+    notebook = nbformat.read(folder / "routing_walkthrough.ipynb", as_version=4)
+    assert all(not cell.get("outputs") for cell in notebook.cells)  # shipped without outputs
     client = nbclient.NotebookClient(
-        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": folder}}
     )
     client.execute()
     kinds: dict[str, list[str]] = {"text/latex": [], "text/html": []}

@@ -121,6 +121,33 @@ def test_statistics_latex_shows_each_matrix_and_counts_the_rest() -> None:
     assert (f"and {left_out} more" in " ".join(rows)) == (left_out > 0)
 
 
+def latex_floats(matrix: str) -> np.ndarray:
+    r"""The numbers of a ``\left[\begin{matrix}...`` of floats (``a \cdot 10^{b}`` too)."""
+    inner = matrix.removeprefix(r"\left[\begin{matrix}").removesuffix(r"\end{matrix}\right]")
+    number = re.compile(r"^(-?[\d.]+)(?: \\cdot 10\^\{(-?\d+)\})?$")
+    rows = []
+    for row in inner.split(r"\\"):
+        values = []
+        for entry in row.split(" & "):
+            match = number.match(entry.strip())
+            assert match, entry
+            values.append(float(match[1]) * 10.0 ** int(match[2] or 0))
+        rows.append(values)
+    return np.array(rows)
+
+
+def test_float_statistics_show_their_values_to_six_digits() -> None:
+    path = gdln.Path(("x", "h", "y"))
+    yx = np.array([[0.5, 1 / 3, -2e-9]])
+    xx = np.array([[1.25, np.pi, 0], [np.pi, 2, 0], [0, 0, 1e5 / 7]])
+    stats = gdln.PathStatistics((path,), {path: yx}, {(path, path): xx}, exact=False)
+    rows = check_display_math(stats._repr_latex_())
+    assert "(float)" in rows[0]
+    shown = [latex_floats(r.split(" &= ", 1)[1]) for r in rows[1:]]
+    assert shown[0] == pytest.approx(yx, rel=1e-5)
+    assert shown[1] == pytest.approx(xx, rel=1e-5)
+
+
 # -- HTML ----------------------------------------------------------------------------------
 
 

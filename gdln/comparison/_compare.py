@@ -81,6 +81,12 @@ class CompareResult:
         if not isinstance(self.metrics, Mapping):
             raise TypeError("metrics must be a mapping")
 
+    def _repr_html_(self) -> str:
+        """Metrics and the loss figure, for Jupyter (``gdln.report._notebook.comparison_html``)."""
+        from ..report._notebook import comparison_html
+
+        return comparison_html(self)
+
 
 def compare(
     problem: Any,

@@ -214,6 +214,12 @@ class PathStatistics:
         kind = "exact" if self.exact else "float"
         return f"PathStatistics(<{len(self.paths)} paths, {len(self.input)} pairs>, {kind})"
 
+    def _repr_latex_(self) -> str:
+        """Eqs. (5)-(6) as display math, for Jupyter (``paths._latex.statistics_latex``)."""
+        from ._latex import statistics_latex
+
+        return statistics_latex(self)
+
     def input_output_correlation(self, path: Path) -> Any:
         r"""$\Sigma^{yx}(p)$ (Eq. 5)."""
         return self.input_output[path]

@@ -76,6 +76,12 @@ class ReducedSystem:
         names = ", ".join(str(v) for v in self.variables)
         return f"ReducedSystem(variables=[{names}], modes={list(self.modes)})"
 
+    def _repr_latex_(self) -> str:
+        """The system as display math, for Jupyter (``reduction._latex.system_latex``)."""
+        from ._latex import system_latex
+
+        return system_latex(self)
+
     def orbit(self, variable: sp.Symbol) -> int:
         """The number of edges ``variable`` stands for."""
         return len(self.edges[variable])
@@ -127,6 +133,12 @@ class Reduction(DecoupledBases):
 
     def __repr__(self) -> str:
         return f"Reduction({self.problem.name!r}, lump={self.lump!r}, systems={list(self.systems)})"
+
+    def _repr_latex_(self) -> str:
+        """Every system as display math, for Jupyter (``reduction._latex.reduction_latex``)."""
+        from ._latex import reduction_latex
+
+        return reduction_latex(self)
 
     @property
     def n_modes(self) -> int:

@@ -62,6 +62,12 @@ class Trajectory:
         names = ", ".join(sorted(self.series))
         return f"Trajectory(t=<{len(self.t)} times to {self.t[-1]:.4g}>, series=[{names}])"
 
+    def _repr_html_(self) -> str:
+        """A table and a loss plot, for Jupyter (``report._notebook.trajectory_html``)."""
+        from ..report._notebook import trajectory_html
+
+        return trajectory_html(self)
+
     def save(self, path: str | Path, *, force: bool = False) -> Path:
         """Write to ``.npz`` or ``.json`` (by suffix); refuse to overwrite unless ``force``."""
         path = Path(path)

@@ -1,0 +1,89 @@
+r"""LaTeX for notebooks: path statistics (Eqs. 5-6) as one MathJax ``aligned`` block.
+
+Jupyter shows an object's ``_repr_latex_`` through MathJax, which reads one display-math
+block: ``$$\begin{aligned} ... \end{aligned}$$``, one ``&=`` per row and no ``%``
+comments. :func:`display_math` builds that block; the reduction's reprs use it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import sympy as sp
+
+if TYPE_CHECKING:
+    from ._statistics import PathStatistics
+
+__all__ = ["display_math", "latex_matrix", "latex_name", "latex_text", "statistics_latex"]
+
+_LATEX_SPECIAL = {c: "\\" + c for c in "_{}#%&$"} | {
+    "\\": r"\backslash ",
+    "^": r"\^{}",
+    "~": r"\~{}",
+}
+
+
+def latex_text(text: Any) -> str:
+    r"""``text`` as upright LaTeX (``\text{...}``), its special characters escaped."""
+    return r"\text{" + "".join(_LATEX_SPECIAL.get(c, c) for c in str(text)) + "}"
+
+
+def latex_name(name: Any) -> str:
+    r"""A node, edge or path name as upright LaTeX, ``->`` as $\to$.
+
+    >>> latex_name("x_0->h1")
+    '\\mathrm{x\\_0} \\to \\mathrm{h1}'
+    """
+    parts = [
+        r"\mathrm{" + "".join(_LATEX_SPECIAL.get(c, c) for c in part) + "}"
+        for part in str(name).split("->")
+    ]
+    return r" \to ".join(parts)
+
+
+def latex_matrix(m: Any) -> str:
+    """A sympy matrix or a float array as a bracketed LaTeX matrix (floats to 6 digits)."""
+    if not isinstance(m, sp.MatrixBase):
+        m = sp.Matrix(np.asarray(m, dtype=float)).evalf(6)
+    return sp.latex(m, mat_delim="[", mat_str="matrix")
+
+
+def display_math(rows: Sequence[str]) -> str:
+    r"""Rows of ``left &= right`` as one display-math ``aligned`` block for MathJax."""
+    return "$$\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}$$"
+
+
+def statistics_latex(stats: PathStatistics, *, limit: int = 12) -> str:
+    r"""$\Sigma^{yx}(p)$ (Eq. 5) and $\Sigma^x(j,p)$ (Eq. 6) of Saxe et al. 2022 as LaTeX.
+
+    Parameters
+    ----------
+    stats
+        The statistics to show.
+    limit
+        At most this many matrices of each kind; a last row counts the others.
+
+    Returns
+    -------
+    str
+        One ``$$\begin{aligned}...\end{aligned}$$`` block, one matrix per row.
+    """
+    kind = "exact" if stats.exact else "float"
+    head = f"{len(stats.paths)} active paths, {len(stats.input)} co-active pairs ({kind})"
+    rows = [rf"&{latex_text(head)}"]
+    for p, m in list(stats.input_output.items())[:limit]:
+        rows.append(rf"\Sigma^{{yx}}({latex_name(p)}) &= {latex_matrix(m)}")
+    rows += _more(len(stats.input_output), limit, r"\Sigma^{yx}")
+    for (j, p), m in list(stats.input.items())[:limit]:
+        rows.append(rf"\Sigma^{{x}}({latex_name(j)},\ {latex_name(p)}) &= {latex_matrix(m)}")
+    rows += _more(len(stats.input), limit, r"\Sigma^{x}")
+    return display_math(rows)
+
+
+def _more(total: int, limit: int, what: str) -> list[str]:
+    """A row saying how many of ``total`` matrices were left out, if any."""
+    if total <= limit:
+        return []
+    return [rf"&\ldots\ {latex_text(f'and {total - limit} more')}\ {what}"]

@@ -1,0 +1,87 @@
+r"""LaTeX for notebooks: reduced systems and reductions as MathJax ``aligned`` blocks.
+
+Shows what :func:`gdln.format_derivation` prints, as display math: the lumped ODEs
+$\tau\,\dot B_k = -\tfrac{1}{|O_k|}\partial\mathcal L_\alpha/\partial B_k$ (Eq. 10 of Saxe et
+al. 2022, lumped), eliminated variables (Eq. 15), the per-mode loss, conserved quantities,
+closed forms and the data symbols $s$, $d$ per mode. ``format_derivation(..., "latex")``
+lives a layer above (``gdln.report``) and writes ``%`` comment lines, which MathJax does not
+read; both take their expressions from the same :class:`ReducedSystem`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sympy as sp
+
+from .._edge import edge_name
+from ..paths._latex import display_math, latex_name, latex_text
+
+if TYPE_CHECKING:
+    from ._system import ReducedSystem, Reduction
+
+__all__ = ["reduction_latex", "system_latex", "system_rows"]
+
+_SHOWN_EDGES = 4
+
+
+def system_rows(system: ReducedSystem) -> list[str]:
+    r"""The ``aligned`` rows of one reduced system (see the module docstring)."""
+    rows = [_orbit_row(system, v) for v in (*system.variables, *system.eliminated)]
+    rows += [
+        rf"\tau \frac{{d{sp.latex(v)}}}{{dt}} &= {sp.latex(system.rhs[v])}"
+        for v in system.variables
+    ]
+    rows += [rf"{sp.latex(v)} &= {sp.latex(e)}" for v, e in system.eliminated.items()]
+    rows += [rf"{sp.latex(c)} &= {sp.latex(value)}" for c, value in system.constants.items()]
+    rows.append(rf"\mathcal{{L}}_\alpha &= {sp.latex(system.loss)}")
+    rows += [rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right) &= 0" for q in system.conserved]
+    for key, expr in system.closed_form.items():
+        left = "t" if key == "t" else rf"{sp.latex(sp.Symbol(key))}(t)"
+        rows.append(rf"{left} &= {sp.latex(expr)}")
+    rows += [_symbol_row(s, values) for s, values in system.symbols.items()]
+    return rows
+
+
+def system_latex(system: ReducedSystem) -> str:
+    r"""One reduced system as a ``$$\begin{aligned}...\end{aligned}$$`` block."""
+    head = rf"&{latex_text(f'modes {list(system.modes)}; time in units of tau')}"
+    return display_math([head, *system_rows(system)])
+
+
+def reduction_latex(reduction: Reduction) -> str:
+    r"""Every system of a reduction and the loss $\mathcal L = c + \sum_\alpha\mathcal L_\alpha$.
+
+    Returns
+    -------
+    str
+        One display-math block; each system starts with a row naming its modes.
+    """
+    name = reduction.problem.name
+    constant = sp.latex(sp.sympify(reduction.constant))
+    rows = [
+        rf"&{latex_text(f'{name}: lump={reduction.lump}; time in units of tau')}",
+        rf"\mathcal{{L}} &= {constant} + \sum_\alpha \mathcal{{L}}_\alpha",
+    ]
+    for k, system in enumerate(reduction.systems):
+        rows.append(rf"&{latex_text(f'system {k}: modes {list(system.modes)}')}")
+        rows += system_rows(system)
+    return display_math(rows)
+
+
+def _orbit_row(system: ReducedSystem, variable: sp.Symbol) -> str:
+    """``B_k``: how many edges it stands for, the first few of them, and $B_k(0)$."""
+    edges = system.edges[variable]
+    shown = ",\\ ".join(latex_name(edge_name(e)) for e in edges[:_SHOWN_EDGES])
+    more = r",\ \ldots" if len(edges) > _SHOWN_EDGES else ""
+    initial = sp.latex(sp.sympify(system.initial[variable]))
+    return (
+        rf"{sp.latex(variable)} &: {latex_text(f'orbit {len(edges)}')}\ "
+        rf"[{shown}{more}],\ {sp.latex(variable)}(0) = {initial}"
+    )
+
+
+def _symbol_row(symbol: sp.Symbol, values: tuple[Any, ...]) -> str:
+    """A data symbol's value in each mode of the system, as a tuple."""
+    shown = ",\\ ".join(sp.latex(sp.sympify(x)) for x in values)
+    return rf"{sp.latex(symbol)} &= \left({shown}\right)\ {latex_text('per mode')}"

@@ -212,3 +212,26 @@ def test_formal_separable_solution_inverts_the_ode(name: str, params: dict, init
                 )
                 checked += 1
     assert checked >= 6
+
+
+@pytest.mark.parametrize("lr", [None, 0.1])
+@pytest.mark.parametrize("scalar", [True, False])
+def test_more_than_64_variables(
+    lr: float | None, scalar: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # np.broadcast takes at most 64 arrays; race with lump="none" has 80 edge variables
+    from gdln.solution import _solve
+
+    if not scalar:
+        monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+    problem = load("race", M=8, P=4, hidden=2)
+    free = gdln.reduce(problem, lump="none", init=0.4)
+    (system,) = free.systems
+    assert len(system.variables) > 64
+    trajectory = gdln.solve(free, t_max=12, lr=lr, n_points=7)
+    lumped = gdln.solve(
+        gdln.reduce(problem, lump="symmetry", init=0.4), t_max=12, lr=lr, n_points=7
+    )
+    rtol = 1e-12 if lr else RTOL_ODE
+    np.testing.assert_allclose(trajectory.loss, lumped.loss, rtol=rtol)
+    assert trajectory.loss[-1] < 0.9 * trajectory.loss[0]

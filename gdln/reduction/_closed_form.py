@@ -2,12 +2,15 @@ r"""Closed forms of a one-variable reduced system $\tau\dot B = f(B)$.
 
 Always the formal separable solution $t=\int_{B_0}^{B}dx/f(x)$ (as for Eq. 15 of Saxe et
 al. 2022). When $f = pB + qB^n$ (a Bernoulli equation, e.g. a balanced two-layer
-pathway), also the explicit solution, which is the logistic solution of Eq. (21).
+pathway), also the explicit solution, which is the logistic solution of Eq. (21). Where
+eliminating a variable through a conserved constant $C$ left a factor $B^2 + k$ (routing,
+Eq. 15), also the same ODE in the angle $\theta$ of $B = \sqrt{k}\sinh\theta$.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import sympy as sp
 
@@ -15,7 +18,9 @@ __all__: list[str] = []  # package-internal: closed forms of one-variable system
 
 
 def closed_form(
-    rhs: Mapping[sp.Symbol, sp.Expr], eliminated: Mapping[sp.Symbol, sp.Expr]
+    rhs: Mapping[sp.Symbol, sp.Expr],
+    eliminated: Mapping[sp.Symbol, sp.Expr],
+    constants: Mapping[sp.Symbol, Any] | None = None,
 ) -> dict[str, sp.Expr]:
     r"""Closed forms of a one-variable system $\dot B = f(B)$.
 
@@ -23,7 +28,9 @@ def closed_form(
     When $f = pB + qB^n$ (a Bernoulli equation, e.g. a balanced two-layer pathway), also
     the explicit solution $B^{1-n} = (B_0^{1-n} + q/p)\,e^{(1-n)pt} - q/p$, which is the
     logistic solution of Eq. (21) for $a = B^2$. ``eliminated`` variables do not count;
-    systems with more than one variable left get none.
+    systems with more than one variable left get none. Where the conserved quantity left
+    a factor $B^2 + k$ with $k \propto C$ (``constants``), also the form in the angle
+    $\theta$ of :func:`theta_form`.
     """
     free = [v for v in rhs if v not in eliminated]
     if len(free) != 1:
@@ -43,4 +50,59 @@ def closed_form(
         p, q = terms[1], terms[n]
         u = (v0 ** (1 - n) + q / p) * sp.exp((1 - n) * p * t) - q / p
         out[str(v)] = u ** sp.Rational(1, 1 - n)
+    out.update(theta_form(v, f, constants or {}))
     return out
+
+
+def theta_form(v: sp.Symbol, f: sp.Expr, constants: Mapping[sp.Symbol, Any]) -> dict[str, sp.Expr]:
+    r"""$\tau\dot B = f(B)$ in the angle $\theta$ of $B = \sqrt{k}\sinh\theta$ (or $\cosh$).
+
+    When $f$ has a factor $B^2 + k$ whose $k$ is a multiple of a conserved constant $C$
+    (Eq. 15 of Saxe et al. 2022 leaves $(B_2^2 + C)$ for routing), substitute
+    $B = \sqrt{k}\sinh\theta$ if $k > 0$, or $B = \sqrt{-k}\cosh\theta$ if $k < 0$ (for
+    $B_0 > 0$, as the formal solution assumes), so that $B^2 + k$ becomes $k\cosh^2\theta$
+    or $-k\sinh^2\theta$.
+    This is the arcsinh form the authors use for the balanced routing ODE. Returns
+    ``"theta"`` ($\theta$ as a function of $B$), ``"theta_rhs"`` ($\tau\dot\theta =
+    g(\theta) = f/(dB/d\theta)$) and ``"t_theta"``, the separable solution
+    $t = \int_{\theta_0}^{\theta} d\phi / g(\phi)$ with $\theta_0 = \theta(B_0)$; nothing
+    when no such factor exists or the sign of $k$ is not known.
+    """
+    k = _square_shift(v, f, constants)
+    if k is None:
+        return {}
+    sign = sp.sign(k.subs(constants))
+    if sign == 0 or not sign.is_number:
+        return {}
+    theta = sp.Symbol("theta", real=True)
+    if sign > 0:
+        root = sp.sqrt(k)
+        b_of_theta, theta_of_b = root * sp.sinh(theta), sp.asinh(v / root)
+    else:
+        root = sp.sqrt(-k)
+        b_of_theta, theta_of_b = root * sp.cosh(theta), sp.acosh(v / root)
+    g = sp.simplify(f.subs(v, b_of_theta) / sp.diff(b_of_theta, theta))
+    phi = sp.Dummy("phi")
+    theta0 = theta_of_b.subs(v, sp.Symbol(f"{v}_0", positive=True))
+    return {
+        "theta": theta_of_b,
+        "theta_rhs": g,
+        "t_theta": sp.Integral(1 / g.subs(theta, phi), (phi, theta0, theta)),
+    }
+
+
+def _square_shift(v: sp.Symbol, f: sp.Expr, constants: Mapping[sp.Symbol, Any]) -> sp.Expr | None:
+    """The $k$ of a factor $a(B^2 + k)$ of ``f`` with $k$ a multiple of a constant, if any."""
+    if not constants:
+        return None
+    for factor in sp.factor_list(sp.factor(f))[1]:
+        base = factor[0]
+        if not base.has(v) or not any(base.has(c) for c in constants):
+            continue
+        poly = sp.Poly(base, v)
+        if poly.degree() != 2 or poly.coeff_monomial(v) != 0:
+            continue
+        k = sp.simplify(poly.coeff_monomial(1) / poly.coeff_monomial(v**2))
+        if k.free_symbols and k.free_symbols <= set(constants):
+            return k
+    return None

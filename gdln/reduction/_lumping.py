@@ -200,7 +200,7 @@ def lumped_system(
         conserved=tuple(conserved),
         eliminated=eliminated,
         constants=constants,
-        closed_form=closed_form(rhs, eliminated),
+        closed_form=closed_form(rhs, eliminated, constants),
         _lumped=tuple(variables),
         _generators=generators,
         _context_losses=tuple(p.rename(mapping) for p in mode_loss.per_context),

@@ -52,7 +52,9 @@ class ReducedSystem:
         Eliminated variable -> its expression in the others and the constants (Eq. 15).
     closed_form
         What sympy could solve: ``"t"`` (formal separable solution $t(B)$) and, where
-        found, the explicit solution keyed by the variable's name.
+        found, the explicit solution keyed by the variable's name; where a conserved
+        constant left a factor $B^2 + k$, the form in $\theta$ of $B=\sqrt{k}\sinh\theta$
+        (``"theta"``, ``"theta_rhs"``, ``"t_theta"``; see ``_closed_form.theta_form``).
     """
 
     variables: tuple[sp.Symbol, ...]

@@ -265,6 +265,15 @@ def _str(x: Any) -> str:
     return str(x) if isinstance(x, sp.Basic) else repr(float(x))
 
 
+_CLOSED_FORM_LABELS = {
+    "t": ("t", "t"),
+    "theta": ("theta", r"\theta"),
+    "theta_rhs": ("tau dtheta/dt", r"\tau \frac{d\theta}{dt}"),
+    "t_theta": ("t(theta)", r"t(\theta)"),
+}
+"""Closed-form keys (see ``ReducedSystem.closed_form``) -> their labels in text and LaTeX."""
+
+
 def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
     r"""The reduced ODEs (Eq. 10, lumped), data symbols per mode, conserved quantities,
     eliminations and closed forms."""
@@ -312,12 +321,12 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
                 rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right) = 0" if latex else f"  conserved: {q}"
             )
         for key, expr in system.closed_form.items():
-            if latex:
-                lines.append(
-                    rf"{'t' if key == 't' else sp.latex(sp.Symbol(key)) + '(t)'} = {sp.latex(expr)}"
-                )
-            else:
-                lines.append(f"  closed form {key if key == 't' else key + '(t)'} = {expr}")
+            text, tex = _CLOSED_FORM_LABELS.get(
+                key, (f"{key}(t)", sp.latex(sp.Symbol(key)) + "(t)")
+            )
+            lines.append(
+                rf"{tex} = {sp.latex(expr)}" if latex else f"  closed form {text} = {expr}"
+            )
         for s, values in system.symbols.items():
             text = ", ".join(_str(x) for x in values)
             lines.append(rf"% {s} per mode: {text}" if latex else f"  {s} per mode: {text}")

@@ -12,6 +12,7 @@ network does, mode by mode.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -29,6 +30,7 @@ from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
+from ._gd_map import map_reduction
 from ._trajectory import Trajectory
 
 __all__ = ["solve"]
@@ -171,7 +173,11 @@ def solve(
         Final time, in units of $\tau$.
     lr
         ``None``: solve the ODE (``scipy.integrate.solve_ivp``, LSODA). A number: iterate the
-        exact gradient-descent map with this learning rate (``t_max/lr`` steps).
+        exact gradient-descent map with this learning rate (``t_max/lr`` steps), under
+        every lumping: variables that ``lump="full"`` eliminated through a conserved
+        quantity (Eq. 15, which holds for gradient flow only) are iterated by the map
+        itself, in the tied system before elimination (``meta["system"] == "tied"``;
+        otherwise ``"reduced"``). The recorded variables are the same either way.
     n_points
         Number of recorded times.
     rtol, atol
@@ -191,10 +197,13 @@ def solve(
         $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``).
     """
     _check_settings(t_max, lr)
+    system_used = "reduced"
     if isinstance(reduction, ExpectedDynamics):
         flow = _moment_flow(reduction)
     else:
         _require_numbers(reduction)
+        if lr is not None:  # Eq. (15) holds for the flow only: iterate the tied system
+            reduction, system_used = map_reduction(reduction)
         flow = _reduction_flow(reduction)
     if lr is None:
         times, states = _integrate_ode(flow, t_max, n_points=n_points, rtol=rtol, atol=atol)
@@ -204,7 +213,8 @@ def solve(
         method = "gd-map"
     if isinstance(reduction, ExpectedDynamics):
         return _moment_trajectory(reduction, times, states, method, lr)
-    return _reduction_trajectory(reduction, times, states, method, lr)
+    trajectory = _reduction_trajectory(reduction, times, states, method, lr)
+    return dataclasses.replace(trajectory, meta={**trajectory.meta, "system": system_used})
 
 
 def _check_settings(t_max: float, lr: float | None) -> None:

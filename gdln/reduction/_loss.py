@@ -167,6 +167,7 @@ class LossBuilder:
         self.symbol_values: dict[tuple[str, tuple[Any, ...]], sp.Symbol] = {}
         self.symbol_order: list[tuple[sp.Symbol, tuple[Any, ...]]] = []
         self._value_cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._symbol_cache: dict[tuple[Any, ...], sp.Symbol | None] = {}
         alive = {x for s in slot_edges.values() for x in s}
         self.edges = [
             e
@@ -320,11 +321,17 @@ class LossBuilder:
         nodes: tuple[Hashable, Hashable],
         slots: tuple[int, ...],
     ) -> sp.Symbol | None:
-        """The symbol of a statistic's values per mode; ``None`` if zero in these modes."""
-        values = self._values(kind, k, dataset, fields, nodes)
-        if not any(values[a] != 0 for a in slots):
-            return None
-        return self._symbol(kind, values)
+        """The symbol of a statistic's values per mode; ``None`` if zero in these modes.
+
+        Found once per (statistic, spaces, modes), not once per context that uses it.
+        """
+        spaces = (self.space[(k, nodes[0])], self.space[(k, nodes[1])])
+        key = (kind, k, dataset, *fields, *spaces, slots)
+        if key not in self._symbol_cache:
+            values = self._values(kind, k, dataset, fields, nodes)
+            found = None if not any(values[a] != 0 for a in slots) else self._symbol(kind, values)
+            self._symbol_cache[key] = found
+        return self._symbol_cache[key]
 
     def _values(
         self,

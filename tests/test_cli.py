@@ -558,7 +558,10 @@ def test_lump_defaults_to_symmetry(capsys) -> None:
 def test_os_errors_are_one_line(tmp_path, capsys) -> None:
     (tmp_path / "dir.yaml").mkdir()
     code, _, err = run(["derive", str(tmp_path / "dir.yaml")], capsys)
-    assert code == 2 and err == f"gdln: error: {tmp_path / 'dir.yaml'}: is a directory; expected a file\n"
+    assert (
+        code == 2
+        and err == f"gdln: error: {tmp_path / 'dir.yaml'}: is a directory; expected a file\n"
+    )
 
 
 def test_debug_shows_the_traceback(monkeypatch, capsys) -> None:

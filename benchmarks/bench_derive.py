@@ -35,6 +35,7 @@ except gdln.GdlnError as err:
     variables = ["refused: " + str(err)[:60]]
 done = time.perf_counter(); cpu = time.process_time() - cpu0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+assert gdln.__file__.startswith(sys.argv[3]), gdln.__file__
 print(json.dumps({"M": M, "K": K, "contexts": len(problem.task.contexts), "load_s": loaded - start,
                   "derive_s": done - loaded, "total_s": done - start, "cpu_s": cpu,
                   "peak_MiB": peak, "variables": variables}))
@@ -58,15 +59,24 @@ def extract(ref: str, into: Path) -> Path:
 
 
 def measure(M: int, pythonpath: Path, timeout: float) -> dict | None:
-    """One derivation in a fresh process with ``pythonpath`` first; None if it timed out."""
+    """One derivation in a fresh process importing ``gdln`` from ``pythonpath`` (also its
+    working directory, which ``python -c`` puts first on ``sys.path``); None on time-out."""
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     try:
         out = subprocess.run(
-            [sys.executable, "-c", CHILD, str(M), str(ROOT / "graphs" / "routing.yaml")],
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                str(M),
+                str(ROOT / "graphs" / "routing.yaml"),
+                str(pythonpath.resolve()),
+            ],
             capture_output=True,
             text=True,
             check=True,
             env=env,
+            cwd=pythonpath,
             timeout=timeout,
         )
     except subprocess.TimeoutExpired:

@@ -1,14 +1,22 @@
 """Time and peak memory of `gdln derive graphs/routing.yaml --lump symmetry` as M grows.
 
 Each size runs in a fresh process so that peak memory (max RSS) is that of one derivation.
-K = 0.4 M, as in the issue. Run: python benchmarks/bench_derive.py [M ...]
+K = 0.4 M, as in the issue. With ``--before REF`` each size also runs on the library as it
+was at git revision REF (extracted to a temporary folder), side by side with the working
+tree, so that a change's effect is measured in one run on one machine.
+
+Run: python benchmarks/bench_derive.py [--before REF] [--timeout S] [M ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,36 +24,90 @@ CHILD = r"""
 import json, resource, sys, time
 import gdln
 M = int(sys.argv[1]); K = max(1, int(round(0.4 * M)))
-start = time.perf_counter()
+start = time.perf_counter(); cpu0 = time.process_time()
 problem = gdln.load(sys.argv[2], params={"M": str(M), "K": str(K)})
 loaded = time.perf_counter()
-reduction = gdln.reduce(problem, lump="symmetry")
-text = gdln.format_derivation(reduction)
-done = time.perf_counter()
+try:
+    reduction = gdln.reduce(problem, lump="symmetry")
+    text = gdln.format_derivation(reduction)
+    variables = [str(v) for v in reduction.systems[0].variables]
+except gdln.GdlnError as err:
+    variables = ["refused: " + str(err)[:60]]
+done = time.perf_counter(); cpu = time.process_time() - cpu0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+assert gdln.__file__.startswith(sys.argv[3]), gdln.__file__
 print(json.dumps({"M": M, "K": K, "contexts": len(problem.task.contexts), "load_s": loaded - start,
-                  "derive_s": done - loaded, "total_s": done - start, "peak_MiB": peak,
-                  "variables": [str(v) for v in reduction.systems[0].variables]}))
+                  "derive_s": done - loaded, "total_s": done - start, "cpu_s": cpu,
+                  "peak_MiB": peak, "variables": variables}))
 """
+HEADER = (
+    f"{'version':>8} {'M':>5} {'K':>4} {'contexts':>8} {'load s':>7} {'derive s':>8} "
+    f"{'total s':>7} {'CPU s':>6} {'peak MiB':>8}  variables"
+)
 
 
-def main(sizes: list[int]) -> None:
-    print(
-        f"{'M':>4} {'K':>3} {'contexts':>8} {'load s':>7} {'derive s':>8} {'total s':>7} {'peak MiB':>8}"
-    )
-    for M in sizes:
+def extract(ref: str, into: Path) -> Path:
+    """The package ``gdln`` as it was at git revision ``ref``, under ``into``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "gdln"], capture_output=True, check=True
+    ).stdout
+    path = into / "archive.tar"
+    path.write_bytes(archive)
+    with tarfile.open(path) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def measure(M: int, pythonpath: Path, timeout: float) -> dict | None:
+    """One derivation in a fresh process importing ``gdln`` from ``pythonpath`` (also its
+    working directory, which ``python -c`` puts first on ``sys.path``); None on time-out."""
+    env = {**os.environ, "PYTHONPATH": str(pythonpath)}
+    try:
         out = subprocess.run(
-            [sys.executable, "-c", CHILD, str(M), str(ROOT / "graphs" / "routing.yaml")],
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                str(M),
+                str(ROOT / "graphs" / "routing.yaml"),
+                str(pythonpath.resolve()),
+            ],
             capture_output=True,
             text=True,
             check=True,
+            env=env,
+            cwd=pythonpath,
+            timeout=timeout,
         )
-        r = json.loads(out.stdout)
-        print(
-            f"{r['M']:>4} {r['K']:>3} {r['contexts']:>8} {r['load_s']:>7.2f} {r['derive_s']:>8.2f} "
-            f"{r['total_s']:>7.2f} {r['peak_MiB']:>8.0f}"
-        )
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(out.stdout)
+
+
+def row(version: str, M: int, r: dict | None, timeout: float) -> str:
+    if r is None:
+        return f"{version:>8} {M:>5} {'':>4} {'':>8} timed out after {timeout:.0f} s"
+    return (
+        f"{version:>8} {r['M']:>5} {r['K']:>4} {r['contexts']:>8} {r['load_s']:>7.2f} "
+        f"{r['derive_s']:>8.2f} {r['total_s']:>7.2f} {r['cpu_s']:>6.2f} {r['peak_MiB']:>8.0f}  "
+        + " ".join(r["variables"])
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", nargs="*", type=int, default=[10, 20, 50, 100])
+    parser.add_argument("--before", help="git revision to compare against")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
+    args = parser.parse_args()
+    print(HEADER)
+    with tempfile.TemporaryDirectory() as tmp:
+        before = extract(args.before, Path(tmp)) if args.before else None
+        for M in args.sizes:
+            if before is not None:
+                print(row(args.before, M, measure(M, before, args.timeout), args.timeout))
+            print(row("now", M, measure(M, ROOT, args.timeout), args.timeout), flush=True)
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [10, 20, 50, 100])
+    main()

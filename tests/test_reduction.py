@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -345,3 +347,74 @@ def test_unbound_symbol_in_examples_is_a_clear_error(tmp_path) -> None:
         gdln.TaskSpecError, match=r"symbolic\.yaml: symbol 'a' .*has no value.*--param a=VALUE"
     ):
         symbolic(tmp_path, SYMBOLIC_SCALE).examples()
+
+
+# ---------------------------------------------------------------------------------------
+# Walking only open gated edges, and constants once per binding (issue 15): checked against
+# a naive enumeration of every graph path and against the data directly.
+
+
+def _naive_active(problem: gdln.Problem) -> list[dict[tuple, object]]:
+    """Per context: every input-output path with a nonzero product of all its gates."""
+    import networkx as nx
+
+    graph, task = problem.graph, problem.require_task()
+    sinks = [v for v in graph.nodes if graph.out_degree(v) == 0]
+    out = []
+    for c in task.contexts:
+        found = {}
+        for source in c.inputs:
+            for sink in sinks:
+                for nodes in nx.all_simple_paths(graph, source, sink):
+                    g = 1
+                    for u, w in itertools.pairwise(nodes):
+                        g = g * c.gate((u, w), graph.edges[u, w].get("gated", False))
+                        g = g * c.gate(w, graph.nodes[w].get("gated", False))
+                    if g != 0:
+                        found[tuple(nodes)] = g
+        out.append(found)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("routing", {"M": "5", "K": "3"}),
+        ("routing", {"M": "4", "K": "4", "seed": "2"}),
+        ("context", {}),
+        ("crosspath", {}),
+        ("race", {}),
+        ("xor", {}),
+        ("resnet_sd", {}),
+    ],
+)
+def test_active_paths_walk_only_open_gates_yet_find_every_path(name, params) -> None:
+    from gdln.paths._statistics import active_paths
+    from gdln.reduction._reduce import _count_active
+
+    problem = gdln.load(f"graphs/{name}.yaml", params=params)
+    active = active_paths(problem.graph, problem.require_task())
+    naive = _naive_active(problem)
+    for found, expected in zip(active.gates, naive, strict=True):
+        assert {active.paths[i].nodes: g for i, g in found.items()} == expected
+    pairs = sum(
+        sum(1 for p in found if p[-1] == o) ** 2 for found in naive for o in {p[-1] for p in found}
+    )
+    paths = sum(len(found) for found in naive)
+    assert _count_active(problem.graph, problem.require_task()) == (paths, pairs)
+
+
+@pytest.mark.parametrize("name", ["routing", "context", "xor"])
+def test_constants_computed_once_per_binding_equal_the_data(name) -> None:
+    problem = gdln.load(f"graphs/{name}.yaml")
+    task = problem.require_task()
+    reduction = gdln.reduce(problem)
+    expected = []
+    for c in task.contexts:
+        data = task.datasets[c.dataset]
+        expected.append(sum((data.moment(f, f).trace() for f in c.targets.values()), 0) / 2)
+    for got, want in zip(reduction.context_constants, expected, strict=True):
+        assert sp.simplify(got - want) == 0
+    total = sum((c.probability * v for c, v in zip(task.contexts, expected, strict=True)), 0)
+    full_constant = reduction.constant  # plus modes with only fixed edges (none here)
+    assert sp.simplify(full_constant - total) == 0

@@ -91,14 +91,36 @@ def edge_symbols(edges: Sequence[Edge]) -> dict[Edge, sp.Symbol]:
 
 def context_constants(task: Task) -> list[Any]:
     r"""Per context, $\tfrac12\langle\lVert y\rVert^2\rangle_c$: its loss at zero weights."""
+    return [values[key] for values, key in _constants_by_binding(task)]
+
+
+def _exact(value: Any) -> bool:
+    """Whether sums of ``value`` are independent of their order (exact, no floats)."""
+    return isinstance(value, (int, sp.Basic)) and not sp.sympify(value).has(sp.Float)
+
+
+def _binding(c: Context) -> tuple[str, tuple[str, ...]]:
+    """What a context's constant depends on: its dataset and the fields it targets."""
+    return c.dataset, tuple(sorted(c.targets.values()))
+
+
+def _constants_by_binding(
+    task: Task,
+) -> list[tuple[dict[tuple[str, tuple[str, ...]], Any], tuple[str, tuple[str, ...]]]]:
+    r"""Per context, the table of $\tfrac12\langle\lVert y\rVert^2\rangle$ per distinct
+    (dataset, target fields) and the context's key in it; each value is computed once."""
+    values: dict[tuple[str, tuple[str, ...]], Any] = {}
     out = []
     for c in task.contexts:
-        data = task.datasets[c.dataset]
-        value: Any = 0
-        for f in c.targets.values():
-            m = data.moment(f, f)
-            value = value + (m.trace() if isinstance(m, sp.MatrixBase) else float(np.trace(m)))
-        out.append(value / 2)
+        key = _binding(c)
+        if key not in values:
+            data = task.datasets[c.dataset]
+            value: Any = 0
+            for f in key[1]:
+                m = data.moment(f, f)
+                value = value + (m.trace() if isinstance(m, sp.MatrixBase) else float(np.trace(m)))
+            values[key] = value / 2
+        out.append((values, key))
     return out
 
 
@@ -145,6 +167,7 @@ class LossBuilder:
         self.symbol_values: dict[tuple[str, tuple[Any, ...]], sp.Symbol] = {}
         self.symbol_order: list[tuple[sp.Symbol, tuple[Any, ...]]] = []
         self._value_cache: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._symbol_cache: dict[tuple[Any, ...], sp.Symbol | None] = {}
         alive = {x for s in slot_edges.values() for x in s}
         self.edges = [
             e
@@ -197,11 +220,25 @@ class LossBuilder:
 
     def constants(self) -> tuple[Any, tuple[Any, ...]]:
         r"""$\tfrac12\langle\lVert y\rVert^2\rangle$ and its value per context."""
-        per_context = [tidy_number(v) for v in context_constants(self.task)]
-        total = sum(
-            (c.probability * v for c, v in zip(self.task.contexts, per_context, strict=True)),
-            sp.Integer(0),
-        )
+        tidied: dict[tuple[str, tuple[str, ...]], Any] = {}
+        weight: dict[tuple[str, tuple[str, ...]], Any] = defaultdict(lambda: sp.Integer(0))
+        per_context = []
+        exact = True
+        for c, (values, key) in zip(
+            self.task.contexts, _constants_by_binding(self.task), strict=True
+        ):
+            if key not in tidied:
+                tidied[key] = tidy_number(values[key])
+            per_context.append(tidied[key])
+            weight[key] = weight[key] + c.probability
+            exact = exact and _exact(c.probability) and _exact(tidied[key])
+        if exact:  # rational arithmetic: grouping by binding gives the same sum
+            terms = (weight[k] * tidied[k] for k in tidied)
+        else:  # floats: keep the per-context order of summation
+            terms = (
+                c.probability * v for c, v in zip(self.task.contexts, per_context, strict=True)
+            )
+        total = sum(terms, sp.Integer(0))
         return tidy_number(total), tuple(per_context)
 
     def context_losses(
@@ -284,11 +321,17 @@ class LossBuilder:
         nodes: tuple[Hashable, Hashable],
         slots: tuple[int, ...],
     ) -> sp.Symbol | None:
-        """The symbol of a statistic's values per mode; ``None`` if zero in these modes."""
-        values = self._values(kind, k, dataset, fields, nodes)
-        if not any(values[a] != 0 for a in slots):
-            return None
-        return self._symbol(kind, values)
+        """The symbol of a statistic's values per mode; ``None`` if zero in these modes.
+
+        Found once per (statistic, spaces, modes), not once per context that uses it.
+        """
+        spaces = (self.space[(k, nodes[0])], self.space[(k, nodes[1])])
+        key = (kind, k, dataset, *fields, *spaces, slots)
+        if key not in self._symbol_cache:
+            values = self._values(kind, k, dataset, fields, nodes)
+            found = None if not any(values[a] != 0 for a in slots) else self._symbol(kind, values)
+            self._symbol_cache[key] = found
+        return self._symbol_cache[key]
 
     def _values(
         self,

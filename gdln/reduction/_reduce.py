@@ -55,7 +55,12 @@ from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
 from ..graphfile._expressions import ExpressionError, evaluate, exact
 from ..graphfile._reader import Problem
-from ..paths._statistics import ActivePaths, active_paths, require_numbers_for_float_data
+from ..paths._statistics import (
+    ActivePaths,
+    Successors,
+    active_paths,
+    require_numbers_for_float_data,
+)
 from ..task._task import Task
 from ._bases import Modes
 from ._decoupled import anchor_bases
@@ -224,27 +229,26 @@ def _count_active(graph: nx.DiGraph, task: Task) -> tuple[int, int]:
     r"""Active paths and co-active pairs $\sum_c\sum_o n_{c,o}^2$, counted, not listed.
 
     Per context, a dynamic programme over the part of the graph its bound inputs reach
-    through open gates (the paths :func:`active_paths` would list); it stops once the
-    pairs pass the limit.
+    through open gates (the paths :func:`active_paths` would list), walking only the
+    context's open gated edges; it stops once the pairs pass the limit.
     """
     order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
-    succ = {v: [(w, bool(g)) for _, w, g in graph.out_edges(v, data="gated")] for v in graph}
+    succ = Successors(graph)
     node_gated = {v: bool(g) for v, g in graph.nodes(data="gated")}
     paths = pairs = 0
     for c in task.contexts:
         gates = c.gates
+        opened = succ.opened(gates)
         count = dict.fromkeys(c.inputs, 1)
         heap = [(order[v], v) for v in c.inputs]
         heapq.heapify(heap)
         while heap:
             _, v = heapq.heappop(heap)
             n = count[v]
-            if not succ[v]:
+            if v in succ.sinks:
                 paths, pairs = paths + n, pairs + n * n
                 continue
-            for w, gated in succ[v]:
-                if gated and gates.get((v, w), 0) == 0:
-                    continue
+            for w in succ.of(v, opened):
                 if node_gated[w] and gates.get(w, 0) == 0:
                     continue
                 if w not in count:

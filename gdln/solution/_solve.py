@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,29 +21,19 @@ from typing import Any
 
 import numpy as np
 import sympy as sp
-from scipy.integrate import solve_ivp
 
 from .._errors import GdlnError
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
+from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
 
 __all__ = ["solve"]
 
 
 _SCALAR_STATE_MAX = 512  # largest state compiled into one scalar function (see _Numeric.scalar)
-MAX_RHS_CALLS = 2_000_000  # the ODE solver gives up after this many right-hand-side calls
-STALL_CALLS = 10_000  # ... or after this many (plus 10 per variable) without advancing in t
-
-
-class _Stop(Exception):
-    """Raised inside the right-hand side to stop the solver; carries where it stopped."""
-
-    def __init__(self, reason: str, t: float, state: np.ndarray):
-        super().__init__(reason)
-        self.reason, self.t, self.state = reason, t, state
 
 
 class _Numeric:
@@ -96,6 +85,40 @@ class _Numeric:
                 exprs.append(system.rhs[v].xreplace({**values, **constants}))
         fn = sp.lambdify([s for row in y for s in row], exprs, "math", cse=True)
         return lambda state: fn(*state.tolist())
+
+    def jacobian(self, state: np.ndarray) -> np.ndarray:
+        """$\\partial f_i/\\partial y_j$ of :attr:`scalar_list` (compiled on first use)."""
+        return self._jacobian(state)
+
+    @functools.cached_property
+    def _jacobian(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The analytic Jacobian: only entries within a mode can be nonzero."""
+        m, nv, system = self.n_modes, len(self.free), self.system
+        y = [[sp.Dummy(f"{v}_{a}") for a in range(m)] for v in self.free]
+        entries, rows, cols = [], [], []
+        for a in range(m):
+            values = {f: y[i][a] for i, f in enumerate(self.free)}
+            values |= {
+                s: sp.Float(d[a], 17) for s, d in zip(system.symbols, self.data, strict=True)
+            }
+            values |= {
+                c: sp.Float(x, 17) for c, x in zip(system.constants, self.consts, strict=True)
+            }
+            for i, v in enumerate(self.free):
+                f = system.rhs[v].xreplace(values)
+                for j in range(nv):
+                    entries.append(sp.diff(f, y[j][a]))
+                    rows.append(i * m + a)
+                    cols.append(j * m + a)
+        fn = sp.lambdify([s for row in y for s in row], entries, "math", cse=True)
+        size = nv * m
+
+        def jacobian(state: np.ndarray) -> np.ndarray:
+            out = np.zeros((size, size))
+            out[rows, cols] = fn(*state.tolist())
+            return out
+
+        return jacobian
 
     def f(self, y: np.ndarray) -> np.ndarray:
         out = self.rhs(list(y), self.data, self.consts)
@@ -170,7 +193,7 @@ def solve(
     t_max
         Final time, in units of $\tau$.
     lr
-        ``None``: solve the ODE (``scipy.integrate.solve_ivp``, LSODA). A number: iterate the
+        ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``). A number: iterate the
         exact gradient-descent map with this learning rate (``t_max/lr`` steps).
     n_points
         Number of recorded times.
@@ -230,6 +253,8 @@ class _Flow:
         Per state entry, ``(variable name, mode)``, for error messages.
     source
         The graph file, for error messages.
+    jacobian
+        $\\partial f_i/\\partial y_j$ for the ODE solver's stiff steps, or ``None``.
     """
 
     y0: np.ndarray
@@ -237,6 +262,7 @@ class _Flow:
     rhs_ode: Callable[[np.ndarray], Any]
     labels: list[tuple[str, int]]
     source: str
+    jacobian: Callable[[np.ndarray], np.ndarray] | None = None
 
     def worst(self, state: np.ndarray) -> str:
         """The variable that went furthest: the first non-finite one, else the largest."""
@@ -267,16 +293,18 @@ def _reduction_flow(reduction: Reduction) -> _Flow:
 
     rhs: Callable[[np.ndarray], np.ndarray] = all_systems
     rhs_ode: Callable[[np.ndarray], Any] = all_systems
+    jacobian = None
     if len(numerics) == 1 and numerics[0].scalar_list is not None:
         # skip the per-system loop; the solver calls this often, and takes a list as is
         rhs, rhs_ode = numerics[0].scalar, numerics[0].scalar_list  # type: ignore[assignment]
+        jacobian = numerics[0].jacobian
     labels = [
         (f"{v}{'' if len(numerics) == 1 else f'@{k}'}", a)
         for k, n in enumerate(numerics)
         for v in n.free
         for a in range(n.n_modes)
     ]
-    return _Flow(y0, rhs, rhs_ode, labels, reduction.problem.source)
+    return _Flow(y0, rhs, rhs_ode, labels, reduction.problem.source, jacobian)
 
 
 def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
@@ -297,58 +325,26 @@ def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
 def _integrate_ode(
     flow: _Flow, t_max: float, *, n_points: int, rtol: float, atol: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Gradient flow by LSODA: times ``(T,)`` and states ``(state, T)``.
-
-    The right-hand side stops the solver when it overflows, or when the solver calls it
-    ``patience`` times without advancing in t, or more than ``MAX_RHS_CALLS`` times.
-    """
-    y0 = flow.y0
+    """Gradient flow by LSODA (:func:`~gdln.solution._ode.integrate`): times ``(T,)`` and
+    states ``(state, T)``; the solver's stops become one :class:`GdlnError`."""
     times = np.linspace(0.0, t_max, n_points)
-    # what the solver asked for last, and a check of progress every `patience` calls
-    t_last, y_last, calls = 0.0, y0, 0
-    patience = STALL_CALLS + 10 * len(y0)  # allows a few finite-difference Jacobians
-    checkpoint, t_checkpoint = patience, -1.0
-
-    def fun(t: float, y: np.ndarray) -> Any:
-        nonlocal t_last, y_last, calls, checkpoint, t_checkpoint
-        t_last, y_last = t, y
-        calls += 1
-        if calls >= checkpoint:
-            if t <= t_checkpoint:
-                raise _Stop(f"solver made no progress in {patience} right-hand-side calls", t, y)
-            if calls > MAX_RHS_CALLS:
-                raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
-            checkpoint, t_checkpoint = calls + patience, t
-        try:
-            value = flow.rhs_ode(y)
-        except OverflowError as err:
-            raise _Stop("overflowed", t, y) from err
-        except ZeroDivisionError as err:
-            raise _Stop("divided by zero", t, y) from err
-        total = sum(value) if isinstance(value, list) else float(value.sum())
-        if total - total != 0:  # inf or nan: float products overflow to inf silently
-            raise _Stop("overflowed", t, y)
-        return value
-
+    problem = OdeProblem(flow.y0, flow.rhs_ode, flow.jacobian)
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            result = solve_ivp(
-                fun, (0.0, t_max), y0, method="LSODA", t_eval=times, rtol=rtol, atol=atol
-            )
-    except _Stop as stop:
+        try:
+            states = integrate(problem, times, rtol=rtol, atol=atol)
+        except SolverFailed:  # the Fortran driver refused: step from Python to find why
+            states = integrate_ivp(problem, times, rtol=rtol, atol=atol)
+    except SolverFailed as failed:
+        raise GdlnError(
+            f"{flow.source}: the ODE solver failed at t = {failed.t:.4g} tau, where "
+            f"{flow.worst(failed.state)}: {failed.reason}"
+        ) from None
+    except Stop as stop:
         raise GdlnError(
             f"{flow.source}: the ODE {stop.reason} at t = {stop.t:.4g} tau, where "
             f"{flow.worst(stop.state)}; lower the initial value (--init) or t_max"
         ) from None
-    if result.status != 0 or not np.all(np.isfinite(result.y)):
-        raise GdlnError(
-            f"{flow.source}: the ODE solver failed at t = {t_last:.4g} tau, where "
-            f"{flow.worst(y_last)}: {result.message}"
-        )
-    states = result.y
-    states[:, 0] = y0  # t_eval[0] = 0 comes from the first step's interpolant otherwise
-    return times, states
+    return times, states.T
 
 
 def _iterate_gd_map(

@@ -409,7 +409,13 @@ def _reduction_trajectory(
         for v, arr in values.items():
             series[f"{v}{suffix}"] = np.asarray(arr)
     series["context_loss"] = context_loss.T
-    meta = {
+    meta = _reduction_meta(reduction, method, lr)
+    return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
+
+
+def _reduction_meta(reduction: Reduction, method: str, lr: Any) -> dict[str, Any]:
+    """The ``meta`` of a trajectory solved from ``reduction``."""
+    return {
         "source": reduction.problem.source,
         "params": {k: str(v) for k, v in reduction.problem.params.items()},
         "lump": reduction.lump,
@@ -417,9 +423,8 @@ def _reduction_trajectory(
         "lr": lr,
         "time_unit": "tau",
         "modes": [list(s.modes) for s in reduction.systems],
-        "context_labels": [c.label for c in task.contexts],
+        "context_labels": [c.label for c in reduction.problem.require_task().contexts],
     }
-    return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
 
 
 def _moment_trajectory(

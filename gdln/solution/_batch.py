@@ -20,8 +20,17 @@ import sympy as sp
 from .._errors import GdlnError
 from ..reduction._poly import evaluate_monomials
 from ..reduction._system import Reduction
+from . import _fast
 from ._ode import OdeProblem, SolverFailed, Stop, integrate
-from ._solve import _check_settings, _compiled, _Numeric, _reduction_meta, _require_numbers
+from ._solve import (
+    _SCALAR_STATE_MAX,
+    _check_settings,
+    _compiled,
+    _Numeric,
+    _reduction_meta,
+    _require_numbers,
+    fast_states,
+)
 from ._trajectory import Trajectory
 
 __all__ = ["solve_batch"]
@@ -29,6 +38,8 @@ __all__ = ["solve_batch"]
 CHUNK = 128
 """Scales per LSODA run: a run takes the steps of its fastest-changing member, and LSODA's
 work per step grows with the state, so a sorted grid is cut into runs of this many."""
+FAST_BATCH = 16
+"""Fewest scales for which the numba path (:mod:`._fast`) is compiled and used."""
 
 
 def solve_batch(
@@ -44,7 +55,9 @@ def solve_batch(
 
     Trajectory ``k`` starts from ``scales[k]`` times the reduction's initial values, as if
     :func:`gdln.reduce` had been given initial values ``scales[k]`` times as large (the
-    constants $C$ of Eq. 15 of Saxe et al. 2022 scale as ``scales[k]**2``). Sorted scales
+    constants $C$ of Eq. 15 of Saxe et al. 2022 scale as ``scales[k]**2``). With numba
+    installed (the ``fast`` extra) and at least :data:`FAST_BATCH` scales, each is
+    stepped by compiled DOP853 (:mod:`gdln.solution._fast`). Otherwise sorted scales
     share LSODA runs (``scipy.integrate.odeint``) of :data:`CHUNK` at a time: one step
     size per run, the right-hand side vectorised across it, a banded Jacobian.
 
@@ -73,6 +86,9 @@ def solve_batch(
     values = _check_scales(reduction, scales)
     numerics = [_compiled(s) for s in reduction.systems]
     times = np.linspace(0.0, t_max, n_points)
+    compiled = _compiled_states(numerics, values, times, rtol, atol)
+    if compiled is not None:
+        return _Batch(numerics, values).trajectories(reduction, times, compiled)
     out: list[Trajectory | None] = [None] * len(values)
     order = np.argsort(values, kind="stable")  # similar scales take similar steps
     for chunk in np.array_split(order, -(-len(order) // CHUNK)):
@@ -89,6 +105,26 @@ def solve_batch(
         for k, trajectory in zip(chunk, batch.trajectories(reduction, times, states), strict=True):
             out[k] = trajectory
     return [t for t in out if t is not None]
+
+
+def _compiled_states(
+    numerics: list[_Numeric], scales: np.ndarray, times: np.ndarray, rtol: float, atol: float
+) -> np.ndarray | None:
+    """With numba (:mod:`._fast`), each scale's systems stepped by compiled DOP853, as
+    ``(T, state)`` in :class:`_Batch`'s layout; ``None`` without numba, for small batches
+    (compiling costs more) or where a system did not finish (then LSODA solves)."""
+    sizes = [len(n.free) * n.n_modes for n in numerics]
+    if not _fast.available() or len(scales) < FAST_BATCH or max(sizes) > _SCALAR_STATE_MAX:
+        return None
+    states = fast_states(numerics, scales, times, rtol, atol)
+    if states is None:
+        return None
+    parts, start, (b, T) = [], 0, states.shape[:2]
+    for n, size in zip(numerics, sizes, strict=True):
+        part = states[:, :, start : start + size].reshape(b, T, len(n.free), n.n_modes)
+        parts.append(part.transpose(1, 0, 3, 2).reshape(T, -1))  # (T, b * modes * vars)
+        start += size
+    return np.concatenate(parts, axis=1)
 
 
 def _check_scales(reduction: Reduction, scales: npt.ArrayLike) -> np.ndarray:
@@ -156,7 +192,7 @@ class _Batch:
         probabilities = np.array([float(c.probability) for c in task.contexts])
         b, T = len(self.scales), len(times)
         constants = np.array([float(v) for v in reduction.context_constants])
-        context_loss = np.broadcast_to(constants[:, None, None], (len(constants), T, b)).copy()
+        context_loss = np.zeros((len(constants), T, b))
         series: dict[str, np.ndarray] = {}  # name -> (T, b, modes)
         for k, (n, start, data, consts) in enumerate(self.parts):
             y = states[:, start : start + b * n.n_modes * len(n.free)].reshape(T, -1, len(n.free))
@@ -165,13 +201,14 @@ class _Batch:
             suffix = "" if len(self.parts) == 1 else f"@{k}"
             for v, arr in values.items():
                 series[f"{v}{suffix}"] = arr.reshape(T, b, n.n_modes)
+        by_scale = np.ascontiguousarray(context_loss.transpose(2, 1, 0)) + constants  # (b, T, c)
+        losses = by_scale @ probabilities  # (b, T)
         meta = _reduction_meta(reduction, "ode", None)
         out = []
         for j, scale in enumerate(self.scales):
             one = {name: arr[:, j] for name, arr in series.items()}
-            one["context_loss"] = context_loss[:, :, j].T
-            loss = probabilities @ context_loss[:, :, j]
-            out.append(Trajectory(times, loss, one, {**meta, "init_scale": float(scale)}))
+            one["context_loss"] = by_scale[j]
+            out.append(Trajectory(times, losses[j], one, {**meta, "init_scale": float(scale)}))
         return out
 
     @staticmethod
@@ -195,4 +232,4 @@ class _Batch:
             return np.zeros((n.table.shape[0], T, b))
         args = [values[v] for v in n.lumped] + [np.broadcast_to(d, (T, len(d))) for d in data]
         summed = evaluate_monomials(n.monomials, args).reshape(-1, T, b, n.n_modes).sum(axis=-1)
-        return np.einsum("cm,mtb->ctb", n.table, summed)
+        return (n.table @ summed.reshape(len(n.monomials), -1)).reshape(-1, T, b)

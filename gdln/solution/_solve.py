@@ -27,6 +27,7 @@ from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
+from . import _fast
 from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
 
@@ -54,6 +55,23 @@ class _Numeric:
         self.y0 = np.array([[float(system.initial[v])] * n for v in self.free])
         self.monomials, self.table = monomial_table(system._context_losses)
         self.lumped = list(system._lumped)
+        self.solves = 0  # ODE solves so far: the numba path compiles from the second on
+
+    @functools.cached_property
+    def fast_rhs(self) -> Any:
+        """The right-hand side compiled by numba (:func:`._fast.compiled_rhs`) on the flat
+        state ``(vars * modes,)``, with the constants $C$ as an argument."""
+        system = self.system
+        y = [[sp.Dummy(f"{v}_{a}") for a in range(self.n_modes)] for v in self.free]
+        exprs = []
+        for v in self.free:
+            for a in range(self.n_modes):
+                values = {f: y[i][a] for i, f in enumerate(self.free)}
+                values |= {
+                    s: sp.Float(d[a], 17) for s, d in zip(system.symbols, self.data, strict=True)
+                }
+                exprs.append(system.rhs[v].xreplace(values))
+        return _fast.compiled_rhs(exprs, [s for row in y for s in row], list(system.constants))
 
     @functools.cached_property
     def scalar(self) -> Callable[[np.ndarray], np.ndarray] | None:
@@ -255,6 +273,9 @@ class _Flow:
         The graph file, for error messages.
     jacobian
         $\\partial f_i/\\partial y_j$ for the ODE solver's stiff steps, or ``None``.
+    fast
+        The compiled solver of :mod:`._fast`, ``(times, rtol, atol)`` to states
+        ``(T, state)`` or ``None`` where it did not finish (then LSODA solves); ``None``.
     """
 
     y0: np.ndarray
@@ -263,6 +284,7 @@ class _Flow:
     labels: list[tuple[str, int]]
     source: str
     jacobian: Callable[[np.ndarray], np.ndarray] | None = None
+    fast: Callable[[np.ndarray, float, float], np.ndarray | None] | None = None
 
     def worst(self, state: np.ndarray) -> str:
         """The variable that went furthest: the first non-finite one, else the largest."""
@@ -304,7 +326,40 @@ def _reduction_flow(reduction: Reduction) -> _Flow:
         for v in n.free
         for a in range(n.n_modes)
     ]
-    return _Flow(y0, rhs, rhs_ode, labels, reduction.problem.source, jacobian)
+    fast = None
+    if _fast.available() and all(len(n.free) * n.n_modes <= _SCALAR_STATE_MAX for n in numerics):
+        fast = functools.partial(_fast_solve, numerics)
+    return _Flow(y0, rhs, rhs_ode, labels, reduction.problem.source, jacobian, fast)
+
+
+def fast_states(
+    numerics: list[_Numeric], scales: np.ndarray, times: np.ndarray, rtol: float, atol: float
+) -> np.ndarray | None:
+    """States ``(scales, T, state)`` by :mod:`._fast`, systems side by side as in
+    :func:`_reduction_flow`; ``None`` if a system did not finish."""
+    parts = []
+    for n in numerics:
+        consts = np.array(n.consts, dtype=float)
+        out = _fast.solve_scales(
+            n.fast_rhs, n.y0.ravel(), consts, scales, times, rtol=rtol, atol=atol
+        )
+        if out is None:
+            return None
+        parts.append(out)
+    return np.concatenate(parts, axis=2)
+
+
+def _fast_solve(
+    numerics: list[_Numeric], times: np.ndarray, rtol: float, atol: float
+) -> np.ndarray | None:
+    """One solve by :mod:`._fast`, from the second solve of the same systems on (the first
+    is LSODA's: compiling costs more than one solve); ``None`` to leave it to LSODA."""
+    for n in numerics:
+        n.solves += 1
+    if any(n.solves < 2 for n in numerics):
+        return None
+    states = fast_states(numerics, np.ones(1), times, rtol, atol)
+    return None if states is None else states[0]
 
 
 def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
@@ -328,6 +383,9 @@ def _integrate_ode(
     """Gradient flow by LSODA (:func:`~gdln.solution._ode.integrate`): times ``(T,)`` and
     states ``(state, T)``; the solver's stops become one :class:`GdlnError`."""
     times = np.linspace(0.0, t_max, n_points)
+    fast = None if flow.fast is None else flow.fast(times, rtol, atol)
+    if fast is not None:
+        return times, fast.T
     problem = OdeProblem(flow.y0, flow.rhs_ode, flow.jacobian)
     try:
         try:

@@ -9,7 +9,7 @@ from helpers import load
 from scipy.integrate import solve_ivp
 
 import gdln
-from gdln.solution import _solve, solve_batch
+from gdln.solution import _batch, _fast, _solve, solve_batch
 
 SHIPPED = [
     ("routing", {"M": 7, "K": 4}, "symmetry", 0.1),
@@ -75,8 +75,14 @@ def test_large_initial_value_through_the_stiff_end() -> None:
 
 
 @pytest.mark.parametrize("lump", ["symmetry", "full"])
-def test_batch_of_scales_matches_one_solve_per_scale(lump: str) -> None:
+@pytest.mark.parametrize("compiled", [False, True])
+def test_batch_of_scales_matches_one_solve_per_scale(
+    lump: str, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # lump="full" eliminates B1 with the constant C of Eq. 15, which scales as scale**2
+    if compiled:
+        pytest.importorskip("numba")
+    monkeypatch.setattr(_batch, "FAST_BATCH", 1 if compiled else 10**9)
     problem = load("routing", M=7, K=4)
     scales = np.array([0.3, 0.05, 0.12, 0.02])  # unsorted on purpose
     trajectories = solve_batch(gdln.reduce(problem, lump=lump, init=1), scales, t_max=30)
@@ -125,3 +131,45 @@ def test_batch_overflow_names_the_scale() -> None:
         r"-?(inf|nan|[\d.e+-]+) in mode \d for scale 1e\+200",
     ):
         solve_batch(reduction, [0.1, 1e200], t_max=10)
+
+
+@pytest.mark.parametrize(("name", "params", "lump", "init"), SHIPPED)
+def test_compiled_stepper_within_1e10_of_tight_solve_ivp(
+    name: str, params: dict, lump: str, init: float
+) -> None:
+    pytest.importorskip("numba")
+    reduction = gdln.reduce(load(name, **params), lump=lump, init=init)
+    flow = _solve._reduction_flow(reduction)
+    assert flow.fast is not None
+    times = np.linspace(0.0, 20.0, 101)
+    assert flow.fast(times, 1e-10, 1e-12) is None  # the first solve is left to LSODA
+    states = flow.fast(times, 1e-10, 1e-12)
+    assert states is not None
+    exact = reference(flow, times, 1e-13, "DOP853")
+    scale = np.abs(exact).max(axis=1, keepdims=True)
+    assert (np.abs(states.T - exact) / scale).max() <= 1e-10
+    # and gdln.solve takes this path from now on
+    trajectory = gdln.solve(reduction, t_max=20.0, n_points=101)
+    (system, *_) = reduction.systems
+    m = len(system.modes)
+    for i, v in enumerate(system.variables):
+        suffix = "" if len(reduction.systems) == 1 else "@0"
+        np.testing.assert_array_equal(
+            trajectory.series[f"{v}{suffix}"], states[:, i * m : (i + 1) * m]
+        )
+
+
+def test_compiled_stepper_failing_leaves_the_error_to_lsoda() -> None:
+    pytest.importorskip("numba")
+    reduction = gdln.reduce(load("routing"), lump="full", init=1e200)
+    match = r"routing\.yaml: the ODE overflowed at t = 0 tau, where B\d = 1e\+200 in mode \d"
+    for _ in range(3):  # LSODA, then the compiled stepper, which stops and hands over
+        with pytest.raises(gdln.GdlnError, match=match):
+            gdln.solve(reduction, t_max=1000)
+
+
+def test_no_numba_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GDLN_NO_NUMBA", "1")
+    assert not _fast.available()
+    flow = _solve._reduction_flow(gdln.reduce(load("xor"), lump="full", init=0.1))
+    assert flow.fast is None

@@ -174,6 +174,31 @@ def _compiled(system: ReducedSystem) -> _Numeric:
     return _COMPILED[system]
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """What every solve of one reduction needs, checked and converted once."""
+
+    flow: _Flow
+    probabilities: np.ndarray  # per context
+    context_constants: np.ndarray  # per context
+
+
+_PREPARED: weakref.WeakKeyDictionary[Reduction, _Prepared] = weakref.WeakKeyDictionary()
+
+
+def _prepared(reduction: Reduction) -> _Prepared:
+    """:func:`_require_numbers`, the flow and the numbers, once per reduction."""
+    if reduction not in _PREPARED:
+        _require_numbers(reduction)
+        task = reduction.problem.require_task()
+        _PREPARED[reduction] = _Prepared(
+            _reduction_flow(reduction),
+            np.array([float(c.probability) for c in task.contexts]),
+            np.array([float(v) for v in reduction.context_constants]),
+        )
+    return _PREPARED[reduction]
+
+
 def _require_numbers(reduction: Reduction) -> None:
     """Refuse a reduction whose data, initial values or equations still hold symbols."""
     task = reduction.problem.require_task()
@@ -235,8 +260,7 @@ def solve(
     if isinstance(reduction, ExpectedDynamics):
         flow = _moment_flow(reduction)
     else:
-        _require_numbers(reduction)
-        flow = _reduction_flow(reduction)
+        flow = _prepared(reduction).flow
     if lr is None:
         times, states = _integrate_ode(flow, t_max, n_points=n_points, rtol=rtol, atol=atol)
         method = "ode"
@@ -452,11 +476,9 @@ def _reduction_trajectory(
 ) -> Trajectory:
     """Every variable per system ``(T, modes)``, the loss and the per-context losses."""
     numerics = [_compiled(s) for s in reduction.systems]
-    task = reduction.problem.require_task()
-    probabilities = np.array([float(c.probability) for c in task.contexts])
-    context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(
-        len(times)
-    )
+    prepared = _prepared(reduction)
+    probabilities = prepared.probabilities
+    context_loss = prepared.context_constants[:, None] * np.ones(len(times))
     series: dict[str, np.ndarray] = {}
     splits = np.cumsum([len(n.free) * n.n_modes for n in numerics])[:-1]
     for k, (n, part) in enumerate(zip(numerics, np.split(states, splits), strict=True)):

@@ -236,7 +236,9 @@ def solve(
     t_max
         Final time, in units of $\tau$.
     lr
-        ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``). A number: iterate the
+        ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``; with numba installed,
+        the ``fast`` extra, compiled DOP853 from a system's second solve on, see
+        :mod:`gdln.solution._fast`). A number: iterate the
         exact gradient-descent map with this learning rate (``t_max/lr`` steps).
     n_points
         Number of recorded times.

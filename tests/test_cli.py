@@ -331,23 +331,15 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.std
 """
 
 
-def _import_seconds(stderr: str) -> float:
-    """Total of the 'self' column of ``python -X importtime`` (microseconds -> seconds)."""
-    rows = [line.split("|") for line in stderr.splitlines() if line.startswith("import time:")]
-    return (
-        sum(int(row[0].split(":")[1]) for row in rows if row[0].split(":")[1].strip().isdigit())
-        / 1e6
-    )
-
-
 @pytest.mark.parametrize(
     "command",
-    ["", "paths", "stats", "derive", "solve", "simulate", "compare", "kernel", "sd"],
+    ["", "paths", "stats", "derive", "solve", "simulate", "compare", "kernel", "sd", "schema"],
 )
-def test_help_is_instant_and_imports_nothing_heavy(command: str) -> None:
+def test_help_imports_nothing_heavy(command: str) -> None:
+    # Its time is measured in benchmarks/bench_startup.py, not asserted here.
     argv = [command, "--help"] if command else ["--help"]
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", HELP_PROBE.format(heavy=HEAVY), *argv],
+        [sys.executable, "-c", HELP_PROBE.format(heavy=HEAVY), *argv],
         capture_output=True,
         text=True,
         check=True,
@@ -355,7 +347,6 @@ def test_help_is_instant_and_imports_nothing_heavy(command: str) -> None:
     assert "Usage: gdln" in result.stdout
     imported = json.loads(result.stderr.strip().splitlines()[-1])
     assert imported == [], f"gdln {command} --help imported {imported}"
-    assert _import_seconds(result.stderr) < 0.5
 
 
 THEORY_PROBE = """\

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,30 +22,21 @@ from typing import Any
 
 import numpy as np
 import sympy as sp
-from scipy.integrate import solve_ivp
 
 from .._errors import GdlnError
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
+from . import _fast
 from ._gd_map import map_reduction
+from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
 
 __all__ = ["solve"]
 
 
 _SCALAR_STATE_MAX = 512  # largest state compiled into one scalar function (see _Numeric.scalar)
-MAX_RHS_CALLS = 2_000_000  # the ODE solver gives up after this many right-hand-side calls
-STALL_CALLS = 10_000  # ... or after this many (plus 10 per variable) without advancing in t
-
-
-class _Stop(Exception):
-    """Raised inside the right-hand side to stop the solver; carries where it stopped."""
-
-    def __init__(self, reason: str, t: float, state: np.ndarray):
-        super().__init__(reason)
-        self.reason, self.t, self.state = reason, t, state
 
 
 class _Numeric:
@@ -67,6 +57,23 @@ class _Numeric:
         self.y0 = np.array([[float(system.initial[v])] * n for v in self.free])
         self.monomials, self.table = monomial_table(system._context_losses)
         self.lumped = list(system._lumped)
+        self.solves = 0  # ODE solves so far: the numba path compiles from the second on
+
+    @functools.cached_property
+    def fast_rhs(self) -> Any:
+        """The right-hand side compiled by numba (:func:`._fast.compiled_rhs`) on the flat
+        state ``(vars * modes,)``, with the constants $C$ as an argument."""
+        system = self.system
+        y = [[sp.Dummy(f"{v}_{a}") for a in range(self.n_modes)] for v in self.free]
+        exprs = []
+        for v in self.free:
+            for a in range(self.n_modes):
+                values = {f: y[i][a] for i, f in enumerate(self.free)}
+                values |= {
+                    s: sp.Float(d[a], 17) for s, d in zip(system.symbols, self.data, strict=True)
+                }
+                exprs.append(system.rhs[v].xreplace(values))
+        return _fast.compiled_rhs(exprs, [s for row in y for s in row], list(system.constants))
 
     @functools.cached_property
     def scalar(self) -> Callable[[np.ndarray], np.ndarray] | None:
@@ -98,6 +105,40 @@ class _Numeric:
                 exprs.append(system.rhs[v].xreplace({**values, **constants}))
         fn = sp.lambdify([s for row in y for s in row], exprs, "math", cse=True)
         return lambda state: fn(*state.tolist())
+
+    def jacobian(self, state: np.ndarray) -> np.ndarray:
+        """$\\partial f_i/\\partial y_j$ of :attr:`scalar_list` (compiled on first use)."""
+        return self._jacobian(state)
+
+    @functools.cached_property
+    def _jacobian(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The analytic Jacobian: only entries within a mode can be nonzero."""
+        m, nv, system = self.n_modes, len(self.free), self.system
+        y = [[sp.Dummy(f"{v}_{a}") for a in range(m)] for v in self.free]
+        entries, rows, cols = [], [], []
+        for a in range(m):
+            values = {f: y[i][a] for i, f in enumerate(self.free)}
+            values |= {
+                s: sp.Float(d[a], 17) for s, d in zip(system.symbols, self.data, strict=True)
+            }
+            values |= {
+                c: sp.Float(x, 17) for c, x in zip(system.constants, self.consts, strict=True)
+            }
+            for i, v in enumerate(self.free):
+                f = system.rhs[v].xreplace(values)
+                for j in range(nv):
+                    entries.append(sp.diff(f, y[j][a]))
+                    rows.append(i * m + a)
+                    cols.append(j * m + a)
+        fn = sp.lambdify([s for row in y for s in row], entries, "math", cse=True)
+        size = nv * m
+
+        def jacobian(state: np.ndarray) -> np.ndarray:
+            out = np.zeros((size, size))
+            out[rows, cols] = fn(*state.tolist())
+            return out
+
+        return jacobian
 
     def f(self, y: np.ndarray) -> np.ndarray:
         out = self.rhs(list(y), self.data, self.consts)
@@ -133,6 +174,31 @@ def _compiled(system: ReducedSystem) -> _Numeric:
     if system not in _COMPILED:
         _COMPILED[system] = _Numeric(system)
     return _COMPILED[system]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What every solve of one reduction needs, checked and converted once."""
+
+    flow: _Flow
+    probabilities: np.ndarray  # per context
+    context_constants: np.ndarray  # per context
+
+
+_PREPARED: weakref.WeakKeyDictionary[Reduction, _Prepared] = weakref.WeakKeyDictionary()
+
+
+def _prepared(reduction: Reduction) -> _Prepared:
+    """:func:`_require_numbers`, the flow and the numbers, once per reduction."""
+    if reduction not in _PREPARED:
+        _require_numbers(reduction)
+        task = reduction.problem.require_task()
+        _PREPARED[reduction] = _Prepared(
+            _reduction_flow(reduction),
+            np.array([float(c.probability) for c in task.contexts]),
+            np.array([float(v) for v in reduction.context_constants]),
+        )
+    return _PREPARED[reduction]
 
 
 def _require_numbers(reduction: Reduction) -> None:
@@ -172,12 +238,14 @@ def solve(
     t_max
         Final time, in units of $\tau$.
     lr
-        ``None``: solve the ODE (``scipy.integrate.solve_ivp``, LSODA). A number: iterate the
-        exact gradient-descent map with this learning rate (``t_max/lr`` steps), under
-        every lumping: variables that ``lump="full"`` eliminated through a conserved
-        quantity (Eq. 15, which holds for gradient flow only) are iterated by the map
-        itself, in the tied system before elimination (``meta["system"] == "tied"``;
-        otherwise ``"reduced"``). The recorded variables are the same either way.
+        ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``; with numba installed,
+        the ``fast`` extra, compiled DOP853 from a system's second solve on, see
+        :mod:`gdln.solution._fast`). A number: iterate the exact gradient-descent map with
+        this learning rate (``t_max/lr`` steps), under every lumping: variables that
+        ``lump="full"`` eliminated through a conserved quantity (Eq. 15, which holds for
+        gradient flow only) are iterated by the map itself, in the tied system before
+        elimination (``meta["system"] == "tied"``; otherwise ``"reduced"``). The recorded
+        variables are the same either way.
     n_points
         Number of recorded times.
     rtol, atol
@@ -201,10 +269,10 @@ def solve(
     if isinstance(reduction, ExpectedDynamics):
         flow = _moment_flow(reduction)
     else:
-        _require_numbers(reduction)
         if lr is not None:  # Eq. (15) holds for the flow only: iterate the tied system
+            _require_numbers(reduction)
             reduction, system_used = map_reduction(reduction)
-        flow = _reduction_flow(reduction)
+        flow = _prepared(reduction).flow
     if lr is None:
         times, states = _integrate_ode(flow, t_max, n_points=n_points, rtol=rtol, atol=atol)
         method = "ode"
@@ -240,6 +308,11 @@ class _Flow:
         Per state entry, ``(variable name, mode)``, for error messages.
     source
         The graph file, for error messages.
+    jacobian
+        $\\partial f_i/\\partial y_j$ for the ODE solver's stiff steps, or ``None``.
+    fast
+        The compiled solver of :mod:`._fast`, ``(times, rtol, atol)`` to states
+        ``(T, state)`` or ``None`` where it did not finish (then LSODA solves); ``None``.
     """
 
     y0: np.ndarray
@@ -247,6 +320,8 @@ class _Flow:
     rhs_ode: Callable[[np.ndarray], Any]
     labels: list[tuple[str, int]]
     source: str
+    jacobian: Callable[[np.ndarray], np.ndarray] | None = None
+    fast: Callable[[np.ndarray, float, float], np.ndarray | None] | None = None
 
     def worst(self, state: np.ndarray) -> str:
         """The variable that went furthest: the first non-finite one, else the largest."""
@@ -277,16 +352,51 @@ def _reduction_flow(reduction: Reduction) -> _Flow:
 
     rhs: Callable[[np.ndarray], np.ndarray] = all_systems
     rhs_ode: Callable[[np.ndarray], Any] = all_systems
+    jacobian = None
     if len(numerics) == 1 and numerics[0].scalar_list is not None:
         # skip the per-system loop; the solver calls this often, and takes a list as is
         rhs, rhs_ode = numerics[0].scalar, numerics[0].scalar_list  # type: ignore[assignment]
+        jacobian = numerics[0].jacobian
     labels = [
         (f"{v}{'' if len(numerics) == 1 else f'@{k}'}", a)
         for k, n in enumerate(numerics)
         for v in n.free
         for a in range(n.n_modes)
     ]
-    return _Flow(y0, rhs, rhs_ode, labels, reduction.problem.source)
+    fast = None
+    if _fast.available() and all(len(n.free) * n.n_modes <= _SCALAR_STATE_MAX for n in numerics):
+        fast = functools.partial(_fast_solve, numerics)
+    return _Flow(y0, rhs, rhs_ode, labels, reduction.problem.source, jacobian, fast)
+
+
+def fast_states(
+    numerics: list[_Numeric], scales: np.ndarray, times: np.ndarray, rtol: float, atol: float
+) -> np.ndarray | None:
+    """States ``(scales, T, state)`` by :mod:`._fast`, systems side by side as in
+    :func:`_reduction_flow`; ``None`` if a system did not finish."""
+    parts = []
+    for n in numerics:
+        consts = np.array(n.consts, dtype=float)
+        out = _fast.solve_scales(
+            n.fast_rhs, n.y0.ravel(), consts, scales, times, rtol=rtol, atol=atol
+        )
+        if out is None:
+            return None
+        parts.append(out)
+    return np.concatenate(parts, axis=2)
+
+
+def _fast_solve(
+    numerics: list[_Numeric], times: np.ndarray, rtol: float, atol: float
+) -> np.ndarray | None:
+    """One solve by :mod:`._fast`, from the second solve of the same systems on (the first
+    is LSODA's: compiling costs more than one solve); ``None`` to leave it to LSODA."""
+    for n in numerics:
+        n.solves += 1
+    if any(n.solves < 2 for n in numerics):
+        return None
+    states = fast_states(numerics, np.ones(1), times, rtol, atol)
+    return None if states is None else states[0]
 
 
 def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
@@ -307,58 +417,29 @@ def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
 def _integrate_ode(
     flow: _Flow, t_max: float, *, n_points: int, rtol: float, atol: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Gradient flow by LSODA: times ``(T,)`` and states ``(state, T)``.
-
-    The right-hand side stops the solver when it overflows, or when the solver calls it
-    ``patience`` times without advancing in t, or more than ``MAX_RHS_CALLS`` times.
-    """
-    y0 = flow.y0
+    """Gradient flow by LSODA (:func:`~gdln.solution._ode.integrate`): times ``(T,)`` and
+    states ``(state, T)``; the solver's stops become one :class:`GdlnError`."""
     times = np.linspace(0.0, t_max, n_points)
-    # what the solver asked for last, and a check of progress every `patience` calls
-    t_last, y_last, calls = 0.0, y0, 0
-    patience = STALL_CALLS + 10 * len(y0)  # allows a few finite-difference Jacobians
-    checkpoint, t_checkpoint = patience, -1.0
-
-    def fun(t: float, y: np.ndarray) -> Any:
-        nonlocal t_last, y_last, calls, checkpoint, t_checkpoint
-        t_last, y_last = t, y
-        calls += 1
-        if calls >= checkpoint:
-            if t <= t_checkpoint:
-                raise _Stop(f"solver made no progress in {patience} right-hand-side calls", t, y)
-            if calls > MAX_RHS_CALLS:
-                raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
-            checkpoint, t_checkpoint = calls + patience, t
-        try:
-            value = flow.rhs_ode(y)
-        except OverflowError as err:
-            raise _Stop("overflowed", t, y) from err
-        except ZeroDivisionError as err:
-            raise _Stop("divided by zero", t, y) from err
-        total = sum(value) if isinstance(value, list) else float(value.sum())
-        if total - total != 0:  # inf or nan: float products overflow to inf silently
-            raise _Stop("overflowed", t, y)
-        return value
-
+    fast = None if flow.fast is None else flow.fast(times, rtol, atol)
+    if fast is not None:
+        return times, fast.T
+    problem = OdeProblem(flow.y0, flow.rhs_ode, flow.jacobian)
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            result = solve_ivp(
-                fun, (0.0, t_max), y0, method="LSODA", t_eval=times, rtol=rtol, atol=atol
-            )
-    except _Stop as stop:
+        try:
+            states = integrate(problem, times, rtol=rtol, atol=atol)
+        except SolverFailed:  # the Fortran driver refused: step from Python to find why
+            states = integrate_ivp(problem, times, rtol=rtol, atol=atol)
+    except SolverFailed as failed:
+        raise GdlnError(
+            f"{flow.source}: the ODE solver failed at t = {failed.t:.4g} tau, where "
+            f"{flow.worst(failed.state)}: {failed.reason}"
+        ) from None
+    except Stop as stop:
         raise GdlnError(
             f"{flow.source}: the ODE {stop.reason} at t = {stop.t:.4g} tau, where "
             f"{flow.worst(stop.state)}; lower the initial value (--init) or t_max"
         ) from None
-    if result.status != 0 or not np.all(np.isfinite(result.y)):
-        raise GdlnError(
-            f"{flow.source}: the ODE solver failed at t = {t_last:.4g} tau, where "
-            f"{flow.worst(y_last)}: {result.message}"
-        )
-    states = result.y
-    states[:, 0] = y0  # t_eval[0] = 0 comes from the first step's interpolant otherwise
-    return times, states
+    return times, states.T
 
 
 def _iterate_gd_map(
@@ -408,11 +489,9 @@ def _reduction_trajectory(
 ) -> Trajectory:
     """Every variable per system ``(T, modes)``, the loss and the per-context losses."""
     numerics = [_compiled(s) for s in reduction.systems]
-    task = reduction.problem.require_task()
-    probabilities = np.array([float(c.probability) for c in task.contexts])
-    context_loss = np.array([float(v) for v in reduction.context_constants])[:, None] * np.ones(
-        len(times)
-    )
+    prepared = _prepared(reduction)
+    probabilities = prepared.probabilities
+    context_loss = prepared.context_constants[:, None] * np.ones(len(times))
     series: dict[str, np.ndarray] = {}
     splits = np.cumsum([len(n.free) * n.n_modes for n in numerics])[:-1]
     for k, (n, part) in enumerate(zip(numerics, np.split(states, splits), strict=True)):
@@ -423,7 +502,13 @@ def _reduction_trajectory(
         for v, arr in values.items():
             series[f"{v}{suffix}"] = np.asarray(arr)
     series["context_loss"] = context_loss.T
-    meta = {
+    meta = _reduction_meta(reduction, method, lr)
+    return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
+
+
+def _reduction_meta(reduction: Reduction, method: str, lr: Any) -> dict[str, Any]:
+    """The ``meta`` of a trajectory solved from ``reduction``."""
+    return {
         "source": reduction.problem.source,
         "params": {k: str(v) for k, v in reduction.problem.params.items()},
         "lump": reduction.lump,
@@ -431,9 +516,8 @@ def _reduction_trajectory(
         "lr": lr,
         "time_unit": "tau",
         "modes": [list(s.modes) for s in reduction.systems],
-        "context_labels": [c.label for c in task.contexts],
+        "context_labels": [c.label for c in reduction.problem.require_task().contexts],
     }
-    return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
 
 
 def _moment_trajectory(

@@ -233,7 +233,7 @@ def main() -> None:
         timings[seeds] = _median_seconds(run, 3)
     print(f"{'what':<52} {'seconds':>9} {'sim / ODE':>10}")
     print(f"{'reduce (symbolic, once)':<52} {t_reduce:>9.3g}")
-    print(f"{'solve reduced ODE to t=40 (solve_ivp, 201 points)':<52} {t_ode:>9.3g} {1:>10}")
+    print(f"{'solve reduced ODE to t=40 (gdln.solve, 201 points)':<52} {t_ode:>9.3g} {1:>10}")
     for seeds, t in timings.items():
         label = f"simulate to t=40: {steps} steps, {seeds} seed(s), {dev}"
         print(f"{label:<52} {t:>9.3g} {t / t_ode:>9.0f}x")

@@ -168,6 +168,28 @@ def pre_subnetwork(graph: nx.DiGraph, edge: tuple[Any, Any]) -> Iterator[tuple[A
 
     Each path is the tuple of nodes from the edge's head $b$ to the output; the trivial
     path ``(output,)`` when $b$ is the output. A generator: nothing is listed in advance.
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+    edge
+        ``(a, b)``, an edge of ``graph``.
+
+    Yields
+    ------
+    tuple
+        The nodes of one path, from $b$ to the output.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is malformed or has no such edge.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Sec. 5 (the pre-subnetwork $\mathrm{pre}(w)$).
     """
     chk = _check(graph)
     _, b = edge
@@ -184,7 +206,7 @@ def pre_subnetwork(graph: nx.DiGraph, edge: tuple[Any, Any]) -> Iterator[tuple[A
 class PathGram:
     r"""$H = H^S + H^W$ from the path formula (Thm. 5.1 and Eq. 20 of the path-formula paper).
 
-    Attributes
+    Parameters
     ----------
     H
         The Gram matrix of Eq. 12, ``(N, N)``.
@@ -194,6 +216,15 @@ class PathGram:
         $H^W$: the cross terms $p_1\ne p_2$ (paths sharing their final edge).
     n_strong, n_weak
         Number of summands of each kind in Eq. 12 (per entry $H_{ij}$).
+
+    Raises
+    ------
+    GraphSpecError
+        The matrices differ in shape, or a count is negative.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Thm. 5.1, Eqs. 12 and 20-21.
     """
 
     H: np.ndarray
@@ -222,6 +253,28 @@ def path_gram(graph: nx.DiGraph, X: np.ndarray) -> PathGram:
     $g_{w,p}(i)=f[w](X_i)\,\mathrm{PG}_p(w,X_i)$; $H^S=\sum_{w,p}g_{w,p}g_{w,p}^\top$ and
     $H^W=\sum_w\sum_{p_1\ne p_2}g_{w,p_1}g_{w,p_2}^\top$. The cost grows with the number of
     paths; use :func:`dag_ntk` for large networks.
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+    X
+        ``(N, >= max input + 1)`` inputs, one row per example.
+
+    Returns
+    -------
+    PathGram
+        $H$, $H^S$, $H^W$ and the numbers of summands.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is not such a DAG, or ``X`` lacks a column the graph reads.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Thm. 5.1, Eqs. 10-12 and 20.
 
     Examples
     --------
@@ -261,6 +314,28 @@ def dag_ntk(graph: nx.DiGraph, X: np.ndarray | Sequence[Sequence[float]]) -> np.
 
     The reference for Thm. 5.1: the network is evaluated in ``torch`` with the edge weights
     as one parameter vector and differentiated by ``torch.func.jacrev``.
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+    X
+        ``(N, >= max input + 1)`` inputs, one row per example.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(N, N)`` Gram matrix $H$.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is not such a DAG, or ``X`` lacks a column the graph reads.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eq. 4.
     """
     chk = _check(graph)
     # numpy in, numpy out: the autograd check runs on the CPU whatever the default device
@@ -288,6 +363,26 @@ def term_counts(graph: nx.DiGraph) -> tuple[int, int]:
     With $N(v)$ the number of paths from $v$ to the output ($N(\mathrm{out})=1$,
     $N(v)=\sum_{v\to c}N(c)$), $|\mathrm{pre}(a\to b)|=N(b)$, so
     $n_S=\sum_{a\to b}N(b)$ and $n_W=\sum_{a\to b}N(b)(N(b)-1)$ (Eq. 20 of path-formula).
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+
+    Returns
+    -------
+    (int, int)
+        $n_S$ and $n_W$ per entry $H_{ij}$.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is not such a DAG.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eqs. 12 and 20.
     """
     chk = _check(graph)
     paths: dict[Any, int] = {}
@@ -303,6 +398,25 @@ def mlp_term_counts(widths: Sequence[int]) -> tuple[int, int]:
 
     For layer sizes $(n_0,\dots,n_L)$ with $n_L=1$, a weight into layer $l$ has
     $\prod_{k>l}n_k$ pre-subnetwork paths and there are $n_{l-1}n_l$ of them.
+
+    Parameters
+    ----------
+    widths
+        Layer sizes $(n_0, \dots, n_L)$ with $n_L = 1$.
+
+    Returns
+    -------
+    (int, int)
+        $n_S$ and $n_W$.
+
+    Raises
+    ------
+    GraphSpecError
+        ``widths`` does not end in 1 or has a size below 1.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eqs. 12 and 20.
     """
     widths = [int(w) for w in widths]
     if len(widths) < 2 or any(w < 1 for w in widths) or widths[-1] != 1:
@@ -331,6 +445,34 @@ def mlp_graph(
     Nodes are ``("x", i)``, ``("h", l, i)`` and ``"y"``; ``weights[l-1]`` (shape
     ``(n_{l-1}, n_l)``) gives the edge weights, default $N(0, 1/n_{l-1})$ from
     ``numpy.random.default_rng(seed)``.
+
+    Parameters
+    ----------
+    widths
+        Layer sizes $(n_0, \dots, n_L)$ with $n_L = 1$.
+    activation
+        Activation of the hidden nodes (a key of :data:`ACTIVATIONS`).
+    output_activation
+        Activation of the output node.
+    weights
+        One ``(n_{l-1}, n_l)`` matrix per layer (default: drawn as above).
+    seed
+        Seed of the default weights.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The DAG, in the format of :func:`path_gram`.
+
+    Raises
+    ------
+    GraphSpecError
+        ``widths`` does not end in 1, an activation is unknown, or ``weights`` has the
+        wrong number or shapes of matrices.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Sec. 5 (an MLP as a DAG of weights).
     """
     widths = [int(w) for w in widths]
     if len(widths) < 2 or any(w < 1 for w in widths) or widths[-1] != 1:
@@ -377,6 +519,20 @@ def example_5_2_graph(weights: Sequence[float] = (0.7, -1.2, 0.4)) -> nx.DiGraph
     Weights $w_0$ (hidden -> output), $w_1, w_2$ (inputs -> hidden); every pre-subnetwork
     is a single path, so Eq. 12 has 3 summands, all symmetrical pairs. Figure 2a is not in
     the text we have; this is the smallest DAG matching its description.
+
+    Parameters
+    ----------
+    weights
+        $(w_0, w_1, w_2)$.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The DAG, in the format of :func:`path_gram`.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Example 5.2.
     """
     g = nx.DiGraph()
     g.add_node("x1", input=0)
@@ -398,6 +554,20 @@ def example_5_3_graph(
     ($w_2$), $b\to a_2$ ($w_3$), $b\to y$ ($w_4$, a skip edge), $a_1\to y$ ($w_0$),
     $a_2\to y$ ($w_1$). $\mathrm{pre}(w_5)$ holds the three paths $b\,a_1\,y$, $b\,a_2\,y$,
     $b\,y$, so Eq. 12 has $5+3^2=14$ summands: 8 symmetrical pairs, 6 cross terms.
+
+    Parameters
+    ----------
+    weights
+        $(w_0, \dots, w_5)$.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The DAG, in the format of :func:`path_gram`.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Example 5.3.
     """
     g = nx.DiGraph()
     g.add_node("x", input=0)
@@ -418,6 +588,29 @@ def scalar_layer_gram(h_f: np.ndarray, u_f: np.ndarray, mu: float) -> np.ndarray
 
     Eq. (34) of App. F of the path-formula paper: $g$ has every path of $f$ with $\mu$ in
     front, and one new path of length 1 (the edge $\mu$, fed by $f$'s output).
+
+    Parameters
+    ----------
+    h_f
+        ``(N, N)`` Gram matrix $H(f)$.
+    u_f
+        ``(N,)`` outputs of $f$.
+    mu
+        The scalar $\mu$.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(N, N)`` $H(g)$.
+
+    Raises
+    ------
+    GraphSpecError
+        The shapes of ``h_f`` and ``u_f`` do not fit.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eq. (34), App. F.
     """
     h = np.asarray(h_f, dtype=float)
     u = np.asarray(u_f, dtype=float).reshape(-1)
@@ -439,7 +632,7 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 class MomentumCosines:
     r"""The two sides of Prop. 6.2 of the path-formula paper at one state.
 
-    Attributes
+    Parameters
     ----------
     proved_f, proved_g
         $\cos(H(f)u_f,u_f)$ and $\cos(H(g)u_g,u_g)$: the form App. F proves,
@@ -447,6 +640,10 @@ class MomentumCosines:
     flow_f, flow_g
         $\cos(H(f)(y-u_f),u_f)$ and $\cos(H(g)(y-u_g),u_g)$: Eq. (17) read literally with
         $du/dt=-H(u-y)$ (Eq. 4); ``nan`` when no targets were given.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Prop. 6.2 and App. F.
     """
 
     proved_f: float
@@ -471,6 +668,31 @@ def momentum_cosines(
     r"""Both readings of Prop. 6.2 (depth-induced momentum) of the path-formula paper.
 
     $g=\mu f$, $u_g=\mu u_f$ and $H(g)$ from Eq. (34) (:func:`scalar_layer_gram`).
+
+    Parameters
+    ----------
+    h_f
+        ``(N, N)`` Gram matrix $H(f)$.
+    u_f
+        ``(N,)`` outputs $u_f$ of $f$ on the examples.
+    mu
+        The scalar $\mu$.
+    y
+        ``(N,)`` targets, for the ``flow_*`` reading (optional).
+
+    Returns
+    -------
+    MomentumCosines
+        Both sides of both readings.
+
+    Raises
+    ------
+    GraphSpecError
+        The shapes of ``h_f``, ``u_f`` or ``y`` do not fit.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Prop. 6.2, Eqs. (17) and (34), App. F.
 
     Examples
     --------

@@ -87,7 +87,8 @@ def conv_feature_gates(
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Table 2; Lakshminarayanan & Singh, *Deep Gated Networks*, Table 2.
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Table 2;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Table 2.
     """
     z = x.reshape(x.shape[0], *image_shape, 1)
     gates = []
@@ -171,7 +172,8 @@ class ConvDGN(FeatureValueNetwork):
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 5 and Table 2 (GCONV: convolution with global average pooling).
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 5 and
+    Table 2 (GCONV: convolution with global average pooling).
     """
 
     mode: str
@@ -318,7 +320,8 @@ def make_conv_dgn(
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Secs. 4-6 (the modes) and Table 2 (GCONV).
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Secs. 4-6 (the
+    modes) and Table 2 (GCONV).
 
     Examples
     --------

@@ -77,7 +77,8 @@ def make_dataset(
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 6 (digits); Lakshminarayanan & Singh, *Deep Gated Networks*, Experiments 1-2.
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 6
+    (digits); Lakshminarayanan & Singh, *Deep Gated Networks*, Experiments 1-2.
 
     Examples
     --------

@@ -67,7 +67,8 @@ class DGN(FeatureValueNetwork):
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 4, Fig. 2 and Table 1; Lakshminarayanan & Singh, *Deep Gated Networks*, Tables 2-3.
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 4, Fig. 2
+    and Table 1; Lakshminarayanan & Singh, *Deep Gated Networks*, Tables 2-3.
     """
 
     mode: str
@@ -204,7 +205,9 @@ def make_dgn(
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Secs. 4 and 6, Thm. 5.1 and Assumption 5.1; Lakshminarayanan & Singh, *Deep Gated Networks*, Assumption 1.
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Secs. 4 and 6,
+    Thm. 5.1 and Assumption 5.1; Lakshminarayanan & Singh, *Deep Gated Networks*, Assumption
+    1.
 
     Examples
     --------

@@ -361,7 +361,8 @@ def draw_value_weights(
 
     References
     ----------
-    Lakshminarayanan & Singh, *Deep Gated Networks*, Assumption 1; Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Assumption 5.1.
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Assumption 1; Lakshminarayanan & Singh,
+    *Neural Path Features and Neural Path Kernel*, Assumption 5.1.
     """
     dev = resolve_device(device, lambda m: DGNSpecError(f"device: {m}"))
     draw = generator.device if generator is not None else torch.device("cpu")

@@ -46,7 +46,8 @@ class Gate:
 
     References
     ----------
-    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 2 and Table 2; Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 4.
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 2 and Table 2; Lakshminarayanan &
+    Singh, *Neural Path Features and Neural Path Kernel*, Sec. 4.
 
     Examples
     --------
@@ -153,7 +154,8 @@ def feature_gates(
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Fig. 2; Lakshminarayanan & Singh, *Deep Gated Networks*, Table 2.
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Fig. 2;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Table 2.
     """
     z = x
     gates = []

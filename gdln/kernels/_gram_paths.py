@@ -189,7 +189,8 @@ def pre_subnetwork(graph: nx.DiGraph, edge: tuple[Any, Any]) -> Iterator[tuple[A
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Sec. 5 (the pre-subnetwork $\mathrm{pre}(w)$).
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Sec. 5 (the pre-subnetwork $\mathrm{pre}(w)$).
     """
     chk = _check(graph)
     _, b = edge
@@ -224,7 +225,8 @@ class PathGram:
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Thm. 5.1, Eqs. 12 and 20-21.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Thm. 5.1, Eqs. 12 and 20-21.
     """
 
     H: np.ndarray
@@ -274,7 +276,8 @@ def path_gram(graph: nx.DiGraph, X: np.ndarray) -> PathGram:
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Thm. 5.1, Eqs. 10-12 and 20.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Thm. 5.1, Eqs. 10-12 and 20.
 
     Examples
     --------
@@ -335,7 +338,8 @@ def dag_ntk(graph: nx.DiGraph, X: np.ndarray | Sequence[Sequence[float]]) -> np.
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eq. 4.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Eq. 4.
     """
     chk = _check(graph)
     # numpy in, numpy out: the autograd check runs on the CPU whatever the default device
@@ -382,7 +386,8 @@ def term_counts(graph: nx.DiGraph) -> tuple[int, int]:
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eqs. 12 and 20.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Eqs. 12 and 20.
     """
     chk = _check(graph)
     paths: dict[Any, int] = {}
@@ -416,7 +421,8 @@ def mlp_term_counts(widths: Sequence[int]) -> tuple[int, int]:
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eqs. 12 and 20.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Eqs. 12 and 20.
     """
     widths = [int(w) for w in widths]
     if len(widths) < 2 or any(w < 1 for w in widths) or widths[-1] != 1:
@@ -440,7 +446,7 @@ def mlp_graph(
     weights: Sequence[np.ndarray] | None = None,
     seed: int = 0,
 ) -> nx.DiGraph:
-    """A fully connected MLP as a DAG of scalar weights.
+    r"""A fully connected MLP as a DAG of scalar weights.
 
     Nodes are ``("x", i)``, ``("h", l, i)`` and ``"y"``; ``weights[l-1]`` (shape
     ``(n_{l-1}, n_l)``) gives the edge weights, default $N(0, 1/n_{l-1})$ from
@@ -472,7 +478,8 @@ def mlp_graph(
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Sec. 5 (an MLP as a DAG of weights).
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Sec. 5 (an MLP as a DAG of weights).
     """
     widths = [int(w) for w in widths]
     if len(widths) < 2 or any(w < 1 for w in widths) or widths[-1] != 1:
@@ -532,7 +539,8 @@ def example_5_2_graph(weights: Sequence[float] = (0.7, -1.2, 0.4)) -> nx.DiGraph
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Example 5.2.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Example 5.2.
     """
     g = nx.DiGraph()
     g.add_node("x1", input=0)
@@ -567,7 +575,8 @@ def example_5_3_graph(
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Example 5.3.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Example 5.3.
     """
     g = nx.DiGraph()
     g.add_node("x", input=0)
@@ -610,7 +619,8 @@ def scalar_layer_gram(h_f: np.ndarray, u_f: np.ndarray, mu: float) -> np.ndarray
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Eq. (34), App. F.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Eq. (34), App. F.
     """
     h = np.asarray(h_f, dtype=float)
     u = np.asarray(u_f, dtype=float).reshape(-1)
@@ -643,7 +653,8 @@ class MomentumCosines:
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Prop. 6.2 and App. F.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Prop. 6.2 and App. F.
     """
 
     proved_f: float
@@ -692,7 +703,8 @@ def momentum_cosines(
 
     References
     ----------
-    *Model architecture controls gradient descent dynamics: a combinatorial path-based formula*, Prop. 6.2, Eqs. (17) and (34), App. F.
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Prop. 6.2, Eqs. (17) and (34), App. F.
 
     Examples
     --------

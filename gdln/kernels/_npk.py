@@ -229,7 +229,8 @@ def overlap(
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.2; Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 1.
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.2;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 1.
     """
     lam, exponent = _scaled_overlap(gates, n)
     return np.ldexp(lam, exponent)
@@ -424,7 +425,8 @@ def normalised_nu(kernel: np.ndarray, y: np.ndarray) -> float:
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 6; Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 3.
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 6;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 3.
     """
     h = np.asarray(kernel, dtype=float)
     y = np.asarray(y, dtype=float).reshape(-1)
@@ -577,7 +579,8 @@ def conv_path_kernel(net: ConvDGN, x: torch.Tensor, *, chunk: int = 64) -> np.nd
 
     References
     ----------
-    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Lemma 2.1 and Sec. 5 (GCONV).
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Lemma 2.1 and
+    Sec. 5 (GCONV).
     """
     x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     gates = [g.detach() for g in net.gates(x)]

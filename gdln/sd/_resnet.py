@@ -76,7 +76,8 @@ class SDResNet(torch.nn.Module):
     Raises
     ------
     StochasticDepthError
-        A size, ``p``, ``activation``, ``scaling`` or ``mask`` is malformed.
+        ``p``, ``activation``, ``scaling`` or ``mask`` is malformed, or ``io_layers`` is
+        false with unequal sizes.
 
     References
     ----------

@@ -29,7 +29,6 @@ from gdln.kernels._dgn_theory import (
     expected_path_inner_symbolic,
     frg_overlap_mc,
     frg_overlap_symbolic,
-    gram_variance_by_depth,
     p_sym,
     path_norm_symbolic,
     sample_value_ntk,
@@ -37,6 +36,7 @@ from gdln.kernels._dgn_theory import (
     value_ntk_samples,
     w_sym,
 )
+from gdln.kernels._dgn_variance import gram_variance_by_depth
 from gdln.kernels._npk import overlap
 from gdln.kernels._ntk import value_ntk_layerwise
 

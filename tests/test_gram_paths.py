@@ -17,12 +17,11 @@ from gdln.kernels._gram_paths import (
     example_5_3_graph,
     mlp_graph,
     mlp_term_counts,
-    momentum_cosines,
     path_gram,
     pre_subnetwork,
-    scalar_layer_gram,
     term_counts,
 )
+from gdln.kernels._momentum import momentum_cosines, scalar_layer_gram
 from gdln.kernels._ntk import neural_tangent_kernel
 
 RTOL = 1e-10

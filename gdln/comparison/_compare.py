@@ -60,14 +60,21 @@ RANDOM_SCHEMES = tuple(name for name in INITS if name != "given")
 class CompareResult:
     """What :func:`compare` computed and wrote.
 
-    Attributes
+    Parameters
     ----------
     metrics
         The content of ``metrics.json``.
     ode, gd_map, decoupled, random
-        The four trajectories.
+        The four trajectories: the reduced ODE (Eq. (9) of Saxe et al. 2022), its
+        gradient-descent map, the simulation from decoupled initial conditions and the
+        simulation from random initial weights.
     files
         The paths written.
+
+    Raises
+    ------
+    TypeError
+        ``metrics`` is not a mapping.
     """
 
     metrics: Mapping[str, Any]
@@ -153,6 +160,20 @@ def compare(
         reported as ``"> t_max"``; ``theory_init`` and ``init_b`` (edge -> $b_e(0)$) say
         where the theory started; ``modes`` (edge -> the reduction's numbers of the
         modes it carries) is the numbering of the figure's legends and the text report.
+
+    Raises
+    ------
+    SimulationSpecError
+        An option is malformed (``lr``, ``t_max``, ``seeds``, ``n_points``, ``settings``,
+        ``theory_init``) or ``out_dir`` is not a directory.
+    FileExistsError
+        An output file exists and ``force`` is false.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022): the reduced dynamics Eq. (9), exact from the
+    decoupled initial conditions and compared with random initialisation as in Figs. 3-4;
+    the loss Eq. (1) and the gradient flow Eq. (2) of the full network.
     """
     out = _check_outputs(out_dir, force=force)
     steps = _check_options(

@@ -51,6 +51,29 @@ class Runs:
 def max_relative_gap(t: np.ndarray, loss: np.ndarray, t_ref: np.ndarray, ref: np.ndarray) -> float:
     r"""$\max_t |L(t) - L_\mathrm{ref}(t)| / L_\mathrm{ref}(0)$, the reference interpolated.
 
+    Parameters
+    ----------
+    t
+        Times of ``loss``, shape ``(T,)``.
+    loss
+        The loss to judge, shape ``(T,)``.
+    t_ref
+        Increasing times of ``ref``, shape ``(T_ref,)``; ``ref`` is interpolated linearly
+        onto ``t`` (held constant beyond its ends).
+    ref
+        The reference loss, e.g. the reduced theory's; ``ref[0]`` must be non-zero.
+
+    Returns
+    -------
+    float
+        The largest gap over ``t``, relative to the reference's initial loss.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (1): the loss compared.
+
+    Examples
+    --------
     >>> max_relative_gap(np.array([0.0, 1.0]), np.array([2.0, 1.5]), np.array([0.0, 1.0]),
     ...                  np.array([2.0, 1.0]))
     0.25

@@ -27,12 +27,24 @@ _EdgeBases = tuple[np.ndarray, np.ndarray, list[int]]
 def theory_edge_values(reduction: Any, trajectory: Trajectory) -> dict[Edge, np.ndarray]:
     r"""The reduced variable of every mode at every edge, from a solved reduction.
 
+    Parameters
+    ----------
+    reduction
+        From :func:`gdln.reduce`; its systems name the variables of ``trajectory``.
+    trajectory
+        From :func:`gdln.solve` on ``reduction`` (series named after the reduced
+        variables, with ``@k`` suffixes when there are several systems).
+
     Returns
     -------
     dict
         Edge -> ``(T, k)``, column ``a`` being mode ``reduction.edge_bases(edge)[2][a]``,
         i.e. $b_e^\alpha(t)$ with $W_e = \sum_\alpha b_e^\alpha\, l_\alpha r_\alpha^\top$
         (Eq. 9). Edges carrying no mode are absent.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (9): the decoupled weights in the modes' bases.
     """
     per_edge: dict[Edge, dict[int, np.ndarray]] = {}
     several = len(reduction.systems) > 1
@@ -113,6 +125,11 @@ def initial_mode_strengths(
         Edge -> $b_e(0)$, the mean of $b_e^\alpha$ over the edge's modes and the seeds
         (one number per edge, as :func:`gdln.reduce` takes). Edges carrying no mode are
         absent.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (9) (the decoupled form of the weights) and
+    Sec. 3 (the conserved quantities of gradient flow).
     """
     graph = reduction.problem.graph
     arrays = {(e[0], e[1]): np.asarray(w, dtype=float) for e, w in weights.items()}

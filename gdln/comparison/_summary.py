@@ -29,7 +29,7 @@ SPREAD = "quartiles (q1, q3) and range (min, max) over seeds"
 class SeedSummary:
     r"""Median, quartiles and range of one quantity over seeds, censored seeds included.
 
-    Attributes
+    Parameters
     ----------
     seeds
         How many seeds the summary covers (all of them).
@@ -40,6 +40,12 @@ class SeedSummary:
     median, q1, q3, low, high
         The quantiles $1/2$, $1/4$, $3/4$, the smallest and the largest value;
         ``math.inf`` where the quantile lies beyond the horizon ("$> t_\mathrm{max}$").
+
+    Raises
+    ------
+    ValueError
+        The counts are inconsistent (``seeds < 1`` or ``censored`` outside
+        ``[0, seeds]``).
     """
 
     seeds: int
@@ -90,6 +96,28 @@ class SeedSummary:
 def summarize_seeds(values: Sequence[float | None], *, t_max: float | None = None) -> SeedSummary:
     r"""Summarise one value per seed; ``None`` marks a seed censored at ``t_max``.
 
+    Parameters
+    ----------
+    values
+        One value per seed (e.g. a time to half loss); ``None`` for a seed that never
+        reached the threshold within ``t_max``.
+    t_max
+        The horizon; needed when some value is ``None``.
+
+    Returns
+    -------
+    SeedSummary
+        Count, censored count, median, quartiles and range, each quantile the smallest
+        value with at least that fraction of the seeds at or below it (``math.inf``
+        beyond the horizon).
+
+    Raises
+    ------
+    ValueError
+        ``values`` is empty, or has a ``None`` without ``t_max``.
+
+    Examples
+    --------
     >>> s = summarize_seeds([3.0, None, 1.0, None, None], t_max=10.0)
     >>> s.seeds, s.censored, s.low, s.q1, s.median
     (5, 3, 1.0, 3.0, inf)

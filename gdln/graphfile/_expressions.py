@@ -182,6 +182,12 @@ def evaluate(text: Any, names: Mapping[str, Any]) -> Any:
     names
         The values of the names the expression may use.
 
+    Returns
+    -------
+    object
+        The value: an exact number (a Python ``int``, else a ``sympy`` number such as
+        ``Rational(1, 3)`` for ``1/3``; floats become rationals), a string or a bool.
+
     Raises
     ------
     ExpressionError

@@ -50,7 +50,7 @@ ENVIRONMENT: dict[str, str] = {
 class Limits:
     """How much :func:`gdln.load` reads before it refuses a file.
 
-    Attributes
+    Parameters
     ----------
     file_bytes
         Largest graph or task file, in bytes (checked before reading).
@@ -67,6 +67,11 @@ class Limits:
     entries
         Most nodes, edges, contexts, examples and random gates one file expands to, each
         ``repeat`` counted as the entries it makes (one entry costs tens of microseconds).
+
+    Raises
+    ------
+    GraphSpecError
+        A field is not a positive integer.
     """
 
     file_bytes: int = 10 * 2**20

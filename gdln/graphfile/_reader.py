@@ -52,7 +52,7 @@ __all__ = ["Problem", "load", "parse_params", "read_graph"]
 class Problem:
     r"""An architecture graph with its task, as read from a file.
 
-    Attributes
+    Parameters
     ----------
     graph
         ``networkx.DiGraph``; node attributes ``size`` (int) and ``gated`` (bool), edge
@@ -66,6 +66,11 @@ class Problem:
         The parameter values used (file defaults updated by overrides).
     settings
         Defaults for solving (``init``, ``t_max``, ``lr``) given in the file's ``solve:``.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2: the gated deep linear network, its node and
+    edge gates, and the task of gated datasets.
     """
 
     graph: nx.DiGraph
@@ -103,7 +108,24 @@ class Problem:
 
 
 def parse_params(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """Parse command-line overrides such as ``["M=5", "K=3"]``."""
+    """Parse command-line overrides such as ``["M=5", "K=3"]``.
+
+    Parameters
+    ----------
+    pairs
+        ``NAME=VALUE`` strings; the value stays text (an expression :func:`load`
+        evaluates).
+
+    Returns
+    -------
+    dict
+        Name -> value text, for the ``params`` of :func:`load`; a later pair wins.
+
+    Raises
+    ------
+    GraphSpecError
+        A pair has no ``=`` or its name is not an identifier.
+    """
     params: dict[str, Any] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -134,6 +156,25 @@ def load(
         Bounds on file size, nesting, YAML alias expansion, expressions and entries
         (default: :class:`~gdln.graphfile.Limits` from the ``GDLN_MAX_*`` environment
         variables).
+
+    Returns
+    -------
+    Problem
+        The graph (node sizes, gates, fixed edges), its task (or ``None``), the
+        parameter values used and the file's ``solve:`` settings.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph file is unreadable, too large or malformed; the message names the
+        file, the key and the value.
+    TaskSpecError
+        The task (in the graph file or in ``task``) is malformed.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2: the gated network (nodes, edges, node and
+    edge gates) and the task (contexts, datasets and their gating) a file describes.
     """
     with use_limits(limits):
         return _load(Path(path), params=params, task=task)
@@ -176,5 +217,23 @@ def _read_task_file(
 
 
 def read_graph(path: str | Path, *, params: Mapping[str, Any] | None = None) -> nx.DiGraph:
-    """Read only the architecture graph of a file (see :func:`load`)."""
+    """Read only the architecture graph of a file (see :func:`load`).
+
+    Parameters
+    ----------
+    path
+        ``.yaml``/``.yml`` graph file, networkx node-link ``.json``, or ``.graphml``.
+    params
+        Overrides of the file's parameters (values may be expressions).
+
+    Returns
+    -------
+    networkx.DiGraph
+        ``load(path, params=params).graph``.
+
+    Raises
+    ------
+    GraphSpecError
+        As :func:`load`.
+    """
     return load(path, params=params).graph

@@ -66,6 +66,29 @@ def conv_feature_gates(
 
     As :func:`~gdln.kernels.feature_gates` with the fully connected layer replaced by the
     circular convolution: $q^F_x(l)=\Theta^F(l)\star z^F_x(l-1)$, $G_x(l)=\gamma(q^F_x(l))$.
+
+    Parameters
+    ----------
+    feature
+        Feature-network kernels $\Theta^F(l)$, ``(len(offsets), c_in, w)`` each.
+    x
+        ``(n, prod(image_shape))`` inputs, flattened row-major.
+    gate
+        The gate function $\gamma$.
+    image_shape
+        Spatial shape of an input.
+    offsets
+        The stencil offsets, one tuple per kernel row.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        One ``(n, *image_shape, w)`` gate tensor per hidden layer.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Table 2;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Table 2.
     """
     z = x.reshape(x.shape[0], *image_shape, 1)
     gates = []
@@ -88,6 +111,28 @@ def conv_forward(
 
     $z(0)=x$ (one channel), $z(l)=(\Theta^V(l)\star z(l-1))\odot G_x(l)$ for
     $l=1..d-1$, $\hat y = \Theta^V(d)^\top\frac1D\sum_i z(d-1)[i,:]$ with $D$ positions.
+
+    Parameters
+    ----------
+    value
+        Value-network kernels $\Theta^V(l)$, then the read-out ``(w, d_out)``.
+    x
+        ``(n, prod(image_shape))`` inputs, flattened row-major.
+    gates
+        One ``(n, *image_shape, w)`` tensor per hidden layer.
+    image_shape
+        Spatial shape of an input.
+    offsets
+        The stencil offsets, one tuple per kernel row.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(n, d_out)`` outputs $\hat y$.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Table 2 (GCONV).
     """
     z = x.reshape(x.shape[0], *image_shape, 1)
     for W, G in zip(value[:-1], gates, strict=True):
@@ -105,7 +150,7 @@ class ConvDGN(FeatureValueNetwork):
     and a linear read-out; no biases. One input channel. Same modes and gates as
     :class:`~gdln.kernels.DGN`.
 
-    Attributes
+    Parameters
     ----------
     mode, gate, sigma
         As for :class:`~gdln.kernels.DGN`.
@@ -119,6 +164,16 @@ class ConvDGN(FeatureValueNetwork):
         Odd stencil width; offsets $\delta\in\{-k/2..k/2\}^{\mathrm{ndim}}$.
     fixed_gates
         Mode ``"frg"`` only: per hidden layer an ``(n, *image_shape, w)`` 0/1 tensor.
+
+    Raises
+    ------
+    DGNSpecError
+        The weights, gates or shapes do not fit together, or ``mode`` is unknown.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 5 and
+    Table 2 (GCONV: convolution with global average pooling).
     """
 
     mode: str
@@ -220,6 +275,53 @@ def make_conv_dgn(
     As :func:`~gdln.kernels.make_dgn`, with ``channels`` $w$ per convolution, a
     ``kernel``-wide circular stencil and the default scale $\sigma=\sqrt{2/(|S|\,w)}$
     ($|S|$ stencil offsets, He's fan-in), used for every layer.
+
+    Parameters
+    ----------
+    image_shape
+        Spatial shape of an input, e.g. ``(8, 8)``.
+    channels
+        Channels $w$ of every convolution.
+    depth
+        Number of weight layers $d$ (the last is the read-out).
+    kernel
+        Odd stencil width.
+    mode
+        One of :data:`MODES`.
+    gate
+        Gate function; default hard ReLU gates, Bernoulli(0.5) for ``"frg"``.
+    d_out
+        Output size.
+    sigma
+        Weight scale (default above).
+    init
+        ``"gaussian"`` or ``"bernoulli"`` ($\pm\sigma$), as for
+        :func:`~gdln.kernels.make_dgn`.
+    seed
+        Seed of the ``torch.Generator`` all draws come from.
+    source
+        Mode ``"flnpf"``: the (trained) ``"relu"`` network whose weights become the frozen
+        feature network.
+    n_examples
+        Mode ``"frg"``: the number of examples to draw gates for.
+    dtype
+        Floating-point type of the weights.
+
+    Returns
+    -------
+    ConvDGN
+        The network.
+
+    Raises
+    ------
+    DGNSpecError
+        A size, ``mode``, ``kernel`` or ``init`` is malformed, or ``source`` or
+        ``n_examples`` is missing for the mode that needs it.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Secs. 4-6 (the
+    modes) and Table 2 (GCONV).
 
     Examples
     --------

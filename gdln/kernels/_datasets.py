@@ -54,6 +54,32 @@ def make_dataset(
     ``"uniform2d"``
         Experiment 2 of DGN: $x_s\sim U([-1,1]^2)$, $y_s\sim U[-1,1]$.
 
+    Parameters
+    ----------
+    name
+        A key of :data:`DATASETS`.
+    n
+        Number of examples.
+    seed
+        Seed of the draw (of the examples chosen, or of the random values).
+    dtype
+        Floating-point type of the tensors.
+
+    Returns
+    -------
+    (torch.Tensor, torch.Tensor)
+        Inputs ``(n, d_in)`` and targets ``(n,)``.
+
+    Raises
+    ------
+    DGNSpecError
+        Unknown ``name``, or ``n`` is not a positive count the dataset can supply.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 6
+    (digits); Lakshminarayanan & Singh, *Deep Gated Networks*, Experiments 1-2.
+
     Examples
     --------
     >>> x, y = make_dataset("uniform2d", n=5)

@@ -43,7 +43,7 @@ class DGN(FeatureValueNetwork):
     $\Theta^V(l)$ of shape ``(fan_in, fan_out)``, so $q(l)=\Theta(l)^\top z(l-1)$ is
     ``z @ value[l-1]`` on a batch of rows.
 
-    Attributes
+    Parameters
     ----------
     mode
         One of :data:`MODES`.
@@ -59,6 +59,16 @@ class DGN(FeatureValueNetwork):
         example ``s`` of every batch given to this network.
     sigma
         The scale the weights were drawn with.
+
+    Raises
+    ------
+    DGNSpecError
+        The weights or gates do not fit together, or ``mode`` is unknown.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 4, Fig. 2
+    and Table 1; Lakshminarayanan & Singh, *Deep Gated Networks*, Tables 2-3.
     """
 
     mode: str
@@ -114,6 +124,24 @@ def dgn_forward(
     r"""Value-network output given the gates (Table 1 of NPF/NPK with $G$ supplied).
 
     $z(0)=x$, $z(l) = (\Theta^V(l)^\top z(l-1))\odot G_x(l)$, $\hat y = \Theta^V(d)^\top z(d-1)$.
+
+    Parameters
+    ----------
+    value
+        Value-network weights $\Theta^V(1..d)$, ``(fan_in, fan_out)`` each.
+    x
+        ``(n, d_in)`` inputs.
+    gates
+        One ``(n, w)`` gate tensor $G_x(l)$ per hidden layer.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(n, d_out)`` outputs $\hat y$.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Table 1.
     """
     z = x
     for W, G in zip(value[:-1], gates, strict=True):
@@ -161,6 +189,25 @@ def make_dgn(
         feature network.
     n_examples
         Mode ``"frg"``: the number of examples to draw gates for.
+    dtype
+        Floating-point type of the weights.
+
+    Returns
+    -------
+    DGN
+        The network.
+
+    Raises
+    ------
+    DGNSpecError
+        A size, ``mode`` or ``init`` is malformed, or ``source`` or ``n_examples`` is
+        missing for the mode that needs it.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Secs. 4 and 6,
+    Thm. 5.1 and Assumption 5.1; Lakshminarayanan & Singh, *Deep Gated Networks*, Assumption
+    1.
 
     Examples
     --------

@@ -31,7 +31,6 @@ from ._errors import DGNSpecError
 
 __all__ = [
     "MonteCarloMean",
-    "VarianceByDepth",
     "draw_value_weights",
     "eq3_eigenvalues",
     "eq3_eigenvalues_symbolic",
@@ -40,7 +39,6 @@ __all__ = [
     "expected_path_inner_symbolic",
     "frg_overlap_mc",
     "frg_overlap_symbolic",
-    "gram_variance_by_depth",
     "path_norm_symbolic",
     "sample_value_ntk",
     "value_ntk_samples",
@@ -72,6 +70,25 @@ def path_norm_symbolic(d: int) -> sp.Expr:
     Derived from $v(p)=\prod_{l=1}^d\theta_l$: $\lVert\nabla v(p)\rVert^2=\sum_m\prod_{l\ne m}
     \theta_l^2 = d\sigma^{2(d-1)}$ (Lemma 2.1(ii) of DGN), here computed by sympy.
 
+    Parameters
+    ----------
+    d
+        Number of weights of the path (at least 1).
+
+    Returns
+    -------
+    sympy.Expr
+        $d\sigma^{2(d-1)}$ with ``d`` substituted.
+
+    Raises
+    ------
+    DGNSpecError
+        ``d`` is not a positive int.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Lemma 2.1(ii).
+
     Examples
     --------
     >>> path_norm_symbolic(3)
@@ -91,6 +108,27 @@ def expected_path_inner_symbolic(d: int, differing_layers: Sequence[int]) -> sp.
     ``differing_layers`` lists the layers $l\in\{1..d\}$ where the two paths use different
     weights; elsewhere they share the weight. Lemma 2.1(i) of DGN says this is 0 whenever
     the paths differ; sympy takes the expectation over $\pm\sigma$ weights exactly.
+
+    Parameters
+    ----------
+    d
+        Number of weights of each path.
+    differing_layers
+        Layers in ``1..d`` where the paths use different weights.
+
+    Returns
+    -------
+    sympy.Expr
+        The expectation, in the symbol ``sigma``.
+
+    Raises
+    ------
+    DGNSpecError
+        ``d`` is not a positive int, or a layer lies outside ``1..d``.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Lemma 2.1(i).
     """
     diff = set(differing_layers)
     if not diff <= set(range(1, d + 1)):
@@ -108,13 +146,48 @@ def expected_ntk_factor_symbolic() -> sp.Expr:
 
     $\mathbb E[\mathcal V_{pp}]=\sum_{m=1}^{d}\sigma^{2(d-1)}$ (one term per weight of the
     path), summed by sympy.
+
+    Returns
+    -------
+    sympy.Expr
+        $d\sigma^{2(d-1)}$ in the symbols ``d`` and ``sigma``.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Thm. 2.2 and Lemma 2.1.
     """
     m = sp.Symbol("m", integer=True, positive=True)
     return sp.simplify(sp.summation(sigma_sym ** (2 * (d_sym - 1)), (m, 1, d_sym)))
 
 
 def expected_ntk(x: np.ndarray, overlap: np.ndarray, d: int, sigma: float) -> np.ndarray:
-    r"""$\mathbb E[K_0]=d\sigma^{2(d-1)}(x^\top x\odot\lambda_0)$ (Thm. 2.2 of DGN)."""
+    r"""$\mathbb E[K_0]=d\sigma^{2(d-1)}(x^\top x\odot\lambda_0)$ (Thm. 2.2 of DGN).
+
+    Parameters
+    ----------
+    x
+        ``(n, d_in)`` inputs.
+    overlap
+        ``(n, n)`` overlap matrix $\lambda_0$ of the gates (:func:`overlap`).
+    d
+        Depth (number of weight layers).
+    sigma
+        Weight scale $\sigma$.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, n)`` expected NTK at initialisation.
+
+    Raises
+    ------
+    DGNSpecError
+        ``x`` and ``overlap`` have the wrong shapes.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Thm. 2.2.
+    """
     x = np.asarray(x, dtype=float)
     lam = np.asarray(overlap, dtype=float)
     if x.ndim != 2 or lam.shape != (len(x), len(x)):
@@ -132,6 +205,15 @@ def frg_overlap_symbolic() -> tuple[sp.Expr, sp.Expr]:
     gives $(pw)^{d-1}$ and $(p^2w)^{d-1}$. Lemma 2.3 of DGN prints $d(pw)^{d-1}$ and
     $d(p^2w)^{d-1}$; the factor $d$ does not survive Monte Carlo (:func:`frg_overlap_mc`)
     and contradicts Eq. (3) of the same paper, whose diagonal is 1 at $\sigma^2=1/(pw)$.
+
+    Returns
+    -------
+    (sympy.Expr, sympy.Expr)
+        $(pw)^{d-1}$ and $(p^2w)^{d-1}$ in the symbols ``p``, ``w``, ``d``.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Lemma 2.3 and Eq. (3).
     """
     i = sp.Symbol("i", integer=True, positive=True)
     layer = sp.Symbol("l", integer=True, positive=True)
@@ -147,6 +229,25 @@ def eq3_eigenvalues_symbolic(n: int) -> dict[sp.Expr, int]:
 
     $\mathbb E[K_0]/d$ has ones on the diagonal and $p^{d-1}$ elsewhere; the result is
     $\{1+(n-1)p^{d-1}:1,\;1-p^{d-1}:n-1\}$.
+
+    Parameters
+    ----------
+    n
+        Number of identical inputs (at least 2).
+
+    Returns
+    -------
+    dict
+        Eigenvalue (a sympy expression in $p$, $d$) -> multiplicity.
+
+    Raises
+    ------
+    DGNSpecError
+        ``n < 2``.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Eq. (3).
     """
     if n < 2:
         raise DGNSpecError(f"n: got {n!r}, expected an integer >= 2")
@@ -156,14 +257,48 @@ def eq3_eigenvalues_symbolic(n: int) -> dict[sp.Expr, int]:
 
 
 def eq3_eigenvalues(n: int, p: float, d: int) -> tuple[float, float]:
-    """``(rho_max, rho_min)`` $=(1+(n-1)p^{d-1},\\;1-p^{d-1})$ of Eq. (3) of DGN."""
+    """``(rho_max, rho_min)`` $=(1+(n-1)p^{d-1},\\;1-p^{d-1})$ of Eq. (3) of DGN.
+
+    Parameters
+    ----------
+    n
+        Number of identical inputs.
+    p
+        Gate probability of the Bernoulli gates.
+    d
+        Depth (number of weight layers).
+
+    Returns
+    -------
+    (float, float)
+        The largest and smallest eigenvalue of $\\mathbb E[K_0]/d$.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Eq. (3).
+    """
     c = p ** (d - 1)
     return float(1 + (n - 1) * c), float(1 - c)
 
 
 @dataclass(frozen=True)
 class MonteCarloMean:
-    """A Monte Carlo mean with its standard error (sample std / sqrt(samples))."""
+    """A Monte Carlo mean with its standard error (sample std / sqrt(samples)).
+
+    Parameters
+    ----------
+    mean
+        The sample mean (any shape).
+    sem
+        Its standard error, shaped like ``mean``.
+    n_samples
+        The number of samples (at least 2).
+
+    Raises
+    ------
+    DGNSpecError
+        ``n_samples < 2``, or ``mean`` and ``sem`` differ in shape.
+    """
 
     mean: np.ndarray
     sem: np.ndarray
@@ -196,6 +331,36 @@ def draw_value_weights(
     Assumption 5.1 of NPF/NPK); ``"gaussian"``: $N(0,\sigma^2)$. Drawn on the generator's
     device (the CPU without one), so a seed gives the same numbers everywhere, then moved
     to ``device`` (default: where they were drawn).
+
+    Parameters
+    ----------
+    widths
+        Layer sizes ``(d_in, w, ..., w, d_out)``.
+    sigma
+        The weight scale $\sigma$.
+    n_samples
+        Number of independent draws $R$.
+    init
+        ``"bernoulli"`` or ``"gaussian"``.
+    generator
+        Random generator of the draws (default: a fresh CPU generator).
+    device
+        Where the tensors end up.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        One ``(R, widths[l], widths[l+1])`` tensor per layer.
+
+    Raises
+    ------
+    DGNSpecError
+        ``n_samples`` is not a positive int, or ``init`` is unknown.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Assumption 1; Lakshminarayanan & Singh,
+    *Neural Path Features and Neural Path Kernel*, Assumption 5.1.
     """
     dev = resolve_device(device, lambda m: DGNSpecError(f"device: {m}"))
     draw = generator.device if generator is not None else torch.device("cpu")
@@ -227,6 +392,29 @@ def value_ntk_samples(
     $K^V=\sum_l(Z_{l-1}Z_{l-1}^\top)\odot(B_lB_l^\top)$ (Prop. 4.1 of NPF/NPK), evaluated for
     all ``R`` draws at once. ``weights[l]`` is ``(R, w_l, w_{l+1})``; ``gates[l]`` is
     ``(n, w_l)`` (the same gates for every draw) or ``(R, n, w_l)`` (one set per draw).
+
+    Parameters
+    ----------
+    x
+        ``(n, d_in)`` inputs.
+    gates
+        One gate array per hidden layer (shapes above).
+    weights
+        One ``(R, w_l, w_{l+1})`` tensor per layer (:func:`draw_value_weights`).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(R, n, n)`` value tangent kernels.
+
+    Raises
+    ------
+    DGNSpecError
+        The number of gate layers does not match the weights.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Prop. 4.1.
     """
     dev = weights[0].device  # everything follows the weights
     xt = _as_float64(x, dev)
@@ -268,6 +456,35 @@ def sample_value_ntk(
     Weights are redrawn each time (:func:`draw_value_weights`); gates stay fixed, so the
     average estimates $\mathbb E[K_0\mid\mathcal G_0]$ of Thm. 2.2 of DGN. Returns
     ``(n_samples, n, n)``, computed in batches by :func:`value_ntk_samples`.
+
+    Parameters
+    ----------
+    x
+        ``(n, d_in)`` inputs.
+    gates
+        One ``(n, w)`` 0/1 array per hidden layer.
+    sigma
+        Weight scale $\sigma$.
+    n_samples
+        Number of weight draws.
+    init
+        ``"bernoulli"`` or ``"gaussian"``.
+    seed
+        Seed of the weights.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_samples, n, n)`` samples of $K_0$.
+
+    Raises
+    ------
+    DGNSpecError
+        ``n_samples`` is not a positive int, or ``init`` is unknown.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Thm. 2.2.
     """
     if n_samples < 1:
         raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 1")
@@ -291,6 +508,33 @@ def frg_overlap_mc(
 
     Each sample draws the gates of two examples and evaluates :func:`gdln.kernels.overlap`;
     compare with :func:`frg_overlap_symbolic` (Lemma 2.3 of DGN).
+
+    Parameters
+    ----------
+    width
+        Hidden width $w$.
+    depth
+        Depth $d$ (``d - 1`` gated layers).
+    p
+        Gate probability.
+    n_samples
+        Number of samples (at least 2).
+    seed
+        Seed of the gates.
+
+    Returns
+    -------
+    (MonteCarloMean, MonteCarloMean)
+        Estimates of $\lambda_0(s,s)$ and $\lambda_0(s,s')$.
+
+    Raises
+    ------
+    DGNSpecError
+        ``n_samples < 2``.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Lemma 2.3.
     """
     if n_samples < 2:
         raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 2")
@@ -306,91 +550,3 @@ def frg_overlap_mc(
         selfs.append(lam[:, 0, 0].cpu().numpy())
         cross.append(lam[:, 0, 1].cpu().numpy())
     return _mc(np.concatenate(selfs)), _mc(np.concatenate(cross))
-
-
-@dataclass(frozen=True)
-class VarianceByDepth:
-    r"""Spread of $K_0$ at fixed width across depths (Thm. 2.2 of DGN, variance part).
-
-    ``rel_var_diag[k]`` is $\mathrm{Var}[K_0(s,s)]/\mathbb E[K_0(s,s)]^2$ at
-    ``depths[k]`` (weights and FRG gates both redrawn), ``rel_var_off`` the same for
-    $K_0(s,s')$; ``*_se`` are their standard errors (delta method on the sample
-    variance, using the fourth central moment).
-    """
-
-    depths: tuple[int, ...]
-    width: int
-    rel_var_diag: np.ndarray
-    rel_var_diag_se: np.ndarray
-    rel_var_off: np.ndarray
-    rel_var_off_se: np.ndarray
-
-    def __post_init__(self) -> None:
-        k = len(self.depths)
-        for a in (self.rel_var_diag, self.rel_var_diag_se, self.rel_var_off, self.rel_var_off_se):
-            if np.shape(a) != (k,):
-                raise DGNSpecError(f"VarianceByDepth: arrays must have shape ({k},)")
-
-
-def _rel_var(samples: np.ndarray) -> tuple[float, float]:
-    r = len(samples)
-    mu = samples.mean()
-    c = samples - mu
-    m2 = float((c**2).mean())
-    m4 = float((c**4).mean())
-    var = m2 * r / (r - 1)
-    se_var = math.sqrt(max(m4 - m2 * m2, 0.0) / r)
-    return var / mu**2, se_var / mu**2
-
-
-def gram_variance_by_depth(
-    width: int,
-    depths: Sequence[int],
-    *,
-    p: float = 0.5,
-    n_samples: int = 400,
-    seed: int = 0,
-) -> VarianceByDepth:
-    r"""Relative variance of $K_0$ entries of DGN-FRG vs depth at fixed width.
-
-    Inputs are two identical scalars $x=1$ (Experiment 1 of DGN), $\sigma=1/\sqrt{pw}$, so
-    $\mathbb E[K_0]/d$ is Eq. (3). Thm. 2.2 of DGN bounds the variance by
-    $O(\max\{d^2/w, d^3/w^2\})$ relative terms: it grows with depth at fixed width.
-    """
-    sigma = 1.0 / math.sqrt(p * width)
-    x = np.ones((2, 1))
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
-    diag, diag_se, off, off_se = [], [], [], []
-    for d in depths:
-        if d < 1:
-            raise DGNSpecError(f"depths: got {d!r}, expected integers >= 1")
-        parts = []
-        for start in range(0, n_samples, _CHUNK):
-            r = min(_CHUNK, n_samples - start)
-            gates = [
-                (
-                    torch.rand(r, 2, width, generator=gen, dtype=torch.float64, device=gen.device)
-                    < p
-                ).double()
-                for _ in range(d - 1)
-            ]
-            weights = draw_value_weights(
-                [1, *([width] * (d - 1)), 1], sigma=sigma, n_samples=r, generator=gen
-            )
-            k = value_ntk_samples(x, gates, weights)
-            parts.append(np.stack([k[:, 0, 0], k[:, 0, 1]], axis=1))
-        ks = np.concatenate(parts)
-        a, b = _rel_var(ks[:, 0])
-        c, e = _rel_var(ks[:, 1])
-        diag.append(a)
-        diag_se.append(b)
-        off.append(c)
-        off_se.append(e)
-    return VarianceByDepth(
-        tuple(int(d) for d in depths),
-        int(width),
-        np.array(diag),
-        np.array(diag_se),
-        np.array(off),
-        np.array(off_se),
-    )

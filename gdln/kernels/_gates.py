@@ -27,7 +27,7 @@ GateKind = Literal["relu", "soft", "bernoulli"]
 class Gate:
     r"""How a pre-activation $q$ of the feature network becomes a gate value.
 
-    Attributes
+    Parameters
     ----------
     kind
         ``"relu"``: $\mathbb 1\{q>0\}$. ``"soft"``: $(1+\varepsilon)\,\sigma(\beta q)$
@@ -38,6 +38,16 @@ class Gate:
         Slope and overshoot of the soft gate.
     p
         Probability that a Bernoulli gate is on.
+
+    Raises
+    ------
+    DGNSpecError
+        Unknown ``kind``, or a parameter out of range.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 2 and Table 2; Lakshminarayanan &
+    Singh, *Neural Path Features and Neural Path Kernel*, Sec. 4.
 
     Examples
     --------
@@ -90,6 +100,28 @@ def bernoulli_gates(
 ) -> tuple[torch.Tensor, ...]:
     """Fixed random gates, i.i.d. Bernoulli($p$), one ``(n, w)`` tensor per hidden width.
 
+    Parameters
+    ----------
+    n
+        Number of examples.
+    widths
+        Hidden widths, one per gated layer.
+    p
+        Probability that a gate is on.
+    generator
+        Random generator of the draws.
+    dtype
+        Floating-point type of the 0/1 tensors.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        One ``(n, w)`` 0/1 tensor per width.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 2 (DGN-FRG, fixed random gates).
+
     Examples
     --------
     >>> [tuple(g.shape) for g in bernoulli_gates(5, [3, 2], 0.5)]
@@ -105,6 +137,25 @@ def feature_gates(
 
     $q^F_x(l) = \Theta^F(l)^\top z^F_x(l-1)$, $G_x(l) = \gamma(q^F_x(l))$ and
     $z^F_x(l) = q^F_x(l)\odot G_x(l)$ for $l=1..d-1$ (DGN Table 2, gating network).
+
+    Parameters
+    ----------
+    feature
+        Feature-network weights $\Theta^F(1..d)$, ``(fan_in, fan_out)`` each.
+    x
+        ``(n, d_in)`` inputs.
+    gate
+        The gate function $\gamma$.
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        One ``(n, w)`` gate tensor $G_x(l)$ per hidden layer.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Fig. 2;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Table 2.
     """
     z = x
     gates = []

@@ -41,17 +41,14 @@ from .._errors import GraphSpecError
 from ._names import ACTIVATIONS
 
 __all__ = [
-    "MomentumCosines",
     "PathGram",
     "dag_ntk",
     "example_5_2_graph",
     "example_5_3_graph",
     "mlp_graph",
     "mlp_term_counts",
-    "momentum_cosines",
     "path_gram",
     "pre_subnetwork",
-    "scalar_layer_gram",
     "term_counts",
 ]
 
@@ -168,6 +165,29 @@ def pre_subnetwork(graph: nx.DiGraph, edge: tuple[Any, Any]) -> Iterator[tuple[A
 
     Each path is the tuple of nodes from the edge's head $b$ to the output; the trivial
     path ``(output,)`` when $b$ is the output. A generator: nothing is listed in advance.
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+    edge
+        ``(a, b)``, an edge of ``graph``.
+
+    Yields
+    ------
+    tuple
+        The nodes of one path, from $b$ to the output.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is malformed or has no such edge.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Sec. 5 (the pre-subnetwork $\mathrm{pre}(w)$).
     """
     chk = _check(graph)
     _, b = edge
@@ -184,7 +204,7 @@ def pre_subnetwork(graph: nx.DiGraph, edge: tuple[Any, Any]) -> Iterator[tuple[A
 class PathGram:
     r"""$H = H^S + H^W$ from the path formula (Thm. 5.1 and Eq. 20 of the path-formula paper).
 
-    Attributes
+    Parameters
     ----------
     H
         The Gram matrix of Eq. 12, ``(N, N)``.
@@ -194,6 +214,16 @@ class PathGram:
         $H^W$: the cross terms $p_1\ne p_2$ (paths sharing their final edge).
     n_strong, n_weak
         Number of summands of each kind in Eq. 12 (per entry $H_{ij}$).
+
+    Raises
+    ------
+    GraphSpecError
+        The matrices differ in shape, or a count is negative.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Thm. 5.1, Eqs. 12 and 20-21.
     """
 
     H: np.ndarray
@@ -222,6 +252,29 @@ def path_gram(graph: nx.DiGraph, X: np.ndarray) -> PathGram:
     $g_{w,p}(i)=f[w](X_i)\,\mathrm{PG}_p(w,X_i)$; $H^S=\sum_{w,p}g_{w,p}g_{w,p}^\top$ and
     $H^W=\sum_w\sum_{p_1\ne p_2}g_{w,p_1}g_{w,p_2}^\top$. The cost grows with the number of
     paths; use :func:`dag_ntk` for large networks.
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+    X
+        ``(N, >= max input + 1)`` inputs, one row per example.
+
+    Returns
+    -------
+    PathGram
+        $H$, $H^S$, $H^W$ and the numbers of summands.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is not such a DAG, or ``X`` lacks a column the graph reads.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Thm. 5.1, Eqs. 10-12 and 20.
 
     Examples
     --------
@@ -261,6 +314,29 @@ def dag_ntk(graph: nx.DiGraph, X: np.ndarray | Sequence[Sequence[float]]) -> np.
 
     The reference for Thm. 5.1: the network is evaluated in ``torch`` with the edge weights
     as one parameter vector and differentiated by ``torch.func.jacrev``.
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+    X
+        ``(N, >= max input + 1)`` inputs, one row per example.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(N, N)`` Gram matrix $H$.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is not such a DAG, or ``X`` lacks a column the graph reads.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Eq. 4.
     """
     chk = _check(graph)
     # numpy in, numpy out: the autograd check runs on the CPU whatever the default device
@@ -288,6 +364,27 @@ def term_counts(graph: nx.DiGraph) -> tuple[int, int]:
     With $N(v)$ the number of paths from $v$ to the output ($N(\mathrm{out})=1$,
     $N(v)=\sum_{v\to c}N(c)$), $|\mathrm{pre}(a\to b)|=N(b)$, so
     $n_S=\sum_{a\to b}N(b)$ and $n_W=\sum_{a\to b}N(b)(N(b)-1)$ (Eq. 20 of path-formula).
+
+    Parameters
+    ----------
+    graph
+        A DAG of scalar weights (see the module docstring: ``input``, ``activation``,
+        ``weight``, one output).
+
+    Returns
+    -------
+    (int, int)
+        $n_S$ and $n_W$ per entry $H_{ij}$.
+
+    Raises
+    ------
+    GraphSpecError
+        The graph is not such a DAG.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Eqs. 12 and 20.
     """
     chk = _check(graph)
     paths: dict[Any, int] = {}
@@ -303,6 +400,26 @@ def mlp_term_counts(widths: Sequence[int]) -> tuple[int, int]:
 
     For layer sizes $(n_0,\dots,n_L)$ with $n_L=1$, a weight into layer $l$ has
     $\prod_{k>l}n_k$ pre-subnetwork paths and there are $n_{l-1}n_l$ of them.
+
+    Parameters
+    ----------
+    widths
+        Layer sizes $(n_0, \dots, n_L)$ with $n_L = 1$.
+
+    Returns
+    -------
+    (int, int)
+        $n_S$ and $n_W$.
+
+    Raises
+    ------
+    GraphSpecError
+        ``widths`` does not end in 1 or has a size below 1.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Eqs. 12 and 20.
     """
     widths = [int(w) for w in widths]
     if len(widths) < 2 or any(w < 1 for w in widths) or widths[-1] != 1:
@@ -326,11 +443,40 @@ def mlp_graph(
     weights: Sequence[np.ndarray] | None = None,
     seed: int = 0,
 ) -> nx.DiGraph:
-    """A fully connected MLP as a DAG of scalar weights.
+    r"""A fully connected MLP as a DAG of scalar weights.
 
     Nodes are ``("x", i)``, ``("h", l, i)`` and ``"y"``; ``weights[l-1]`` (shape
     ``(n_{l-1}, n_l)``) gives the edge weights, default $N(0, 1/n_{l-1})$ from
     ``numpy.random.default_rng(seed)``.
+
+    Parameters
+    ----------
+    widths
+        Layer sizes $(n_0, \dots, n_L)$ with $n_L = 1$.
+    activation
+        Activation of the hidden nodes (a key of :data:`ACTIVATIONS`).
+    output_activation
+        Activation of the output node.
+    weights
+        One ``(n_{l-1}, n_l)`` matrix per layer (default: drawn as above).
+    seed
+        Seed of the default weights.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The DAG, in the format of :func:`path_gram`.
+
+    Raises
+    ------
+    GraphSpecError
+        ``widths`` does not end in 1, an activation is unknown, or ``weights`` has the
+        wrong number or shapes of matrices.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Sec. 5 (an MLP as a DAG of weights).
     """
     widths = [int(w) for w in widths]
     if len(widths) < 2 or any(w < 1 for w in widths) or widths[-1] != 1:
@@ -377,6 +523,21 @@ def example_5_2_graph(weights: Sequence[float] = (0.7, -1.2, 0.4)) -> nx.DiGraph
     Weights $w_0$ (hidden -> output), $w_1, w_2$ (inputs -> hidden); every pre-subnetwork
     is a single path, so Eq. 12 has 3 summands, all symmetrical pairs. Figure 2a is not in
     the text we have; this is the smallest DAG matching its description.
+
+    Parameters
+    ----------
+    weights
+        $(w_0, w_1, w_2)$.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The DAG, in the format of :func:`path_gram`.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Example 5.2.
     """
     g = nx.DiGraph()
     g.add_node("x1", input=0)
@@ -398,6 +559,21 @@ def example_5_3_graph(
     ($w_2$), $b\to a_2$ ($w_3$), $b\to y$ ($w_4$, a skip edge), $a_1\to y$ ($w_0$),
     $a_2\to y$ ($w_1$). $\mathrm{pre}(w_5)$ holds the three paths $b\,a_1\,y$, $b\,a_2\,y$,
     $b\,y$, so Eq. 12 has $5+3^2=14$ summands: 8 symmetrical pairs, 6 cross terms.
+
+    Parameters
+    ----------
+    weights
+        $(w_0, \dots, w_5)$.
+
+    Returns
+    -------
+    networkx.DiGraph
+        The DAG, in the format of :func:`path_gram`.
+
+    References
+    ----------
+    *Model architecture controls gradient descent dynamics: a combinatorial path-based
+    formula*, Example 5.3.
     """
     g = nx.DiGraph()
     g.add_node("x", input=0)
@@ -411,83 +587,3 @@ def example_5_3_graph(
     g.add_edge("b", "y", weight=weights[4])
     g.add_edge("x", "b", weight=weights[5])
     return g
-
-
-def scalar_layer_gram(h_f: np.ndarray, u_f: np.ndarray, mu: float) -> np.ndarray:
-    r"""$H(g)=\mu^2H(f)+u_fu_f^\top$ for $g=\mu f$ with a trainable scalar $\mu$.
-
-    Eq. (34) of App. F of the path-formula paper: $g$ has every path of $f$ with $\mu$ in
-    front, and one new path of length 1 (the edge $\mu$, fed by $f$'s output).
-    """
-    h = np.asarray(h_f, dtype=float)
-    u = np.asarray(u_f, dtype=float).reshape(-1)
-    if h.ndim != 2 or h.shape != (len(u), len(u)):
-        raise GraphSpecError(
-            f"h_f, u_f: got shapes {h.shape} and {u.shape}, expected (N, N) and (N,)"
-        )
-    return mu * mu * h + np.outer(u, u)
-
-
-def _cos(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0.0 or nb == 0.0:
-        return float("nan")
-    return float(a @ b) / (na * nb)
-
-
-@dataclass(frozen=True)
-class MomentumCosines:
-    r"""The two sides of Prop. 6.2 of the path-formula paper at one state.
-
-    Attributes
-    ----------
-    proved_f, proved_g
-        $\cos(H(f)u_f,u_f)$ and $\cos(H(g)u_g,u_g)$: the form App. F proves,
-        $\cos(H(g)u_g,u_g)\ge\cos(H(f)u_f,u_f)$ (Eqs. 41-47), true for every PSD $H(f)$.
-    flow_f, flow_g
-        $\cos(H(f)(y-u_f),u_f)$ and $\cos(H(g)(y-u_g),u_g)$: Eq. (17) read literally with
-        $du/dt=-H(u-y)$ (Eq. 4); ``nan`` when no targets were given.
-    """
-
-    proved_f: float
-    proved_g: float
-    flow_f: float
-    flow_g: float
-
-    @property
-    def proved_holds(self) -> bool:
-        r"""$\cos(H(g)u_g,u_g)\ge\cos(H(f)u_f,u_f)$ up to rounding."""
-        return self.proved_g >= self.proved_f - 1e-12
-
-    @property
-    def flow_holds(self) -> bool:
-        r"""$\cos(H(g)(y-u_g),u_g)\ge\cos(H(f)(y-u_f),u_f)$ up to rounding."""
-        return self.flow_g >= self.flow_f - 1e-12
-
-
-def momentum_cosines(
-    h_f: np.ndarray, u_f: np.ndarray, mu: float, y: np.ndarray | None = None
-) -> MomentumCosines:
-    r"""Both readings of Prop. 6.2 (depth-induced momentum) of the path-formula paper.
-
-    $g=\mu f$, $u_g=\mu u_f$ and $H(g)$ from Eq. (34) (:func:`scalar_layer_gram`).
-
-    Examples
-    --------
-    >>> c = momentum_cosines(np.diag([1.0, 4.0]), np.array([1.0, 1.0]), 1.0)
-    >>> c.proved_holds, round(c.proved_f, 4), round(c.proved_g, 4)
-    (True, 0.8575, 0.9487)
-    """
-    u = np.asarray(u_f, dtype=float).reshape(-1)
-    h = np.asarray(h_f, dtype=float)
-    hg = scalar_layer_gram(h, u, mu)
-    ug = mu * u
-    if y is None:
-        flow_f = flow_g = float("nan")
-    else:
-        yv = np.asarray(y, dtype=float).reshape(-1)
-        if yv.shape != u.shape:
-            raise GraphSpecError(f"y: got shape {yv.shape}, expected {u.shape} (one per u_f)")
-        flow_f = _cos(h @ (yv - u), u)
-        flow_g = _cos(hg @ (yv - ug), ug)
-    return MomentumCosines(_cos(h @ u, u), _cos(hg @ ug, ug), flow_f, flow_g)

@@ -71,6 +71,20 @@ def num_paths(net: AnyDGN) -> int:
 
     For a :class:`~gdln.kernels.ConvDGN`: the number of path classes
     $\\bar P=(|S|\\,w)^{d-1}$ (each stands for $D$ rotated paths sharing one value).
+
+    Parameters
+    ----------
+    net
+        A DGN or ConvDGN.
+
+    Returns
+    -------
+    int
+        $P$ (or $\\bar P$).
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.1.
     """
     if isinstance(net, ConvDGN):
         return int(math.prod(len(net.offsets) * c for c in net.channels[1:-1]))
@@ -100,6 +114,28 @@ def neural_path_features(net: AnyDGN, x: torch.Tensor) -> np.ndarray:
     $A(x,p)=\prod_{l=1}^{d-1}G_x(l,\mathcal I_l(p))$ (Def. 2.1(i)); column ``s`` is the
     outer product $x_s\otimes G_{x_s}(1)\otimes\dots\otimes G_{x_s}(d-1)$ flattened.
 
+    Parameters
+    ----------
+    net
+        A DGN with a scalar output.
+    x
+        ``(n, d_in)`` inputs.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P, n)`` features $\Phi$.
+
+    Raises
+    ------
+    DGNSpecError
+        The network's output is not scalar, or the paths to list exceed the budget
+        ``MAX_PATH_ENTRIES`` (use the kernel functions, which never list paths).
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.1.
+
     Examples
     --------
     >>> from gdln.kernels import make_dgn
@@ -125,6 +161,26 @@ def neural_path_value(net: AnyDGN) -> np.ndarray:
     $v(p)=\prod_{l=1}^{d}\Theta^V(l,\mathcal I_{l-1}(p),\mathcal I_l(p))$ with
     $\mathcal I_d(p)$ the single output unit. For a :class:`~gdln.kernels.ConvDGN`, the value
     of each path class (:func:`conv_path_value`).
+
+    Parameters
+    ----------
+    net
+        A DGN with a scalar output.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P,)`` values $v$.
+
+    Raises
+    ------
+    DGNSpecError
+        The network's output is not scalar, or the paths to list exceed the budget
+        ``MAX_PATH_ENTRIES`` (use the kernel functions, which never list paths).
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.1(iii).
     """
     if isinstance(net, ConvDGN):
         return conv_path_value(net)
@@ -153,6 +209,28 @@ def overlap(
     units independently in each layer. With no hidden layer, $\Lambda=\mathbf 1\mathbf 1^\top$
     (``n`` must then be given). Deep products leave float64 (ReLU width 64 beyond depth
     ~200): :func:`npk_from_gates` keeps them finite with a stored scale.
+
+    Parameters
+    ----------
+    gates
+        One ``(n, w)`` gate array per hidden layer.
+    n
+        Number of inputs, needed when there is no hidden layer.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, n)`` overlap $\Lambda$ (``inf`` where it leaves float64).
+
+    Raises
+    ------
+    DGNSpecError
+        No gate layer and no ``n``.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.2;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 1.
     """
     lam, exponent = _scaled_overlap(gates, n)
     return np.ldexp(lam, exponent)
@@ -205,7 +283,7 @@ class NPK:
     division is exact) and is 0 whenever the true largest overlap entry lies in
     $[2^{-512},2^{512}]$, so shallow kernels are stored as they are.
 
-    Attributes
+    Parameters
     ----------
     input_gram
         $\Sigma = X X^\top$, ``(n, n)``.
@@ -216,6 +294,15 @@ class NPK:
         of NPF/NPK).
     log_scale
         $\log$ of the factor divided out of ``overlap`` and ``kernel``.
+
+    Raises
+    ------
+    DGNSpecError
+        The matrices are not square of one shape, or ``log_scale`` is not finite.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.2 and Lemma 2.1.
     """
 
     input_gram: np.ndarray
@@ -243,6 +330,22 @@ def npk_from_gates(x: torch.Tensor | np.ndarray, gates: Sequence[torch.Tensor]) 
 
     The overlap is accumulated layer by layer with exact power-of-two rescaling
     (:class:`NPK` explains ``log_scale``), so depth 1000-10 000 gives finite values.
+
+    Parameters
+    ----------
+    x
+        ``(n, d_in)`` inputs.
+    gates
+        One ``(n, w)`` gate tensor per hidden layer.
+
+    Returns
+    -------
+    NPK
+        $\Sigma$, $\Lambda$ and $H$, with their stored scale.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.2 and Lemma 2.1.
     """
     xn = _numpy(x)
     sigma = xn @ xn.T
@@ -255,6 +358,27 @@ def npk_from_gates(x: torch.Tensor | np.ndarray, gates: Sequence[torch.Tensor]) 
 
 def neural_path_kernel(net: DGN, x: torch.Tensor) -> NPK:
     r"""The NPK of a DGN on inputs ``x`` (Lemma 2.1 of NPF/NPK), without listing paths.
+
+    Parameters
+    ----------
+    net
+        A fully connected DGN.
+    x
+        ``(n, d_in)`` inputs.
+
+    Returns
+    -------
+    NPK
+        $\Sigma$, $\Lambda$ and $H=\Sigma\odot\Lambda$, with their stored scale.
+
+    Raises
+    ------
+    DGNSpecError
+        ``net`` is a :class:`ConvDGN` (use :func:`conv_path_kernel`).
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.2 and Lemma 2.1.
 
     Examples
     --------
@@ -280,6 +404,29 @@ def normalised_nu(kernel: np.ndarray, y: np.ndarray) -> float:
     The quantity tracked during training in Sec. 6 (item 3) of NPF/NPK and in Sec. 3
     ("hidden features are learned") of the DGN paper; it equals
     $\sum_i (u_i^\top y)^2/\hat\rho_i$ over the eigenpairs of $\hat H$.
+
+    Parameters
+    ----------
+    kernel
+        ``(n, n)`` symmetric positive definite kernel $H$ (any positive scale).
+    y
+        ``(n,)`` targets.
+
+    Returns
+    -------
+    float
+        $\nu$.
+
+    Raises
+    ------
+    DGNSpecError
+        The shapes do not fit, the trace is not positive, or the kernel is not
+        positive definite.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Sec. 6;
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 3.
     """
     h = np.asarray(kernel, dtype=float)
     y = np.asarray(y, dtype=float).reshape(-1)
@@ -327,6 +474,30 @@ def conv_path_features(net: ConvDGN, x: torch.Tensor, *, shared: bool = True) ->
     rows ordered path class first. Path classes are ordered lexicographically in
     $(\delta_1,c_1,\dots,\delta_{d-1},c_{d-1})$, offsets as in ``net.offsets``.
 
+    Parameters
+    ----------
+    net
+        A convolutional DGN with a scalar output.
+    x
+        ``(n, prod(image_shape))`` inputs.
+    shared
+        Sum the rotated paths of a class (see above).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P_bar, n)`` or ``(P_bar * D, n)`` features.
+
+    Raises
+    ------
+    DGNSpecError
+        The network's output is not scalar, or the paths to list exceed the budget
+        ``MAX_PATH_ENTRIES`` (use the kernel functions, which never list paths).
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.1 and Prop. 2.1.
+
     Examples
     --------
     >>> from gdln.kernels import make_conv_dgn
@@ -351,9 +522,31 @@ def _conv_npv_tensor(value: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 def conv_path_value(net: ConvDGN) -> np.ndarray:
-    r"""The value $\bar v(\bar p)=\prod_{l<d}\Theta(l)[\delta_l,c_{l-1},c_l]\,\Theta(d)[c_{d-1}]$
-    of each path class of a convolutional DGN (Def. 2.1(iii) of NPF/NPK with shared
-    weights), ordered as in :func:`conv_path_features`."""
+    r"""The value of each path class of a convolutional DGN, in :func:`conv_path_features`' order.
+
+    $\bar v(\bar p)=\prod_{l<d}\Theta(l)[\delta_l,c_{l-1},c_l]\,\Theta(d)[c_{d-1}]$
+    (Def. 2.1(iii) of NPF/NPK with shared weights).
+
+    Parameters
+    ----------
+    net
+        A convolutional DGN with a scalar output.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P_bar,)`` values $\bar v$.
+
+    Raises
+    ------
+    DGNSpecError
+        The network's output is not scalar, or the paths to list exceed the budget
+        ``MAX_PATH_ENTRIES`` (use the kernel functions, which never list paths).
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.1(iii).
+    """
     _scalar_output(net)
     _path_budget(num_paths(net), "conv_path_value")
     return _conv_npv_tensor(net.value).detach().cpu().numpy().copy()
@@ -369,6 +562,25 @@ def conv_path_kernel(net: ConvDGN, x: torch.Tensor, *, chunk: int = 64) -> np.nd
     $\bar H(s,s')=D^{-2}\sum_r\sum_ia_{d-1}(i)$: the convolutional form of Lemma 2.1 of
     NPF/NPK. Cost $O(n^2D^2(d-1)(w+|S|))$ time, $O(\texttt{chunk}\cdot nD)$ memory; $\bar P$
     (exponential in depth) never appears.
+
+    Parameters
+    ----------
+    net
+        A convolutional DGN.
+    x
+        ``(n, prod(image_shape))`` inputs.
+    chunk
+        Pairs of inputs evaluated at once (bounds the memory).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, n)`` kernel $\bar H$.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Lemma 2.1 and
+    Sec. 5 (GCONV).
     """
     x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     gates = [g.detach() for g in net.gates(x)]

@@ -39,7 +39,7 @@ __all__ = ["NTK", "neural_tangent_kernel", "value_ntk_layerwise", "value_tangent
 class NTK:
     r"""An NTK and its parts (Prop. 4.1 of NPF/NPK).
 
-    Attributes
+    Parameters
     ----------
     value
         $K^V(s,s')=\langle\psi^V_{x_s},\psi^V_{x_{s'}}\rangle$ (strength adaptation, $K^w$).
@@ -52,6 +52,15 @@ class NTK:
         The NTK of the weights that gradient descent trains in this mode.
     mode
         The DGN mode the split was computed for.
+
+    Raises
+    ------
+    DGNSpecError
+        The parts differ in shape.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Prop. 4.1.
     """
 
     value: np.ndarray
@@ -124,6 +133,20 @@ def neural_tangent_kernel(net: AnyDGN, x: torch.Tensor, *, chunk_size: int | Non
         ``None`` evaluates all at once. Memory holds the ``(n, d_net)`` Jacobian either way;
         chunking bounds the intermediate activations.
 
+    Returns
+    -------
+    NTK
+        The ``(n, n)`` value, feature, cross and total kernels.
+
+    Raises
+    ------
+    DGNSpecError
+        ``chunk_size`` is not a positive int or ``None``, or ``x`` has the wrong shape.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Prop. 4.1.
+
     Examples
     --------
     >>> from gdln.kernels import make_dgn
@@ -170,6 +193,27 @@ def value_ntk_layerwise(net: DGN, x: torch.Tensor) -> np.ndarray:
     at cost $O(n^2\sum_l w_l + n\sum_l w_{l-1}w_l)$: the layer-wise form of
     $\langle\psi^V_{x_s},\psi^V_{x_{s'}}\rangle$ in Prop. 4.1 of NPF/NPK. Fully connected
     DGNs only.
+
+    Parameters
+    ----------
+    net
+        A fully connected DGN.
+    x
+        ``(n, d_in)`` inputs.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, n)`` value kernel $K^V$.
+
+    Raises
+    ------
+    DGNSpecError
+        ``net`` is a :class:`ConvDGN`.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Prop. 4.1.
     """
     if isinstance(net, ConvDGN):
         raise DGNSpecError(
@@ -201,6 +245,25 @@ def value_tangent_kernel(net: AnyDGN) -> np.ndarray:
     $\mathcal V$ itself). Only for small networks:
     it lists all paths. For a :class:`~gdln.kernels.ConvDGN`, $\bar{\mathcal V}$ over path
     classes: a weight is shared by every path class that uses it.
+
+    Parameters
+    ----------
+    net
+        A small DGN or ConvDGN with a scalar output.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(P, P)`` value tangent kernel $\mathcal V$.
+
+    Raises
+    ------
+    DGNSpecError
+        The network's output is not scalar, or it has too many paths to list.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Defs. 3.1-3.2.
     """
     _scalar_output(net)
     p = num_paths(net)

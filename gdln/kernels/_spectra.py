@@ -44,7 +44,7 @@ MAX_H_TERMS = 2_000_000
 class KernelSpectrum:
     r"""A kernel matrix of a network on a dataset, with its eigenvalues.
 
-    Attributes
+    Parameters
     ----------
     kind
         One of :data:`KERNEL_KINDS`.
@@ -70,6 +70,17 @@ class KernelSpectrum:
         The NPK of a deep network is stored divided by $e^{\text{log\_scale}}$ so that it
         stays finite (:class:`NPK`); the true kernel and eigenvalues are ``matrix`` and
         ``eigenvalues`` times ``exp(log_scale)``. 0 for the other kinds and shallow NPKs.
+
+    Raises
+    ------
+    DGNSpecError
+        ``matrix`` and ``eigenvalues`` do not fit together.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Lemma 2.1 and
+    Prop. 4.1; *Model architecture controls gradient descent dynamics: a combinatorial
+    path-based formula*, Thm. 5.1.
     """
 
     kind: str
@@ -122,6 +133,25 @@ def spectrum_ecdf(eigenvalues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Eigenvalues sorted ascending, normalised by the largest (Sec. 4 and Figs. 1, 3 of
     Lakshminarayanan & Singh, "e.c.d.f."). A well-conditioned kernel rises linearly.
 
+    Parameters
+    ----------
+    eigenvalues
+        The kernel's eigenvalues, in any order; the largest must be positive.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        $k = 1, \dots, n$ and the cumulative normalised sums.
+
+    Raises
+    ------
+    DGNSpecError
+        ``eigenvalues`` is not a non-empty vector with a positive largest value.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Deep Gated Networks*, Sec. 4 and Figs. 1, 3.
+
     Examples
     --------
     >>> k, c = spectrum_ecdf(np.array([2.0, 1.0, 4.0]))
@@ -171,6 +201,24 @@ def kernel_spectrum(
         network the gates are copied from is trained.
     chunk_size
         NTK: examples per vectorised Jacobian chunk.
+
+    Returns
+    -------
+    KernelSpectrum
+        The kernel, its eigenvalues, $\nu$, the settings, the parts' norms and the time
+        taken.
+
+    Raises
+    ------
+    DGNSpecError
+        Unknown ``kind``, a negative ``train_epochs``, ``kind="h"`` without ReLU mode
+        and gates, or a path formula with too many summands.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Lemma 2.1 and
+    Prop. 4.1; *Model architecture controls gradient descent dynamics: a combinatorial
+    path-based formula*, Thm. 5.1.
     """
     if kind not in KERNEL_KINDS:
         raise DGNSpecError(f"kind: got {kind!r}, expected one of {', '.join(KERNEL_KINDS)}")

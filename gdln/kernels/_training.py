@@ -26,7 +26,20 @@ NetT = TypeVar("NetT", DGN, ConvDGN)
 
 @dataclass(frozen=True)
 class TrainResult(Generic[NetT]):
-    """A trained network and its per-epoch training loss."""
+    """A trained network and its per-epoch training loss.
+
+    Parameters
+    ----------
+    net
+        The trained network (a copy; the one given to :func:`train_dgn` is unchanged).
+    losses
+        The mean minibatch training loss of each epoch, one entry per epoch.
+
+    Raises
+    ------
+    DGNSpecError
+        A loss is not finite (training diverged).
+    """
 
     net: NetT
     losses: tuple[float, ...]
@@ -77,6 +90,46 @@ def train_dgn(
     cross-entropy loss takes integer class labels ``y``. ``callback(epoch, net)`` is
     called after every epoch (epoch 0 = before training) with the live network.
     Mode ``"frg"`` trains full-batch on its own examples (the gates are tied to rows).
+
+    Parameters
+    ----------
+    net
+        The network (not modified).
+    x
+        ``(n, d_in)`` inputs.
+    y
+        ``(n,)`` or ``(n, d_out)`` targets, or ``(n,)`` integer labels for
+        ``"cross_entropy"``.
+    epochs
+        Passes over the data.
+    lr
+        Learning rate.
+    optimizer
+        ``"sgd"`` or ``"adam"``.
+    batch_size
+        Examples per minibatch.
+    loss
+        ``"squared"`` or ``"cross_entropy"``.
+    seed
+        Seed of the minibatch order.
+    callback
+        Called as ``callback(epoch, net)`` after every epoch and before training.
+
+    Returns
+    -------
+    TrainResult
+        The trained copy and its loss per epoch.
+
+    Raises
+    ------
+    DGNSpecError
+        Unknown ``optimizer`` or ``loss``, ``y`` with the wrong number of rows, or a
+        non-finite loss.
+
+    References
+    ----------
+    Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Secs. 4 and 6
+    (training the value and feature networks of each mode).
     """
     _check_training(optimizer, loss)
     net = net.clone()

@@ -44,10 +44,20 @@ __all__ = [
 class Path:
     """A directed path, as its nodes (one node: the empty path at that node).
 
-    Attributes
+    Parameters
     ----------
     nodes
         The nodes visited, source first.
+
+    Raises
+    ------
+    ValueError
+        ``nodes`` is empty.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2: a path $p$ from $s(p)$ to $t(p)$, whose
+    weights multiply to $W_p$.
     """
 
     nodes: tuple[Hashable, ...]
@@ -84,12 +94,42 @@ class Path:
 
 
 def input_nodes(graph: nx.DiGraph) -> list[Hashable]:
-    r"""$\mathrm{In}(\Gamma)$: nodes with only outgoing edges, in graph order."""
+    r"""$\mathrm{In}(\Gamma)$: nodes with only outgoing edges, in graph order.
+
+    Parameters
+    ----------
+    graph
+        The architecture.
+
+    Returns
+    -------
+    list
+        The input nodes (in-degree 0).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2: the input nodes $\mathrm{In}(\Gamma)$.
+    """
     return [v for v in graph.nodes if graph.in_degree(v) == 0]
 
 
 def output_nodes(graph: nx.DiGraph) -> list[Hashable]:
-    r"""$\mathrm{Out}(\Gamma)$: nodes with only incoming edges, in graph order."""
+    r"""$\mathrm{Out}(\Gamma)$: nodes with only incoming edges, in graph order.
+
+    Parameters
+    ----------
+    graph
+        The architecture.
+
+    Returns
+    -------
+    list
+        The output nodes (out-degree 0).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2: the output nodes $\mathrm{Out}(\Gamma)$.
+    """
     return [v for v in graph.nodes if graph.out_degree(v) == 0]
 
 
@@ -104,6 +144,16 @@ def enumerate_paths(
         A directed acyclic graph.
     source, target
         Restrict to paths from this input node and/or to this output node.
+
+    Yields
+    ------
+    Path
+        One input-to-output path at a time.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2: the paths of the network, over which the
+    output is a sum.
     """
     sources = [source] if source is not None else input_nodes(graph)
     for start in sources:
@@ -122,7 +172,7 @@ def enumerate_paths(
 class PathCounts:
     r"""How many input-to-output paths there are, counted without listing them.
 
-    Attributes
+    Parameters
     ----------
     total
         The number of input-to-output paths.
@@ -144,6 +194,23 @@ def path_counts(graph: nx.DiGraph) -> PathCounts:
     output, so $|\mathcal{P}(e)| = n_\mathrm{in}(s(e))\,n_\mathrm{out}(t(e))$. A residual
     chain of depth $L$ has $2^L$ paths and is counted in $O(L)$.
 
+    Parameters
+    ----------
+    graph
+        A directed acyclic graph.
+
+    Returns
+    -------
+    PathCounts
+        The total and the counts per edge and per output node.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(4): the sets $\mathcal{P}(e)$ and
+    $\mathcal{T}(v)$ counted here.
+
+    Examples
+    --------
     >>> import networkx as nx
     >>> counts = path_counts(nx.DiGraph([("x", "h"), ("h", "y"), ("x", "y")]))
     >>> counts.total, counts.through[("h", "y")], counts.ending["y"]
@@ -173,6 +240,27 @@ def paths_through(graph: nx.DiGraph, edge: Edge) -> Iterator[Path]:
     a path into $s(e)$ joined to a path out of $t(e)$; both halves are enumerated depth
     first and yielded one path at a time, so ``next()`` returns at once even when there
     are exponentially many paths.
+
+    Parameters
+    ----------
+    graph
+        A directed acyclic graph.
+    edge
+        ``(source, target)`` of an edge of ``graph``.
+
+    Yields
+    ------
+    Path
+        One path through ``edge`` at a time.
+
+    Raises
+    ------
+    KeyError
+        ``graph`` has no such edge.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (3).
     """
     u, v = edge
     if not graph.has_edge(u, v):
@@ -187,18 +275,81 @@ def paths_ending_at(graph: nx.DiGraph, node: Hashable) -> Iterator[Path]:
 
     The error of a path $p$ is a sum over $\mathcal{T}(t(p))$ (Eq. 4 of Saxe et al.
     2022). Enumerated depth first over predecessors, one path at a time.
+
+    Parameters
+    ----------
+    graph
+        A directed acyclic graph.
+    node
+        A node of ``graph``.
+
+    Yields
+    ------
+    Path
+        One path from an input node to ``node`` at a time (the empty path when ``node``
+        is an input).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (4).
     """
     yield from (Path(head) for head in _paths_into(graph, node))
 
 
 def source_subpath(path: Path, edge: Edge) -> Path:
-    r"""$\bar s(p, e)$: the part of ``path`` before ``edge``, ending at $s(e)$."""
+    r"""$\bar s(p, e)$: the part of ``path`` before ``edge``, ending at $s(e)$.
+
+    Parameters
+    ----------
+    path
+        A path.
+    edge
+        ``(source, target)`` of an edge on ``path``.
+
+    Returns
+    -------
+    Path
+        The subpath from $s(p)$ to $s(e)$.
+
+    Raises
+    ------
+    ValueError
+        ``edge`` is not on ``path``.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (3): the gradient of $W_e$ through $p$ multiplies
+    the weights of $\bar t(p, e)$ and $\bar s(p, e)$.
+    """
     index = path.edges.index(edge)
     return Path(path.nodes[: index + 1])
 
 
 def target_subpath(path: Path, edge: Edge) -> Path:
-    r"""$\bar t(p, e)$: the part of ``path`` after ``edge``, starting at $t(e)$."""
+    r"""$\bar t(p, e)$: the part of ``path`` after ``edge``, starting at $t(e)$.
+
+    Parameters
+    ----------
+    path
+        A path.
+    edge
+        ``(source, target)`` of an edge on ``path``.
+
+    Returns
+    -------
+    Path
+        The subpath from $t(e)$ to $t(p)$.
+
+    Raises
+    ------
+    ValueError
+        ``edge`` is not on ``path``.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (3): the gradient of $W_e$ through $p$ multiplies
+    the weights of $\bar t(p, e)$ and $\bar s(p, e)$.
+    """
     index = path.edges.index(edge)
     return Path(path.nodes[index + 1 :])
 

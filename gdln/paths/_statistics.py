@@ -45,6 +45,21 @@ class GateProduct:
     multiply the coefficients and take the *union* of the random items ($\delta^2=\delta$),
     so $\mathbb E[g_jg_p]$ is ``(g_j * g_p).expectation(p)``.
 
+    Parameters
+    ----------
+    coefficient
+        The deterministic part $c$ (a number or sympy expression).
+    random
+        The random items $R$: each a Bernoulli gate, independent of the others.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (5)-(6): the path statistics average over the
+    gates; Hayou & Ayed, "Regularization in ResNet with Stochastic Depth": Bernoulli
+    gates as stochastic depth.
+
+    Examples
+    --------
     >>> g = GateProduct(2, frozenset({"a"})) * GateProduct(3, frozenset({"a", "b"}))
     >>> g.expectation({"a": 0.5, "b": 0.25})
     0.75
@@ -234,7 +249,7 @@ def _components(
 class PathStatistics:
     r"""$\Sigma^{yx}(p)$ for every active path and $\Sigma^x(j,p)$ for co-active pairs.
 
-    Attributes
+    Parameters
     ----------
     paths
         The active paths.
@@ -245,6 +260,10 @@ class PathStatistics:
         $t(j)=t(p)$ that are ever on together (Eq. 6); absent pairs are zero.
     exact
         Whether values are exact sympy matrices (else float arrays).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (5)-(6).
     """
 
     paths: tuple[Path, ...]
@@ -285,7 +304,37 @@ class PathStatistics:
 def path_statistics(
     graph: nx.DiGraph, task: Task, active: ActivePaths | None = None
 ) -> PathStatistics:
-    """Compute Eqs. (5)-(6) for every active path and co-active pair."""
+    r"""Compute Eqs. (5)-(6) for every active path and co-active pair.
+
+    Parameters
+    ----------
+    graph
+        The architecture.
+    task
+        The task: contexts with their probabilities, gates and datasets, and the
+        survival probabilities of random gates.
+    active
+        The active paths of ``task`` on ``graph``, if already enumerated (default: found
+        here).
+
+    Returns
+    -------
+    PathStatistics
+        $\Sigma^{yx}(p)$ for every active path (zero where no context trains its
+        target) and $\Sigma^x(j, p)$ for every pair on together into the same output;
+        exact if the task's data are.
+
+    Raises
+    ------
+    TaskSpecError
+        A probability or gate is symbolic while the data are floats.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (5)
+    $\Sigma^{yx}(p) = \langle g_p\, y_{t(p)} x_{s(p)}^\top\rangle$ and Eq. (6)
+    $\Sigma^x(j, p) = \langle g_j g_p\, x_{s(j)} x_{s(p)}^\top\rangle$.
+    """
     require_numbers_for_float_data(task)
     active = active or active_paths(graph, task)
     paths = active.paths

@@ -3,6 +3,10 @@ from ._chain import brute_force_chain as brute_force_chain
 from ._chain import chain_scale as chain_scale
 from ._chain import expected_chain as expected_chain
 from ._checks import StochasticDepthError as StochasticDepthError
+from ._depth import DepthConcentration as DepthConcentration
+from ._depth import bennett_u as bennett_u
+from ._depth import bennett_u_inverse as bennett_u_inverse
+from ._depth import depth_concentration as depth_concentration
 from ._dynamics import expected_sd_flow as expected_sd_flow
 from ._dynamics import expected_sd_gd as expected_sd_gd
 from ._dynamics import simulate_sd_gd as simulate_sd_gd
@@ -28,13 +32,9 @@ from ._survival import mode_for_budget as mode_for_budget
 from ._survival import survival_probabilities as survival_probabilities
 from ._symbolic import SymbolicChain as SymbolicChain
 from ._symbolic import expected_chain_symbolic as expected_chain_symbolic
-from ._theory import DepthConcentration as DepthConcentration
 from ._theory import RegulariserComparison as RegulariserComparison
-from ._theory import bennett_u as bennett_u
-from ._theory import bennett_u_inverse as bennett_u_inverse
 from ._theory import chain_regulariser as chain_regulariser
 from ._theory import chain_sensitivities as chain_sensitivities
-from ._theory import depth_concentration as depth_concentration
 from ._theory import gradient_growth as gradient_growth
 from ._theory import growth_rate as growth_rate
 from ._theory import lindeberg_ratio as lindeberg_ratio

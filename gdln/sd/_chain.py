@@ -34,6 +34,28 @@ def chain_scale(scaling: str | float, L: int) -> float:
     r"""Residual scale $\kappa$: 1 for ``"plain"``, $1/\sqrt L$ for ``"stable"`` (Eq. 3).
 
     A number is taken as $\kappa$ itself.
+
+    Parameters
+    ----------
+    scaling
+        ``"plain"``, ``"stable"`` or a positive number.
+    L
+        The number of residual blocks.
+
+    Returns
+    -------
+    float
+        $\kappa$.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``scaling`` is neither a known name nor a positive number.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (3): the
+    Stable scaling $1/\sqrt L$.
     """
     if isinstance(scaling, str):
         if scaling == "plain":
@@ -55,7 +77,7 @@ def chain_scale(scaling: str | float, L: int) -> float:
 class ChainExpectation:
     r"""Exact expectations over the masks of scalar residual chains (one per mode).
 
-    Attributes
+    Parameters
     ----------
     loss
         $\sum_\alpha \mathbb E[\mathcal L_\alpha]$, summed over modes.
@@ -69,6 +91,17 @@ class ChainExpectation:
     average_loss
         $\sum_\alpha -s_\alpha\mathbb E f_\alpha + \tfrac12 d_\alpha(\mathbb E f_\alpha)^2$:
         the loss of the average network (mask replaced by its mean).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A field has the wrong type or shape.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10) (the per-mode loss of a decoupled pathway);
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (1) and (4)
+    (the stochastic-depth network and its average network).
     """
 
     loss: float
@@ -209,6 +242,17 @@ def expected_chain(
     a, c
         Fixed input and output scalars of each mode (default 1).
 
+    Returns
+    -------
+    ChainExpectation
+        Expected loss (total and per mode), $\mathbb E f$, $\mathbb E f^2$, the
+        gradient in ``b`` and the loss of the average network.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10); Hayou & Ayed (2021), "Regularization in
+    ResNet with Stochastic Depth", Eqs. (1), (3) and (4).
+
     Examples
     --------
     >>> e = expected_chain([0.5, 0.5], [0.5, 0.5], s=1.0, d=1.0)
@@ -255,10 +299,35 @@ def brute_force_chain(
     $\mathbb E[\mathcal L]=\sum_{\delta\in\{0,1\}^L}\prod_l p_l^{\delta_l}(1-p_l)^{1-\delta_l}
     \,\mathcal L(\delta)$, with the gradient of each masked loss taken in closed form.
 
+    Parameters
+    ----------
+    b
+        ``(L,)`` or ``(L, M)`` residual scalars, one column per mode.
+    p
+        ``(L,)`` survival probabilities (shared by all modes: one mask per step).
+    s, d
+        Per-mode input-output and input strengths (scalars or ``(M,)``).
+    scaling
+        ``"plain"``, ``"stable"`` ($\kappa=1/\sqrt L$) or a number $\kappa$.
+    mask
+        ``"unscaled"`` or ``"inverted"`` (see :data:`MASK_CONVENTIONS`).
+    a, c
+        Fixed input and output scalars of each mode (default 1).
+
     Returns
     -------
     (float, numpy.ndarray)
         Expected loss summed over modes, and its gradient shaped like ``b``.
+
+    Raises
+    ------
+    StochasticDepthError
+        $L > 20$, or an input is malformed.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (1): the
+    masked residual network.
     """
     B, p, conv, s_, d_, ca, vector = chain_inputs(b, p, mask, s, d, a, c)
     L = B.shape[0]

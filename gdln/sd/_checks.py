@@ -12,7 +12,17 @@ __all__ = ["StochasticDepthError"]
 
 
 class StochasticDepthError(GraphSpecError):
-    """A stochastic-depth setting (survival mode, probability, mask, budget) is invalid."""
+    """A stochastic-depth setting (survival mode, probability, mask, budget) is invalid.
+
+    Parameters
+    ----------
+    message
+        What is wrong and what was expected.
+    source
+        The file (or other origin) the problem was found in, if any.
+    key
+        The setting at fault, e.g. ``"p"`` or ``"budget"``.
+    """
 
 
 def check_probabilities(

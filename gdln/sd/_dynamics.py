@@ -61,6 +61,8 @@ def expected_sd_flow(
         ``(L,)`` survival probabilities.
     t
         Increasing times (in units of $\tau$) at which to record.
+    rtol, atol
+        Relative and absolute tolerances of the ODE solver.
     **chain
         ``s``, ``d``, ``scaling``, ``mask``, ``a``, ``c`` as for :func:`expected_chain`.
 
@@ -69,6 +71,17 @@ def expected_sd_flow(
     Trajectory
         ``loss`` is the expected loss; series ``"b"`` ``(T, L, M)``, ``"mean_transfer"``
         $\mathbb E f$ ``(T, M)`` and ``"average_loss"`` ``(T,)``.
+
+    Raises
+    ------
+    StochasticDepthError
+        The times are not increasing, or an input is malformed.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10) (gradient flow on a pathway's loss), here on
+    its expectation over the masks of Hayou & Ayed (2021), "Regularization in ResNet with
+    Stochastic Depth", Eq. (1).
     """
     chain = _chain_settings(chain)
     b0 = np.asarray(b0, dtype=float)
@@ -122,6 +135,37 @@ def expected_sd_gd(
     (the gradient is linear in the masked loss). Iterating it is the deterministic
     reference for the mean of many simulations (:func:`simulate_sd_gd`); the two differ
     only through the step-to-step fluctuations, at $O(\mathrm{lr})$.
+
+    Parameters
+    ----------
+    b0
+        ``(L,)`` or ``(L, M)`` initial residual scalars.
+    p
+        ``(L,)`` survival probabilities.
+    lr
+        Learning rate; time advances ``lr`` per step (units of $\tau$).
+    steps
+        Number of updates.
+    record_every
+        Record every this many steps (and step 0).
+    **chain
+        ``s``, ``d``, ``scaling``, ``mask``, ``a``, ``c`` as for :func:`expected_chain`.
+
+    Returns
+    -------
+    Trajectory
+        As :func:`expected_sd_flow`: the expected loss and series ``"b"``,
+        ``"mean_transfer"`` and ``"average_loss"`` at the recorded steps.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``lr``, ``steps`` or ``record_every`` is not positive, or an input is malformed.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (1) (the
+    masked network); Saxe, Sodhani & Lewallen (2022), Eq. (10).
     """
     chain = _chain_settings(chain)
     lr, steps, record_every = _check_gd(lr, steps, record_every)
@@ -164,11 +208,41 @@ def simulate_sd_gd(
     and applies $b\leftarrow b-\mathrm{lr}\,\nabla_b\mathcal L(\delta)$ with
     $\mathcal L(\delta)=\sum_\alpha -s_\alpha f_\alpha(\delta)+\frac12d_\alpha f_\alpha(\delta)^2$.
 
+    Parameters
+    ----------
+    b0
+        ``(L,)`` or ``(L, M)`` initial residual scalars.
+    p
+        ``(L,)`` survival probabilities.
+    lr
+        Learning rate; time advances ``lr`` per step (units of $\tau$).
+    steps
+        Number of updates.
+    runs
+        Number of independent runs (each with its own masks).
+    seed
+        Seed of the masks' random generator.
+    record_every
+        Record every this many steps (and step 0).
+    **chain
+        ``s``, ``d``, ``scaling``, ``mask``, ``a``, ``c`` as for :func:`expected_chain`.
+
     Returns
     -------
     Trajectory
         ``loss`` ``(T, runs)``: the *exact expected* loss at each run's current weights;
         series ``"b"`` ``(T, runs, L, M)``.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``lr``, ``steps``, ``runs`` or ``record_every`` is not positive, or an input is
+        malformed.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (1) (a fresh
+    Bernoulli mask every step); Saxe, Sodhani & Lewallen (2022), Eq. (10).
     """
     chain = _chain_settings(chain)
     lr, steps, record_every = _check_gd(lr, steps, record_every)

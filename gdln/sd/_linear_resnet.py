@@ -24,7 +24,7 @@ __all__ = ["LinearResNetExpectation", "expected_linear_resnet"]
 class LinearResNetExpectation:
     r"""Exact expected loss of a linear SD ResNet and its gradients.
 
-    Attributes
+    Parameters
     ----------
     loss
         $\mathbb E_\delta[\mathcal L]$ (Eq. 1 of Saxe et al. with the $\frac12\mathrm{tr}
@@ -36,6 +36,16 @@ class LinearResNetExpectation:
         ``(L, N, N)`` gradient of ``loss`` in the block weights.
     grad_in, grad_out
         Gradients in $W_{\rm in}$ and $W_{\rm out}$.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A field has the wrong type or shape.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (1); Hayou & Ayed (2021), "Regularization in ResNet
+    with Stochastic Depth", Eqs. (1) and (4).
     """
 
     loss: float
@@ -142,6 +152,26 @@ def expected_linear_resnet(
         ``(N, D)`` and ``(O, N)``; identity when omitted (then $D=N$ or $O=N$).
     trace_yy
         $\mathrm{tr}\,\Sigma^{yy}$ (a constant).
+    scaling
+        ``"plain"``, ``"stable"`` ($\kappa=1/\sqrt L$) or a number $\kappa$.
+    mask
+        ``"unscaled"`` or ``"inverted"`` (see :data:`MASK_CONVENTIONS`).
+
+    Returns
+    -------
+    LinearResNetExpectation
+        The expected loss, the average network's loss and the gradients of the
+        expected loss in every weight.
+
+    Raises
+    ------
+    StochasticDepthError
+        Shapes disagree, or ``p``, ``scaling`` or ``mask`` is malformed.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (1) (the loss as a sum over paths);
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (1), (3) and (4).
     """
     import torch
 

@@ -25,12 +25,21 @@ _DIVIDES_BY_P: dict[str, bool] = {"unscaled": False, "inverted": True}
 class MaskConvention:
     r"""How a Bernoulli gate $\delta\sim\mathrm{Bernoulli}(p)$ enters the network.
 
-    Attributes
+    Parameters
     ----------
     name
         ``"unscaled"`` (Hayou & Ayed Eq. 1: $\tilde\delta=\delta$, test-time network uses
         the mean $p$) or ``"inverted"`` (timm/torchvision: $\tilde\delta=\delta/p$,
         test-time network uses 1); a key of :data:`gdln.sd.MASK_CONVENTIONS`.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``name`` is not a known convention.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (1).
 
     Examples
     --------

@@ -39,6 +39,26 @@ def expected_gate_product(
     $\mathbb E[g_p]$. Probabilities may be sympy symbols or expressions; the result is
     then a sympy expression (a float otherwise).
 
+    Parameters
+    ----------
+    edges_j, edges_p
+        The edge ids of the two paths.
+    survival
+        Gated edge id -> survival probability $p_e$ (number or sympy expression).
+    mask
+        ``"unscaled"`` or ``"inverted"`` (see :data:`MASK_CONVENTIONS`).
+
+    Returns
+    -------
+    float or sympy.Expr
+        $\mathbb E[g_jg_p]$.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (6) (the gate product inside $\Sigma^x(j,p)$);
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (1)
+    (independent Bernoulli gates).
+
     Examples
     --------
     >>> expected_gate_product(["e1", "e2"], ["e2", "e3"], {"e1": 0.5, "e2": 0.5, "e3": 0.5})
@@ -96,6 +116,23 @@ def expected_path_loss(
     s, d
         ``(P,)`` input-output strengths $s_p$ and ``(P, P)`` input strengths $d(j,p)$
         (zero for paths to different targets).
+    mask
+        ``"unscaled"`` or ``"inverted"`` (see :data:`MASK_CONVENTIONS`).
+
+    Returns
+    -------
+    float
+        $\mathbb E[\mathcal L]$ for one mode.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``s`` or ``d`` does not match the number of paths.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (5)-(6) and (10); Hayou & Ayed (2021),
+    "Regularization in ResNet with Stochastic Depth", Eq. (1).
     """
     d = np.asarray(d, dtype=float)
     strengths = np.asarray(s, dtype=float)

@@ -70,6 +70,19 @@ class SDResNet(torch.nn.Module):
     device
         Where parameters and buffers live (``"cpu"``, ``"cuda[:k]"``); default: the
         generator's device, else the CPU. Equivalent to ``.to(device)`` afterwards.
+    dtype
+        The parameters' floating-point type.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``p``, ``activation``, ``scaling`` or ``mask`` is malformed, or ``io_layers`` is
+        false with unequal sizes.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth",
+    Eq. (1) (the stochastic-depth ResNet) and Eq. (3) (the Stable scaling).
     """
 
     p: torch.Tensor  # survival probabilities, a buffer (moves with .to(device))
@@ -184,7 +197,24 @@ def _mse(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def average_network_loss(model: SDResNet, x: torch.Tensor, y: torch.Tensor) -> float:
-    r"""$\bar{\mathcal L}$: the loss of the average network (gates at their mean), Eq. (4)."""
+    r"""$\bar{\mathcal L}$: the loss of the average network (gates at their mean), Eq. (4).
+
+    Parameters
+    ----------
+    model
+        The network.
+    x, y
+        Inputs ``(n, d_in)`` and targets ``(n, d_out)``.
+
+    Returns
+    -------
+    float
+        $\frac1{2n}\sum_i\lVert y_{\rm out}(x_i)-y_i\rVert^2$ with every gate at its mean.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (4).
+    """
     with torch.no_grad():
         return float(_mse(model(x, model.mean_gates()), y))
 
@@ -199,7 +229,26 @@ def sd_loss_monte_carlo(
 ) -> tuple[float, float]:
     r"""$\mathbb E_\delta[\mathcal L]$ by Monte Carlo over ``masks`` masks.
 
-    Returns (mean, standard error).
+    Parameters
+    ----------
+    model
+        The network.
+    x, y
+        Inputs ``(n, d_in)`` and targets ``(n, d_out)``.
+    masks
+        Number of masks drawn.
+    generator
+        Random generator of the masks.
+
+    Returns
+    -------
+    (float, float)
+        The mean of the masked loss $\frac1{2n}\sum\lVert\cdot\rVert^2$ and its
+        standard error.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (1).
     """
     vals = []
     with torch.no_grad():
@@ -231,10 +280,21 @@ def sd_penalty(model: SDResNet, x: torch.Tensor) -> tuple[float, np.ndarray]:
     $g^{\rm paper}_l = 2L\,g_l$ (their loss $\|\cdot\|^2$ and their $\zeta_l$ without
     $1/\sqrt L$).
 
+    Parameters
+    ----------
+    model
+        The network.
+    x
+        Inputs ``(n, d_in)``.
+
     Returns
     -------
     (float, numpy.ndarray)
         The penalty and ``(L,)`` $g_l$.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (4)-(6).
     """
     with torch.no_grad():
         jac = _output_gate_jacobian(model, x)
@@ -248,6 +308,22 @@ def layer_sensitivities(model: SDResNet, x: torch.Tensor, y: torch.Tensor) -> np
 
     $S_l=\partial\mathcal L/\partial\delta_l|_{\delta=\mathbf 1}$, the first-order drop of
     the loss when block $l$ is removed.
+
+    Parameters
+    ----------
+    model
+        The network.
+    x, y
+        Inputs ``(n, d_in)`` and targets ``(n, d_out)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(L,)`` $S_l$.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Sec. 5 (SenseMode).
     """
     gates = torch.ones(model.L, dtype=x.dtype, device=x.device, requires_grad=True)
     loss = _mse(model(x, gates), y)
@@ -259,7 +335,7 @@ def layer_sensitivities(model: SDResNet, x: torch.Tensor, y: torch.Tensor) -> np
 class GradientGrowthEstimate:
     r"""Monte Carlo estimate of $\tilde q_l$ (Prop. 1) with standard errors.
 
-    Attributes
+    Parameters
     ----------
     q
         ``(L+1,)`` mean of $\|\nabla_{y_l}\mathcal L\|^2/\|\nabla_{y_L}\mathcal L\|^2$.
@@ -267,6 +343,15 @@ class GradientGrowthEstimate:
         ``(L+1,)`` standard error of each mean.
     samples
         Number of Monte Carlo samples (fresh weights, mask and data each).
+
+    Raises
+    ------
+    ValueError
+        ``q`` and ``stderr`` differ in shape, or ``samples < 2``.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Proposition 1.
     """
 
     q: np.ndarray
@@ -297,6 +382,32 @@ def measure_gradient_growth(
     independent of the forward weights, and a wide read-out $W_{\rm out}^TW_{\rm out}y_L$
     correlates $\nabla_{y_L}$ with the last blocks (with $d_{\rm out}=N$ we measured about
     2.9 per layer instead of 2).
+
+    Parameters
+    ----------
+    p
+        ``(L,)`` survival probabilities, or ``None`` for the network without gates.
+    L
+        Number of residual blocks.
+    width
+        Hidden width $N$.
+    samples
+        Number of Monte Carlo samples.
+    scaling
+        ``"plain"`` or ``"stable"`` (Eq. 3).
+    d_out
+        Output size (keep it small, see above).
+    seed
+        Seed of the weights, masks and data.
+
+    Returns
+    -------
+    GradientGrowthEstimate
+        ``(L+1,)`` means of $\tilde q_l$ and their standard errors.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Proposition 1.
     """
     p_arr = np.ones(L) if p is None else np.asarray(p, dtype=float)
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -338,6 +449,45 @@ def train_sd(
     ``clip`` rescales each step's gradient to Euclidean norm at most ``clip`` (over all
     parameters together). Every ``record_every`` steps records the masked training loss,
     the average-network training loss and (if given) the average-network test loss.
+
+    Parameters
+    ----------
+    model
+        The network.
+    x, y
+        Inputs ``(n, d_in)`` and targets ``(n, d_out)``.
+    steps
+        Number of updates.
+    lr
+        Learning rate.
+    batch_size
+        Minibatch size, or ``None`` for the full batch.
+    momentum
+        Heavy-ball momentum of SGD.
+    clip
+        Largest gradient norm per step, or ``None``.
+    generator
+        Random generator of the masks and minibatches.
+    record_every
+        Record every this many steps; 0 records nothing.
+    x_test, y_test
+        Test data for the ``"test"`` record.
+
+    Returns
+    -------
+    dict
+        ``"step"``, ``"train_loss"`` (masked), ``"average_loss"`` (average network) and
+        ``"test"`` (average network on the test data; empty without it): lists of
+        floats, one entry per record.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``steps``, ``lr`` or ``clip`` is not positive.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (1) and (4).
     """
     if steps < 1 or lr <= 0:
         raise StochasticDepthError(

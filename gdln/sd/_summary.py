@@ -37,7 +37,7 @@ MAX_SYMBOLIC_DEPTH = 6
 class ChainSummary:
     r"""The exact expectations of one SD scalar chain (see :func:`chain_summary`).
 
-    Attributes
+    Parameters
     ----------
     b, p
         ``(L,)`` residual scalars and survival probabilities.
@@ -58,6 +58,11 @@ class ChainSummary:
     symbolic_loss
         $\mathbb E\mathcal L$ as a sympy expression in $b_l$, $p_l$, $s$, $d$ (and
         $\kappa$ for stable scaling), or ``None`` if not asked for.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (2)-(6),
+    Lemma 1 and Proposition 1; Saxe, Sodhani & Lewallen (2022), Eq. (10).
     """
 
     b: np.ndarray
@@ -144,6 +149,21 @@ def chain_summary(
     symbolic
         Also expand $\mathbb E\mathcal L$ symbolically (needs
         $L\le$ :data:`MAX_SYMBOLIC_DEPTH`).
+
+    Returns
+    -------
+    ChainSummary
+        The inputs and every quantity above.
+
+    Raises
+    ------
+    StochasticDepthError
+        An input is malformed, or ``symbolic`` with $L >$ :data:`MAX_SYMBOLIC_DEPTH`.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (2)-(6),
+    Lemma 1 and Proposition 1; Saxe, Sodhani & Lewallen (2022), Eq. (10).
 
     Examples
     --------

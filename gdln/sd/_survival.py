@@ -169,6 +169,33 @@ def mode_for_budget(
     solved from the budget (feasible only when $\bar L\ge\sum_l r_l$ with
     $r_l=(|S_l|-\min|S|)/(\max|S|-\min|S|)$); ``"sensemode_proportional"``: Sec. 6 rule.
 
+    Parameters
+    ----------
+    mode
+        A key of :data:`SURVIVAL_MODES`.
+    L
+        Number of residual blocks.
+    budget
+        The average depth $\bar L\in(0, L]$.
+    sensitivities
+        ``(L,)`` $S_l$ (:func:`layer_sensitivities`), for the SenseMode modes.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(L,)`` survival probabilities summing to ``budget``.
+
+    Raises
+    ------
+    StochasticDepthError
+        Unknown ``mode``, a budget outside $(0, L]$ or below what the mode can reach,
+        or missing sensitivities.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Sec. 2 (budget,
+    uniform and linear modes), Sec. 5 (SenseMode) and Sec. 6.
+
     Examples
     --------
     >>> round(float(mode_for_budget("linear", 9, 7.0).sum()), 12)

@@ -22,7 +22,7 @@ __all__ = ["SymbolicChain", "expected_chain_symbolic"]
 class SymbolicChain:
     r"""The exact expected loss of one SD scalar chain as sympy expressions.
 
-    Attributes
+    Parameters
     ----------
     loss, mean, second
         $\mathbb E[\mathcal L]$, $\mathbb E[f]$, $\mathbb E[f^2]$.
@@ -30,6 +30,16 @@ class SymbolicChain:
         The symbols $b_1..b_L$ and $p_1..p_L$.
     s, d, kappa
         The symbols $s$, $d$ and $\kappa$ (``kappa`` is the number 1 for plain scaling).
+
+    Raises
+    ------
+    ValueError
+        ``b`` and ``p`` differ in length.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10); Hayou & Ayed (2021), "Regularization in
+    ResNet with Stochastic Depth", Eq. (1).
     """
 
     loss: sp.Expr
@@ -61,6 +71,30 @@ def expected_chain_symbolic(
 
     Same factorised form as :func:`expected_chain`; $\kappa$ is kept as a symbol for
     ``scaling="stable"`` (substitute $1/\sqrt L$) and is 1 for ``"plain"``.
+
+    Parameters
+    ----------
+    L
+        Number of residual blocks.
+    scaling
+        ``"plain"`` or ``"stable"``.
+    mask
+        ``"unscaled"`` or ``"inverted"`` (see :data:`MASK_CONVENTIONS`).
+
+    Returns
+    -------
+    SymbolicChain
+        $\mathbb E[\mathcal L]$, $\mathbb E f$, $\mathbb E f^2$ and their symbols.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``L``, ``scaling`` or ``mask`` is malformed.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10); Hayou & Ayed (2021), "Regularization in
+    ResNet with Stochastic Depth", Eqs. (1) and (3).
 
     Examples
     --------

@@ -1,7 +1,8 @@
 r"""The quantities of Hayou & Ayed (2021), *Regularization in ResNet with Stochastic Depth*.
 
-Closed forms from the paper (Prop. 1, Lemma 1, Eqs. 4/6, Lemma 2, Thm. 2) and, for
-linear residual chains, their exact counterparts from :mod:`gdln.sd`.
+Closed forms from the paper (Prop. 1, Eqs. 4/6, Lemma 2, Thm. 2; Lemma 1 is in
+``_depth.py``) and, for linear residual chains, their exact counterparts from
+:mod:`gdln.sd`.
 
 Mask convention. The regulariser of Eqs. (4) and (6) is derived for the paper's
 *unscaled* mask ($y_l = y_{l-1}+\delta_l\Psi_l$, average network $\delta\to p$), expanded
@@ -24,13 +25,9 @@ from ._chain import chain_inputs, chain_scale, exclusive_products, expected_chai
 from ._checks import StochasticDepthError, check_probabilities
 
 __all__ = [
-    "DepthConcentration",
     "RegulariserComparison",
-    "bennett_u",
-    "bennett_u_inverse",
     "chain_regulariser",
     "chain_sensitivities",
-    "depth_concentration",
     "gradient_growth",
     "growth_rate",
     "lindeberg_ratio",
@@ -54,6 +51,30 @@ def gradient_growth(
     it is $2^{L-l}$. With a residual scale $\kappa$ (``scaling="stable"``:
     $\kappa=1/\sqrt L$, Eq. 3) the same argument gives factors $1+\kappa^2p_k$, i.e.
     $\prod_k(1+p_k/L)\le e$ for Stable ResNet (Fig. 2c).
+
+    Parameters
+    ----------
+    p
+        ``(L,)`` survival probabilities, or ``None`` for no stochastic depth.
+    L
+        The depth, needed when ``p`` is ``None``.
+    scaling
+        ``"plain"``, ``"stable"`` or a number $\kappa$.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(L+1,)`` $\tilde q_l$ for $l = 0, \dots, L$.
+
+    Raises
+    ------
+    StochasticDepthError
+        Neither ``p`` nor a positive ``L`` is given, or ``p`` or ``scaling`` is malformed.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Proposition 1 and
+    Eq. (3).
 
     Examples
     --------
@@ -80,90 +101,26 @@ def growth_rate(q: np.ndarray) -> np.ndarray:
 
     The quantity reported in Table 1 of Hayou & Ayed (2 per layer without SD, $1+p$ for
     the uniform mode).
+
+    Parameters
+    ----------
+    q
+        ``(L+1,)`` $\tilde q_l$, e.g. from :func:`gradient_growth`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(L,)`` growth per layer.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Proposition 1 and
+    Table 1.
     """
     q = np.asarray(q, dtype=float)
     L = len(q) - 1
     ell = np.arange(L)
     return q[:L] ** (1.0 / (L - ell))
-
-
-# ----------------------------------------------------------------------------------------
-# Lemma 1: concentration of the depth
-# ----------------------------------------------------------------------------------------
-
-
-def bennett_u(t: np.ndarray | float) -> np.ndarray | float:
-    r"""$u(t) = (1+t)\log(1+t) - t$ (Lemma 1 of Hayou & Ayed, Bennett's inequality)."""
-    t = np.asarray(t, dtype=float)
-    out = (1.0 + t) * np.log1p(t) - t
-    return float(out) if out.ndim == 0 else out
-
-
-def bennett_u_inverse(y: np.ndarray | float) -> np.ndarray | float:
-    r"""$u^{-1}(y)$ for $y\ge0$, in closed form through the Lambert $W$ function.
-
-    With $w = 1+t$, $u = w\log w - w + 1 = y$ gives $w = e^{1+W((y-1)/e)}$ (principal
-    branch).
-    """
-    y = np.asarray(y, dtype=float)
-    if np.any(y < 0):
-        raise StochasticDepthError(f"y = {y!r}: u^{{-1}} is defined for y >= 0", key="y")
-    w = np.exp(1.0 + np.real(special.lambertw((y - 1.0) / np.e, 0)))
-    t = np.where(y > 0, np.maximum(w - 1.0, np.sqrt(2.0 * np.maximum(y, 0)) * 0.5), 0.0)
-    for _ in range(3):  # Newton polish near the branch point y = 0, where W loses digits
-        slope = np.log1p(t)
-        step = np.divide(bennett_u(t) - y, slope, out=np.zeros_like(t), where=slope > 0)
-        t = np.where(y > 0, t - step, 0.0)
-    out = t
-    return float(out) if out.ndim == 0 else out
-
-
-@dataclass(frozen=True)
-class DepthConcentration:
-    r"""Lemma 1 of Hayou & Ayed for the depth $L_\delta=\sum_l\delta_l$.
-
-    Attributes
-    ----------
-    mean
-        $L_p = \sum_l p_l$.
-    variance
-        $v_p = \sum_l p_l(1-p_l)$.
-    beta
-        Failure probability $\beta$.
-    bound
-        $v_p\,u^{-1}(\log(2/\beta)/v_p)$: $|L_\delta-L_p|\le$ bound with probability
-        $\ge 1-\beta$ (0 when $v_p=0$).
-    """
-
-    mean: float
-    variance: float
-    beta: float
-    bound: float
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.beta < 1.0:
-            raise StochasticDepthError(
-                f"beta = {self.beta!r} is not a probability in (0, 1)", key="beta"
-            )
-        if self.variance < 0 or self.bound < 0:
-            raise ValueError("variance and bound must be non-negative")
-
-
-def depth_concentration(p: np.ndarray, *, beta: float = 0.05) -> DepthConcentration:
-    r"""Mean, variance and the Bennett bound of Eq. (2) (Lemma 1 of Hayou & Ayed).
-
-    Examples
-    --------
-    >>> c = depth_concentration([0.5] * 100, beta=0.05)
-    >>> c.mean, c.variance
-    (50.0, 25.0)
-    """
-    p = check_probabilities(p)
-    if not 0.0 < float(beta) < 1.0:
-        raise StochasticDepthError(f"beta = {beta!r} is not a probability in (0, 1)", key="beta")
-    v = float(np.sum(p * (1.0 - p)))
-    bound = 0.0 if v == 0.0 else v * float(bennett_u_inverse(np.log(2.0 / beta) / v))
-    return DepthConcentration(float(p.sum()), v, float(beta), float(bound))
 
 
 # ----------------------------------------------------------------------------------------
@@ -177,7 +134,7 @@ class RegulariserComparison:
 
     All losses are summed over modes and include ``const`` (e.g. $\frac12\mathbb E\|y\|^2$).
 
-    Attributes
+    Parameters
     ----------
     expected_loss
         Exact $\mathbb E_\delta[\mathcal L]$.
@@ -199,6 +156,17 @@ class RegulariserComparison:
     variance_orders
         ``(L,)``: order-$k$ Hoeffding parts of $\frac12 d\,\mathrm{Var}f$, $k=1..L$; they sum
         to ``penalty_exact``, entry 0 is ``penalty_first_order``.
+
+    Raises
+    ------
+    TypeError
+        A loss or penalty is not a Python float.
+    ValueError
+        ``penalty_exact`` is negative.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (4)-(6).
     """
 
     expected_loss: float
@@ -264,6 +232,17 @@ def chain_regulariser(
         As for :func:`gdln.sd.expected_chain` (default Stable scaling).
     const
         Added to every loss (the $\frac12\mathbb E\|y\|^2$ of Eq. (1) of Saxe et al.).
+
+    Returns
+    -------
+    RegulariserComparison
+        The exact expected loss, the average network's loss (exact and as the paper's
+        Taylor expansion), the penalty of Eq. (4) and its exact counterpart.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eqs. (4)-(6);
+    Saxe, Sodhani & Lewallen (2022), Eq. (10).
     """
     B, p, conv, s_, d_, ca, _ = chain_inputs(b, p, mask, s, d, a, c)
     L = B.shape[0]
@@ -412,12 +391,21 @@ def chain_sensitivities(
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""SenseMode sensitivities of linear chains (Sec. 5 of Hayou & Ayed).
 
+    Parameters
+    ----------
+    b, s, d, scaling, a, c
+        As for :func:`gdln.sd.expected_chain` (default Stable scaling).
+
     Returns
     -------
     (numpy.ndarray, numpy.ndarray)
         $S_l=\mathcal L(\mathbf 1)-\mathcal L(\mathbf 1_l)$ (exact drop of block $l$) and its
         first-order approximation $\partial\mathcal L/\partial\delta_l|_{\delta=\mathbf 1}$
         used by the paper, both ``(L,)`` and summed over modes.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Sec. 5 (SenseMode).
     """
     B, _, _, s_, d_, ca, _ = chain_inputs(b, np.ones(np.shape(b)[0]), "unscaled", s, d, a, c)
     kappa = chain_scale(scaling, B.shape[0])
@@ -442,10 +430,26 @@ def max_regularisation_mode(g: np.ndarray, budget: float) -> tuple[np.ndarray, f
     $C$ (same sign as $L-2\bar L$) is found by bisection. Equal $g_l$ give the uniform mode
     $\bar L/L$ (Thm. 1).
 
+    Parameters
+    ----------
+    g
+        ``(L,)`` positive regularisation weights $g_l$.
+    budget
+        The average depth $\bar L\in(0, L)$.
+
     Returns
     -------
     (numpy.ndarray, float)
         $p^*$ and $C$.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``g`` is empty or not positive, or ``budget`` is not in $(0, L)$.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Lemma 2 and Theorem 1.
     """
     g = np.asarray(g, dtype=float)
     if g.ndim != 1 or g.size == 0 or np.any(~np.isfinite(g)) or np.any(g <= 0):
@@ -479,7 +483,27 @@ def max_regularisation_mode(g: np.ndarray, budget: float) -> tuple[np.ndarray, f
 
 
 def lindeberg_ratio(mu: np.ndarray) -> float:
-    r"""$\max_k\mu_k^2/\sum_l\mu_l^2$: condition 2 of Thm. 2 of Hayou & Ayed (must tend to 0)."""
+    r"""$\max_k\mu_k^2/\sum_l\mu_l^2$: condition 2 of Thm. 2 of Hayou & Ayed (must tend to 0).
+
+    Parameters
+    ----------
+    mu
+        ``(L,)`` per-layer weights $\mu_l$ of the sum.
+
+    Returns
+    -------
+    float
+        The ratio.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``mu`` is identically zero.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Theorem 2.
+    """
     mu = np.asarray(mu, dtype=float)
     total = float(np.sum(mu**2))
     if total == 0.0:
@@ -495,6 +519,20 @@ def shapiro_pvalues(samples: np.ndarray) -> np.ndarray:
     samples
         ``(n_inputs, n_masks)``: for each input, a neuron's value under ``n_masks`` masks
         (at least 3). Rows with zero spread get p-value 0 (a point mass is not Gaussian).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_inputs,)`` p-values.
+
+    Raises
+    ------
+    StochasticDepthError
+        ``samples`` is not two-dimensional with at least 3 columns.
+
+    References
+    ----------
+    Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Theorem 2 and Fig. 5.
     """
     from scipy.stats import shapiro  # scipy.stats is slow to import; only this needs it
 

@@ -14,14 +14,25 @@ class SimulationSpecError(GdlnError, ValueError):
 class SimulationDivergedError(GdlnError, FloatingPointError):
     """Training diverged: the loss became non-finite or exceeded the divergence limit.
 
-    Attributes
+    Parameters
     ----------
+    message
+        The one-line message: the step, the loss and the seed.
     step
         The first step at which the loss was bad.
     value
         The loss at that step (``nan`` or ``inf`` included).
     seed
         The seed of the first repetition that went bad.
+
+    Attributes
+    ----------
+    step
+        As given.
+    value
+        As given.
+    seed
+        As given.
     """
 
     def __init__(self, message: str, *, step: int, value: float, seed: int) -> None:

@@ -97,6 +97,16 @@ def initial_weights(
     dict
         Edge ``(source, target)`` -> float64 array ``(S, |target|, |source|)``; repetition
         ``r`` is drawn from ``numpy.random.default_rng(seeds[r])`` only.
+
+    Raises
+    ------
+    SimulationSpecError
+        ``init_scheme`` is not a random scheme, or ``init`` or ``seeds`` is malformed.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 3: small random initial weights of scale
+    $\sigma_0$, the regime in which the reduced dynamics of Eq. (9) describe learning.
     """
     draw = DRAWS.get(init_scheme)
     if draw is None:

@@ -33,12 +33,34 @@ def minibatch_indices(
     That is, with ``settings=SimulationSettings(optimizer="sgd", batch_size=batch_size)``
     and the same ``seeds`` and ``seed``.
 
+    Parameters
+    ----------
+    examples
+        The training examples; example ``i`` is drawn with probability ``weights[i]``.
+    steps
+        Number of updates (minibatches per repetition).
+    batch_size
+        Examples per minibatch.
+    seeds, seed
+        As in :func:`gdln.simulate`: a count ``S`` (seeds ``seed, ..., seed+S-1``) or an
+        explicit list of seeds.
+
     Returns
     -------
     numpy.ndarray
         ``(steps, S, batch_size)`` ints: step ``k`` of repetition ``r`` averages Eq. (1)
         over the examples ``out[k, r]`` (drawn with replacement, with probability equal
         to their weight, from ``numpy.random.default_rng((seeds[r], 1))`` alone).
+
+    Raises
+    ------
+    SimulationSpecError
+        ``steps`` or ``batch_size`` is not a positive int (``steps`` may be 0).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (1): the loss is an expectation over examples, of
+    which a minibatch is an unbiased estimate.
     """
     check_positive("steps", steps, integer=True, allow_zero=True)
     check_positive("batch_size", batch_size, integer=True)

@@ -109,6 +109,16 @@ class SimulationSettings:
     progress
         Show a tqdm progress bar.
 
+    Raises
+    ------
+    SimulationSpecError
+        A field is malformed or two fields contradict each other.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(2): ``"gd"`` is the Euler discretisation of
+    the gradient flow of the loss.
+
     Examples
     --------
     >>> SimulationSettings(optimizer="sgd", batch_size=8, momentum=0.9).momentum

@@ -141,6 +141,11 @@ def simulate(
     SimulationDivergedError
         The loss became non-finite or exceeded ``diverge_above``.
 
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2 (the gated forward pass), Eq. (1) (the loss)
+    and Eq. (2) (gradient flow, here its Euler discretisation).
+
     Examples
     --------
     One linear layer $x \to y$ learning $y = \pm 1$ from the two unit inputs:

@@ -13,6 +13,26 @@ def log_spaced_steps(steps: int, count: int) -> list[int]:
     For ``record_steps`` of :func:`gdln.simulate`: early learning is fast, so log-spaced
     records resolve it without recording every step of a long run.
 
+    Parameters
+    ----------
+    steps
+        The last step (an int >= 0).
+    count
+        How many log-spaced steps to aim for in ``[1, steps]`` (an int >= 1); rounding
+        may merge some, so fewer can come back.
+
+    Returns
+    -------
+    list of int
+        Sorted distinct steps, starting at 0 and (for ``steps > 0``) ending at ``steps``.
+
+    Raises
+    ------
+    ValueError
+        ``steps`` or ``count`` is not an int in range.
+
+    Examples
+    --------
     >>> log_spaced_steps(1000, 4)
     [0, 1, 10, 100, 1000]
     >>> log_spaced_steps(0, 3)

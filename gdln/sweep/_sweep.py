@@ -55,6 +55,18 @@ class SweepPointError(SweepError, RuntimeError):
 
     ``point`` is the parameter dict it failed at. Rows of the points that finished
     before are already in the table, so running the sweep again resumes.
+
+    Parameters
+    ----------
+    message
+        The one-line message, naming the point and what went wrong.
+    point
+        The parameter dict of the failed point (copied).
+
+    Attributes
+    ----------
+    point
+        As given.
     """
 
     def __init__(self, message: str, *, point: Point):
@@ -86,7 +98,31 @@ def _parse(text: str) -> Any:
 
 
 def point_key(point: Point, key: Sequence[str]) -> tuple[str, ...]:
-    """The identity of a point: its values of the ``key`` columns, as table cells."""
+    """The identity of a point: its values of the ``key`` columns, as table cells.
+
+    Parameters
+    ----------
+    point
+        Parameter name -> value.
+    key
+        The names of the columns that identify a point.
+
+    Returns
+    -------
+    tuple of str
+        The values of ``key`` as written in the table (floats by ``repr``, so they
+        round-trip exactly); two points with equal keys are the same table row.
+
+    Raises
+    ------
+    KeyError
+        ``point`` lacks a column of ``key``.
+
+    Examples
+    --------
+    >>> point_key({"lr": 0.1, "seed": 3, "depth": 2}, ["seed", "lr"])
+    ('3', '0.1')
+    """
     return tuple(_cell(point[name]) for name in key)
 
 
@@ -95,6 +131,22 @@ def read_table(table: str | os.PathLike[str]) -> list[Row]:
 
     Incomplete rows (a line cut short when a sweep was killed while writing it) are
     dropped, so their points count as unfinished.
+
+    Parameters
+    ----------
+    table
+        The CSV file a sweep writes.
+
+    Returns
+    -------
+    list of dict
+        One dict per complete row, column -> value (int, float or the text); empty when
+        the file does not exist.
+
+    Raises
+    ------
+    SweepTableError
+        The file cannot be read or is not a CSV table.
     """
     path = Path(table)
     if not path.exists():

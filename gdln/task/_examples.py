@@ -23,7 +23,7 @@ class ExampleSet:
     The loss of Eq. (1) of Saxe et al. 2022 is the weighted average over these rows of
     $\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$.
 
-    Attributes
+    Parameters
     ----------
     inputs
         Input node id -> array ``(n, |v|)``. Input nodes absent here hold zeros.
@@ -42,6 +42,17 @@ class ExampleSet:
         Gated item -> survival probability $p$ of an independent Bernoulli gate
         $\delta$ redrawn at every step (stochastic depth); the item's gate in an example
         is ``gates[item] * delta``. Empty for tasks without random gates.
+
+    Raises
+    ------
+    ValueError
+        An array's shape does not match the number of examples ``n = len(weights)``.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (1) (the loss as an average over examples and
+    gates); Hayou & Ayed, "Regularization in ResNet with Stochastic Depth", Sec. 2 (the
+    Bernoulli gates of stochastic depth).
     """
 
     inputs: Mapping[str, np.ndarray]

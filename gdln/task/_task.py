@@ -70,12 +70,33 @@ class Dataset:
     second moments ``moments[(a, b)]`` $=\langle a\,b^\top\rangle$. Only second moments
     enter the learning dynamics (Eqs. 3-6), so the two forms are interchangeable.
 
-    Attributes
+    Parameters
     ----------
     name
         The dataset's name in the task.
     fields
         Field name -> dimension.
+    examples
+        Field -> ``(n, dim)`` rows (exact :class:`sympy.ImmutableMatrix` or float array),
+        or ``None`` when the moments are given.
+    weights
+        Example weights ``(n,)`` summing to 1 (default: uniform); only with ``examples``.
+    moments_given
+        ``(a, b)`` -> $\langle a\,b^\top\rangle$, shape ``(dim a, dim b)``, or ``None``
+        when the examples are given.
+    _cache
+        Moments computed so far; internal, leave it out.
+
+    Raises
+    ------
+    ValueError
+        Both or neither of ``examples`` and ``moments_given`` are given, or the fields
+        have different numbers of examples.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (5)-(6): the second moments of the data that
+    the path statistics are made of.
     """
 
     name: str
@@ -184,7 +205,7 @@ def _weighted_outer(a: Matrix, b: Matrix, weights: Any) -> Matrix:
 class Context:
     r"""One context of a task: probability, gates and the data it routes.
 
-    Attributes
+    Parameters
     ----------
     label
         A name for the context, used in per-context losses (e.g. ``"x0->y3"``).
@@ -199,6 +220,11 @@ class Context:
         Input node -> field of the dataset it holds. Unbound input nodes hold 0.
     targets
         Output node -> field of the dataset that is its target. Unbound outputs target 0.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Sec. 2: the gating variables $g_v$, $g_e$ that a
+    context sets, and the average over contexts in Eqs. (1), (5) and (6).
     """
 
     label: str
@@ -215,16 +241,30 @@ class Context:
 
 @dataclass(frozen=True)
 class Task:
-    """A mixture of contexts over named datasets (see the module docstring).
+    r"""A mixture of contexts over named datasets (see the module docstring).
 
-    Attributes
+    Parameters
     ----------
-    contexts, datasets
-        The mixture.
+    contexts
+        The contexts, each with its probability $\pi_c$.
+    datasets
+        Dataset name -> :class:`Dataset`, for the contexts to draw from.
     random_gates
         Gated node id or edge ``(u, v)`` -> survival probability $p$ (a number in
         $[0, 1]$ or a sympy expression) of its independent Bernoulli gate. A context that
         does not mention a random item gives it the value 1 (filled in here).
+
+    Raises
+    ------
+    ValueError
+        A context names an unknown dataset, or a survival probability lies outside
+        $[0, 1]$.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (1), (5)-(6): the averages over contexts,
+    data and gates; Hayou & Ayed, "Regularization in ResNet with Stochastic Depth": the
+    Bernoulli gates.
     """
 
     contexts: tuple[Context, ...]

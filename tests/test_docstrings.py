@@ -20,7 +20,17 @@ validate = pytest.importorskip("numpydoc.validate").validate
 
 GDLN = Path(__file__).resolve().parent.parent / "gdln"
 CHECKED = ("PR01", "PR02", "RT01", "GL08")
-FINISHED = ("simulation", "comparison", "graphfile", "paths", "task", "sd", "kernels", "sweep")
+FINISHED = (
+    "simulation",
+    "comparison",
+    "graphfile",
+    "paths",
+    "task",
+    "sd",
+    "kernels",
+    "sweep",
+    "solution",
+)
 
 
 def public_names(package: str) -> list[str]:

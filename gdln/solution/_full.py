@@ -39,7 +39,26 @@ def _product(path: Path, weights: Mapping[Edge, np.ndarray], size: int) -> np.nd
 def full_flow(
     problem: Problem, weights: Mapping[Edge, np.ndarray], *, stats: PathStatistics | None = None
 ) -> dict[Edge, np.ndarray]:
-    r"""$\tau\,dW_e/dt$ for every edge, by Eqs. (3)-(4) (equal to $-\partial\mathcal{L}/\partial W_e$)."""
+    r"""$\tau\,dW_e/dt$ for every edge, by Eqs. (3)-(4) (equal to $-\partial\mathcal{L}/\partial W_e$).
+
+    Parameters
+    ----------
+    problem
+        The network and its task.
+    weights
+        Edge -> current weight matrix $W_e$.
+    stats
+        The problem's path statistics, when already computed (default: compute them).
+
+    Returns
+    -------
+    dict
+        Edge -> $\tau\,dW_e/dt$, the shape of ``weights[e]``; zero for fixed edges.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(4).
+    """
     graph = problem.graph
     stats = stats or path_statistics(graph, problem.require_task())
     size = {v: graph.nodes[v]["size"] for v in graph.nodes}
@@ -71,7 +90,34 @@ def full_flow(
 def solve_full(
     problem: Problem, weights: Mapping[Edge, np.ndarray], *, t_max: float, n_points: int = 201
 ) -> Trajectory:
-    """Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$."""
+    """Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$.
+
+    Parameters
+    ----------
+    problem
+        The network and its task.
+    weights
+        Edge -> initial weight matrix $W_e(0)$.
+    t_max
+        The final time, in units of $\tau$.
+    n_points
+        Number of recorded times, evenly spaced on ``[0, t_max]``.
+
+    Returns
+    -------
+    Trajectory
+        The loss of Eq. (1) (expected over random gates) and ``"W[u->v]"`` ->
+        ``(T, rows, cols)`` for each edge.
+
+    Raises
+    ------
+    GdlnError
+        ``t_max`` is not positive, or the ODE solver fails.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (1), (3)-(4).
+    """
     if not t_max > 0:
         raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
     stats = path_statistics(problem.graph, problem.require_task())

@@ -24,7 +24,7 @@ __all__ = ["Trajectory", "format_trajectory", "time_to_half_loss"]
 class Trajectory:
     """Recorded quantities at a sequence of times.
 
-    Attributes
+    Parameters
     ----------
     t
         ``(T,)`` times, in units of $\\tau$.
@@ -37,6 +37,12 @@ class Trajectory:
         :func:`gdln.simulate`: e.g. ``"loss/x0->y3"`` -> ``(T, seeds)``.
     meta
         JSON-serialisable description: source file, parameters, method, seeds, ...
+
+    Raises
+    ------
+    ValueError
+        ``t`` is not one-dimensional, or ``loss`` or a series has a row count other
+        than the number of times.
     """
 
     t: np.ndarray
@@ -120,6 +126,23 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
     (context label -> series: the loss of Eq. (1) within that context, whose average by
     the context probabilities is ``loss``) and ``meta``. CSV: one row per time, columns
     ``t``, ``loss``, ``NAME[mode]`` and ``context_loss[LABEL]``.
+
+    Parameters
+    ----------
+    trajectory
+        The trajectory to print.
+    fmt
+        ``"json"`` or ``"csv"``.
+
+    Returns
+    -------
+    str
+        The trajectory in that format.
+
+    Raises
+    ------
+    ValueError
+        ``fmt`` is neither ``"json"`` nor ``"csv"``.
     """
     names = [k for k in trajectory.series if k != "context_loss"]
     per_context = _context_columns(trajectory)
@@ -166,7 +189,21 @@ def _context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
 
 
 def time_to_half_loss(t: np.ndarray, loss: np.ndarray) -> float | None:
-    r"""First time with $L(t) \le L(0)/2$, linearly interpolated; ``None`` if never."""
+    r"""First time with $L(t) \le L(0)/2$, linearly interpolated; ``None`` if never.
+
+    Parameters
+    ----------
+    t
+        ``(T,)`` times.
+    loss
+        ``(T,)`` loss at those times.
+
+    Returns
+    -------
+    float or None
+        The first time the loss falls to half its initial value, or ``None`` if it
+        never does.
+    """
     t, loss = np.asarray(t, float), np.asarray(loss, float)
     half = loss[0] / 2
     below = np.nonzero(loss <= half)[0]

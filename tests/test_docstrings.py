@@ -30,6 +30,7 @@ FINISHED = (
     "kernels",
     "sweep",
     "solution",
+    "report",
 )
 
 

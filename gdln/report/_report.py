@@ -32,7 +32,34 @@ def _check(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
 
 
 def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> str:
-    r"""All input-to-output paths, $|\mathcal{P}(e)|$ per edge and $|\mathcal{T}(v)|$ per output."""
+    r"""All input-to-output paths, $|\mathcal{P}(e)|$ per edge and $|\mathcal{T}(v)|$ per output.
+
+    Parameters
+    ----------
+    problem
+        The network (its task is not needed).
+    fmt
+        ``"text"`` or ``"json"``.
+    limit
+        Most paths the text form lists one by one; JSON lists them all.
+
+    Returns
+    -------
+    str
+        The report in that format.
+
+    Raises
+    ------
+    ValueError
+        ``fmt`` is not ``"text"`` or ``"json"``.
+    GdlnError
+        JSON is asked for a network with more than ``MAX_LISTED_PATHS`` paths.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(4): the path sets $\mathcal{P}(e)$ and
+    $\mathcal{T}(v)$.
+    """
     _check(fmt, ("text", "json"))
     graph = problem.graph
     counts = path_counts(graph)
@@ -97,7 +124,32 @@ def _matrix_json(m: Any) -> list[list[str]] | list[list[float]]:
 def format_statistics(
     problem: Problem, reduction: Reduction | None = None, fmt: str = "text"
 ) -> str:
-    r"""$\Sigma^{yx}(p)$, $\Sigma^x(j,p)$ (Eqs. 5-6) and, with a reduction, $U$, $V$, $S$, $D$."""
+    r"""$\Sigma^{yx}(p)$, $\Sigma^x(j,p)$ (Eqs. 5-6) and, with a reduction, $U$, $V$, $S$, $D$.
+
+    Parameters
+    ----------
+    problem
+        The network and its task.
+    reduction
+        A reduction of ``problem``, to add its bases and per-mode values (default: none).
+    fmt
+        ``"text"``, ``"latex"`` or ``"json"``.
+
+    Returns
+    -------
+    str
+        The report in that format.
+
+    Raises
+    ------
+    ValueError
+        ``fmt`` is not one of the three formats.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (5)-(6) (path statistics) and (7)-(8)
+    (their diagonalisation in common bases).
+    """
     _check(fmt)
     task = problem.require_task()
     stats = path_statistics(problem.graph, task, reduction.active if reduction else None)
@@ -276,7 +328,29 @@ _CLOSED_FORM_LABELS = {
 
 def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
     r"""The reduced ODEs (Eq. 10, lumped), data symbols per mode, conserved quantities,
-    eliminations and closed forms."""
+    eliminations and closed forms.
+
+    Parameters
+    ----------
+    reduction
+        The reduction to print.
+    fmt
+        ``"text"``, ``"latex"`` or ``"json"``.
+
+    Returns
+    -------
+    str
+        The derivation in that format.
+
+    Raises
+    ------
+    ValueError
+        ``fmt`` is not one of the three formats.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10): the reduced dynamics.
+    """
     _check(fmt)
     if fmt == "json":
         return json.dumps(_derivation_json(reduction), indent=1)

@@ -31,6 +31,7 @@ FINISHED = (
     "sweep",
     "solution",
     "report",
+    "reduction",
 )
 
 

@@ -68,7 +68,7 @@ class Block:
 class Modes:
     r"""Matched orthonormal bases of several spaces (see the module docstring).
 
-    Attributes
+    Parameters
     ----------
     spaces
         Space label -> dimension.
@@ -83,6 +83,10 @@ class Modes:
         or of the form $a+b\sqrt{c}$), from which values are computed without nested roots.
     exact_complement
         Space -> exact orthonormal completion (sympy matrix), where it could be found.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (7)-(8): the common bases $U$, $V$.
     """
 
     spaces: Mapping[Hashable, int]

@@ -61,7 +61,7 @@ class ExpectedDynamics(DecoupledBases):
     average, from decoupled weights (Eq. 9). See :mod:`gdln.reduction._tape` for the
     recursion that evaluates it.
 
-    Attributes
+    Parameters
     ----------
     problem
         What was reduced.
@@ -80,6 +80,20 @@ class ExpectedDynamics(DecoupledBases):
         Per context, $\tfrac12\langle\lVert y\rVert^2\rangle_c$.
     modes
         Per component of coupled edges, its :class:`~gdln.Modes`.
+    _tape, _table_edges, _fixed, _trained_row, _table_alive
+        Internal: the moment program and its table of edge values.
+    _space, _edge_component, _anchors, _hidden
+        Internal: node and edge bookkeeping for the decoupled weights (Eq. 9).
+
+    Raises
+    ------
+    ValueError
+        ``alive`` and ``initial`` are not ``(edges, modes)``, or ``variables`` is not
+        one per edge.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (1), (9) and (10).
     """
 
     problem: Problem
@@ -272,6 +286,11 @@ def expected_dynamics(source: Problem | Reduction, *, init: Any = None) -> Expec
     ExpectedDynamics
         ``.loss(b)``, ``.gradient(b)``, ``.flow(b)``, ``.loss_polynomial(mode)``; pass it
         to :func:`gdln.solve` for the expected gradient flow or GD map.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10) in expectation over the gates, from the
+    decoupled weights of Eq. (9).
 
     Examples
     --------

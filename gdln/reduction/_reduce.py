@@ -92,12 +92,24 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
         Initial value of every $b_e$ (a number), or a mapping from edge (``(u, v)``
         or ``"u->v"``) to value; default: the file's ``solve.init``, else 0.001.
 
+    Returns
+    -------
+    Reduction
+        The common bases and one :class:`ReducedSystem` per class of modes.
+
     Raises
     ------
+    GdlnError
+        If ``lump`` is not one of :data:`LUMPINGS`.
     NotDiagonalizableError
         If the path statistics have no common bases.
     TooManyPathsError
         If the co-active path pairs are too many to list (see :func:`gdln.expected_dynamics`).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (5)-(10) (the reduction), (15) (elimination
+    through a conserved quantity) and (44)-(48) (lumping).
 
     Examples
     --------

@@ -30,7 +30,7 @@ class ReducedSystem:
     Modes whose 1-D networks have the same edges share one system; their data symbols
     take different values (``symbols``).
 
-    Attributes
+    Parameters
     ----------
     variables
         The dynamical variables ($b_e$ per edge, or lumped $B_k$).
@@ -50,11 +50,20 @@ class ReducedSystem:
         Conserved quadratic quantities $Q$ with $\nabla Q\cdot f \equiv 0$.
     eliminated
         Eliminated variable -> its expression in the others and the constants (Eq. 15).
+    constants
+        Constant of a conserved quantity, used by ``eliminated`` -> its value.
     closed_form
         What sympy could solve: ``"t"`` (formal separable solution $t(B)$) and, where
         found, the explicit solution keyed by the variable's name; where a conserved
         constant left a factor $B^2 + k$, the form in $\theta$ of $B=\sqrt{k}\sinh\theta$
         (``"theta"``, ``"theta_rhs"``, ``"t_theta"``; see ``_closed_form.theta_form``).
+    _lumped, _generators, _context_losses, _loss_poly
+        Internal: the lumped (pre-elimination) polynomial form used for numbers.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10) (reduced dynamics), Eq. (15)
+    (elimination) and Eqs. (44)-(48) (lumping).
     """
 
     variables: tuple[sp.Symbol, ...]
@@ -101,7 +110,7 @@ class ReducedSystem:
 class Reduction(DecoupledBases):
     """The reduction of a problem: bases, per-mode systems, and how to use them.
 
-    Attributes
+    Parameters
     ----------
     problem
         What was reduced.
@@ -115,6 +124,14 @@ class Reduction(DecoupledBases):
         Per component of coupled paths, its :class:`~gdln.reduction.Modes`.
     lump
         The lumping used.
+    active
+        The active paths and co-active pairs whose statistics were diagonalised.
+    _space, _edge_component, _slot_edges, _init, _anchors, _hidden
+        Internal: node and edge bookkeeping for :meth:`decoupled_weights` (Eq. 9).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (7)-(10).
     """
 
     problem: Problem

@@ -80,6 +80,10 @@ def solve_batch(
     -------
     list of Trajectory
         One per scale, as :func:`gdln.solve` returns it, with ``meta["init_scale"]``.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (10) and (15).
     """
     _check_settings(t_max, None)
     _require_numbers(reduction)

@@ -263,6 +263,11 @@ def solve(
         ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
         and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
         $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``).
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
+    variables) and Eq. (1) (the loss).
     """
     _check_settings(t_max, lr)
     system_used = "reduced"

@@ -58,6 +58,6 @@ def test_stats_text_values_match_json() -> None:
 
 
 def test_latex_names_escape_special_characters() -> None:
-    from gdln.report._report import _latex_name
+    from gdln.paths._latex import latex_name
 
-    assert _latex_name("x_1->h#2") == r"\mathrm{x\_1} \to \mathrm{h\#2}"
+    assert latex_name("x_1->h#2") == r"\mathrm{x\_1} \to \mathrm{h\#2}"

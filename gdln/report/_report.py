@@ -16,6 +16,7 @@ import sympy as sp
 from .._edge import edge_name
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
+from ..paths._latex import latex_name
 from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
 from ..paths._statistics import path_statistics
 from ..reduction._system import Reduction
@@ -198,22 +199,6 @@ def format_statistics(
     return "\n".join(lines)
 
 
-_LATEX_SPECIAL = {c: "\\" + c for c in "_{}#%&$"} | {
-    "\\": r"\backslash ",
-    "^": r"\^{}",
-    "~": r"\~{}",
-}
-
-
-def _latex_name(name: Any) -> str:
-    """A node, space or path name as upright LaTeX text, ``->`` as an arrow."""
-    parts = [
-        r"\mathrm{" + "".join(_LATEX_SPECIAL.get(c, c) for c in part) + "}"
-        for part in str(name).split("->")
-    ]
-    return r" \to ".join(parts)
-
-
 def _latex_matrix(m: Any) -> str:
     if not isinstance(m, sp.MatrixBase):
         m = sp.Matrix(np.asarray(m, dtype=float))
@@ -224,9 +209,9 @@ def _statistics_latex(stats: Any, reduction: Reduction | None, bases: list[dict[
     r"""Eqs. (5)-(6), $S$, $D$, $U$ and $V$ as LaTeX lines (``%`` starts a comment)."""
     lines = ["% path statistics, Eqs. (5)-(6)"]
     for p, m in stats.input_output.items():
-        lines.append(rf"\Sigma^{{yx}}({_latex_name(p)}) = {_latex_matrix(m)}")
+        lines.append(rf"\Sigma^{{yx}}({latex_name(p)}) = {_latex_matrix(m)}")
     for (j, p), m in stats.input.items():
-        lines.append(rf"\Sigma^{{x}}({_latex_name(j)},\ {_latex_name(p)}) = {_latex_matrix(m)}")
+        lines.append(rf"\Sigma^{{x}}({latex_name(j)},\ {latex_name(p)}) = {_latex_matrix(m)}")
     if reduction is not None:
         lines.append("")
         lines.append(
@@ -234,7 +219,7 @@ def _statistics_latex(stats: Any, reduction: Reduction | None, bases: list[dict[
         )
         for kind, paths, vals in _mode_value_rows(reduction, stats):
             row = sp.Matrix([[sp.sympify(v) for v in vals]])
-            inner = r",\ ".join(_latex_name(p) for p in paths)
+            inner = r",\ ".join(latex_name(p) for p in paths)
             lines.append(rf"{kind}({inner}) = {_latex_matrix(row)}")
     for k, comp in enumerate(bases):
         lines.append("")
@@ -247,7 +232,7 @@ def _statistics_latex(stats: Any, reduction: Reduction | None, bases: list[dict[
                 else np.array(matrix, dtype=float)
             )
             lines.append(f"% columns: modes {comp['columns'][space]}")
-            lines.append(rf"{name}_{{{_latex_name(space)}}} = {_latex_matrix(value)}")
+            lines.append(rf"{name}_{{{latex_name(space)}}} = {_latex_matrix(value)}")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ share of their weights. The probabilities must sum to 1.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,7 +19,9 @@ import sympy as sp
 
 from ..task._task import Context, Dataset, Task
 from ._datasets import load_npz, read_datasets, read_matrix
-from ._document import Scope, entry_of, expand, mapping, sequence, text
+from ._document import Scope, _repeat_ranges, entry_of, expand, mapping, name, sequence, text
+from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
+from ._limits import count_entries
 from ._gates import Gating, in_unit_interval, read_random_gates
 
 __all__ = ["read_task"]
@@ -65,7 +67,7 @@ def read_task(doc: Mapping[str, Any], graph: nx.DiGraph, scope: Scope) -> Task:
             rows = _read_npz_examples(spec["npz"], gating, here.at("npz"))
         contexts, extra, keys = _group_examples(rows, graph, here)
         datasets.update(extra)
-    task = Task(contexts=tuple(contexts), datasets=datasets, random_gates=random)
+    task = Task(contexts=contexts if forms[0] == "contexts" else tuple(contexts), datasets=datasets, random_gates=random)
     _check_probabilities(task, keys, here)
     return task
 
@@ -80,23 +82,95 @@ def _ends(graph: nx.DiGraph) -> dict[str, list[Hashable]]:
 
 def _read_contexts(
     raw: Any, datasets: Mapping[str, Dataset], gating: Gating, scope: Scope
-) -> tuple[list[Context], list[str]]:
-    """``task.contexts``, and where each context was written (for later errors)."""
-    contexts: list[Context] = []
-    keys: list[str] = []
+) -> tuple[LazyContexts, list[str]]:
+    """``task.contexts`` and where each was written; each ``repeat:`` entry kept as a :class:`ContextFamily`.
+
+    Families are expanded here (every context checked) unless one of them is larger than
+    :data:`EAGER_CONTEXTS` and its probability does not depend on its indices: then each
+    family is checked at sample bindings and its contexts are made on first use.
+    """
     ends = _ends(gating.graph)
+    parts: list[Context | ContextFamily] = []
+    keys: list[str] = []
     for index, entry in enumerate(sequence(raw, scope)):
         here = scope.at(index)
         entry = entry_of(entry, here, allowed=CONTEXT_KEYS, required=("probability", "dataset"))
+
+        def make(local: Scope, n: int, entry: Mapping[str, Any] = entry) -> Context:
+            return _read_context(entry, local, datasets, gating, ends, n)
+
+        family = _family(entry, here, make)
+        if family is not None:
+            parts.append(family)
+            keys.append(here.key)
+            continue
         for local in expand(entry, here):
-            repeated = ", ".join(
-                f"{var}={local.names[str(var)]}" for var in entry.get("repeat", {})
-            )
-            keys.append(f"{here.key} ({repeated})" if repeated else here.key)
-            contexts.append(_read_context(entry, local, datasets, gating, ends, len(contexts)))
-    if not contexts:
+            parts.append(make(local, len(parts)))
+            keys.append(_keyed(local, entry))
+    contexts = LazyContexts(parts, source=scope.source)
+    if any(isinstance(p, ContextFamily) and _lazy(p) for p in parts):
+        for family in contexts.families:
+            for values in _samples(family):
+                family.context(values)
+        return contexts, keys
+    made: list[Context] = []
+    made_keys: list[str] = []
+    for part, key in zip(parts, keys, strict=True):
+        if not isinstance(part, ContextFamily):
+            made.append(part)
+            made_keys.append(key)
+            continue
+        count_entries(len(part), source=scope.source, key=f"{key}.repeat", cls=scope.error)
+        for local in expand(part.entry, part.scope):
+            made.append(part.make(local, len(made)))
+            made_keys.append(_keyed(local, part.entry))
+    if not made:
         raise scope.fail("no contexts")
-    return contexts, keys
+    contexts.made(tuple(made))
+    return contexts, made_keys
+
+
+def _keyed(local: Scope, entry: Mapping[str, Any]) -> str:
+    """Where a binding was written: ``task.contexts[0] (i=1, k=2)``."""
+    repeated = ", ".join(f"{var}={local.names[str(var)]}" for var in entry.get("repeat", {}))
+    return f"{local.key} ({repeated})" if repeated else local.key
+
+
+def _family(
+    entry: Mapping[str, Any], scope: Scope, make: Callable[[Scope, int], Context]
+) -> ContextFamily | None:
+    """The family of a ``repeat:`` entry whose every range is a count, else ``None``."""
+    repeat = entry.get("repeat")
+    if (
+        not isinstance(repeat, Mapping)
+        or not repeat
+        or any(isinstance(v, list) for v in repeat.values())
+    ):
+        return None
+    ranges = _repeat_ranges(entry, scope)
+    lets = mapping(entry.get("let", {}), scope.at("let"))
+    return ContextFamily(
+        entry=entry,
+        scope=scope,
+        variables=tuple(var for var, _ in ranges),
+        counts=tuple(len(values) for _, values in ranges),
+        written=tuple(repeat.values()),
+        lets=tuple((name(var, scope.at("let", str(var))), value) for var, value in lets.items()),
+        make=make,
+    )
+
+
+def _lazy(family: ContextFamily) -> bool:
+    """Whether a family is left unexpanded: large, and one probability for every context."""
+    indices = set(family.variables) | {var for var, _ in family.lets}
+    return len(family) > EAGER_CONTEXTS and not names_in(family.entry["probability"]) & indices
+
+
+def _samples(family: ContextFamily) -> list[tuple[int, ...]]:
+    """Bindings checked when a family is read unexpanded: the corners and a spread."""
+    n = len(family)
+    picks = {0, n - 1, *(n * k // 8 for k in range(1, 8))}
+    return [family.values(k) for k in sorted(picks)]
 
 
 def _read_context(
@@ -327,9 +401,23 @@ def _stack(cells: list[Any], size: int, exact: bool) -> Any:
 
 
 def _check_probabilities(task: Task, keys: list[str], scope: Scope) -> None:
-    """Every numeric context probability lies in [0, 1], and together they sum to 1."""
+    """Every numeric context probability lies in [0, 1], and together they sum to 1.
+
+    ``keys`` names each context, or each part when the task's contexts are not expanded;
+    an unexpanded family has one probability for all its contexts: checked once, counted
+    ``len(family)`` times.
+    """
+    contexts = task.contexts
+    weighted: list[tuple[str, Context, int]]
+    if isinstance(contexts, LazyContexts) and not contexts.expanded:
+        weighted = [
+            (key, p.context(p.values(0)), len(p)) if isinstance(p, ContextFamily) else (key, p, 1)
+            for key, p in zip(keys, contexts.parts, strict=True)
+        ]
+    else:
+        weighted = [(key, c, 1) for key, c in zip(keys, contexts, strict=True)]
     total: Any = 0
-    for key, c in zip(keys, task.contexts, strict=True):
+    for key, c, count in weighted:
         p = c.probability
         if isinstance(p, sp.Basic) and p.free_symbols:
             total = None
@@ -339,6 +427,6 @@ def _check_probabilities(task: Task, keys: list[str], scope: Scope) -> None:
                 f"probability {p} of context {c.label!r} is outside [0, 1]"
             )
         if total is not None:
-            total = total + p
+            total = total + count * p
     if total is not None and abs(float(total) - 1) > 1e-9:
         raise scope.fail(f"context probabilities sum to {total}, expected 1")

@@ -20,7 +20,7 @@ product of the deterministic parts times $\prod p$ over the *union* of the rando
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -267,12 +267,16 @@ class Task:
     Bernoulli gates.
     """
 
-    contexts: tuple[Context, ...]
+    contexts: Sequence[Context]
     datasets: Mapping[str, Dataset]
     random_gates: Mapping[Hashable, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for c in self.contexts:
+        lazy = not getattr(self.contexts, "expanded", True)  # checked where it was read
+        if self.random_gates and lazy:
+            object.__setattr__(self, "contexts", tuple(self.contexts))
+            lazy = False
+        for c in () if lazy else self.contexts:
             if c.dataset not in self.datasets:
                 raise ValueError(f"context {c.label!r} names unknown dataset {c.dataset!r}")
         for item, p in self.random_gates.items():

@@ -1,0 +1,203 @@
+r"""Families: ``repeat:`` entries kept as what they are, an index set and a rule.
+
+A ``nodes:`` or ``edges:`` entry with ``repeat:`` is a family of nodes or edges; a
+``task.contexts`` entry with ``repeat:`` is a family of contexts. The reader records each
+family (:class:`IndexFamily` in ``graph.graph["families"]``, :class:`ContextFamily` in the
+task's :class:`LazyContexts`) so that the symmetry quotient of
+:mod:`gdln.reduction._quotient` can read the index sets and the rules instead of the
+expanded members (DESIGN.md, "Families and the quotient"). A context family of more than
+:data:`EAGER_CONTEXTS` bindings whose probability does not depend on its indices is not
+expanded when the file is read: its contexts are made on first use (and counted against
+the ``entries`` limit then).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from ..task._task import Context
+from ._document import Scope
+from ._limits import current_limits
+
+__all__ = ["EAGER_CONTEXTS", "ContextFamily", "IndexFamily", "LazyContexts", "names_in"]
+
+EAGER_CONTEXTS = 10_000
+"""Context families with more bindings than this are expanded on first use only."""
+
+
+@dataclass(frozen=True)
+class IndexFamily:
+    """The nodes (or edges) of one ``repeat:`` entry of the graph, in binding order.
+
+    Attributes
+    ----------
+    kind
+        ``"node"`` or ``"edge"``.
+    key
+        Where the entry is written, e.g. ``nodes[0]``.
+    templates
+        The id template (a node) or the source and target templates (an edge).
+    variables, counts, written
+        Each ``repeat:`` variable, its number of values (``range(count)``) and its count
+        as written (an expression such as ``"M"``).
+    members
+        The node ids or edges, one per binding, the last variable running fastest.
+    """
+
+    kind: str
+    key: str
+    templates: tuple[str, ...]
+    variables: tuple[str, ...]
+    counts: tuple[int, ...]
+    written: tuple[Any, ...]
+    members: tuple[Hashable, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ContextFamily:
+    """The contexts of one ``task.contexts`` entry with ``repeat:`` (every range a count).
+
+    Attributes
+    ----------
+    entry
+        The entry as written.
+    scope
+        Its scope, with the parameters bound.
+    variables, counts, written
+        As in :class:`IndexFamily`.
+    lets
+        The ``let:`` names and expressions, evaluated in order per binding.
+    make
+        ``make(scope, index)``: the context of a binding's scope (the reader's own).
+    """
+
+    entry: Mapping[str, Any]
+    scope: Scope
+    variables: tuple[str, ...]
+    counts: tuple[int, ...]
+    written: tuple[Any, ...]
+    lets: tuple[tuple[str, Any], ...]
+    make: Callable[[Scope, int], Context] = field(repr=False)
+
+    def __len__(self) -> int:
+        return math.prod(self.counts)
+
+    def values(self, n: int) -> tuple[int, ...]:
+        """The binding of the ``n``-th context (the last variable runs fastest)."""
+        out = []
+        for count in reversed(self.counts):
+            n, r = divmod(n, count)
+            out.append(r)
+        return tuple(reversed(out))
+
+    def local(self, values: Sequence[Any]) -> Scope:
+        """The scope of one binding: its ``repeat:`` values and ``let:`` names."""
+        names = dict(self.scope.names)
+        names.update(zip(self.variables, values, strict=True))
+        for var, expression in self.lets:
+            names[var] = self.scope.at("let", var).bind(names).evaluate(expression)
+        return self.scope.bind(names)
+
+    def context(self, values: Sequence[int], index: int = 0) -> Context:
+        """The context of one binding (``index`` names it in default labels)."""
+        return self.make(self.local(values), index)
+
+    def __iter__(self) -> Iterator[Context]:
+        for n in range(len(self)):
+            yield self.context(self.values(n), n)
+
+
+class LazyContexts(Sequence[Context]):
+    """A task's contexts: single contexts and families, expanded on first use.
+
+    ``parts`` keeps what the file wrote (a :class:`Context` or a
+    :class:`ContextFamily`); indexing makes one context, iteration makes them all once
+    (refused past the ``entries`` limit, with the way around it).
+    """
+
+    def __init__(self, parts: Sequence[Context | ContextFamily], *, source: str = ""):
+        self.parts = tuple(parts)
+        self.source = source
+        self._sizes = [len(p) if isinstance(p, ContextFamily) else 1 for p in self.parts]
+        self._all: tuple[Context, ...] | None = None
+
+    @property
+    def families(self) -> tuple[ContextFamily, ...]:
+        """The context families, in file order."""
+        return tuple(p for p in self.parts if isinstance(p, ContextFamily))
+
+    @property
+    def expanded(self) -> bool:
+        """Whether every context has been made."""
+        return self._all is not None
+
+    def __len__(self) -> int:
+        return sum(self._sizes)
+
+    @overload
+    def __getitem__(self, n: int) -> Context: ...
+    @overload
+    def __getitem__(self, n: slice) -> Sequence[Context]: ...
+    def __getitem__(self, n: int | slice) -> Context | Sequence[Context]:
+        if isinstance(n, slice) or self._all is not None:
+            return self.all()[n]
+        if n < 0:
+            n += len(self)
+        if not 0 <= n < len(self):
+            raise IndexError(n)
+        start = 0
+        for part, size in zip(self.parts, self._sizes, strict=True):
+            if n < start + size:
+                if isinstance(part, ContextFamily):
+                    return part.context(part.values(n - start), n)
+                return part
+            start += size
+        raise IndexError(n)  # pragma: no cover
+
+    def __iter__(self) -> Iterator[Context]:
+        return iter(self.all())
+
+    def made(self, contexts: tuple[Context, ...]) -> None:
+        """Record every context, made (and checked) by the reader."""
+        self._all = contexts
+
+    def all(self) -> tuple[Context, ...]:
+        """Every context, made once (refused past the ``entries`` limit)."""
+        if self._all is None:
+            limits = current_limits()
+            if len(self) > limits.entries:
+                from .._errors import GraphSpecError
+
+                raise GraphSpecError(
+                    limits.exceeded("entries", f"{len(self)} contexts")
+                    + "; `--lump symmetry` derives a symmetric family from one context "
+                    "per orbit without making them all",
+                    source=self.source or None,
+                )
+            out: list[Context] = []
+            for part in self.parts:
+                if isinstance(part, ContextFamily):
+                    for values_n in range(len(part)):
+                        out.append(part.context(part.values(values_n), len(out)))
+                else:
+                    out.append(part)
+            self._all = tuple(out)
+        return self._all
+
+    def __repr__(self) -> str:
+        return f"LazyContexts(<{len(self)} contexts, {len(self.families)} families>)"
+
+
+def names_in(expression: Any) -> set[str]:
+    """The names an expression uses (none for a number)."""
+    if not isinstance(expression, str):
+        return set()
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        return {"?"}
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}

@@ -68,11 +68,18 @@ def pick(i: int, k: int, m: int, n_pick: int, seed: int) -> int:
     With ``seed < 0`` it is ``(i + k) mod m`` (every output is trained ``n_pick`` times);
     otherwise a seeded random choice of ``n_pick`` distinct domains out of ``m``, drawn
     independently for each ``i`` (Sec. 4 of Saxe et al. 2022: K trained output domains
-    per input domain).
+    per input domain). With symbols for ``i``, ``k`` or ``m`` and ``seed < 0`` it is
+    the expression ``Mod(i + k, m)``.
 
     >>> [pick(5, k, 7, 3, -1) for k in range(3)]
     [5, 6, 0]
     """
+    if (
+        isinstance(seed, int)
+        and seed < 0
+        and any(isinstance(v, sp.Basic) and v.free_symbols for v in (i, k, m))
+    ):
+        return sp.Mod(i + k, m)  # the rule itself, for the symmetry quotient's checks
     for name, value in (("i", i), ("k", k), ("M", m), ("K", n_pick), ("seed", seed)):
         if not isinstance(value, int):
             raise ExpressionError(f"pick(): {name} must be an integer, got {value!r}")

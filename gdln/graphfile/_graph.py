@@ -20,6 +20,7 @@ import sympy as sp
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
 from ._document import MAX_COUNT, Scope, describe, entry_of, expand, sequence, text
+from ._families import IndexFamily
 
 __all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
 
@@ -69,6 +70,7 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
     """One ``nodes:`` entry: a node per binding of its ``repeat:``."""
     entry = entry_of(entry, scope, allowed=NODE_KEYS, required=("id", "size"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
+    members = []
     for here in expand(entry, scope):
         node = here.at("id").render(entry["id"], integer_ok=True)
         if EDGE_SEPARATOR in node:
@@ -81,12 +83,15 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
         if size > MAX_COUNT:
             raise here.at("size").fail(f"size {shorten(size)} is above the limit of {MAX_COUNT}")
         graph.add_node(node, size=size, gated=gated)
+        members.append(node)
+    _record_family(graph, "node", entry, scope, (str(entry["id"]),), members)
 
 
 def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
     """One ``edges:`` entry: an edge per binding of its ``repeat:``."""
     entry = entry_of(entry, scope, allowed=EDGE_KEYS, required=("source", "target"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
+    members = []
     for here in expand(entry, scope):
         u = here.at("source").render(entry["source"], integer_ok=True)
         v = here.at("target").render(entry["target"], integer_ok=True)
@@ -99,6 +104,36 @@ def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
         if "fixed" in entry:
             value = here.at("fixed").number(entry["fixed"])
             graph.edges[u, v]["fixed"] = _fixed(value, graph, u, v, here.at("fixed"))
+        members.append((u, v))
+    templates = (str(entry["source"]), str(entry["target"]))
+    _record_family(graph, "edge", entry, scope, templates, members)
+
+
+def _record_family(
+    graph: nx.DiGraph,
+    kind: str,
+    entry: Mapping[str, Any],
+    scope: Scope,
+    templates: tuple[str, ...],
+    members: list[Any],
+) -> None:
+    """Keep a ``repeat:`` entry (every range a count, no ``let:``) as an :class:`IndexFamily`."""
+    repeat = entry.get("repeat")
+    if not isinstance(repeat, Mapping) or not repeat or "let" in entry:
+        return
+    if any(isinstance(v, list) for v in repeat.values()):
+        return
+    counts = tuple(scope.number(v) for v in repeat.values())
+    family = IndexFamily(
+        kind,
+        scope.key,
+        templates,
+        tuple(map(str, repeat)),
+        counts,
+        tuple(repeat.values()),
+        tuple(members),
+    )
+    graph.graph.setdefault("families", []).append(family)
 
 
 def _flag(value: Any, scope: Scope) -> bool:
@@ -146,6 +181,33 @@ def graph_from_networkx(raw: nx.Graph, source: str) -> nx.DiGraph:
         if "fixed" in attrs:
             value = here.at("fixed").number(attrs["fixed"])
             graph.edges[u, v]["fixed"] = _fixed(value, graph, u, v, here.at("fixed"))
+
+
+def _record_family(
+    graph: nx.DiGraph,
+    kind: str,
+    entry: Mapping[str, Any],
+    scope: Scope,
+    templates: tuple[str, ...],
+    members: list[Any],
+) -> None:
+    """Keep a ``repeat:`` entry (every range a count, no ``let:``) as an :class:`IndexFamily`."""
+    repeat = entry.get("repeat")
+    if not isinstance(repeat, Mapping) or not repeat or "let" in entry:
+        return
+    if any(isinstance(v, list) for v in repeat.values()):
+        return
+    counts = tuple(scope.number(v) for v in repeat.values())
+    family = IndexFamily(
+        kind,
+        scope.key,
+        templates,
+        tuple(map(str, repeat)),
+        counts,
+        tuple(repeat.values()),
+        tuple(members),
+    )
+    graph.graph.setdefault("families", []).append(family)
     return graph
 
 

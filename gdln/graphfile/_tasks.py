@@ -21,8 +21,8 @@ from ..task._task import Context, Dataset, Task
 from ._datasets import load_npz, read_datasets, read_matrix
 from ._document import Scope, _repeat_ranges, entry_of, expand, mapping, name, sequence, text
 from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
-from ._limits import count_entries
 from ._gates import Gating, in_unit_interval, read_random_gates
+from ._limits import count_entries
 
 __all__ = ["read_task"]
 
@@ -67,7 +67,11 @@ def read_task(doc: Mapping[str, Any], graph: nx.DiGraph, scope: Scope) -> Task:
             rows = _read_npz_examples(spec["npz"], gating, here.at("npz"))
         contexts, extra, keys = _group_examples(rows, graph, here)
         datasets.update(extra)
-    task = Task(contexts=contexts if forms[0] == "contexts" else tuple(contexts), datasets=datasets, random_gates=random)
+    task = Task(
+        contexts=contexts if forms[0] == "contexts" else tuple(contexts),
+        datasets=datasets,
+        random_gates=random,
+    )
     _check_probabilities(task, keys, here)
     return task
 

@@ -14,7 +14,7 @@ eliminates variables through conserved quantities (Eq. 15), exact for the flow o
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -33,9 +33,18 @@ __all__: list[str] = []  # package-internal: lumping, for reduce
 
 
 def partition(
-    graph: nx.DiGraph, mode_loss: ModeLoss, lump: str, init: Mapping[Edge, Any]
+    graph: nx.DiGraph,
+    mode_loss: ModeLoss,
+    lump: str,
+    init: Mapping[Edge, Any],
+    *,
+    sizes: Sequence[Any] | None = None,
 ) -> list[list[int]]:
-    """The coarsest verified blocks of edge variables for ``lump`` (see the module docstring)."""
+    """The coarsest verified blocks of edge variables for ``lump`` (see the module docstring).
+
+    With ``sizes``, variable ``i`` stands for an orbit of ``sizes[i]`` edges already tied
+    (the symmetry quotient): its right-hand side is its gradient divided by its size.
+    """
     edges, n_edges = mode_loss.edges, len(mode_loss.edges)
     if lump == "none":
         return [[i] for i in range(n_edges)]
@@ -50,7 +59,8 @@ def partition(
         for i, e in enumerate(edges):
             by_init[sp.nsimplify(init[e])].append(i)
         blocks = list(by_init.values())
-    return _refine(blocks, mode_loss.loss, n_edges)
+    weights = [1] * n_edges if sizes is None else list(sizes)
+    return _refine(blocks, mode_loss.loss, n_edges, weights)
 
 
 def edge_colours(graph: nx.DiGraph) -> dict[Edge, int]:
@@ -86,19 +96,22 @@ def edge_colours(graph: nx.DiGraph) -> dict[Edge, int]:
     return {(u, v): hash((colour[u], colour[v], bool(g))) for u, v, g in graph.edges(data="gated")}
 
 
-def _refine(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[list[int]]:
+def _refine(
+    blocks: list[list[int]], loss: Polynomial, n_edges: int, sizes: Sequence[Any]
+) -> list[list[int]]:
     """Split blocks until every member has the same right-hand side on the tied subspace."""
-    blocks = _split_at_random_points(blocks, loss, n_edges)
-    return _split_exactly(blocks, loss, n_edges)
+    blocks = _split_at_random_points(blocks, loss, n_edges, sizes)
+    return _split_exactly(blocks, loss, n_edges, sizes)
 
 
 def _split_at_random_points(
-    blocks: list[list[int]], loss: Polynomial, n_edges: int
+    blocks: list[list[int]], loss: Polynomial, n_edges: int, sizes: Sequence[Any]
 ) -> list[list[int]]:
     """Split by the gradient at random points of the tied subspace, until nothing splits."""
     rng = np.random.default_rng(12345)
     n_vars = max(loss.variables(), default=n_edges - 1) + 1
     coeffs = [(m, _generic_float(c)) for m, c in loss.terms.items()]
+    scale_of = np.array([1 / _generic_float(n) for n in sizes])
     changed = True
     while changed:
         changed = False
@@ -114,6 +127,7 @@ def _split_at_random_points(
             for v, e in m:
                 if v < n_edges:
                     grad[v] += e * value / point[v]
+        grad *= scale_of
         new_blocks: list[list[int]] = []
         for members in blocks:
             groups: dict[float, list[int]] = {}
@@ -128,11 +142,15 @@ def _split_at_random_points(
     return blocks
 
 
-def _split_exactly(blocks: list[list[int]], loss: Polynomial, n_edges: int) -> list[list[int]]:
-    """Confirm: members keep a block only if their gradients are identical polynomials there."""
+def _split_exactly(
+    blocks: list[list[int]], loss: Polynomial, n_edges: int, sizes: Sequence[Any]
+) -> list[list[int]]:
+    """Confirm: members keep a block only if their right-hand sides are identical there."""
     while True:
         mapping = {i: members[0] for members in blocks for i in members}
         grads = loss.gradient(range(n_edges), mapping)
+        if any(n != 1 for n in sizes):
+            grads = {i: g * (1 / sp.sympify(sizes[i])) for i, g in grads.items()}
         new_blocks = []
         for members in blocks:
             groups: list[list[int]] = []
@@ -157,7 +175,13 @@ def _generic_float(value: Any) -> float:
 
 
 def lumped_system(
-    mode_loss: ModeLoss, blocks: list[list[int]], lump: str, init: Mapping[Edge, Any]
+    mode_loss: ModeLoss,
+    blocks: list[list[int]],
+    lump: str,
+    init: Mapping[Edge, Any],
+    *,
+    orbits: Sequence[tuple[Edge, ...]] | None = None,
+    sizes: Sequence[Any] | None = None,
 ) -> ReducedSystem:
     r"""The system of the tied variables: $\tau\dot B_k=-\frac1{|O_k|}\partial\mathcal L/\partial B_k$.
 
@@ -176,13 +200,19 @@ def lumped_system(
     mapping = {i: k for k, members in enumerate(blocks) for i in members}
     mapping |= {n_edges + j: len(variables) + j for j in range(len(data_symbols))}
     tied_loss = mode_loss.loss.rename(mapping)
-    rhs_poly = {
-        k: tied_loss.diff(k) * sp.Rational(-1, len(members)) for k, members in enumerate(blocks)
-    }
+    size = [1] * n_edges if sizes is None else list(sizes)
+    block_size = [sp.sympify(sum(size[i] for i in members)) for members in blocks]
+    rhs_poly = {k: tied_loss.diff(k) * (-1 / block_size[k]) for k in range(len(blocks))}
     rhs = {variables[k]: tidy(p.to_sympy(generators)) for k, p in rhs_poly.items()}
     initial = {variables[k]: init[edges[members[0]]] for k, members in enumerate(blocks)}
     system_edges = {
-        variables[k]: tuple(edges[i] for i in members) for k, members in enumerate(blocks)
+        variables[k]: tuple(
+            x for i in members for x in ((edges[i],) if orbits is None else orbits[i])
+        )
+        for k, members in enumerate(blocks)
+    }
+    symbolic_sizes = {
+        variables[k]: n for k, n in enumerate(block_size) if n != len(system_edges[variables[k]])
     }
     conserved = conserved_quadratics(rhs_poly, len(variables), generators)
     eliminated: dict[sp.Symbol, sp.Expr] = {}
@@ -201,6 +231,7 @@ def lumped_system(
         eliminated=eliminated,
         constants=constants,
         closed_form=closed_form(rhs, eliminated, constants),
+        sizes=symbolic_sizes,
         _lumped=tuple(variables),
         _generators=generators,
         _context_losses=tuple(p.rename(mapping) for p in mode_loss.per_context),

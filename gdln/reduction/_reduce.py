@@ -45,7 +45,7 @@ of Eq. (9) (``_decoupled``).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -64,10 +64,11 @@ from ..paths._statistics import (
 from ..task._task import Task
 from ._bases import Modes
 from ._decoupled import anchor_bases
-from ._loss import LossBuilder
+from ._loss import LossBuilder, ModeLoss
 from ._lumping import lumped_system, partition
 from ._lumpings import LUMPINGS
 from ._modes import Space, alive_edges, component_modes, tidy_number
+from ._quotient import NoSymmetry, Quotient, find_quotient
 from ._system import ReducedSystem, Reduction
 
 __all__ = ["reduce"]
@@ -78,7 +79,14 @@ DEFAULT_INIT = sp.Rational(1, 1000)
 """The initial value of every $b_e$ when neither the caller nor the file gives one."""
 
 
-def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reduction:
+def reduce(
+    problem: Problem,
+    *,
+    lump: str = "none",
+    init: Any = None,
+    quotient: bool | None = None,
+    symbolic: Sequence[str] = (),
+) -> Reduction:
     r"""Reduce a problem's learning dynamics to one small ODE per class of modes.
 
     Parameters
@@ -91,6 +99,16 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
     init
         Initial value of every $b_e$ (a number), or a mapping from edge (``(u, v)``
         or ``"u->v"``) to value; default: the file's ``solve.init``, else 0.001.
+    quotient
+        Derive from one context per orbit of the file's cyclic symmetry
+        (:mod:`gdln.reduction._quotient`; any lumping but ``"none"``): ``None`` (default)
+        does so for a context family too large to expand when the file was read, and
+        falls back to every context (saying why in :attr:`Reduction.route`) when the
+        symmetry cannot be shown; ``True`` always tries; ``False`` never.
+    symbolic
+        Integer parameters of the file kept as symbols: orbit sizes, counts and
+        probabilities become expressions in them (implies the quotient; an error says
+        why when it does not apply).
 
     Returns
     -------
@@ -105,6 +123,8 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
         If the path statistics have no common bases.
     TooManyPathsError
         If the co-active path pairs are too many to list (see :func:`gdln.expected_dynamics`).
+    GdlnError
+        With ``symbolic``, if the family has no symmetry quotient (the reason is given).
 
     References
     ----------
@@ -121,31 +141,56 @@ def reduce(problem: Problem, *, lump: str = "none", init: Any = None) -> Reducti
     """
     if lump not in LUMPINGS:
         raise GdlnError(f"lump={lump!r}: expected one of {', '.join(LUMPINGS)}")
-    _check_reducible(problem)
-    active = active_paths(problem.graph, problem.require_task())
+    init_values = initial_values(problem, init)
+    work, orbits, route = _route(problem, lump, init_values, quotient, symbolic)
+    _check_reducible(work)
+    active = active_paths(work.graph, work.require_task())
     if not active.paths:
         raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
-    init_values = initial_values(problem, init)
     edge_component = _edge_components(active)
-    space, modes = _modes(problem, active)
-    slot_edges = alive_edges(problem.graph, active, space, modes, edge_component)
-    builder = LossBuilder(problem, active, space, modes, slot_edges)
-    systems, constant_modes = _systems(builder, lump, init_values)
+    space, modes = _modes(work, active)
+    slot_edges = alive_edges(work.graph, active, space, modes, edge_component)
+    builder = LossBuilder(work, active, space, modes, slot_edges)
+    systems, constant_modes = _systems(builder, lump, init_values, orbits)
     constant, per_context = builder.constants()
     return Reduction(
-        problem=problem,
+        problem=work,
         systems=systems,
         constant=tidy_number(constant + constant_modes),
         context_constants=per_context,
         modes=tuple(modes),
         lump=lump,
         active=active,
+        route=route,
         _space=space,
         _edge_component=edge_component,
         _slot_edges=slot_edges,
         _init=init_values,
-        _anchors=anchor_bases(problem.graph, space, modes),
+        _anchors=anchor_bases(work.graph, space, modes),
     )
+
+
+def _route(
+    problem: Problem,
+    lump: str,
+    init: Mapping[Edge, Any],
+    quotient: bool | None,
+    symbolic: Sequence[str],
+) -> tuple[Problem, Quotient | None, str]:
+    """The problem to derive from: the symmetry quotient's representatives, or all."""
+    contexts = problem.require_task().contexts
+    if symbolic and lump == "none":
+        raise GdlnError(f"{problem.source}: symbolic parameters need a lumping (not 'none')")
+    large = not getattr(contexts, "expanded", True)
+    if lump == "none" or quotient is False or not (quotient or symbolic or large):
+        return problem, None, ""
+    try:
+        found = find_quotient(problem, init, symbolic=symbolic)
+    except NoSymmetry as err:
+        if symbolic:
+            raise GdlnError(f"{problem.source}: no symmetry quotient: {err}") from err
+        return problem, None, f"every context (no symmetry quotient: {err})"
+    return found.problem, found, found.route
 
 
 def _check_reducible(problem: Problem) -> None:
@@ -174,19 +219,56 @@ def _modes(problem: Problem, active: ActivePaths) -> tuple[Space, list[Modes]]:
 
 
 def _systems(
-    builder: LossBuilder, lump: str, init: Mapping[Edge, Any]
+    builder: LossBuilder, lump: str, init: Mapping[Edge, Any], quotient: Quotient | None
 ) -> tuple[tuple[ReducedSystem, ...], Any]:
     """One lumped system per class of modes; modes with only fixed edges add a constant."""
     systems = []
     constant: Any = 0
+    graph = builder.problem.graph
     for slots in builder.classes():
         if builder.variable_edges(slots):
             mode_loss = builder.mode_loss(slots)
-            blocks = partition(builder.problem.graph, mode_loss, lump, init)
-            systems.append(lumped_system(mode_loss, blocks, lump, init))
+            if quotient is None:
+                blocks = partition(graph, mode_loss, lump, init)
+                systems.append(lumped_system(mode_loss, blocks, lump, init))
+                continue
+            mode_loss, orbits, sizes = orbit_loss(mode_loss, quotient)
+            blocks = partition(graph, mode_loss, lump, init, sizes=sizes)
+            systems.append(lumped_system(mode_loss, blocks, lump, init, orbits=orbits, sizes=sizes))
         else:
             constant = constant + builder.constant_loss(slots)
     return tuple(systems), constant
+
+
+def orbit_loss(
+    mode_loss: ModeLoss, quotient: Quotient
+) -> tuple[ModeLoss, list[tuple[Edge, ...]], list[Any]]:
+    """The loss with the edge variables of one orbit tied: one variable per orbit.
+
+    On the representatives, the tied loss is the whole family's (see ``_quotient``);
+    each variable keeps its orbit's edges and size.
+    """
+    n_edges = len(mode_loss.edges)
+    first: dict[int, int] = {}
+    mapping: dict[int, int] = {}
+    for i, e in enumerate(mode_loss.edges):
+        mapping[i] = first.setdefault(quotient.orbit[e], len(first))
+    n_orbits = len(first)
+    mapping |= {n_edges + j: n_orbits + j for j in range(len(mode_loss.generators) - n_edges)}
+    keep = [
+        mode_loss.edges.index(next(e for e in mode_loss.edges if quotient.orbit[e] == o))
+        for o in first
+    ]
+    tied = ModeLoss(
+        edges=[mode_loss.edges[i] for i in keep],
+        loss=mode_loss.loss.rename(mapping),
+        per_context=[p.rename(mapping) for p in mode_loss.per_context],
+        generators=[mode_loss.generators[i] for i in keep] + mode_loss.generators[n_edges:],
+        data_values=mode_loss.data_values,
+        slots=mode_loss.slots,
+    )
+    orbits = [quotient.members[o] for o in first]
+    return tied, orbits, [quotient.sizes[o] for o in first]
 
 
 # ---------------------------------------------------------------------------------------

@@ -57,6 +57,9 @@ class ReducedSystem:
         found, the explicit solution keyed by the variable's name; where a conserved
         constant left a factor $B^2 + k$, the form in $\theta$ of $B=\sqrt{k}\sinh\theta$
         (``"theta"``, ``"theta_rhs"``, ``"t_theta"``; see ``_closed_form.theta_form``).
+    sizes
+        Variable -> its orbit size where that is not ``len(edges[variable])``: an
+        expression in the family's parameters (``derive --symbolic``).
     _lumped, _generators, _context_losses, _loss_poly
         Internal: the lumped (pre-elimination) polynomial form used for numbers.
 
@@ -77,6 +80,7 @@ class ReducedSystem:
     eliminated: Mapping[sp.Symbol, sp.Expr] = field(default_factory=dict)
     constants: Mapping[sp.Symbol, Any] = field(default_factory=dict)
     closed_form: Mapping[str, sp.Expr] = field(default_factory=dict)
+    sizes: Mapping[sp.Symbol, Any] = field(default_factory=dict)
     # internal: the lumped (pre-elimination) polynomial form used for numbers
     _lumped: tuple[sp.Symbol, ...] = field(default=(), repr=False)
     _generators: tuple[sp.Symbol, ...] = field(default=(), repr=False)
@@ -93,9 +97,9 @@ class ReducedSystem:
 
         return system_latex(self)
 
-    def orbit(self, variable: sp.Symbol) -> int:
-        """The number of edges ``variable`` stands for."""
-        return len(self.edges[variable])
+    def orbit(self, variable: sp.Symbol) -> Any:
+        """The number of edges ``variable`` stands for (an expression for a family)."""
+        return self.sizes.get(variable, len(self.edges[variable]))
 
     def equations(self) -> list[sp.Eq]:
         r"""$\tau\,\dot B = f(B)$ as sympy equations (with $\tau$ a symbol)."""
@@ -126,6 +130,10 @@ class Reduction(DecoupledBases):
         The lumping used.
     active
         The active paths and co-active pairs whose statistics were diagonalised.
+    route
+        How the systems were derived when it is not from every context: the symmetry
+        quotient (``problem`` then holds one representative context per orbit, with the
+        orbit's probability), or why the quotient did not apply.
     _space, _edge_component, _slot_edges, _init, _anchors, _hidden
         Internal: node and edge bookkeeping for :meth:`decoupled_weights` (Eq. 9).
 
@@ -141,6 +149,7 @@ class Reduction(DecoupledBases):
     modes: tuple[Modes, ...]
     lump: str
     active: ActivePaths = field(repr=False)
+    route: str = ""
     _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
     _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
     _slot_edges: Mapping[int, frozenset[Edge]] = field(repr=False, default_factory=dict)

@@ -1,0 +1,509 @@
+r"""The symmetry quotient: derive a symmetric family from one context per orbit.
+
+A file's ``repeat:`` entries define a family (DESIGN.md, "Families and the quotient").
+A cyclic shift $\sigma$ that moves every node family of one count $n$ by $+1$ (mod $n$)
+is a symmetry of the problem when
+
+1. it is an automorphism of the graph (sizes, gates and fixed values kept) and keeps
+   the initial values (checked on the members it moves);
+2. it maps the task to itself: every single context is fixed, and a context family
+   indexed by $(v, r)$ with $|v| = n$ satisfies $\sigma(c_{v,r}) = c_{v+1,r}$. This is
+   checked on the file's rules, not on the contexts: each node named by a context
+   template (``x{i}``, ``h2->y{j}``) is the member $e(v, r)$ of a node family, with
+   $e$ the rule evaluated with $v$, $r$ as symbols (``let: {j: pick(i, k, M, K, seed)}``
+   gives $e = (v + r) \bmod n$); equivariance is the identity
+   $e(v+1, r) \equiv e(v, r) + [\text{family moved}] \pmod{n}$, periodicity
+   $e(v+n, r) \equiv e(v, r)$, both decided by sympy, and probabilities, gate values,
+   datasets and fields may not depend on $v$.
+
+Then $\sigma$ acts freely on $v$: each orbit has $n$ contexts, and under tying by the
+orbits of $\sigma$ on edges every context of an orbit adds the same term to the lumped
+loss, $\mathcal L_{\rm tied}(B) = \sum_{O}|O|\,\pi_O\,\ell_{c_O}(B)$. The terms of the
+representatives $c_{0,r}$ are equal along $r$ too when a second shift $\tau$ (of some
+node families) is an automorphism that keeps every edge orbit of $\sigma$ and maps
+$c_{0,r}$ to $c_{0,r+1}$ (same check, with $r$ moved): then one context stands for the
+whole family, with weight $\sum_c \pi_c$. Derivation proceeds on the representatives
+with these weights, and the edge variables tied by orbit; a tied variable $B_O$ obeys
+$\tau\dot B_O = -\frac{1}{|O|}\partial\mathcal L_{\rm tied}/\partial B_O$ (Eqs. 44-46 of
+Saxe et al. 2022).
+
+With ``symbolic`` parameter names, orbit sizes, counts and probabilities are the
+expressions the file writes (``repeat: {i: M}`` gives $|O| = M$), which is exact because
+every check above is an identity in the symbols; the named parameters may enter only
+repeat counts, context rules and probabilities (checked on the file).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import networkx as nx
+import sympy as sp
+
+from .._edge import EDGE_SEPARATOR, Edge
+from ..graphfile._expressions import ExpressionError, evaluate
+from ..graphfile._families import ContextFamily, IndexFamily, names_in
+from ..graphfile._reader import Problem
+from ..task._task import Context, Task
+
+__all__ = ["Quotient", "find_quotient"]
+
+MAX_REPRESENTATIVES = 20_000
+"""Most representative contexts the quotient derives from."""
+
+
+class NoSymmetry(Exception):
+    """The reason the quotient route does not apply (shown in the output)."""
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A cyclic shift of node families of one count (see the module docstring)."""
+
+    count: int
+    written: Any
+    families: tuple[IndexFamily, ...]
+    nodes: Mapping[Hashable, Hashable]
+
+    def node(self, v: Hashable) -> Hashable:
+        return self.nodes.get(v, v)
+
+    def edge(self, e: Edge) -> Edge:
+        return (self.node(e[0]), self.node(e[1]))
+
+    def item(self, x: Hashable) -> Hashable:
+        return self.edge(x) if isinstance(x, tuple) else self.node(x)  # type: ignore[arg-type]
+
+    def name(self) -> str:
+        return " and ".join(f.templates[0] for f in self.families)
+
+
+@dataclass(frozen=True)
+class Quotient:
+    """The representatives of a symmetric task and the orbits of its edges.
+
+    Attributes
+    ----------
+    problem
+        The problem with its task replaced by the representatives, each with
+        probability its orbit's total (its multiplicity times $\\pi$).
+    orbit
+        Edge -> the index of its orbit under the shift.
+    members
+        Per orbit, its edges.
+    sizes
+        Per orbit, its size (an int, or an expression in the symbolic parameters).
+    route
+        One line: what was found (printed with the derivation).
+    """
+
+    problem: Problem
+    orbit: Mapping[Edge, int]
+    members: tuple[tuple[Edge, ...], ...]
+    sizes: tuple[Any, ...]
+    route: str
+
+
+def find_quotient(
+    problem: Problem, init: Mapping[Edge, Any], *, symbolic: Sequence[str] = ()
+) -> Quotient:
+    """The symmetry quotient of ``problem``; raises :class:`NoSymmetry` with the reason.
+
+    Parameters
+    ----------
+    problem
+        A loaded graph file with a task.
+    init
+        Every edge's initial value (they must be constant on orbits).
+    symbolic
+        Parameter names kept as symbols in sizes, counts and probabilities.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (44)-(48) and App. C: the routing family
+    lumped by hand; DESIGN.md, "Families and the quotient".
+    """
+    task = problem.require_task()
+    if task.random_gates:
+        raise NoSymmetry("the task has random gates")
+    families = getattr(task.contexts, "families", ())
+    if not families:
+        raise NoSymmetry("the task has no repeat: family of contexts")
+    symbols = _symbols(problem, symbolic)
+    graph = problem.graph
+    reasons = []
+    for shift in _shifts(graph, init):
+        try:
+            reps = _representatives(problem, shift, symbols, init)
+        except NoSymmetry as err:
+            reasons.append(f"shift of {shift.name()}: {err}")
+            continue
+        orbit, members = _edge_orbits(graph, shift)
+        n_written = _written(shift.written, problem, symbols) if symbols else shift.count
+        sizes = tuple(n_written if len(m) > 1 else 1 for m in members)
+        rep_task = Task(
+            contexts=tuple(replace(c, probability=w) for c, w in reps), datasets=task.datasets
+        )
+        route = (
+            f"symmetry quotient: {len(task.contexts)} contexts in {len(reps)} "
+            f"representative{'s' if len(reps) != 1 else ''} under the cyclic shift of "
+            f"{shift.name()} (mod {shift.written})"
+        )
+        return Quotient(replace(problem, task=rep_task), orbit, members, sizes, route)
+    if not reasons:
+        raise NoSymmetry("no node families of one count whose shift is a graph automorphism")
+    raise NoSymmetry("; ".join(reasons))
+
+
+# ---------------------------------------------------------------------------------------
+# Shifts of the graph
+
+
+def _shifts(graph: nx.DiGraph, init: Mapping[Edge, Any]) -> list[Shift]:
+    """Every shift of all one-index node families of one count that is an automorphism."""
+    by_count: dict[int, list[IndexFamily]] = {}
+    for f in graph.graph.get("families", []):
+        if f.kind == "node" and len(f.variables) == 1 and f.counts[0] >= 2:
+            by_count.setdefault(f.counts[0], []).append(f)
+    out = []
+    for count, fams in by_count.items():
+        shift = _shift(count, fams)
+        if _automorphism(graph, shift, init):
+            out.append(shift)
+    return out
+
+
+def _shift(count: int, families: Sequence[IndexFamily]) -> Shift:
+    nodes: dict[Hashable, Hashable] = {}
+    for f in families:
+        m = f.members
+        nodes.update((m[a], m[(a + 1) % count]) for a in range(count))
+    return Shift(count, families[0].written[0], tuple(families), nodes)
+
+
+def _automorphism(graph: nx.DiGraph, shift: Shift, init: Mapping[Edge, Any]) -> bool:
+    """Whether the shift keeps sizes, gates, edges, fixed values and initial values."""
+    nodes = graph.nodes
+    for v, w in shift.nodes.items():
+        if nodes[v].get("size") != nodes[w].get("size"):
+            return False
+        if bool(nodes[v].get("gated")) != bool(nodes[w].get("gated")):
+            return False
+    moved = {e for v in shift.nodes for e in (*graph.in_edges(v), *graph.out_edges(v))}
+    for e in moved:
+        image = shift.edge(e)
+        if not graph.has_edge(*image):
+            return False
+        a, b = graph.edges[e], graph.edges[image]
+        if bool(a.get("gated")) != bool(b.get("gated")) or a.get("fixed") != b.get("fixed"):
+            return False
+        if init.get(e) != init.get(image):
+            return False
+    return True
+
+
+def _edge_orbits(
+    graph: nx.DiGraph, shift: Shift
+) -> tuple[dict[Edge, int], tuple[tuple[Edge, ...], ...]]:
+    """Edge -> orbit index, and each orbit's edges (cycles of the shift)."""
+    orbit: dict[Edge, int] = {}
+    members: list[tuple[Edge, ...]] = []
+    for e in graph.edges:
+        if e in orbit:
+            continue
+        cycle = [e]
+        image = shift.edge(e)
+        while image != e:
+            cycle.append(image)
+            image = shift.edge(image)
+        for x in cycle:
+            orbit[x] = len(members)
+        members.append(tuple(cycle))
+    return orbit, tuple(members)
+
+
+# ---------------------------------------------------------------------------------------
+# The task: equivariance on the rules, representatives
+
+
+def _representatives(
+    problem: Problem, shift: Shift, symbols: Mapping[str, sp.Symbol], init: Mapping[Edge, Any]
+) -> list[tuple[Context, Any]]:
+    """Representative contexts with their weights (the probability of what they stand for)."""
+    graph = problem.graph
+    out: list[tuple[Context, Any]] = []
+    for part in problem.require_task().contexts.parts:  # type: ignore[attr-defined]
+        if isinstance(part, ContextFamily):
+            out.extend(_family_representatives(part, shift, graph, symbols, init))
+        else:
+            if {shift.item(x) for x in part.gates} != set(part.gates) or any(
+                shift.node(v) != v for v in (*part.inputs, *part.targets)
+            ):
+                raise NoSymmetry(f"context {part.label!r} is not fixed by the shift")
+            out.append((part, _written(part.probability, problem, symbols)))
+    if len(out) > MAX_REPRESENTATIVES:
+        raise NoSymmetry(f"{len(out)} representatives, more than {MAX_REPRESENTATIVES}")
+    return out
+
+
+def _family_representatives(
+    family: ContextFamily,
+    shift: Shift,
+    graph: nx.DiGraph,
+    symbols: Mapping[str, sp.Symbol],
+    init: Mapping[Edge, Any],
+) -> list[tuple[Context, Any]]:
+    rules = _Rules(family, graph, symbols)
+    moving = [
+        k
+        for k, v in enumerate(family.variables)
+        if family.counts[k] == shift.count and rules.equivariant(shift, v, period=True)
+    ]
+    if not moving:
+        raise NoSymmetry(f"{family.scope.key}: no index moves with the shift")
+    k_v = moving[0]
+    rest = [k for k in range(len(family.variables)) if k != k_v]
+    probability = rules.probability
+    indices = set(rules.index.values()) | set(rules.lets)
+    constant = not (probability.free_symbols & indices)
+    if constant and all(
+        family.counts[k] == 1 or _residual_shift(family, rules, k, k_v, shift, graph, init)
+        for k in rest
+    ):  # every representative adds the same term: one stands for the family
+        values = tuple(0 for _ in family.variables)
+        return [(family.context(values), _count(family, rules) * probability)]
+    if rules.symbols and rest:
+        names = ", ".join(str(family.written[k]) for k in rest)
+        raise NoSymmetry(
+            f"{family.scope.key}: the representatives differ along {names}; their sum is "
+            "not derived symbolically"
+        )
+    ranges = [range(1) if k == k_v else range(family.counts[k]) for k in range(len(family.counts))]
+    if math.prod(len(r) for r in ranges) > MAX_REPRESENTATIVES:
+        raise NoSymmetry(f"{family.scope.key}: too many representatives")
+    n = rules.count_symbol(k_v)
+    reps = []
+    for values in itertools.product(*ranges):
+        c = family.context(values)
+        reps.append((c, n * c.probability))
+    return reps
+
+
+def _count(family: ContextFamily, rules: _Rules) -> Any:
+    out: Any = 1
+    for k in range(len(family.counts)):
+        out = out * rules.count_symbol(k)
+    return out
+
+
+def _residual_shift(
+    family: ContextFamily,
+    rules: _Rules,
+    k: int,
+    k_v: int,
+    shift: Shift,
+    graph: nx.DiGraph,
+    init: Mapping[Edge, Any],
+) -> bool:
+    """Whether some shift maps the representative at ``r`` to the one at ``r + 1``."""
+    orbit, _ = _edge_orbits(graph, shift)
+    fams = [
+        f
+        for f in graph.graph.get("families", [])
+        if f.kind == "node" and len(f.variables) == 1 and f.counts[0] >= 2
+    ]
+    var = family.variables[k]
+    fixed = {rules.index[family.variables[k_v]]: 0}
+    for size in range(1, len(fams) + 1):
+        for subset in itertools.combinations(fams, size):
+            counts = {f.counts[0] for f in subset}
+            if len(counts) != 1:
+                continue
+            tau = _shift(counts.pop(), subset)
+            if not _automorphism(graph, tau, init):
+                continue
+            if any(orbit[tau.edge(e)] != orbit[e] for v in tau.nodes for e in graph.out_edges(v)):
+                continue
+            if any(orbit[tau.edge(e)] != orbit[e] for v in tau.nodes for e in graph.in_edges(v)):
+                continue
+            if rules.equivariant(tau, var, period=False, at=fixed):
+                return True
+    return False
+
+
+class _Rules:
+    """A context family's templates and rules, evaluated with its indices as symbols."""
+
+    def __init__(self, family: ContextFamily, graph: nx.DiGraph, symbols: Mapping[str, Any]):
+        self.family = family
+        self.graph = graph
+        names = dict(family.scope.names)
+        names.update(symbols)
+        self.symbols = symbols
+        self.index = {v: sp.Symbol(v, integer=True, nonnegative=True) for v in family.variables}
+        names.update(self.index)
+        try:
+            for var, expression in family.lets:
+                names[var] = evaluate(expression, names)
+            self.probability = sp.sympify(evaluate(family.entry["probability"], names))
+        except ExpressionError as err:
+            raise NoSymmetry(f"{family.scope.key}: the rules are not symbolic ({err})") from err
+        self.names = names
+        self.lets = {names[var] for var, _ in family.lets if isinstance(names[var], sp.Symbol)}
+        self.node_families = [
+            f for f in graph.graph.get("families", []) if f.kind == "node" and len(f.variables) == 1
+        ]
+        self._check_literals()
+
+    def count_symbol(self, k: int) -> Any:
+        """The count of the ``k``-th index (an expression in the symbolic parameters)."""
+        return self.written(self.family.written[k], self.family.counts[k])
+
+    def written(self, written: Any, count: int) -> Any:
+        """A count as written, when it names a symbolic parameter; else its value."""
+        if self.symbols and names_in(written) & set(self.symbols):
+            return sp.sympify(evaluate(written, self.names))
+        return count
+
+    def _check_literals(self) -> None:
+        entry = self.family.entry
+        for key in ("dataset",):
+            if "{" in str(entry.get(key, "")):
+                raise NoSymmetry(f"{self.family.scope.key}.{key} depends on the indices")
+        for part in ("inputs", "targets"):
+            for field_name in (entry.get(part) or {}).values():
+                if "{" in str(field_name):
+                    raise NoSymmetry(f"{self.family.scope.key}.{part} fields depend on the indices")
+
+    def items(self) -> list[tuple[str, Any]]:
+        """Every template naming a node or edge, with its gate value expression."""
+        entry = self.family.entry
+        out: list[tuple[str, Any]] = [(str(t), 1) for t in entry.get("active", []) or []]
+        out += [(str(t), v) for t, v in (entry.get("gates") or {}).items()]
+        out += [(str(t), None) for part in ("inputs", "targets") for t in entry.get(part) or {}]
+        return out
+
+    def equivariant(
+        self, shift: Shift, var: str, *, period: bool, at: Mapping[sp.Symbol, Any] | None = None
+    ) -> bool:
+        """Whether moving ``var`` by one moves every named node as ``shift`` does."""
+        v = self.index[var]
+        try:
+            for template, value in self.items():
+                if value is not None and not isinstance(value, (int, float)):
+                    expr = sp.sympify(evaluate(value, self.names))
+                    if sp.simplify(expr.subs(v, v + 1) - expr) != 0:
+                        return False
+                ends = template.split(EDGE_SEPARATOR) if EDGE_SEPARATOR in template else [template]
+                for end in ends:
+                    if not self._node_moves(end, shift, v, period, at or {}):
+                        return False
+        except (ExpressionError, NoSymmetry, TypeError):
+            return False
+        return True
+
+    def _node_moves(
+        self, template: str, shift: Shift, v: sp.Symbol, period: bool, at: Mapping[Any, Any]
+    ) -> bool:
+        if "{" not in template:
+            return shift.node(template) == template
+        prefix, _, tail = template.partition("{")
+        inner, _, suffix = tail.partition("}")
+        if "{" in suffix:
+            return False
+        family = self._family_of(prefix, suffix)
+        if family is None:
+            return False
+        count = self.written(family.written[0], family.counts[0])
+        expr = sp.sympify(evaluate(inner, self.names)).subs(at)
+        if not self._in_range(expr, count):
+            return False
+        step = 1 if family in shift.families else 0
+        if sp.Mod(expr.subs(v, v + 1) - expr - step, count) != 0:
+            return False
+        n = self.written(shift.written, shift.count)
+        return not period or sp.Mod(expr.subs(v, v + n) - expr, count) == 0
+
+    def _family_of(self, prefix: str, suffix: str) -> IndexFamily | None:
+        for f in self.node_families:
+            t = f.templates[0]
+            if t == f"{prefix}{{{f.variables[0]}}}{suffix}":
+                return f
+        return None
+
+    def _in_range(self, expr: sp.Expr, count: Any) -> bool:
+        """Whether a member index provably lies in ``range(count)``."""
+        if isinstance(expr, sp.Mod) and sp.simplify(expr.args[1] - count) == 0:
+            return True
+        if isinstance(expr, sp.Integer) and isinstance(count, int):
+            return 0 <= int(expr) < count
+        for k, var in enumerate(self.family.variables):
+            if expr == self.index[var]:
+                mine = self.count_symbol(k)
+                if sp.simplify(mine - count) == 0:
+                    return True
+                if isinstance(mine, int) and isinstance(count, int) and mine <= count:
+                    return True
+        return False
+
+
+# ---------------------------------------------------------------------------------------
+# Symbolic parameters
+
+
+def _symbols(problem: Problem, symbolic: Sequence[str]) -> dict[str, sp.Symbol]:
+    """The named parameters as positive integer symbols (each must be a parameter)."""
+    out = {}
+    for name in symbolic:
+        if name not in problem.params:
+            raise NoSymmetry(f"--symbolic {name}: not a parameter of the file")
+        if not isinstance(problem.params[name], int):
+            raise NoSymmetry(f"--symbolic {name}: only integer parameters can be symbols")
+        out[name] = sp.Symbol(name, integer=True, positive=True)
+    document = getattr(problem, "document", None) or {}
+    for where, value in _uses(document):
+        found = names_in(value) & set(out) if isinstance(value, str) else set()
+        if found:
+            raise NoSymmetry(
+                f"--symbolic {sorted(found)[0]}: {where} uses it; a symbolic parameter may "
+                "enter only repeat counts, context rules and probabilities"
+            )
+    return out
+
+
+def _uses(document: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The values in which a symbolic parameter may not appear."""
+    out: list[tuple[str, Any]] = []
+    for index, node in enumerate(document.get("nodes") or []):
+        if isinstance(node, Mapping):
+            out.append((f"nodes[{index}].size", node.get("size")))
+    for index, edge in enumerate(document.get("edges") or []):
+        if isinstance(edge, Mapping):
+            out.append((f"edges[{index}].fixed", edge.get("fixed")))
+    out += [(f"derived.{k}", v) for k, v in (document.get("derived") or {}).items()]
+
+    def walk(key: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{key}.{k}", v)
+        elif isinstance(value, list):
+            for k, v in enumerate(value):
+                walk(f"{key}[{k}]", v)
+        else:
+            out.append((key, value))
+
+    walk("datasets", document.get("datasets") or {})
+    return out
+
+
+def _written(value: Any, problem: Problem, symbols: Mapping[str, sp.Symbol]) -> Any:
+    """A count or probability as the file writes it, with the symbolic parameters."""
+    if not symbols or not isinstance(value, str):
+        return value
+    names = dict(problem.params)
+    names.update(symbols)
+    return sp.sympify(evaluate(value, names))

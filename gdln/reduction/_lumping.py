@@ -14,7 +14,7 @@ eliminates variables through conserved quantities (Eq. 15), exact for the flow o
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -39,17 +39,19 @@ def partition(
     init: Mapping[Edge, Any],
     *,
     sizes: Sequence[Any] | None = None,
+    colours: Mapping[Edge, int] | None = None,
 ) -> list[list[int]]:
     """The coarsest verified blocks of edge variables for ``lump`` (see the module docstring).
 
     With ``sizes``, variable ``i`` stands for an orbit of ``sizes[i]`` edges already tied
-    (the symmetry quotient): its right-hand side is its gradient divided by its size.
+    (the symmetry quotient): its right-hand side is its gradient divided by its size;
+    ``colours`` then gives each variable's colour in the whole graph.
     """
     edges, n_edges = mode_loss.edges, len(mode_loss.edges)
     if lump == "none":
         return [[i] for i in range(n_edges)]
     if lump == "symmetry":
-        colours = edge_colours(graph)
+        colours = edge_colours(graph) if colours is None else colours
         start: dict[tuple[Any, Any], list[int]] = defaultdict(list)
         for i, e in enumerate(edges):
             start[(colours[e], sp.nsimplify(init[e]))].append(i)
@@ -63,37 +65,47 @@ def partition(
     return _refine(blocks, mode_loss.loss, n_edges, weights)
 
 
-def edge_colours(graph: nx.DiGraph) -> dict[Edge, int]:
-    """Directed colour refinement (1-WL): edges related by a symmetry share a colour."""
+def edge_colours(
+    graph: nx.DiGraph,
+    *,
+    representative: Mapping[Hashable, Hashable] | None = None,
+    edges: Iterable[Edge] | None = None,
+) -> dict[Edge, int]:
+    """Directed colour refinement (1-WL): edges related by a symmetry share a colour.
+
+    With ``representative`` (node -> the representative of its orbit under a known
+    automorphism group), only representatives are refined: colours are constant on
+    orbits, so the result is the same at a fraction of the cost. ``edges`` limits the
+    edges coloured.
+    """
+    rep = representative or {}
+    nodes, succ, pred = graph._node, graph._succ, graph._pred
+    todo = [v for v in graph.nodes if rep.get(v, v) == v]
     colour = {
         v: hash(
             (
-                "in"
-                if graph.in_degree(v) == 0
-                else "out"
-                if graph.out_degree(v) == 0
-                else "hidden",
-                graph.nodes[v]["size"],
-                bool(graph.nodes[v].get("gated")),
+                "in" if not pred[v] else "out" if not succ[v] else "hidden",
+                nodes[v]["size"],
+                bool(nodes[v].get("gated")),
             )
         )
-        for v in graph.nodes
+        for v in todo
     }
-    for _ in range(graph.number_of_nodes()):
+    for _ in range(len(todo)):
         new = {}
-        for v in graph.nodes:
-            outs = sorted(
-                (bool(graph.edges[v, w].get("gated")), colour[w]) for w in graph.successors(v)
-            )
-            ins = sorted(
-                (bool(graph.edges[u, v].get("gated")), colour[u]) for u in graph.predecessors(v)
-            )
+        for v in todo:
+            outs = sorted((bool(d.get("gated")), colour[rep.get(w, w)]) for w, d in succ[v].items())
+            ins = sorted((bool(d.get("gated")), colour[rep.get(u, u)]) for u, d in pred[v].items())
             new[v] = hash((colour[v], tuple(outs), tuple(ins)))
-        if len(set(new.values())) == len(set(colour.values())):
-            colour = new
-            break
+        stable = len(set(new.values())) == len(set(colour.values()))
         colour = new
-    return {(u, v): hash((colour[u], colour[v], bool(g))) for u, v, g in graph.edges(data="gated")}
+        if stable:
+            break
+    chosen = graph.edges if edges is None else edges
+    return {
+        (u, v): hash((colour[rep.get(u, u)], colour[rep.get(v, v)], bool(succ[u][v].get("gated"))))
+        for u, v in chosen
+    }
 
 
 def _refine(

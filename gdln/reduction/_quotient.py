@@ -49,6 +49,7 @@ from ..graphfile._expressions import ExpressionError, evaluate
 from ..graphfile._families import ContextFamily, IndexFamily, names_in
 from ..graphfile._reader import Problem
 from ..task._task import Context, Task
+from ._lumping import edge_colours
 
 __all__ = ["Quotient", "find_quotient"]
 
@@ -78,6 +79,10 @@ class Shift:
     def item(self, x: Hashable) -> Hashable:
         return self.edge(x) if isinstance(x, tuple) else self.node(x)  # type: ignore[arg-type]
 
+    def representative(self) -> dict[Hashable, Hashable]:
+        """Moved node -> the first member of its family (its orbit's representative)."""
+        return {m: f.members[0] for f in self.families for m in f.members}
+
     def name(self) -> str:
         return " and ".join(f.templates[0] for f in self.families)
 
@@ -97,6 +102,9 @@ class Quotient:
         Per orbit, its edges.
     sizes
         Per orbit, its size (an int, or an expression in the symbolic parameters).
+    colours
+        The colour (in the whole graph, see ``_lumping.edge_colours``) of every edge of
+        ``problem.graph``.
     route
         One line: what was found (printed with the derivation).
     """
@@ -105,6 +113,7 @@ class Quotient:
     orbit: Mapping[Edge, int]
     members: tuple[tuple[Edge, ...], ...]
     sizes: tuple[Any, ...]
+    colours: Mapping[Edge, int]
     route: str
 
 
@@ -137,26 +146,54 @@ def find_quotient(
     graph = problem.graph
     reasons = []
     for shift in _shifts(graph, init):
+        orbit, members = _edge_orbits(graph, shift)
         try:
-            reps = _representatives(problem, shift, symbols, init)
+            reps = _representatives(problem, shift, orbit, symbols, init)
         except NoSymmetry as err:
             reasons.append(f"shift of {shift.name()}: {err}")
             continue
-        orbit, members = _edge_orbits(graph, shift)
         n_written = _written(shift.written, problem, symbols) if symbols else shift.count
         sizes = tuple(n_written if len(m) > 1 else 1 for m in members)
-        rep_task = Task(
-            contexts=tuple(replace(c, probability=w) for c, w in reps), datasets=task.datasets
-        )
+        contexts = tuple(replace(c, probability=w) for c, w in reps)
+        pruned = _pruned(graph, contexts)
+        rep_task = Task(contexts=contexts, datasets=task.datasets)
+        colours = edge_colours(graph, representative=shift.representative(), edges=pruned.edges)
         route = (
             f"symmetry quotient: {len(task.contexts)} contexts in {len(reps)} "
             f"representative{'s' if len(reps) != 1 else ''} under the cyclic shift of "
             f"{shift.name()} (mod {shift.written})"
         )
-        return Quotient(replace(problem, task=rep_task), orbit, members, sizes, route)
+        return Quotient(
+            replace(problem, graph=pruned, task=rep_task), orbit, members, sizes, colours, route
+        )
     if not reasons:
         raise NoSymmetry("no node families of one count whose shift is a graph automorphism")
     raise NoSymmetry("; ".join(reasons))
+
+
+def _pruned(graph: nx.DiGraph, contexts: Sequence[Context]) -> nx.DiGraph:
+    """The part of the graph the representatives use: exact for their loss.
+
+    Gated edges closed in every representative go; then, until nothing changes, nodes
+    that lost all their out-edges (or in-edges) but had some, since no path of the
+    representatives reaches an output (or starts at an input) through them.
+    """
+    opened = {x for c in contexts for x, g in c.gates.items() if g != 0}
+    keep = [(u, v) for u, v, g in graph.edges(data="gated") if not g or (u, v) in opened]
+    sub = graph.edge_subgraph(keep).copy()
+    bound = {v for c in contexts for v in (*c.inputs, *c.targets)}
+    changed = True
+    while changed:
+        changed = False
+        for v in list(sub.nodes):
+            lost_out = not sub._succ[v] and graph._succ[v]
+            lost_in = not sub._pred[v] and graph._pred[v]
+            if v not in bound and (lost_out or lost_in):
+                sub.remove_node(v)
+                changed = True
+    for v in bound - set(sub.nodes):
+        sub.add_node(v, **graph.nodes[v])
+    return sub
 
 
 # ---------------------------------------------------------------------------------------
@@ -187,22 +224,24 @@ def _shift(count: int, families: Sequence[IndexFamily]) -> Shift:
 
 def _automorphism(graph: nx.DiGraph, shift: Shift, init: Mapping[Edge, Any]) -> bool:
     """Whether the shift keeps sizes, gates, edges, fixed values and initial values."""
-    nodes = graph.nodes
+    nodes, succ, pred = graph._node, graph._succ, graph._pred
     for v, w in shift.nodes.items():
-        if nodes[v].get("size") != nodes[w].get("size"):
+        a, b = nodes[v], nodes[w]
+        if a.get("size") != b.get("size") or bool(a.get("gated")) != bool(b.get("gated")):
             return False
-        if bool(nodes[v].get("gated")) != bool(nodes[w].get("gated")):
+        if len(succ[v]) != len(succ[w]) or len(pred[v]) != len(pred[w]):
             return False
-    moved = {e for v in shift.nodes for e in (*graph.in_edges(v), *graph.out_edges(v))}
-    for e in moved:
-        image = shift.edge(e)
-        if not graph.has_edge(*image):
-            return False
-        a, b = graph.edges[e], graph.edges[image]
-        if bool(a.get("gated")) != bool(b.get("gated")) or a.get("fixed") != b.get("fixed"):
-            return False
-        if init.get(e) != init.get(image):
-            return False
+    for v in shift.nodes:
+        for e in itertools.chain(((v, x) for x in succ[v]), ((u, v) for u in pred[v])):
+            image = shift.edge(e)
+            b = succ[image[0]].get(image[1])
+            if b is None:
+                return False
+            a = succ[e[0]][e[1]]
+            if bool(a.get("gated")) != bool(b.get("gated")) or a.get("fixed") != b.get("fixed"):
+                return False
+            if init.get(e) != init.get(image):
+                return False
     return True
 
 
@@ -231,14 +270,18 @@ def _edge_orbits(
 
 
 def _representatives(
-    problem: Problem, shift: Shift, symbols: Mapping[str, sp.Symbol], init: Mapping[Edge, Any]
+    problem: Problem,
+    shift: Shift,
+    orbit: Mapping[Edge, int],
+    symbols: Mapping[str, sp.Symbol],
+    init: Mapping[Edge, Any],
 ) -> list[tuple[Context, Any]]:
     """Representative contexts with their weights (the probability of what they stand for)."""
     graph = problem.graph
     out: list[tuple[Context, Any]] = []
     for part in problem.require_task().contexts.parts:  # type: ignore[attr-defined]
         if isinstance(part, ContextFamily):
-            out.extend(_family_representatives(part, shift, graph, symbols, init))
+            out.extend(_family_representatives(part, shift, orbit, graph, symbols, init))
         else:
             if {shift.item(x) for x in part.gates} != set(part.gates) or any(
                 shift.node(v) != v for v in (*part.inputs, *part.targets)
@@ -253,6 +296,7 @@ def _representatives(
 def _family_representatives(
     family: ContextFamily,
     shift: Shift,
+    orbit: Mapping[Edge, int],
     graph: nx.DiGraph,
     symbols: Mapping[str, sp.Symbol],
     init: Mapping[Edge, Any],
@@ -271,7 +315,7 @@ def _family_representatives(
     indices = set(rules.index.values()) | set(rules.lets)
     constant = not (probability.free_symbols & indices)
     if constant and all(
-        family.counts[k] == 1 or _residual_shift(family, rules, k, k_v, shift, graph, init)
+        family.counts[k] == 1 or _residual_shift(family, rules, k, k_v, orbit, graph, init)
         for k in rest
     ):  # every representative adds the same term: one stands for the family
         values = tuple(0 for _ in family.variables)
@@ -305,12 +349,11 @@ def _residual_shift(
     rules: _Rules,
     k: int,
     k_v: int,
-    shift: Shift,
+    orbit: Mapping[Edge, int],
     graph: nx.DiGraph,
     init: Mapping[Edge, Any],
 ) -> bool:
     """Whether some shift maps the representative at ``r`` to the one at ``r + 1``."""
-    orbit, _ = _edge_orbits(graph, shift)
     fams = [
         f
         for f in graph.graph.get("families", [])
@@ -324,13 +367,18 @@ def _residual_shift(
             if len(counts) != 1:
                 continue
             tau = _shift(counts.pop(), subset)
+            if not rules.equivariant(tau, var, period=False, at=fixed):
+                continue
             if not _automorphism(graph, tau, init):
                 continue
-            if any(orbit[tau.edge(e)] != orbit[e] for v in tau.nodes for e in graph.out_edges(v)):
-                continue
-            if any(orbit[tau.edge(e)] != orbit[e] for v in tau.nodes for e in graph.in_edges(v)):
-                continue
-            if rules.equivariant(tau, var, period=False, at=fixed):
+            moved = (
+                e
+                for v in tau.nodes
+                for e in itertools.chain(
+                    ((v, x) for x in graph._succ[v]), ((u, v) for u in graph._pred[v])
+                )
+            )
+            if all(orbit[tau.edge(e)] == orbit[e] for e in moved):
                 return True
     return False
 

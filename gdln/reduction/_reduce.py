@@ -233,7 +233,7 @@ def _systems(
                 systems.append(lumped_system(mode_loss, blocks, lump, init))
                 continue
             mode_loss, orbits, sizes = orbit_loss(mode_loss, quotient)
-            blocks = partition(graph, mode_loss, lump, init, sizes=sizes)
+            blocks = partition(graph, mode_loss, lump, init, sizes=sizes, colours=quotient.colours)
             systems.append(lumped_system(mode_loss, blocks, lump, init, orbits=orbits, sizes=sizes))
         else:
             constant = constant + builder.constant_loss(slots)

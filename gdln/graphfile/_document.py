@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,26 @@ class Scope:
             raise self.fail(f"expected a number, got {expression!r}, a condition ({value})")
         return value
 
+    def render_at(self, part: str, template: Any, *, integer_ok: bool = False) -> str:
+        """``self.at(part).render(template)``, the key built only for an error (hot path)."""
+        if isinstance(template, str):
+            try:
+                return render(template, self.names)
+            except ExpressionError:
+                pass
+        return self.at(part).render(template, integer_ok=integer_ok)
+
+    def number_at(self, part: str, expression: Any) -> Any:
+        """``self.at(part).number(expression)``, the key built only for an error."""
+        if not isinstance(expression, bool):
+            try:
+                value = evaluate(expression, self.names)
+                if not isinstance(value, bool):
+                    return value
+            except ExpressionError:
+                pass
+        return self.at(part).number(expression)
+
     def render(self, template: Any, *, integer_ok: bool = False) -> str:
         """Fill the ``{expression}`` fields of a text template, e.g. ``"x{i}"``.
 
@@ -295,6 +315,42 @@ def expand(entry: Mapping[str, Any], scope: Scope) -> Iterator[Scope]:
         for var, expression in variables:
             local[var] = scope.at("let", var).bind(local).evaluate(expression)
         yield scope.bind(local)
+
+
+def simple_ids(
+    entry: Mapping[str, Any], scope: Scope, keys: Sequence[str]
+) -> list[tuple[str, ...]] | None:
+    """The ids an entry's templates render to, per binding, when that needs no expressions.
+
+    The fast path of :func:`expand` for ``repeat:`` entries without ``let:`` whose
+    templates (``entry[key]`` for ``key`` in ``keys``) use only bare ``repeat``
+    variables, such as ``x{i}``: the same ids, limits and order, in a fraction of the
+    time. ``None`` when the entry is not of that form.
+    """
+    repeat = entry.get("repeat")
+    if not isinstance(repeat, Mapping) or not repeat or "let" in entry:
+        return None
+    templates = [entry[key] for key in keys]
+    if not all(isinstance(t, str) for t in templates):
+        return None
+    variables = [str(v) for v in repeat]
+    for t in templates:
+        fields = [f.split("}")[0] for f in t.split("{")[1:]]
+        if t.count("{") != t.count("}") or any(f not in variables for f in fields):
+            return None
+    ranges = _repeat_ranges(entry, scope)
+    if any(not all(isinstance(v, int) for v in values) for _, values in ranges):
+        return None
+    total = math.prod(len(values) for _, values in ranges)
+    if total > MAX_COUNT:
+        counts = " x ".join(str(len(values)) for _, values in ranges)
+        raise scope.at("repeat").fail(f"{counts} repetitions are above the limit of {MAX_COUNT}")
+    count_entries(total, source=scope.source, key=scope.at("repeat").key, cls=scope.error)
+    out = []
+    for combo in itertools.product(*(values for _, values in ranges)):
+        local = dict(zip(variables, combo, strict=True))
+        out.append(tuple(t.format_map(local) for t in templates))
+    return out
 
 
 def _repeat_ranges(entry: Mapping[str, Any], scope: Scope) -> list[tuple[str, list[Any]]]:

@@ -316,7 +316,10 @@ def render(template: Any, names: Mapping[str, Any]) -> str:
         if end < 0:
             raise ExpressionError(f"unclosed '{{' in {shorten(text)}")
         out.append(text[pos:start])
-        value = evaluate(text[start + 1 : end], names)
+        field = text[start + 1 : end]
+        value = names[field] if field in names and isinstance(names[field], int) else None
+        if value is None or isinstance(value, bool):
+            value = evaluate(field, names)
         out.append(str(value))
         pos = end + 1
     if "}" in out[-1]:

@@ -21,6 +21,7 @@ from typing import Any, overload
 
 from ..task._task import Context
 from ._document import Scope
+from ._expressions import ExpressionError, _bounded_parse
 from ._limits import current_limits
 
 __all__ = ["EAGER_CONTEXTS", "ContextFamily", "IndexFamily", "LazyContexts", "names_in"]
@@ -197,7 +198,7 @@ def names_in(expression: Any) -> set[str]:
     if not isinstance(expression, str):
         return set()
     try:
-        tree = ast.parse(expression, mode="eval")
-    except SyntaxError:
-        return {"?"}
+        tree = _bounded_parse(expression)
+    except (ExpressionError, SyntaxError, RecursionError):
+        return {"?"}  # not an expression: the reader's own checks will say why
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}

@@ -19,8 +19,8 @@ import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
-from ._document import MAX_COUNT, Scope, describe, entry_of, expand, sequence, text
-from ._families import IndexFamily
+from ._document import MAX_COUNT, Scope, describe, entry_of, expand, sequence, simple_ids, text
+from ._families import IndexFamily, names_in
 
 __all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
 
@@ -46,10 +46,13 @@ EDGE_KEYS = {"source", "target", "gated", "fixed", "repeat", "let"}
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1"), ("false", "no", "0")  # text flags in GraphML
 
 
-def read_architecture(doc: Mapping[Any, Any], scope: Scope) -> nx.DiGraph:
+def read_architecture(
+    doc: Mapping[Any, Any], scope: Scope, families: list[IndexFamily] | None = None
+) -> nx.DiGraph:
     """The graph of a YAML document's ``nodes:`` and ``edges:``.
 
-    ``scope.names`` holds the document's parameters.
+    ``scope.names`` holds the document's parameters. Each ``repeat:`` entry is added
+    to ``families`` (as an :class:`IndexFamily`) when that is given.
     """
     for key in doc:
         if key not in DOCUMENT_KEYS:
@@ -58,11 +61,15 @@ def read_architecture(doc: Mapping[Any, Any], scope: Scope) -> nx.DiGraph:
             )
     name = text(doc["name"], scope.at("name")) if "name" in doc else Path(scope.source).stem
     graph = nx.DiGraph(name=name)
-    for part, add in (("nodes", _add_nodes), ("edges", _add_edges)):
-        if part not in doc:
-            raise scope.at(part).fail(f"missing key {part!r}")
-        for index, entry in enumerate(sequence(doc[part], scope.at(part))):
-            add(graph, entry, scope.at(part, index))
+    graph.graph["_families"] = families if families is not None else []
+    try:
+        for part, add in (("nodes", _add_nodes), ("edges", _add_edges)):
+            if part not in doc:
+                raise scope.at(part).fail(f"missing key {part!r}")
+            for index, entry in enumerate(sequence(doc[part], scope.at(part))):
+                add(graph, entry, scope.at(part, index))
+    finally:
+        del graph.graph["_families"]
     return graph
 
 
@@ -70,14 +77,17 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
     """One ``nodes:`` entry: a node per binding of its ``repeat:``."""
     entry = entry_of(entry, scope, allowed=NODE_KEYS, required=("id", "size"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
-    members = []
+    members: list[Any] = []
+    if _add_simple_nodes(graph, entry, scope, gated, members):
+        _record_family(graph, "node", entry, scope, (str(entry["id"]),), members)
+        return
     for here in expand(entry, scope):
-        node = here.at("id").render(entry["id"], integer_ok=True)
+        node = here.render_at("id", entry["id"], integer_ok=True)
         if EDGE_SEPARATOR in node:
             raise here.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
         if node in graph:
             raise here.at("id").fail(f"duplicate node id {node!r}")
-        size = here.at("size").number(entry["size"])
+        size = here.number_at("size", entry["size"])
         if not isinstance(size, int) or size <= 0:
             raise here.at("size").fail(f"size must be a positive integer, got {shorten(size)}")
         if size > MAX_COUNT:
@@ -91,10 +101,19 @@ def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
     """One ``edges:`` entry: an edge per binding of its ``repeat:``."""
     entry = entry_of(entry, scope, allowed=EDGE_KEYS, required=("source", "target"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
-    members = []
-    for here in expand(entry, scope):
-        u = here.at("source").render(entry["source"], integer_ok=True)
-        v = here.at("target").render(entry["target"], integer_ok=True)
+    members: list[Any] = []
+    ids = None if "fixed" in entry else simple_ids(entry, scope, ("source", "target"))
+    for u, v in ids or ():
+        for end, node in (("source", u), ("target", v)):
+            if node not in graph:
+                raise scope.at(end).fail(f"unknown node {node!r}")
+        if graph.has_edge(u, v):
+            raise scope.fail(f"duplicate edge {u}->{v} (parallel edges need a hidden node)")
+        graph.add_edge(u, v, gated=gated)
+        members.append((u, v))
+    for here in () if ids is not None else expand(entry, scope):
+        u = here.render_at("source", entry["source"], integer_ok=True)
+        v = here.render_at("target", entry["target"], integer_ok=True)
         for end, node in (("source", u), ("target", v)):
             if node not in graph:
                 raise here.at(end).fail(f"unknown node {node!r}")
@@ -133,7 +152,36 @@ def _record_family(
         tuple(repeat.values()),
         tuple(members),
     )
-    graph.graph.setdefault("families", []).append(family)
+    families = graph.graph.get("_families")
+    if families is not None:
+        families.append(family)
+
+
+def _add_simple_nodes(
+    graph: nx.DiGraph, entry: Mapping[str, Any], scope: Scope, gated: bool, members: list[Any]
+) -> bool:
+    """The nodes of an entry like ``{id: "x{i}", size: 4, repeat: {i: M}}``, quickly.
+
+    ``False`` (nothing added) when the entry is not of that form (see ``simple_ids``).
+    """
+    if names_in(entry["size"]) & {str(v) for v in entry.get("repeat") or {}}:
+        return False
+    ids = simple_ids(entry, scope, ("id",))
+    if ids is None:
+        return False
+    size = scope.number_at("size", entry["size"])
+    if not isinstance(size, int) or size <= 0:
+        raise scope.at("size").fail(f"size must be a positive integer, got {shorten(size)}")
+    if size > MAX_COUNT:
+        raise scope.at("size").fail(f"size {shorten(size)} is above the limit of {MAX_COUNT}")
+    for (node,) in ids:
+        if EDGE_SEPARATOR in node:
+            raise scope.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
+        if node in graph:
+            raise scope.at("id").fail(f"duplicate node id {node!r}")
+        graph.add_node(node, size=size, gated=gated)
+        members.append(node)
+    return True
 
 
 def _flag(value: Any, scope: Scope) -> bool:
@@ -181,33 +229,6 @@ def graph_from_networkx(raw: nx.Graph, source: str) -> nx.DiGraph:
         if "fixed" in attrs:
             value = here.at("fixed").number(attrs["fixed"])
             graph.edges[u, v]["fixed"] = _fixed(value, graph, u, v, here.at("fixed"))
-
-
-def _record_family(
-    graph: nx.DiGraph,
-    kind: str,
-    entry: Mapping[str, Any],
-    scope: Scope,
-    templates: tuple[str, ...],
-    members: list[Any],
-) -> None:
-    """Keep a ``repeat:`` entry (every range a count, no ``let:``) as an :class:`IndexFamily`."""
-    repeat = entry.get("repeat")
-    if not isinstance(repeat, Mapping) or not repeat or "let" in entry:
-        return
-    if any(isinstance(v, list) for v in repeat.values()):
-        return
-    counts = tuple(scope.number(v) for v in repeat.values())
-    family = IndexFamily(
-        kind,
-        scope.key,
-        templates,
-        tuple(map(str, repeat)),
-        counts,
-        tuple(repeat.values()),
-        tuple(members),
-    )
-    graph.graph.setdefault("families", []).append(family)
     return graph
 
 
@@ -247,14 +268,15 @@ def validate_graph(graph: nx.DiGraph, source: str) -> None:
     if not nx.is_directed_acyclic_graph(graph):
         cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(graph))
         raise GraphSpecError(f"the graph has a cycle: {cycle}", source=source, key="edges")
-    for node in graph.nodes:
-        if graph.in_degree(node) == 0 and graph.nodes[node].get("gated"):
+    pred, succ = graph._pred, graph._succ
+    for node, data in graph.nodes(data=True):
+        if not pred[node] and data.get("gated"):
             raise GraphSpecError(
                 "an input node cannot carry a gate (inputs are fixed to data); gate its edges",
                 source=source,
                 key=f"node {node!r}",
             )
-    isolated = [n for n in graph.nodes if graph.degree(n) == 0]
+    isolated = [n for n in graph.nodes if not pred[n] and not succ[n]]
     if isolated:
         raise GraphSpecError(
             f"node {isolated[0]!r} has no edges", source=source, key=f"node {isolated[0]!r}"

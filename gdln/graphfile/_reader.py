@@ -41,6 +41,7 @@ from .._errors import GraphSpecError, TaskSpecError
 from ..task._examples import ExampleSet
 from ..task._task import Task
 from ._document import Scope, read_file, read_parameters, read_settings
+from ._families import IndexFamily
 from ._graph import graph_from_networkx, read_architecture, validate_graph
 from ._limits import Limits, use_limits
 from ._tasks import read_task
@@ -66,6 +67,11 @@ class Problem:
         The parameter values used (file defaults updated by overrides).
     settings
         Defaults for solving (``init``, ``t_max``, ``lr``) given in the file's ``solve:``.
+    families
+        The graph's ``repeat:`` entries (index sets and members), for the symmetry
+        quotient of :func:`gdln.reduce`.
+    document
+        The YAML document as read (empty for node-link JSON and GraphML).
 
     References
     ----------
@@ -78,6 +84,8 @@ class Problem:
     source: str = "<memory>"
     params: Mapping[str, Any] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
+    families: tuple[IndexFamily, ...] = field(default=(), repr=False)
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
         g = self.graph
@@ -183,13 +191,14 @@ def load(
 def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | None) -> Problem:
     document = read_file(path)
     scope = Scope(str(path), path.parent)
+    families: list[IndexFamily] = []
     if isinstance(document, nx.Graph):
         graph = graph_from_networkx(document, str(path))
         document, names, settings = {}, dict(params or {}), {}
     else:
         names = read_parameters(document, params or {}, scope)
         scope = scope.bind(names)
-        graph = read_architecture(document, scope)
+        graph = read_architecture(document, scope, families)
         settings = read_settings(document, scope)
     validate_graph(graph, str(path))
     problem_task = None
@@ -198,7 +207,13 @@ def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | No
     if task is not None:
         problem_task = _read_task_file(Path(task), graph, params or {}, names)
     return Problem(
-        graph=graph, task=problem_task, source=str(path), params=names, settings=settings
+        graph=graph,
+        task=problem_task,
+        source=str(path),
+        params=names,
+        settings=settings,
+        families=tuple(families),
+        document=document,
     )
 
 

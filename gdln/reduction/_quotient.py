@@ -145,7 +145,7 @@ def find_quotient(
     symbols = _symbols(problem, symbolic)
     graph = problem.graph
     reasons = []
-    for shift in _shifts(graph, init):
+    for shift in _shifts(problem.families, graph, init):
         orbit, members = _edge_orbits(graph, shift)
         try:
             reps = _representatives(problem, shift, orbit, symbols, init)
@@ -200,11 +200,13 @@ def _pruned(graph: nx.DiGraph, contexts: Sequence[Context]) -> nx.DiGraph:
 # Shifts of the graph
 
 
-def _shifts(graph: nx.DiGraph, init: Mapping[Edge, Any]) -> list[Shift]:
+def _shifts(
+    families: Sequence[IndexFamily], graph: nx.DiGraph, init: Mapping[Edge, Any]
+) -> list[Shift]:
     """Every shift of all one-index node families of one count that is an automorphism."""
     by_count: dict[int, list[IndexFamily]] = {}
-    for f in graph.graph.get("families", []):
-        if f.kind == "node" and len(f.variables) == 1 and f.counts[0] >= 2:
+    for f in _node_families(families):
+        if f.counts[0] >= 2:
             by_count.setdefault(f.counts[0], []).append(f)
     out = []
     for count, fams in by_count.items():
@@ -281,7 +283,9 @@ def _representatives(
     out: list[tuple[Context, Any]] = []
     for part in problem.require_task().contexts.parts:  # type: ignore[attr-defined]
         if isinstance(part, ContextFamily):
-            out.extend(_family_representatives(part, shift, orbit, graph, symbols, init))
+            out.extend(
+                _family_representatives(part, shift, orbit, graph, problem.families, symbols, init)
+            )
         else:
             if {shift.item(x) for x in part.gates} != set(part.gates) or any(
                 shift.node(v) != v for v in (*part.inputs, *part.targets)
@@ -298,10 +302,11 @@ def _family_representatives(
     shift: Shift,
     orbit: Mapping[Edge, int],
     graph: nx.DiGraph,
+    families: Sequence[IndexFamily],
     symbols: Mapping[str, sp.Symbol],
     init: Mapping[Edge, Any],
 ) -> list[tuple[Context, Any]]:
-    rules = _Rules(family, graph, symbols)
+    rules = _Rules(family, families, symbols)
     moving = [
         k
         for k, v in enumerate(family.variables)
@@ -354,11 +359,7 @@ def _residual_shift(
     init: Mapping[Edge, Any],
 ) -> bool:
     """Whether some shift maps the representative at ``r`` to the one at ``r + 1``."""
-    fams = [
-        f
-        for f in graph.graph.get("families", [])
-        if f.kind == "node" and len(f.variables) == 1 and f.counts[0] >= 2
-    ]
+    fams = [f for f in rules.node_families if f.counts[0] >= 2]
     var = family.variables[k]
     fixed = {rules.index[family.variables[k_v]]: 0}
     for size in range(1, len(fams) + 1):
@@ -386,9 +387,13 @@ def _residual_shift(
 class _Rules:
     """A context family's templates and rules, evaluated with its indices as symbols."""
 
-    def __init__(self, family: ContextFamily, graph: nx.DiGraph, symbols: Mapping[str, Any]):
+    def __init__(
+        self,
+        family: ContextFamily,
+        families: Sequence[IndexFamily],
+        symbols: Mapping[str, Any],
+    ):
         self.family = family
-        self.graph = graph
         names = dict(family.scope.names)
         names.update(symbols)
         self.symbols = symbols
@@ -402,9 +407,7 @@ class _Rules:
             raise NoSymmetry(f"{family.scope.key}: the rules are not symbolic ({err})") from err
         self.names = names
         self.lets = {names[var] for var, _ in family.lets if isinstance(names[var], sp.Symbol)}
-        self.node_families = [
-            f for f in graph.graph.get("families", []) if f.kind == "node" and len(f.variables) == 1
-        ]
+        self.node_families = _node_families(families)
         self._check_literals()
 
     def count_symbol(self, k: int) -> Any:
@@ -497,6 +500,11 @@ class _Rules:
                 if isinstance(mine, int) and isinstance(count, int) and mine <= count:
                     return True
         return False
+
+
+def _node_families(families: Sequence[IndexFamily]) -> list[IndexFamily]:
+    """The one-index node families (the ones a shift can move)."""
+    return [f for f in families if f.kind == "node" and len(f.variables) == 1]
 
 
 # ---------------------------------------------------------------------------------------

@@ -78,6 +78,19 @@ def stats(
 @graph_arguments
 @click.option("--lump", type=click.Choice(gdln.LUMPINGS), default=None, help=LUMP_HELP)
 @click.option("--init", default=None, metavar="VALUE", help=INIT_HELP)
+@click.option(
+    "--symbolic",
+    default=None,
+    metavar="NAMES",
+    help="Keep these integer parameters as symbols (e.g. M,K): orbit sizes, counts and "
+    "the equations become expressions in them (the symmetry quotient of a repeat: family).",
+)
+@click.option(
+    "--quotient/--no-quotient",
+    default=None,
+    help="Derive from one context per orbit of the file's symmetry, or from every context "
+    "(default: the quotient for families too large to expand).",
+)
 @output_options(("text", "latex", "json"), default="text", what="derivation")
 def derive(
     file: str,
@@ -85,6 +98,8 @@ def derive(
     task: str | None,
     lump: str | None,
     init: str | None,
+    symbolic: str | None,
+    quotient: bool | None,
     fmt: str | None,
     out: str | None,
     force: bool,
@@ -94,13 +109,19 @@ def derive(
     \b
     Example:
       gdln derive graphs/routing.yaml --lump full --param M=10
+      gdln derive graphs/routing.yaml --symbolic M,K
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
+    names = tuple(n.strip() for n in (symbolic or "").split(",") if n.strip())
+    if names and quotient is False:
+        raise CommandLineError("--symbolic needs the symmetry quotient; drop --no-quotient")
     problem = load_problem(file, params, task)
     reduction = gdln.reduce(
         problem,
         lump=setting(problem, "lump", lump, DEFAULT_LUMP),
         init=setting(problem, "init", initial_value(file, init), None),
+        quotient=quotient,
+        symbolic=names,
     )
     write(output, gdln.format_derivation(reduction, output.format))
 

@@ -95,7 +95,8 @@ def _square_shift(v: sp.Symbol, f: sp.Expr, constants: Mapping[sp.Symbol, Any]) 
     """The $k$ of a factor $a(B^2 + k)$ of ``f`` with $k$ a multiple of a constant, if any."""
     if not constants:
         return None
-    for factor in sp.factor_list(sp.factor(f))[1]:
+    numerator, _ = sp.fraction(sp.factor(f))  # factors of 1/M (a family's size) do not matter
+    for factor in sp.factor_list(numerator)[1]:
         base = factor[0]
         if not base.has(v) or not any(base.has(c) for c in constants):
             continue

@@ -76,7 +76,7 @@ def _orbit_row(system: ReducedSystem, variable: sp.Symbol) -> str:
     more = r",\ \ldots" if len(edges) > _SHOWN_EDGES else ""
     initial = sp.latex(sp.sympify(system.initial[variable]))
     return (
-        rf"{sp.latex(variable)} &: {latex_text(f'orbit {len(edges)}')}\ "
+        rf"{sp.latex(variable)} &: {latex_text(f'orbit {system.orbit(variable)}')}\ "
         rf"[{shown}{more}],\ {sp.latex(variable)}(0) = {initial}"
     )
 

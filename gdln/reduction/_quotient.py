@@ -162,6 +162,7 @@ def find_quotient(
             f"symmetry quotient: {len(task.contexts)} contexts in {len(reps)} "
             f"representative{'s' if len(reps) != 1 else ''} under the cyclic shift of "
             f"{shift.name()} (mod {shift.written})"
+            + (f"; {', '.join(symbols)} kept as symbols" if symbols else "")
         )
         return Quotient(
             replace(problem, graph=pruned, task=rep_task), orbit, members, sizes, colours, route
@@ -490,8 +491,8 @@ class _Rules:
         """Whether a member index provably lies in ``range(count)``."""
         if isinstance(expr, sp.Mod) and sp.simplify(expr.args[1] - count) == 0:
             return True
-        if isinstance(expr, sp.Integer) and isinstance(count, int):
-            return 0 <= int(expr) < count
+        if expr.is_number:
+            return bool(expr.is_integer and expr >= 0 and (count - expr - 1).is_nonnegative)
         for k, var in enumerate(self.family.variables):
             if expr == self.index[var]:
                 mine = self.count_symbol(k)

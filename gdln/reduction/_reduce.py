@@ -162,6 +162,7 @@ def reduce(
         lump=lump,
         active=active,
         route=route,
+        symbolic=tuple(symbolic),
         _space=space,
         _edge_component=edge_component,
         _slot_edges=slot_edges,

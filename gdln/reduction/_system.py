@@ -134,6 +134,8 @@ class Reduction(DecoupledBases):
         How the systems were derived when it is not from every context: the symmetry
         quotient (``problem`` then holds one representative context per orbit, with the
         orbit's probability), or why the quotient did not apply.
+    symbolic
+        The parameters kept as symbols in the systems (``reduce(symbolic=...)``).
     _space, _edge_component, _slot_edges, _init, _anchors, _hidden
         Internal: node and edge bookkeeping for :meth:`decoupled_weights` (Eq. 9).
 
@@ -150,6 +152,7 @@ class Reduction(DecoupledBases):
     lump: str
     active: ActivePaths = field(repr=False)
     route: str = ""
+    symbolic: tuple[str, ...] = ()
     _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
     _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
     _slot_edges: Mapping[int, frozenset[Edge]] = field(repr=False, default_factory=dict)

@@ -302,6 +302,16 @@ def _str(x: Any) -> str:
     return str(x) if isinstance(x, sp.Basic) else repr(float(x))
 
 
+def _orbit(size: Any) -> int | str:
+    """An orbit size for JSON: a number, or an expression string (``"M"``)."""
+    return int(size) if isinstance(size, int) or getattr(size, "is_Integer", False) else str(size)
+
+
+def _instance(reduction: Reduction) -> str:
+    """The parameter values the listed edges were made at (``M=7, K=4``)."""
+    return ", ".join(f"{k}={reduction.problem.params[k]}" for k in reduction.symbolic)
+
+
 _CLOSED_FORM_LABELS = {
     "t": ("t", "t"),
     "theta": ("theta", r"\theta"),
@@ -343,6 +353,8 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
     lines = []
     head = f"{reduction.problem.name}: lump={reduction.lump}; time in units of tau; loss = {reduction.constant} + sum over modes of L_mode"
     lines.append(("% " if latex else "") + head)
+    if reduction.route:
+        lines.append(("% " if latex else "") + f"route: {reduction.route}")
     for k, system in enumerate(reduction.systems):
         lines.append("")
         lines.append(("% " if latex else "") + f"system {k}: modes {list(system.modes)}")
@@ -351,9 +363,11 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
             shown = ", ".join(edge_name(e) for e in edges[:6]) + (
                 f", ... ({len(edges)} edges)" if len(edges) > 6 else ""
             )
+            if v in system.sizes:
+                shown += f" at {_instance(reduction)}"
             lines.append(
                 ("% " if latex else "  ")
-                + f"{v}: orbit {len(edges)} [{shown}], initial {system.initial[v]}"
+                + f"{v}: orbit {system.orbit(v)} [{shown}], initial {system.initial[v]}"
             )
         for v in system.variables:
             if latex:
@@ -401,7 +415,7 @@ def _derivation_json(reduction: Reduction) -> dict[str, Any]:
                 {
                     "name": str(v),
                     "edges": [edge_name(e) for e in system.edges[v]],
-                    "orbit": len(system.edges[v]),
+                    "orbit": _orbit(system.orbit(v)),
                     "rhs": str(system.rhs[v]) if v in system.rhs else None,
                     "eliminated_as": str(system.eliminated[v]) if v in system.eliminated else None,
                     "initial": _str(system.initial[v]),
@@ -426,6 +440,8 @@ def _derivation_json(reduction: Reduction) -> dict[str, Any]:
         "source": reduction.problem.source,
         "params": {k: str(v) for k, v in reduction.problem.params.items()},
         "lump": reduction.lump,
+        "route": reduction.route or "every context",
+        "symbolic": list(reduction.symbolic),
         "loss_constant": _str(reduction.constant),
         "systems": systems,
     }

@@ -3,11 +3,12 @@
 Each size runs in a fresh process so that peak memory (max RSS) is that of one derivation.
 K = 0.4 M, as in the issue. Routes (``--routes``, any of):
 
-* ``auto``: what ``gdln derive`` does (the symmetry quotient for a family too large to
-  expand when read, else every context);
+* ``auto``: what ``gdln derive`` does (the symmetry quotient of a ``repeat:`` family of
+  contexts where the file's rules show it, else every context);
 * ``quotient`` / ``general``: ``reduce(quotient=True / False)``, side by side;
 * ``symbolic``: ``reduce(symbolic=("M", "K"))`` (the family with M and K as symbols);
-* ``solve``: ``auto``, then ``gdln.solve`` with the default lumping (t = 40, 201 points).
+* ``solve``: what ``gdln solve`` does: ``reduce`` with its defaults (the quotient only
+  for a family too large to expand when read), then ``gdln.solve`` (t = 40, 201 points).
 
 With ``--before REF`` each size also runs on the library as it was at git revision REF
 (extracted to a temporary folder), so that a change's effect is measured in one run on one
@@ -36,7 +37,7 @@ M = int(sys.argv[1]); K = max(1, int(round(0.4 * M))); route = sys.argv[4]
 start = time.perf_counter(); cpu0 = time.process_time()
 problem = gdln.load(sys.argv[2], params={"M": str(M), "K": str(K)})
 loaded = time.perf_counter()
-options = {"auto": {}, "before": {}, "solve": {}, "quotient": {"quotient": True},
+options = {"auto": {"quotient": True}, "before": {}, "solve": {}, "quotient": {"quotient": True},
            "general": {"quotient": False}, "symbolic": {"symbolic": ("M", "K")}}[route]
 try:
     reduction = gdln.reduce(problem, lump="symmetry", **options)
@@ -127,15 +128,15 @@ def main() -> None:
     print(HEADER)
     with tempfile.TemporaryDirectory() as tmp:
         before = extract(args.before, Path(tmp)) if args.before else None
-        for M in args.sizes:
-            if before is not None and M <= args.general_up_to:
-                result = measure(M, before, args.timeout, "before")
-                print(row(args.before, "before", M, result, args.timeout), flush=True)
+        for size in args.sizes:
+            if before is not None and size <= args.general_up_to:
+                result = measure(size, before, args.timeout, "before")
+                print(row(args.before, "before", size, result, args.timeout), flush=True)
             for route in routes:
-                if route == "general" and M > args.general_up_to:
+                if route == "general" and size > args.general_up_to:
                     continue
-                result = measure(M, ROOT, args.timeout, route)
-                print(row("now", route, M, result, args.timeout), flush=True)
+                result = measure(size, ROOT, args.timeout, route)
+                print(row("now", route, size, result, args.timeout), flush=True)
 
 
 if __name__ == "__main__":

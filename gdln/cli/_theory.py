@@ -88,8 +88,9 @@ def stats(
 @click.option(
     "--quotient/--no-quotient",
     default=None,
-    help="Derive from one context per orbit of the file's symmetry, or from every context "
-    "(default: the quotient for families too large to expand).",
+    help="Derive from one context per orbit of the file's symmetry (the default when the "
+    "task has a repeat: family of contexts; the output names the route, or why the "
+    "symmetry does not hold), or from every context.",
 )
 @output_options(("text", "latex", "json"), default="text", what="derivation")
 def derive(
@@ -120,7 +121,7 @@ def derive(
         problem,
         lump=setting(problem, "lump", lump, DEFAULT_LUMP),
         init=setting(problem, "init", initial_value(file, init), None),
-        quotient=quotient,
+        quotient=True if quotient is None else quotient,
         symbolic=names,
     )
     write(output, gdln.format_derivation(reduction, output.format))

@@ -189,7 +189,7 @@ def compare(
     rule, b0 = _theory_start(
         problem, theory_init, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
     )
-    reduction = reduce(problem, lump=lump, init=b0)
+    reduction = reduce(problem, lump=lump, init=b0, quotient=False)  # every edge has bases
     ode = solve(reduction, t_max=steps * lr, n_points=n_points)
     gd_map = solve(reduction, t_max=steps * lr, lr=lr, n_points=n_points)
     sim_settings = replace(base, record_every=max(1, steps // (n_points - 1)))

@@ -80,6 +80,8 @@ def pick(i: int, k: int, m: int, n_pick: int, seed: int) -> int:
         and any(isinstance(v, sp.Basic) and v.free_symbols for v in (i, k, m))
     ):
         return sp.Mod(i + k, m)  # the rule itself, for the symmetry quotient's checks
+    if any(isinstance(v, sp.Basic) and v.free_symbols for v in (i, k, m)):
+        raise ExpressionError(f"pick() with seed={seed} draws at random: it has no symbolic rule")
     for name, value in (("i", i), ("k", k), ("M", m), ("K", n_pick), ("seed", seed)):
         if not isinstance(value, int):
             raise ExpressionError(f"pick(): {name} must be an integer, got {value!r}")

@@ -9,7 +9,7 @@ share of their weights. The probabilities must sum to 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,6 +58,7 @@ def read_task(doc: Mapping[str, Any], graph: nx.DiGraph, scope: Scope) -> Task:
     gating = Gating.of(graph)
     random = read_random_gates(spec.get("random_gates"), gating, here.at("random_gates"))
     gating = replace(gating, random=random)
+    contexts: Sequence[Context]
     if forms[0] == "contexts":
         contexts, keys = _read_contexts(spec["contexts"], datasets, gating, here.at("contexts"))
     else:
@@ -65,13 +66,10 @@ def read_task(doc: Mapping[str, Any], graph: nx.DiGraph, scope: Scope) -> Task:
             rows = _read_examples(spec["examples"], gating, here.at("examples"))
         else:
             rows = _read_npz_examples(spec["npz"], gating, here.at("npz"))
-        contexts, extra, keys = _group_examples(rows, graph, here)
+        grouped, extra, keys = _group_examples(rows, graph, here)
+        contexts = tuple(grouped)
         datasets.update(extra)
-    task = Task(
-        contexts=contexts if forms[0] == "contexts" else tuple(contexts),
-        datasets=datasets,
-        random_gates=random,
-    )
+    task = Task(contexts=contexts, datasets=datasets, random_gates=random)
     _check_probabilities(task, keys, here)
     return task
 

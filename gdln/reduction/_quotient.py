@@ -158,8 +158,20 @@ def find_quotient(
         pruned = _pruned(graph, contexts)
         rep_task = Task(contexts=contexts, datasets=task.datasets)
         colours = edge_colours(graph, representative=shift.representative(), edges=pruned.edges)
+        count = f"{len(task.contexts)}"
+        if symbols:
+            total = sum(
+                (
+                    math.prod(_written(w, problem, symbols) for w in p.written)
+                    if isinstance(p, ContextFamily)
+                    else 1
+                    for p in task.contexts.parts  # type: ignore[attr-defined]
+                ),
+                sp.Integer(0),
+            )
+            count = f"{total} ({count} at {', '.join(f'{k}={problem.params[k]}' for k in symbols)})"
         route = (
-            f"symmetry quotient: {len(task.contexts)} contexts in {len(reps)} "
+            f"symmetry quotient: {count} contexts in {len(reps)} "
             f"representative{'s' if len(reps) != 1 else ''} under the cyclic shift of "
             f"{shift.name()} (mod {shift.written})"
             + (f"; {', '.join(symbols)} kept as symbols" if symbols else "")
@@ -405,7 +417,7 @@ class _Rules:
                 names[var] = evaluate(expression, names)
             self.probability = sp.sympify(evaluate(family.entry["probability"], names))
         except ExpressionError as err:
-            raise NoSymmetry(f"{family.scope.key}: the rules are not symbolic ({err})") from err
+            raise NoSymmetry(f"{family.scope.key}: {err}") from err
         self.names = names
         self.lets = {names[var] for var, _ in family.lets if isinstance(names[var], sp.Symbol)}
         self.node_families = _node_families(families)

@@ -104,7 +104,8 @@ def reduce(
         (:mod:`gdln.reduction._quotient`; any lumping but ``"none"``): ``None`` (default)
         does so for a context family too large to expand when the file was read, and
         falls back to every context (saying why in :attr:`Reduction.route`) when the
-        symmetry cannot be shown; ``True`` always tries; ``False`` never.
+        symmetry cannot be shown; ``True`` tries whenever the task has a ``repeat:``
+        family of contexts; ``False`` never.
     symbolic
         Integer parameters of the file kept as symbols: orbit sizes, counts and
         probabilities become expressions in them (implies the quotient; an error says
@@ -185,6 +186,8 @@ def _route(
     large = not getattr(contexts, "expanded", True)
     if lump == "none" or quotient is False or not (quotient or symbolic or large):
         return problem, None, ""
+    if not getattr(contexts, "families", ()) and not symbolic:
+        return problem, None, ""  # nothing repeats: every context is the only route
     try:
         found = find_quotient(problem, init, symbolic=symbolic)
     except NoSymmetry as err:

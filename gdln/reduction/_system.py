@@ -13,6 +13,7 @@ import numpy as np
 import sympy as sp
 
 from .._edge import Edge
+from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..paths._statistics import ActivePaths
 from ._bases import Modes
@@ -208,6 +209,12 @@ class Reduction(DecoupledBases):
         ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``. An edge
         on no active path carries no mode (no columns).
         """
+        if self.route.startswith("symmetry quotient"):
+            raise GdlnError(
+                f"{self.problem.source}: this reduction was derived on the symmetry quotient "
+                "(one context per orbit) and has no bases for every edge; reduce with "
+                "quotient=False for decoupled weights of the whole network"
+            )
         if edge not in self._edge_component:
             size = self.problem.graph.nodes
             return np.zeros((size[edge[1]]["size"], 0)), np.zeros((size[edge[0]]["size"], 0)), []
@@ -238,6 +245,8 @@ class Reduction(DecoupledBases):
         """
         graph = self.problem.graph
         weights = {}
+        if self.route.startswith("symmetry quotient"):
+            self.edge_bases(next(iter(graph.edges)))  # refuses, saying why
         for edge in graph.edges:
             shape = (graph.nodes[edge[1]]["size"], graph.nodes[edge[0]]["size"])
             W = np.zeros(shape)

@@ -243,3 +243,11 @@ def test_cli_symbolic_json_gives_orbit_expressions():
     )
     assert bad.returncode == 2 and "not a parameter" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_quotient_reduction_has_no_whole_network_weights():
+    quotient = gdln.reduce(gdln.load(ROUTING), lump="symmetry", quotient=True)
+    with pytest.raises(GdlnError, match="quotient=False"):
+        quotient.decoupled_weights()
+    general = gdln.reduce(gdln.load(ROUTING), lump="symmetry")  # default: every context here
+    assert general.route == "" and len(general.decoupled_weights()) == 2 * 7 + 1

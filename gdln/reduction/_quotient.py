@@ -330,6 +330,8 @@ def _family_representatives(
     k_v = moving[0]
     rest = [k for k in range(len(family.variables)) if k != k_v]
     probability = rules.probability
+    if rules.index[family.variables[k_v]] in probability.free_symbols:
+        raise NoSymmetry(f"{family.scope.key}.probability depends on the moving index")
     indices = set(rules.index.values()) | set(rules.lets)
     constant = not (probability.free_symbols & indices)
     if constant and all(
@@ -372,7 +374,7 @@ def _residual_shift(
     init: Mapping[Edge, Any],
 ) -> bool:
     """Whether some shift maps the representative at ``r`` to the one at ``r + 1``."""
-    fams = [f for f in rules.node_families if f.counts[0] >= 2]
+    fams = [f for f in rules.named_families() if f.counts[0] >= 2]
     var = family.variables[k]
     fixed = {rules.index[family.variables[k_v]]: 0}
     for size in range(1, len(fams) + 1):
@@ -432,6 +434,17 @@ class _Rules:
         if self.symbols and names_in(written) & set(self.symbols):
             return sp.sympify(evaluate(written, self.names))
         return count
+
+    def named_families(self) -> list[IndexFamily]:
+        """The node families the family's templates name (the ones worth shifting)."""
+        named = []
+        for template, _ in self.items():
+            for end in template.split(EDGE_SEPARATOR):
+                prefix, _, tail = end.partition("{")
+                family = self._family_of(prefix, tail.partition("}")[2]) if tail else None
+                if family is not None and family not in named:
+                    named.append(family)
+        return named
 
     def _check_literals(self) -> None:
         entry = self.family.entry

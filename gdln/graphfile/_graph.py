@@ -104,28 +104,28 @@ def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
     members: list[Any] = []
     ids = None if "fixed" in entry else simple_ids(entry, scope, ("source", "target"))
     for u, v in ids or ():
-        for end, node in (("source", u), ("target", v)):
-            if node not in graph:
-                raise scope.at(end).fail(f"unknown node {node!r}")
-        if graph.has_edge(u, v):
-            raise scope.fail(f"duplicate edge {u}->{v} (parallel edges need a hidden node)")
-        graph.add_edge(u, v, gated=gated)
+        _add_edge(graph, u, v, gated, scope)
         members.append((u, v))
     for here in () if ids is not None else expand(entry, scope):
         u = here.render_at("source", entry["source"], integer_ok=True)
         v = here.render_at("target", entry["target"], integer_ok=True)
-        for end, node in (("source", u), ("target", v)):
-            if node not in graph:
-                raise here.at(end).fail(f"unknown node {node!r}")
-        if graph.has_edge(u, v):
-            raise here.fail(f"duplicate edge {u}->{v} (parallel edges need a hidden node)")
-        graph.add_edge(u, v, gated=gated)
+        _add_edge(graph, u, v, gated, here)
         if "fixed" in entry:
             value = here.at("fixed").number(entry["fixed"])
             graph.edges[u, v]["fixed"] = _fixed(value, graph, u, v, here.at("fixed"))
         members.append((u, v))
     templates = (str(entry["source"]), str(entry["target"]))
     _record_family(graph, "edge", entry, scope, templates, members)
+
+
+def _add_edge(graph: nx.DiGraph, u: str, v: str, gated: bool, here: Scope) -> None:
+    """One edge between existing nodes, refusing a parallel edge."""
+    for end, node in (("source", u), ("target", v)):
+        if node not in graph:
+            raise here.at(end).fail(f"unknown node {node!r}")
+    if graph.has_edge(u, v):
+        raise here.fail(f"duplicate edge {u}->{v} (parallel edges need a hidden node)")
+    graph.add_edge(u, v, gated=gated)
 
 
 def _record_family(

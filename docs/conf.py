@@ -23,13 +23,13 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
-    "myst_parser",
+    "myst_nb",  # MyST Markdown pages and the walkthrough notebook (run by gdln_gallery)
     "sphinx_gallery.gen_gallery",
     "gdln_pages",
     "gdln_gallery",
 ]
 
-source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "README.md", "examples/*.ipynb"]
 html_theme = "pydata_sphinx_theme"
 html_title = "gdln"
@@ -37,6 +37,7 @@ html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
+nb_execution_mode = "off"  # gdln_gallery.run_notebooks has run them, from their own folder
 
 autosummary_generate = False
 autodoc_typehints = "none"  # numpydoc shows the documented types; signatures show hints

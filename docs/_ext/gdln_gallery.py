@@ -140,6 +140,32 @@ def _on_source_read(app: Any, docname: str, source: list[str]) -> None:
     source[0] = before + stored + "\n" + found + after if found else text + "\n\n" + stored
 
 
+NOTEBOOKS = ("routing_walkthrough.ipynb",)
+
+
+def run_notebooks(app: Any) -> None:
+    """Run each notebook of ``examples/`` headless and write it, with its outputs, under docs.
+
+    The notebooks are shipped without outputs and run from their own folder (they read
+    ``../graphs``), as Jupyter runs them; myst-nb then renders the stored outputs
+    (``nb_execution_mode = "off"``), among them the LaTeX and HTML reprs of gdln's results.
+    """
+    import nbclient
+    import nbformat
+
+    folder = ROOT / "examples"
+    for name in NOTEBOOKS:
+        notebook = nbformat.read(folder / name, as_version=4)
+        client = nbclient.NotebookClient(
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": folder}}
+        )
+        client.execute()
+        target = DOCS / "notebooks" / name
+        target.parent.mkdir(exist_ok=True)
+        nbformat.write(notebook, target)
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("builder-inited", run_notebooks)
     app.connect("source-read", _on_source_read)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -69,7 +69,7 @@ _IMAGE = re.compile(
 def _pages() -> list[Path]:
     pages = [p for p in DOCS.rglob("*") if p.suffix in (".md", ".rst")]
     pages = [p for p in pages if p.relative_to(DOCS).parts[0] not in GENERATED]
-    return [*sorted(pages), ROOT / "examples" / "GALLERY_HEADER.rst"]
+    return [*sorted(pages), ROOT / "examples" / "GALLERY_HEADER.rst", ROOT / "README.md"]
 
 
 def _images(page: Path) -> list[tuple[int, Path]]:
@@ -107,9 +107,10 @@ def test_every_stored_figure_names_an_existing_script_and_its_command(
 
 
 def test_every_image_in_the_docs_is_stored_and_named_by_its_page() -> None:
-    """Each image a hand-written page shows lies in docs/figures, is in the manifest, and
-    the page names its script (file name or gdln subcommand) in the 40 lines before it or in
-    its caption. (Gallery pages show the figures their run makes; sphinx-gallery writes those.)
+    """Each image a hand-written page (or the README) shows lies in docs/figures, is in the
+    manifest, and the page names its script (file name or gdln subcommand) in the 40 lines
+    before it or in its caption. (Gallery pages show the figures their run makes;
+    sphinx-gallery writes those.)
     """
     shown = 0
     for page in _pages():

@@ -55,6 +55,22 @@ def test_dollar_math_becomes_rest_math(text: str, expected: str) -> None:
     assert gdln_pages.dollar_math(text) == expected
 
 
+gdln_gallery = importlib.import_module("gdln_gallery")
+
+
+def test_gallery_pages_get_math_in_prose_and_keep_code_as_written() -> None:
+    page = (
+        ".. _sphx_glr_examples_x.py:\n\nTitle with $a_0$.\n\nProse $x$ here.\n\n"
+        '.. code-block:: Python\n\n    label = r"$x$"\n\n    y = 1\n\n'
+        ".. rst-class:: sphx-glr-script-out\n\n .. code-block:: none\n\n    $5 or $6\n\nEnd $y$.\n"
+    )
+    out = gdln_gallery._title(gdln_gallery.prose_math(page))
+    title = "Title with :math:`a_0`."
+    assert f"{title}\n{'=' * len(title)}\n" in out  # the title got its underline
+    assert "Prose :math:`x` here." in out and "End :math:`y`." in out
+    assert '    label = r"$x$"' in out and "    $5 or $6" in out  # code and output untouched
+
+
 # -- every figure names its script ---------------------------------------------------------
 
 DOCS = ROOT / "docs"

@@ -133,7 +133,7 @@ def _on_source_read(app: Any, docname: str, source: list[str]) -> None:
     stem = docname[len(prefix) :]
     if not (ROOT / "examples" / f"{stem}.py").is_file():
         return
-    text = prose_math(_title(source[0]))
+    text = _title(prose_math(source[0]))  # underline the title as it reads after the math
     stored = _stored_section(stem)
     anchor = f".. _sphx_glr_download_{GALLERY}_{stem}.py:"
     before, found, after = text.partition(anchor)

@@ -11,7 +11,8 @@ mode with p_L = 1/2, width 8, so 8 modes) at L = 10, 20, 1000, this prints side 
 * 2^L masks: ``brute_force_chain`` (L <= 20 only);
 
 with the largest relative differences of the engine's loss and gradient from the other two.
-Times are process CPU times, best of several repeats (robust on a shared machine).
+Times are process CPU times (a shared machine's load inflates them less than wall time),
+given as the median and the range over repeats, with the load average before each table.
 
     python benchmarks/bench_random_gates.py
     python benchmarks/bench_random_gates.py --quick    # L = 10 and 1000, no 2^20 masks
@@ -20,6 +21,7 @@ Times are process CPU times, best of several repeats (robust on a shared machine
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -34,13 +36,22 @@ from gdln.sd import brute_force_chain, expected_chain
 GRAPH = Path(__file__).resolve().parent.parent / "graphs" / "resnet_sd.yaml"
 
 
-def best_time(fn: Callable[[], Any], repeat: int) -> float:
-    best = np.inf
+def cpu_times(fn: Callable[[], Any], repeat: int) -> np.ndarray:
+    """Process CPU time of each of ``repeat`` calls of ``fn``."""
+    times = []
     for _ in range(repeat):
         t0 = time.process_time()
         fn()
-        best = min(best, time.process_time() - t0)
-    return float(best)
+        times.append(time.process_time() - t0)
+    return np.array(times)
+
+
+def spread(times: np.ndarray, unit: float = 1e-3, name: str = "ms") -> str:
+    """``median [min-max] unit`` of ``times`` (seconds), or ``value unit (1 run)``."""
+    lo, mid, hi = float(np.min(times)), float(np.median(times)), float(np.max(times))
+    if len(times) == 1:
+        return f"{mid / unit:.3g} {name} (1 run)"
+    return f"{mid / unit:.3g} [{lo / unit:.3g}-{hi / unit:.3g}] {name}"
 
 
 def relative(a: np.ndarray, b: np.ndarray) -> float:
@@ -52,7 +63,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     depths = (10, 1000) if args.quick else (10, 20, 1000)
-    print(f"# {platform.processor() or platform.machine()}, numpy {np.__version__}, CPU times")
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy "
+        f"{np.__version__}, load average {os.getloadavg()[0]:.1f}; CPU times, median [range]: "
+        "build 3 runs, loss+grad and chain form 7, masks 3 (L = 20: 1)"
+    )
     print(
         "| L | paths | tape terms | engine build | engine loss+grad | chain form | 2^L masks "
         "| engine vs chain (loss, grad) | engine vs masks (loss, grad) |"
@@ -65,25 +80,26 @@ def main(argv: list[str] | None = None) -> None:
         params = {"L": str(L), "scaling": "stable", "survival": "linear", "p_L": "1/2"}
         problem = gdln.load(GRAPH, params=params)
         p = np.array([float(x) for x in problem.task.random_gates.values()])
-        build = best_time(lambda problem=problem: gdln.expected_dynamics(problem), 3)
+        build = cpu_times(lambda problem=problem: gdln.expected_dynamics(problem), 3)
         dynamics = gdln.expected_dynamics(problem)
         b = np.random.default_rng(L).normal(scale=1.0, size=dynamics.alive.shape)
 
         def engine(dynamics: Any = dynamics, b: np.ndarray = b) -> tuple[float, np.ndarray]:
             return dynamics._loss_and_gradient(b)
 
-        t_engine = best_time(engine, 7)
+        t_engine = cpu_times(engine, 7)
         loss, grad = engine()
         loss -= dynamics.constant
-        t_chain = best_time(lambda b=b, p=p: expected_chain(b, p, s=s, d=d, scaling="stable"), 7)
+        t_chain = cpu_times(lambda b=b, p=p: expected_chain(b, p, s=s, d=d, scaling="stable"), 7)
         chain = expected_chain(b, p, s=s, d=d, scaling="stable")
         vs_chain = f"{relative(np.array(loss), np.array(chain.loss)):.1e}, {relative(grad, chain.grad):.1e}"
         if (10 if args.quick else 20) >= L:
-            t_brute = best_time(
-                lambda b=b, p=p: brute_force_chain(b, p, s=s, d=d, scaling="stable"), 1
+            t_brute = cpu_times(
+                lambda b=b, p=p: brute_force_chain(b, p, s=s, d=d, scaling="stable"),
+                1 if L > 12 else 3,
             )
             brute_loss, brute_grad = brute_force_chain(b, p, s=s, d=d, scaling="stable")
-            masks = f"{t_brute * 1e3:.3g} ms"
+            masks = spread(t_brute)
             vs_masks = (
                 f"{relative(np.array(loss), np.array(brute_loss)):.1e}, "
                 f"{relative(grad, brute_grad):.1e}"
@@ -91,15 +107,21 @@ def main(argv: list[str] | None = None) -> None:
         else:
             masks, vs_masks = "not enumerable", "-"
         print(
-            f"| {L} | 2^{L} | {dynamics.tape_size} | {build * 1e3:.3g} ms | "
-            f"{t_engine * 1e3:.3g} ms | {t_chain * 1e3:.3g} ms | {masks} | {vs_chain} | {vs_masks} |"
+            f"| {L} | 2^{L} | {dynamics.tape_size} | {spread(build)} | "
+            f"{spread(t_engine)} | {spread(t_chain)} | {masks} | {vs_chain} | {vs_masks} |"
         )
     problem = gdln.load(GRAPH, params={"L": "1000"})
-    t0 = time.process_time()
-    trajectory = gdln.solve(gdln.expected_dynamics(problem), t_max=100)
+    runs = []
+
+    def solve() -> None:
+        runs.append(gdln.solve(gdln.expected_dynamics(problem), t_max=100))
+
+    t_solve = cpu_times(solve, 3)
+    trajectory = runs[0]
     print(
         f"\n`gdln.solve` of the expected gradient flow, L = 1000 (file defaults, t = 0..100 tau, "
-        f"201 points): {time.process_time() - t0:.2f} s CPU; loss "
+        f"201 points; tape built each time), load average {os.getloadavg()[0]:.1f}: "
+        f"{spread(t_solve, 1.0, 's')} CPU over 3 runs; loss "
         f"{trajectory.loss[0]:.4f} -> {trajectory.loss[-1]:.4f}"
     )
 

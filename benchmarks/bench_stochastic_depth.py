@@ -1,11 +1,12 @@
 """Exact expected SD loss and gradient: O(L) product form vs 2^L enumeration vs Monte Carlo.
 
 For one scalar residual chain (Stable scaling, linear mode p_L = 0.5, unscaled mask) at
-L = 10, 20, 1000 this prints, side by side: the wall time of the O(L) exact loss+gradient
-(best of several repeats; process CPU time, so that a shared machine's load does not
-inflate it), of brute-force enumeration of all 2^L masks (L <= 20 only), and
-of Monte Carlo with n masks, with the Monte Carlo errors relative to the exact values and
-their standard errors.
+L = 10, 20, 1000 this prints, side by side: the time of the O(L) exact loss+gradient, of
+brute-force enumeration of all 2^L masks (L <= 20 only), and of Monte Carlo with n masks,
+with the Monte Carlo errors relative to the exact values and their standard errors. Every
+time is process CPU time (so that a shared machine's load inflates it less than wall
+time), given as the median and the range over repeats; the load average is printed
+before and after each table.
 
 A second table times `chain_regulariser` (Eqs. 4/6 of Hayou & Ayed against the exact
 loss) at L = 10^2 .. 10^4 side by side with the O(L^2) code it replaced (kept below as
@@ -18,6 +19,7 @@ loss) at L = 10^2 .. 10^4 side by side with the O(L^2) code it replaced (kept be
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -32,14 +34,28 @@ from gdln.sd import (
 )
 
 
-def best_time(fn, repeat: int) -> float:
-    """Best process CPU time of ``repeat`` calls (robust on a shared, loaded machine)."""
-    best = np.inf
+def cpu_times(fn, repeat: int, per: int = 1) -> np.ndarray:
+    """Process CPU time of one call of ``fn``, measured ``repeat`` times over ``per`` calls."""
+    times = []
     for _ in range(repeat):
         t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
-    return float(best)
+        for _ in range(per):
+            fn()
+        times.append((time.process_time() - t0) / per)
+    return np.array(times)
+
+
+def spread(times: np.ndarray, unit: float, name: str) -> str:
+    """``median [min-max] unit`` of ``times`` (seconds) in units of ``unit`` seconds."""
+    lo, mid, hi = (float(np.min(times)), float(np.median(times)), float(np.max(times)))
+    if len(times) == 1:
+        return f"{mid / unit:.3g} {name} (1 run)"
+    return f"{mid / unit:.3g} [{lo / unit:.3g}-{hi / unit:.3g}] {name}"
+
+
+def load() -> str:
+    """The 1-minute load average, for the table's caption."""
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def monte_carlo(b, p, kappa, n, rng, chunk=20000):
@@ -97,7 +113,7 @@ def quadratic_regulariser(b, p, kappa):
 
 def regulariser_rows(depths, rng) -> None:
     """Print chain_regulariser against the O(L^2) reference, same inputs, one process."""
-    print()
+    print(f"\n# load average {load()}; CPU times, median [range] of 7 (new) and 3 (reference) runs")
     print("| L | chain_regulariser | O(L^2) reference | ratio | max rel. diff (Taylor, orders) |")
     print("|---|---|---|---|---|")
     for L in depths:
@@ -105,14 +121,15 @@ def regulariser_rows(depths, rng) -> None:
         p = survival_probabilities("linear", L, p_L=0.5)
         kappa = chain_scale("stable", L)
         r = chain_regulariser(b, p, s=1.0)
-        t_new = best_time(lambda b=b, p=p: chain_regulariser(b, p, s=1.0), 7)
-        t_ref = best_time(lambda b=b, p=p, k=kappa: quadratic_regulariser(b, p, k), 1)
+        t_new = cpu_times(lambda b=b, p=p: chain_regulariser(b, p, s=1.0), 7)
+        t_ref = cpu_times(lambda b=b, p=p, k=kappa: quadratic_regulariser(b, p, k), 3)
         orders, taylor = quadratic_regulariser(b, p, kappa)
         big = orders > 1e-280 * orders.sum()
         d_orders = float(np.max(np.abs(r.variance_orders[big] / orders[big] - 1)))
         d_taylor = abs(r.average_loss_taylor / taylor - 1)
         print(
-            f"| {L} | {t_new * 1e3:.3g} ms | {t_ref * 1e3:.4g} ms | {t_ref / t_new:.0f}x | "
+            f"| {L} | {spread(t_new, 1e-3, 'ms')} | {spread(t_ref, 1e-3, 'ms')} | "
+            f"{np.median(t_ref) / np.median(t_new):.0f}x | "
             f"{d_taylor:.1e}, {d_orders:.1e} |"
         )
 
@@ -125,7 +142,11 @@ def main(argv: list[str] | None = None) -> None:
     depths = (10, 1000) if args.quick else (10, 20, 1000)
     n_mc = 2000 if args.quick else args.mc
     rng = np.random.default_rng(0)
-    print(f"# {platform.processor() or platform.machine()}, numpy {np.__version__}, CPU times")
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy "
+        f"{np.__version__}, load average {load()}; CPU times, median [range] over repeats: "
+        "exact 7 x 100 calls, enumeration 5 (L = 20: 3), Monte Carlo 3"
+    )
     print(
         "| L | exact O(L) | 2^L enumeration | agreement | MC n | MC time | "
         "MC rel. err. loss (SE) | MC max grad err / SE |"
@@ -136,36 +157,36 @@ def main(argv: list[str] | None = None) -> None:
         p = survival_probabilities("linear", L, p_L=0.5)
         kappa = chain_scale("stable", L)
         ex = expected_chain(b, p, s=1.0, scaling="stable")
-        t_exact = (
-            best_time(
-                lambda b=b, p=p: [
-                    expected_chain(b, p, s=1.0, scaling="stable") for _ in range(100)
-                ],
-                5,
-            )
-            / 100
-        )
+        t_exact = cpu_times(lambda b=b, p=p: expected_chain(b, p, s=1.0, scaling="stable"), 7, 100)
         if L <= 20:
-            t_brute = best_time(
+            t_brute = cpu_times(
                 lambda b=b, p=p: brute_force_chain(b, p, s=1.0, scaling="stable"),
-                1 if L > 12 else 5,
+                3 if L > 12 else 5,
             )
             loss_b, grad_b = brute_force_chain(b, p, s=1.0, scaling="stable")
             agree = max(
                 abs(loss_b - ex.loss) / abs(ex.loss),
                 float(np.max(np.abs(grad_b - ex.grad)) / np.max(np.abs(ex.grad))),
             )
-            brute, agreement = f"{t_brute * 1e3:.3g} ms", f"{agree:.1e}"
+            brute, agreement = spread(t_brute, 1e-3, "ms"), f"{agree:.1e}"
         else:
             brute, agreement = f"2^{L} masks: not enumerable", "-"
         t0 = time.process_time()
         m, se, g, gse = monte_carlo(b, p, kappa, n_mc, rng)
-        t_mc = time.process_time() - t0
+        first = time.process_time() - t0
+
+        # two more timed runs on their own generators, so that rng (and the rows after
+        # this one) draw the same masks as with a single run
+        def mc_run(seed: int, b=b, p=p, kappa=kappa) -> None:
+            monte_carlo(b, p, kappa, n_mc, np.random.default_rng(seed))
+
+        more = [cpu_times(lambda s=s: mc_run(s), 1)[0] for s in (101, 102)]
+        t_mc = np.array([first, *more])
         rel = abs(m - ex.loss) / abs(ex.loss)
         gz = float(np.max(np.abs(g - ex.grad) / np.maximum(gse, 1e-300)))
         print(
-            f"| {L} | {t_exact * 1e6:.3g} us | {brute} | {agreement} | {n_mc} | "
-            f"{t_mc * 1e3:.3g} ms | {rel:.1e} ({se / abs(ex.loss):.1e}) | {gz:.2f} |"
+            f"| {L} | {spread(t_exact, 1e-6, 'us')} | {brute} | {agreement} | {n_mc} | "
+            f"{spread(t_mc, 1e-3, 'ms')} | {rel:.1e} ({se / abs(ex.loss):.1e}) | {gz:.2f} |"
         )
     regulariser_rows((100, 1000) if args.quick else (100, 1000, 10_000), rng)
 

@@ -37,7 +37,8 @@ import numpy as np
 
 import gdln
 
-ROOT = Path(__file__).resolve().parent.parent
+# sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
 GRAPH = ROOT / "graphs" / "context.yaml"
 
 # exact moments of x ~ U[-1, 1]^2: <x x^T> = I/3, <x_c x^T> = e_c^T/3, <x_c^2> = 1/3
@@ -72,7 +73,7 @@ def total_maps(traj: gdln.Trajectory, pathways: int) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; return (and write to ``results.json``) its key numbers."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run (< 30 s)")
     parser.add_argument("-o", "--out", default="out/context", help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="first seed")

@@ -240,7 +240,7 @@ def plot_fig3_4(res: dict, out: Path, formats: tuple[str, ...] = ("png", "svg"))
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-o", "--out", type=Path, default=Path("out/dgn_experiments"))
     args = ap.parse_args(argv)

@@ -214,7 +214,7 @@ def _mean(rows: list[dict[str, Any]], name: str, **where: Any) -> float:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; returns (and writes to results.json) the measured numbers."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
     parser.add_argument("-o", "--out", default="out/naturalistic", help="output directory")
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address")

@@ -236,7 +236,7 @@ def mean_std(values) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--task", choices=sorted(TASKS), default="digits47")
     ap.add_argument("--seeds", type=int, default=1, help="ReLU runs (each with its FLNPFs)")

@@ -158,7 +158,7 @@ def plot(
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-o", "--out", type=Path, default=Path("out/npk_table2"))
     ap.add_argument("--seeds", type=int, default=5)

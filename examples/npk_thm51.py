@@ -33,7 +33,7 @@ def loglog_slope(widths: list[int], values: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--fit-from", type=int, default=None, help="smallest width in the fit")
     ap.add_argument("-o", "--out", type=Path, default=Path("out/npk_thm51"))

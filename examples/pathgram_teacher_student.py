@@ -149,7 +149,7 @@ def jac_gram(params, x, act, scalars=()) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", type=int, default=None, help="students per width (default 2)")
     ap.add_argument("--steps", type=int, default=None, help="GD steps T (default 300)")

@@ -45,7 +45,8 @@ import numpy as np
 import gdln
 from gdln import run_sweep
 
-ROOT = Path(__file__).resolve().parent.parent
+# sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
 GRAPHS = ROOT / "graphs"
 
 
@@ -146,7 +147,7 @@ def onset(fractions: np.ndarray, trained: np.ndarray, untrained: np.ndarray, tol
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; returns (and writes to results.json) the measured numbers."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
     parser.add_argument("-o", "--out", default="out/race", help="output directory")
     parser.add_argument("--scheduler", default=None, help="Dask scheduler address")

@@ -42,7 +42,8 @@ import numpy as np
 
 import gdln
 
-ROOT = Path(__file__).resolve().parent.parent
+# sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
 GRAPH = ROOT / "graphs" / "routing.yaml"
 
 
@@ -89,7 +90,7 @@ def route_losses(traj: gdln.Trajectory, m: int) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; return (and write to ``results.json``) its key numbers."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run (< 30 s)")
     parser.add_argument("-o", "--out", default="out/routing", help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="first seed")

@@ -56,7 +56,8 @@ import torch
 
 import gdln
 
-ROOT = Path(__file__).resolve().parent.parent
+# sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
 GRAPH = ROOT / "graphs" / "xor.yaml"
 
 X = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])
@@ -122,7 +123,7 @@ def _initial_a(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the example; return (and write to ``results.json``) its key numbers."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (< 30 s)")
     parser.add_argument("-o", "--out", default="out/xor", help="output folder")
     parser.add_argument("--seed", type=int, default=0, help="first seed")

@@ -1,16 +1,14 @@
-"""Write the API reference and the example pages from the code, at the start of each build.
+"""Write the API reference from the code, at the start of each build.
 
 The API reference is generated from the public names (``__all__``) of :mod:`gdln` and of
 each public subpackage, never from private module paths, so it follows the code when
 modules move. Each name is documented once, on its subpackage's page; the top-level page
-lists the names ``gdln`` re-exports and links to them. The example pages are written from
-each script's docstring and source, with the figures under ``docs/figures`` that the script
-produces.
+lists the names ``gdln`` re-exports and links to them.
+(The example gallery is sphinx-gallery's, see ``gdln_gallery.py``.)
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import re
@@ -92,52 +90,6 @@ def write_api() -> None:
         _write(DOCS / "api" / name, text)
 
 
-def _docstring(path: Path) -> str:
-    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or path.stem
-
-
-def write_examples() -> None:
-    """One page per script under ``examples/``: its docstring, figures and source."""
-    out = DOCS / "examples"
-    names = []
-    for script in sorted((ROOT / "examples").glob("*.py")):
-        doc = _docstring(script)
-        title, _, body = doc.partition("\n")
-        figures = sorted((DOCS / "figures").glob(f"{script.stem}_*.png"))
-        lines = [
-            f".. _example-{script.stem}:\n",
-            _title(title.strip()),
-            dollar_math(body.strip()),
-            "",
-        ]
-        lines += [
-            f"Run ``python examples/{script.name}`` (``--quick`` for a small run that the "
-            "test suite also makes).\n"
-        ]
-        for fig in figures:
-            lines += [f".. image:: ../figures/{fig.name}", f"   :alt: {fig.stem}", ""]
-        lines += [
-            _title("Source", "-"),
-            f".. literalinclude:: ../../examples/{script.name}",
-            "   :language: python",
-            "",
-        ]
-        _write(out / f"{script.stem}.rst", "\n".join(lines))
-        names.append(script.stem)
-    index = [
-        _title("Example gallery"),
-        (
-            "Each script under ``examples/`` reproduces a figure or a table of one of the papers. "
-            "The figures shown were made by the scripts at full size; every script has "
-            "``main(argv)`` and a ``--quick`` mode that the test suite runs.\n"
-        ),
-        ".. toctree::",
-        "   :maxdepth: 1",
-        "",
-    ] + [f"   {n}" for n in names]
-    _write(out / "index.rst", "\n".join(index) + "\n")
-
-
 _MATH = re.compile(
     r"(?<![\\$])\$\$(.+?)\$\$|(?<![\\$\w])\$((?:[^$\n]|\n(?![ \t]*\n))+?)\$(?![\w$])", re.S
 )
@@ -173,5 +125,4 @@ def _process(app: Any, what: str, name: str, obj: Any, options: Any, lines: list
 def setup(app: Any) -> dict[str, Any]:
     app.connect("autodoc-process-docstring", _process, priority=100)
     write_api()
-    write_examples()
     return {"parallel_read_safe": True, "parallel_write_safe": True}

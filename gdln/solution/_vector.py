@@ -107,8 +107,8 @@ def dop853(
             t = np.where(accept, np.where(landed, target, t + h_try), t)
             landed |= accept & (t >= target)
             h = np.where(accept, grown, h)
-            y[:, accept] = y_new[:, accept]
-            K[0][:, accept] = K[stages][:, accept]
+            np.copyto(y, y_new, where=accept)
+            np.copyto(K[0], K[stages], where=accept)
             out[k[landed], :, landed] = y[:, landed].T
             k = k + landed
     return out

@@ -183,9 +183,10 @@ def before_rows(ref: str, repeats: int) -> list[tuple[str, Timing]]:
                     env["GDLN_NO_NUMBA"] = "1"
                 elif not _fast.available():
                     continue
-                out = subprocess.run([sys.executable, "-c", BEFORE, str(ROUTING), str(repeats)],
-                                     env=env, cwd=tree, check=True, capture_output=True,
-                                     text=True)  # fmt: skip  (cwd: -c puts it first on sys.path)
+                command = [sys.executable, "-c", BEFORE, str(ROUTING), str(repeats)]
+                # cwd: ``-c`` puts the working directory first on sys.path
+                out = subprocess.run(command, env=env, cwd=tree, check=True,
+                                     capture_output=True, text=True)  # fmt: skip
                 for line in out.stdout.splitlines():
                     lump, *values = line.split()
                     label = f"{lump}: solve_batch at {ref} ({'numba' if numba else 'no numba'})"

@@ -62,10 +62,12 @@ def test_numpy_batch_takes_the_steps_of_the_compiled_single_solve(name: str, lum
     reduction = gdln.reduce(load(name), lump=lump, init=1)
     numerics = [_solve._compiled(s) for s in reduction.systems]
     times = np.linspace(0.0, 30.0, 61)
-    (alone,) = _solve.fast_states(numerics, SPREAD, times, 1e-10, 1e-12).transpose(2, 1, 0)[None]
+    alone = _solve.fast_states(numerics, SPREAD, times, 1e-10, 1e-12)  # (scales, T, state)
+    assert alone is not None
+    alone = alone.transpose(2, 1, 0)  # (state, T, scales)
     states = _batch._Batch(numerics, SPREAD).vector_states(times, 1e-10, 1e-12)
     assert states is not None
-    (together,) = states
+    (together,) = states  # (T, variables, modes, scales)
     together = together.reshape(len(times), -1, len(SPREAD)).transpose(1, 0, 2)
     scale = np.abs(alone).max(axis=1, keepdims=True)
     assert (np.abs(together - alone) / scale).max() < 1e-12

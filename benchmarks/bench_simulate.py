@@ -8,6 +8,10 @@
    (``graphs/routing.yaml``, K = 4, hidden 128) for M = 7 and M = 100, 10 seeds batched.
 2. The batched-seed speedup: one run with 10 seeds on a leading tensor axis against a
    Python loop of 10 single-seed runs (target >= 5x).
+2b. The batched-seed speedup across M = 7, 20, 50, 100 (float32, 8 seeds): steps per
+   second of 1 seed, of 8 seeds batched and of 8 sequential runs, with the matrix-product
+   FLOPs of a step (counted by the torch profiler) and the rate they achieve, beside the
+   GEMM rate of this CPU measured in the same run (median and range of repeats).
 3. Theory against simulation for the horizon of Fig. 4e (M = 7, K = 4, hidden 64,
    t = 40 tau, lr = 0.05): time to solve the reduced ODE (Eq. 15, ``lump="full"``)
    against time to simulate the same horizon (target ratio >= 1000x).
@@ -17,6 +21,7 @@ Runs on CPU now and on CUDA when present (``--device cuda``; default: CUDA if av
     python benchmarks/bench_simulate.py               # everything, default device
     python benchmarks/bench_simulate.py --quick       # fewer steps
     python benchmarks/bench_simulate.py --device cpu --threads 1
+    python benchmarks/bench_simulate.py --device cpu --threads 1 --only seeds   # 2b alone
 """
 
 from __future__ import annotations
@@ -150,6 +155,96 @@ def _median_seconds(fn: Callable[[], object], repeats: int) -> float:
     return float(np.median(times))
 
 
+def _matmul_flops(problem, *, seeds, device, dtype, threads, steps=3) -> float:
+    """Matrix-product FLOPs of one training step with ``seeds`` seeds (torch profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    settings = SimulationSettings(dtype=dtype, device=device, threads=threads)
+    kw = dict(lr=0.02, init=0.2, seeds=seeds, settings=replace(settings, record_every=10**6))
+    examples = problem.examples()
+    counts = []
+    for n in (steps, 2 * steps):  # the difference removes the final (forward-only) pass
+        with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+            simulate(problem.graph, examples, steps=n, **kw)
+        counts.append(sum(e.flops for e in prof.key_averages() if "mm" in e.key))
+    return (counts[1] - counts[0]) / steps
+
+
+def _gemm_rate(m: int, dtype: str, device: str, repeats: int = 30) -> float:
+    """GFLOP/s of one ``(m, 128) @ (128, 128)`` product (the network's largest shape)."""
+    a = torch.randn(m, 128, dtype=getattr(torch, dtype), device=device)
+    b = torch.randn(128, 128, dtype=a.dtype, device=device)
+    for _ in range(3):
+        a @ b
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    _sync(device)
+    return 2 * m * 128 * 128 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def _call_seconds(problem, *, steps, seeds, device, dtype, threads) -> float:
+    """Wall time of one ``simulate`` call (set-up included), recording nothing between."""
+    run = SimulationSettings(dtype=dtype, device=device, threads=threads, record_every=10**6)
+    _sync(device)
+    start = time.perf_counter()
+    simulate(problem.graph, problem.examples(), steps=steps, lr=0.02, init=0.2, seeds=seeds,
+             settings=run)  # fmt: skip
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def seed_scaling(*, device, dtype, threads, seeds=8, repeats=5) -> None:
+    """Section 2b: per-step time of 1 seed and of ``seeds`` batched, across M.
+
+    A call of ``1 + k`` steps minus a call of 1 step gives the time of ``k`` steps; the
+    1-step call is the set-up (data, plan, initial weights) plus one step. ``seeds``
+    sequential runs take ``seeds`` times the 1-seed figures.
+    """
+    print(f"\n## 2b. routing K=4 hidden 128 {dtype}: {seeds} seeds batched vs sequential")
+    print("# median [min-max] over repeats; ms per step; GF/s = matrix-product FLOPs / step time")
+    head = ["M", "n", "MFLOP/seed-step", "1 seed ms", f"{seeds} batched ms", "ratio/step"]
+    head += [
+        "set-up 1",
+        f"set-up {seeds}",
+        "ratio 800 steps",
+        "GF/s 1",
+        f"GF/s {seeds}",
+        "GEMM GF/s",
+    ]
+    print(" | ".join(head))
+    if threads:
+        torch.set_num_threads(threads)
+    for m, k in ((7, 100), (20, 40), (50, 16), (100, 8)):
+        problem = gdln.load(ROUTING, params={"M": m, "K": 4, "hidden": 128})
+        opts = dict(device=device, dtype=dtype, threads=threads)
+        flops = _matmul_flops(problem, seeds=1, **opts)
+        got: dict[str, list[float]] = {}
+        for _ in range(repeats):  # alternate, so that all see the same load
+            for s in (1, seeds):
+                one = _call_seconds(problem, steps=1, seeds=s, **opts)
+                more = _call_seconds(problem, steps=1 + k, seeds=s, **opts)
+                got.setdefault(f"step{s}", []).append((more - one) / k)
+                got.setdefault(f"setup{s}", []).append(one - (more - one) / k)
+            got.setdefault("gemm", []).append(_gemm_rate(len(problem.examples()), dtype, device))
+        step1, stepn = np.array(got["step1"]), np.array(got[f"step{seeds}"])
+        setup1, setupn = np.array(got["setup1"]), np.array(got[f"setup{seeds}"])
+        ratio = seeds * step1 / stepn
+        long = seeds * (setup1 + 800 * step1) / (setupn + 800 * stepn)
+
+        def cell(v, scale: float = 1.0, fmt: str = ".3g") -> str:
+            v = np.asarray(v) * scale
+            return f"{np.median(v):{fmt}} [{v.min():{fmt}}-{v.max():{fmt}}]"
+
+        row = [f"{m}", f"{len(problem.examples())}", f"{flops / 1e6:.1f}"]
+        row += [cell(step1, 1e3), cell(stepn, 1e3), cell(ratio, fmt=".2f")]
+        row += [cell(setup1, 1e3), cell(setupn, 1e3), cell(long, fmt=".2f")]
+        row += [f"{flops / np.median(step1) / 1e9:.1f}"]
+        row += [f"{seeds * flops / np.median(stepn) / 1e9:.1f}", cell(got["gemm"], fmt=".0f")]
+        print(" | ".join(row))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -157,6 +252,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="fewer steps")
+    parser.add_argument("--only", choices=["seeds"], help="run section 2b alone")
     args = parser.parse_args()
     dev, dt, th, n = args.device, args.dtype, args.threads, args.seeds
 
@@ -167,6 +263,10 @@ def main() -> None:
     )
     if dev.startswith("cuda"):
         print(f"# GPU: {torch.cuda.get_device_name(0)}")
+    if args.only == "seeds":
+        seed_scaling(device=dev, dtype=dt, threads=th, seeds=n)
+        print(f"# load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
+        return
 
     print("\n## 1-2. routing, K=4, hidden 128: GD steps/s, batched seeds vs per-seed loop")
     print(f"{'M':>4} {'seeds':>5} {'batched steps/s':>16} {'loop steps/s':>13} {'speedup':>8}")

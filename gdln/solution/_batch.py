@@ -1,26 +1,27 @@
-r"""Many initial scales of one reduction, solved as one ODE.
+r"""Many initial scales of one reduction, solved in one call.
 
 Scaling every initial value of a reduction by $\lambda$ changes neither its equations nor
 its lumping: the lumped variables start at $\lambda B_k(0)$ and the constants of Eq. (15),
 values of conserved quadratic forms $C=\sum c_{ij}B_iB_j$ of Saxe et al. 2022, become
-$\lambda^2 C$. :func:`solve_batch` stacks the systems of all scales into one state, mode by
-mode with each mode's variables adjacent, and hands it to LSODA once: the right-hand side
-is evaluated by numpy for the whole batch at once, and the Jacobian of the stiff steps is
-banded (modes of Eq. 10 evolve independently), so its cost grows linearly with the batch.
+$\lambda^2 C$. :func:`solve_batch` steps the systems of all scales at once by DOP853,
+compiled by numba where installed (:mod:`._fast`), else in numpy on ``(batch, state)``
+arrays (:mod:`._vector`), each system with its own step control, as it would be solved
+alone. Where that stepper gives up (a stiff system, a value that is not finite), the
+systems are stacked into one state, mode by mode with each mode's variables adjacent, and
+handed to LSODA: the right-hand side is evaluated by numpy for the whole batch at once,
+and the Jacobian of the stiff steps is banded (modes of Eq. 10 evolve independently), so
+its cost grows linearly with the batch.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 import sympy as sp
 
 from .._errors import GdlnError
-from ..reduction._poly import evaluate_monomials
 from ..reduction._system import Reduction
-from . import _fast
+from . import _fast, _vector
 from ._ode import OdeProblem, SolverFailed, Stop, integrate
 from ._solve import (
     _SCALAR_STATE_MAX,
@@ -35,6 +36,9 @@ from ._trajectory import Trajectory
 
 __all__ = ["solve_batch"]
 
+VECTOR_STEPS = 2_000
+"""Steps (beyond two per recorded time) after which the numpy stepper gives up, taking
+the batch for stiff: LSODA's implicit steps then solve it."""
 CHUNK = 128
 """Scales per LSODA run: a run takes the steps of its fastest-changing member, and LSODA's
 work per step grows with the state, so a sorted grid is cut into runs of this many."""
@@ -55,11 +59,14 @@ def solve_batch(
 
     Trajectory ``k`` starts from ``scales[k]`` times the reduction's initial values, as if
     :func:`gdln.reduce` had been given initial values ``scales[k]`` times as large (the
-    constants $C$ of Eq. 15 of Saxe et al. 2022 scale as ``scales[k]**2``). With numba
-    installed (the ``fast`` extra) and at least :data:`FAST_BATCH` scales, each is
-    stepped by compiled DOP853 (:mod:`gdln.solution._fast`). Otherwise sorted scales
-    share LSODA runs (``scipy.integrate.odeint``) of :data:`CHUNK` at a time: one step
-    size per run, the right-hand side vectorised across it, a banded Jacobian.
+    constants $C$ of Eq. 15 of Saxe et al. 2022 scale as ``scales[k]**2``). Every system
+    is stepped by DOP853 with its own step control, as :func:`gdln.solve` steps it with
+    numba: compiled by numba (the ``fast`` extra) from :data:`FAST_BATCH` scales on, else
+    in numpy across the batch. Where that stepper gives up (a stiff system, or more than
+    :data:`VECTOR_STEPS` steps), sorted scales share LSODA runs
+    (``scipy.integrate.odeint``) of :data:`CHUNK` at a time: one step size per run, the
+    right-hand side vectorised across it, a banded Jacobian. ``meta["integrator"]`` says
+    which solved.
 
     Parameters
     ----------
@@ -68,7 +75,7 @@ def solve_batch(
     scales
         One-dimensional, positive and finite.
     t_max, n_points, rtol, atol
-        As for :func:`gdln.solve` (the ODE; tolerances apply to the stacked state).
+        As for :func:`gdln.solve` (the ODE; each system's error is controlled on its own).
 
     Raises
     ------
@@ -79,7 +86,8 @@ def solve_batch(
     Returns
     -------
     list of Trajectory
-        One per scale, as :func:`gdln.solve` returns it, with ``meta["init_scale"]``.
+        One per scale, as :func:`gdln.solve` returns it, with ``meta["init_scale"]`` and
+        ``meta["integrator"]`` (``"dop853-numba"``, ``"dop853-numpy"`` or ``"lsoda"``).
 
     References
     ----------
@@ -90,45 +98,61 @@ def solve_batch(
     values = _check_scales(reduction, scales)
     numerics = [_compiled(s) for s in reduction.systems]
     times = np.linspace(0.0, t_max, n_points)
-    compiled = _compiled_states(numerics, values, times, rtol, atol)
-    if compiled is not None:
-        return _Batch(numerics, values).trajectories(reduction, times, compiled)
-    out: list[Trajectory | None] = [None] * len(values)
-    order = np.argsort(values, kind="stable")  # similar scales take similar steps
+    batch = _Batch(numerics, values)
+    states, integrator = _compiled_states(batch, times, rtol, atol), "dop853-numba"
+    if states is None:
+        states, integrator = batch.vector_states(times, rtol, atol), "dop853-numpy"
+    if states is None:
+        states, integrator = _lsoda_states(reduction, batch, times, rtol, atol), "lsoda"
+    return batch.trajectories(reduction, times, states, integrator)
+
+
+def _compiled_states(
+    batch: _Batch, times: np.ndarray, rtol: float, atol: float
+) -> list[np.ndarray] | None:
+    """With numba (:mod:`._fast`), each scale's systems stepped by compiled DOP853, per
+    system ``(T, vars, modes, batch)``; ``None`` without numba, for small batches
+    (compiling costs more) or where a system did not finish."""
+    numerics = [n for n, *_ in batch.parts]
+    sizes = [len(n.free) * n.n_modes for n in numerics]
+    if not _fast.available() or len(batch.scales) < FAST_BATCH or max(sizes) > _SCALAR_STATE_MAX:
+        return None
+    states = fast_states(numerics, batch.scales, times, rtol, atol)  # (b, T, state)
+    if states is None:
+        return None
+    parts, start, (b, T) = [], 0, states.shape[:2]
+    for n, size in zip(numerics, sizes, strict=True):
+        part = states[:, :, start : start + size].transpose(1, 2, 0)  # a view
+        parts.append(part.reshape(T, len(n.free), n.n_modes, b))
+        start += size
+    return parts
+
+
+def _lsoda_states(
+    reduction: Reduction, batch: _Batch, times: np.ndarray, rtol: float, atol: float
+) -> list[np.ndarray]:
+    """Sorted scales through LSODA, :data:`CHUNK` at a time, per system ``(T, vars, modes,
+    batch)``; the solver's stops become one :class:`GdlnError`."""
+    out = [
+        np.empty((len(times), len(n.free), n.n_modes, len(batch.scales))) for n, *_ in batch.parts
+    ]
+    order = np.argsort(batch.scales, kind="stable")  # similar scales take similar steps
     for chunk in np.array_split(order, -(-len(order) // CHUNK)):
-        batch = _Batch(numerics, values[chunk])
+        part = _Batch([n for n, *_ in batch.parts], batch.scales[chunk])
         try:
-            problem = OdeProblem(batch.y0, batch.rhs, band=batch.band)
+            problem = OdeProblem(part.y0, part.rhs, band=part.band)
             states = integrate(problem, times, rtol=rtol, atol=atol)
         except Stop as stop:
             what = "solver failed" if isinstance(stop, SolverFailed) else stop.reason
             raise GdlnError(
                 f"{reduction.problem.source}: the ODE {what} at t = {stop.t:.4g} tau, where "
-                f"{batch.worst(stop.state)}; lower the scale or t_max"
+                f"{part.worst(stop.state)}; lower the scale or t_max"
             ) from None
-        for k, trajectory in zip(chunk, batch.trajectories(reduction, times, states), strict=True):
-            out[k] = trajectory
-    return [t for t in out if t is not None]
-
-
-def _compiled_states(
-    numerics: list[_Numeric], scales: np.ndarray, times: np.ndarray, rtol: float, atol: float
-) -> np.ndarray | None:
-    """With numba (:mod:`._fast`), each scale's systems stepped by compiled DOP853, as
-    ``(T, state)`` in :class:`_Batch`'s layout; ``None`` without numba, for small batches
-    (compiling costs more) or where a system did not finish (then LSODA solves)."""
-    sizes = [len(n.free) * n.n_modes for n in numerics]
-    if not _fast.available() or len(scales) < FAST_BATCH or max(sizes) > _SCALAR_STATE_MAX:
-        return None
-    states = fast_states(numerics, scales, times, rtol, atol)
-    if states is None:
-        return None
-    parts, start, (b, T) = [], 0, states.shape[:2]
-    for n, size in zip(numerics, sizes, strict=True):
-        part = states[:, :, start : start + size].reshape(b, T, len(n.free), n.n_modes)
-        parts.append(part.transpose(1, 0, 3, 2).reshape(T, -1))  # (T, b * modes * vars)
-        start += size
-    return np.concatenate(parts, axis=1)
+        for whole, (n, start, _, _) in zip(out, part.parts, strict=True):
+            size = len(chunk) * n.n_modes * len(n.free)
+            y = states[:, start : start + size].reshape(len(times), len(chunk), n.n_modes, -1)
+            whole[..., chunk] = y.transpose(0, 3, 2, 1)
+    return out
 
 
 def _check_scales(reduction: Reduction, scales: npt.ArrayLike) -> np.ndarray:
@@ -163,7 +187,7 @@ class _Batch:
         self.band = max(len(n.free) for n in numerics) - 1
 
     def rhs(self, y: np.ndarray) -> np.ndarray:
-        """$f$ of every system and scale, as one flat array."""
+        """$f$ of every system and scale, as one flat array (LSODA's layout)."""
         out = np.empty_like(y)
         for n, start, data, consts in self.parts:
             size = len(self.scales) * n.n_modes * len(n.free)
@@ -171,6 +195,30 @@ class _Batch:
             block = out[start : start + size].reshape(-1, len(n.free))
             for i, value in enumerate(n.rhs(list(rows), data, consts)):
                 block[:, i] = value
+        return out
+
+    def vector_states(self, times: np.ndarray, rtol: float, atol: float) -> list[np.ndarray] | None:
+        """Each system by the numpy DOP853 of :mod:`._vector`, ``(T, vars, modes, batch)``;
+        ``None`` where it gave up."""
+        out = []
+        for n, *_ in self.parts:
+            b, nv, m = len(self.scales), len(n.free), n.n_modes
+            consts = [c * self.scales**2 for c in n.consts]
+            fn, data = n.vector_rhs, [d[:, None] for d in n.data]
+
+            def rhs(y: np.ndarray, fn=fn, data=data, consts=consts, nv=nv, m=m) -> np.ndarray:
+                f = np.empty_like(y)  # (vars * modes, b): each variable's rows adjacent
+                rows = [y[i * m : (i + 1) * m] for i in range(nv)]
+                for i, value in enumerate(fn(rows, data, consts)):
+                    f[i * m : (i + 1) * m] = value
+                return f
+
+            y0 = n.y0.reshape(-1, 1) * self.scales  # (vars * modes, b)
+            steps = VECTOR_STEPS + 2 * len(times)
+            states = _vector.dop853(rhs, y0, times, rtol=rtol, atol=atol, max_steps=steps)
+            if states is None:
+                return None
+            out.append(states.reshape(len(times), nv, m, b))
         return out
 
     def worst(self, state: np.ndarray) -> str:
@@ -189,51 +237,49 @@ class _Batch:
         raise AssertionError(i)
 
     def trajectories(
-        self, reduction: Reduction, times: np.ndarray, states: np.ndarray
+        self, reduction: Reduction, times: np.ndarray, states: list[np.ndarray], integrator: str
     ) -> list[Trajectory]:
-        """One :class:`Trajectory` per scale from the stacked states ``(T, state)``."""
+        """One :class:`Trajectory` per scale from each system's ``(T, vars, modes, batch)``;
+        their arrays are views of one array per variable, scales on its last axis."""
         task = reduction.problem.require_task()
         probabilities = np.array([float(c.probability) for c in task.contexts])
-        b, T = len(self.scales), len(times)
         constants = np.array([float(v) for v in reduction.context_constants])
-        context_loss = np.zeros((len(constants), T, b))
-        series: dict[str, np.ndarray] = {}  # name -> (T, b, modes)
-        for k, (n, start, data, consts) in enumerate(self.parts):
-            y = states[:, start : start + b * n.n_modes * len(n.free)].reshape(T, -1, len(n.free))
-            values = self._all_variables(n, y, data, consts)
-            context_loss += self._context_losses(n, values, data)
+        b = len(self.scales)
+        context_loss = np.broadcast_to(constants[:, None], (len(times), len(constants), b))
+        series: dict[str, np.ndarray] = {}  # name -> (T, modes, b)
+        for k, ((n, *_), y) in enumerate(zip(self.parts, states, strict=True)):
+            values = self._all_variables(n, y)
+            context_loss = context_loss + self._context_losses(n, values)
             suffix = "" if len(self.parts) == 1 else f"@{k}"
-            for v, arr in values.items():
-                series[f"{v}{suffix}"] = arr.reshape(T, b, n.n_modes)
-        by_scale = np.ascontiguousarray(context_loss.transpose(2, 1, 0)) + constants  # (b, T, c)
-        losses = by_scale @ probabilities  # (b, T)
-        meta = _reduction_meta(reduction, "ode", None)
+            series |= {f"{v}{suffix}": arr for v, arr in values.items()}
+        losses = probabilities @ context_loss  # (T, b)
+        meta = {**_reduction_meta(reduction, "ode", None), "integrator": integrator}
         out = []
         for j, scale in enumerate(self.scales):
-            one = {name: arr[:, j] for name, arr in series.items()}
-            one["context_loss"] = by_scale[j]
-            out.append(Trajectory(times, losses[j], one, {**meta, "init_scale": float(scale)}))
+            one = {name: arr[..., j] for name, arr in series.items()}
+            one["context_loss"] = context_loss[..., j]
+            out.append(Trajectory(times, losses[:, j], one, {**meta, "init_scale": float(scale)}))
         return out
 
-    @staticmethod
-    def _all_variables(
-        n: _Numeric, y: np.ndarray, data: list[np.ndarray], consts: list[np.ndarray]
-    ) -> dict[sp.Symbol, np.ndarray]:
-        """Free and eliminated variables ``(T, batch * modes)`` from ``y`` ``(T, b*m, vars)``."""
-        values = {v: y[:, :, i] for i, v in enumerate(n.free)}
-        rows = [y[:, :, i] for i in range(len(n.free))]
+    def _all_variables(self, n: _Numeric, y: np.ndarray) -> dict[sp.Symbol, np.ndarray]:
+        """Free and eliminated variables ``(T, modes, batch)`` from ``y`` ``(T, vars, m, b)``."""
+        values = {v: y[:, i] for i, v in enumerate(n.free)}
+        rows, data = list(values.values()), [d[:, None] for d in n.data]
+        consts = [c * self.scales**2 for c in n.consts]
+        shape = (y.shape[0], *y.shape[2:])
         for v, fn in n.eliminated.items():
-            value = fn(rows, [d[None, :] for d in data], [c[None, :] for c in consts])
-            values[v] = np.broadcast_to(np.asarray(value, dtype=float), y.shape[:2])
+            values[v] = np.broadcast_to(np.asarray(fn(rows, data, consts), dtype=float), shape)
         return values
 
-    def _context_losses(
-        self, n: _Numeric, values: dict[sp.Symbol, np.ndarray], data: Sequence[np.ndarray]
-    ) -> np.ndarray:
-        r"""$\sum_\alpha \ell^c_\alpha$ per context and scale: ``(contexts, T, batch)``."""
-        T, b = next(iter(values.values())).shape[0], len(self.scales)
-        if not n.monomials:
-            return np.zeros((n.table.shape[0], T, b))
-        args = [values[v] for v in n.lumped] + [np.broadcast_to(d, (T, len(d))) for d in data]
-        summed = evaluate_monomials(n.monomials, args).reshape(-1, T, b, n.n_modes).sum(axis=-1)
-        return (n.table @ summed.reshape(len(n.monomials), -1)).reshape(-1, T, b)
+    def _context_losses(self, n: _Numeric, values: dict[sp.Symbol, np.ndarray]) -> np.ndarray:
+        r"""$\sum_\alpha \ell^c_\alpha$ per context and scale: ``(T, contexts, batch)``."""
+        T, _, b = next(iter(values.values())).shape
+        summed = np.empty((T, len(n.monomials), b))
+        args = [values[v] for v in n.lumped] + [d[:, None] for d in n.data]
+        for k, monomial in enumerate(n.monomials):  # products: no pow on large arrays
+            product: np.ndarray | float = 1.0
+            for v, e in monomial:
+                for _ in range(e):
+                    product = product * args[v]
+            summed[:, k] = np.broadcast_to(product, (T, n.n_modes, b)).sum(axis=1)
+        return n.table @ summed

@@ -28,7 +28,7 @@ from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
-from . import _fast
+from . import _fast, _vector
 from ._gd_map import map_reduction
 from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
@@ -58,6 +58,12 @@ class _Numeric:
         self.monomials, self.table = monomial_table(system._context_losses)
         self.lumped = list(system._lumped)
         self.solves = 0  # ODE solves so far: the numba path compiles from the second on
+
+    @functools.cached_property
+    def vector_rhs(self) -> Callable[..., list[Any]]:
+        """:attr:`rhs` generated for large arrays (:func:`._vector.numpy_rhs`)."""
+        args = [self.free, list(self.system.symbols), list(self.system.constants)]
+        return _vector.numpy_rhs([self.system.rhs[v] for v in self.free], args)
 
     @functools.cached_property
     def fast_rhs(self) -> Any:

@@ -98,6 +98,7 @@ def test_naturalistic_quick(tmp_path: Path) -> None:
     assert all(math.isfinite(g) for g in gap)
 
 
+@pytest.mark.slow  # 8-14 s: starts a local Dask cluster
 def test_race_quick_on_a_dask_cluster(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     race = load_example("race")

@@ -74,7 +74,10 @@ def test_large_initial_value_through_the_stiff_end() -> None:
     np.testing.assert_allclose(states, exact, rtol=1e-7, atol=1e-10)
 
 
-@pytest.mark.parametrize("lump", ["symmetry", "full"])
+@pytest.mark.parametrize(
+    "lump",
+    ["symmetry", pytest.param("full", marks=pytest.mark.slow)],  # full: 7 s each
+)
 @pytest.mark.parametrize("compiled", [False, True])
 def test_batch_of_scales_matches_one_solve_per_scale(
     lump: str, compiled: bool, monkeypatch: pytest.MonkeyPatch

@@ -251,3 +251,15 @@ def test_quotient_reduction_has_no_whole_network_weights():
         quotient.decoupled_weights()
     general = gdln.reduce(gdln.load(ROUTING), lump="symmetry")  # default: every context here
     assert general.route == "" and len(general.decoupled_weights()) == 2 * 7 + 1
+
+
+def test_problems_with_families_pickle(monkeypatch):
+    """Sweeps send problems to workers: a family, expanded or not, survives pickling."""
+    import pickle
+
+    monkeypatch.setattr("gdln.graphfile._tasks.EAGER_CONTEXTS", 50)
+    for params in ({}, {"M": "30", "K": "12"}):
+        problem = gdln.load(ROUTING, params=params)
+        back = pickle.loads(pickle.dumps(problem))
+        assert list(back.require_task().contexts) == list(problem.require_task().contexts)
+        assert back.families == problem.families

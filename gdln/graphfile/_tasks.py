@@ -98,9 +98,7 @@ def _read_contexts(
         here = scope.at(index)
         entry = entry_of(entry, here, allowed=CONTEXT_KEYS, required=("probability", "dataset"))
 
-        def make(local: Scope, n: int, entry: Mapping[str, Any] = entry) -> Context:
-            return _read_context(entry, local, datasets, gating, ends, n)
-
+        make = _ContextMaker(entry, datasets, gating, ends)
         family = _family(entry, here, make)
         if family is not None:
             parts.append(family)
@@ -130,6 +128,19 @@ def _read_contexts(
         raise scope.fail("no contexts")
     contexts.made(tuple(made))
     return contexts, made_keys
+
+
+@dataclass(frozen=True)
+class _ContextMaker:
+    """The context of one binding of a ``task.contexts`` entry (picklable, unlike a closure)."""
+
+    entry: Mapping[str, Any]
+    datasets: Mapping[str, Dataset]
+    gating: Gating
+    ends: Mapping[str, list[Hashable]]
+
+    def __call__(self, local: Scope, n: int) -> Context:
+        return _read_context(self.entry, local, self.datasets, self.gating, self.ends, n)
 
 
 def _keyed(local: Scope, entry: Mapping[str, Any]) -> str:

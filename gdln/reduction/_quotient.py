@@ -160,16 +160,8 @@ def find_quotient(
         colours = edge_colours(graph, representative=shift.representative(), edges=pruned.edges)
         count = f"{len(task.contexts)}"
         if symbols:
-            total = sum(
-                (
-                    math.prod(_written(w, problem, symbols) for w in p.written)
-                    if isinstance(p, ContextFamily)
-                    else 1
-                    for p in task.contexts.parts  # type: ignore[attr-defined]
-                ),
-                sp.Integer(0),
-            )
-            count = f"{total} ({count} at {', '.join(f'{k}={problem.params[k]}' for k in symbols)})"
+            at = ", ".join(f"{k}={problem.params[k]}" for k in symbols)
+            count = f"{_symbolic_count(problem, symbols)} ({count} at {at})"
         route = (
             f"symmetry quotient: {count} contexts in {len(reps)} "
             f"representative{'s' if len(reps) != 1 else ''} under the cyclic shift of "
@@ -182,6 +174,17 @@ def find_quotient(
     if not reasons:
         raise NoSymmetry("no node families of one count whose shift is a graph automorphism")
     raise NoSymmetry("; ".join(reasons))
+
+
+def _symbolic_count(problem: Problem, symbols: Mapping[str, sp.Symbol]) -> Any:
+    """The number of contexts as an expression in the symbolic parameters (``K*M``)."""
+    total: Any = sp.Integer(0)
+    for part in problem.require_task().contexts.parts:  # type: ignore[attr-defined]
+        term: Any = 1
+        for written in part.written if isinstance(part, ContextFamily) else ():
+            term = term * _written(written, problem, symbols)
+        total = total + term
+    return total
 
 
 def _pruned(graph: nx.DiGraph, contexts: Sequence[Context]) -> nx.DiGraph:

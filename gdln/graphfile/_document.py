@@ -34,6 +34,7 @@ __all__ = [
     "MAX_COUNT",
     "SUFFIXES",
     "Scope",
+    "counted_repeat",
     "describe",
     "entry_of",
     "expand",
@@ -44,6 +45,7 @@ __all__ = [
     "read_parameters",
     "read_settings",
     "sequence",
+    "simple_ids",
     "text",
 ]
 
@@ -298,15 +300,7 @@ def entry_of(
 def expand(entry: Mapping[str, Any], scope: Scope) -> Iterator[Scope]:
     """One scope per binding of an entry's ``repeat:`` variables, with its ``let:`` names."""
     ranges = _repeat_ranges(entry, scope)
-    if math.prod(len(values) for _, values in ranges) > MAX_COUNT:
-        counts = " x ".join(str(len(values)) for _, values in ranges)
-        raise scope.at("repeat").fail(f"{counts} repetitions are above the limit of {MAX_COUNT}")
-    count_entries(
-        math.prod(len(values) for _, values in ranges),
-        source=scope.source,
-        key=scope.at("repeat").key,
-        cls=scope.error,
-    )
+    _count_bindings(ranges, scope)
     lets = mapping(entry.get("let", {}), scope.at("let"))
     variables = [(name(var, scope.at("let", str(var))), value) for var, value in lets.items()]
     for combo in itertools.product(*(values for _, values in ranges)):
@@ -327,30 +321,42 @@ def simple_ids(
     variables, such as ``x{i}``: the same ids, limits and order, in a fraction of the
     time. ``None`` when the entry is not of that form.
     """
-    repeat = entry.get("repeat")
-    if not isinstance(repeat, Mapping) or not repeat or "let" in entry:
+    if not counted_repeat(entry) or "let" in entry:
         return None
     templates = [entry[key] for key in keys]
     if not all(isinstance(t, str) for t in templates):
         return None
-    variables = [str(v) for v in repeat]
+    variables = [str(v) for v in entry["repeat"]]
     for t in templates:
         fields = [f.split("}")[0] for f in t.split("{")[1:]]
         if t.count("{") != t.count("}") or any(f not in variables for f in fields):
             return None
     ranges = _repeat_ranges(entry, scope)
-    if any(not all(isinstance(v, int) for v in values) for _, values in ranges):
-        return None
-    total = math.prod(len(values) for _, values in ranges)
-    if total > MAX_COUNT:
-        counts = " x ".join(str(len(values)) for _, values in ranges)
-        raise scope.at("repeat").fail(f"{counts} repetitions are above the limit of {MAX_COUNT}")
-    count_entries(total, source=scope.source, key=scope.at("repeat").key, cls=scope.error)
+    _count_bindings(ranges, scope)
     out = []
     for combo in itertools.product(*(values for _, values in ranges)):
         local = dict(zip(variables, combo, strict=True))
         out.append(tuple(t.format_map(local) for t in templates))
     return out
+
+
+def counted_repeat(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry has a ``repeat:`` whose every range is a count (``{i: M}``)."""
+    repeat = entry.get("repeat")
+    return (
+        isinstance(repeat, Mapping)
+        and bool(repeat)
+        and not any(isinstance(v, list) for v in repeat.values())
+    )
+
+
+def _count_bindings(ranges: list[tuple[str, list[Any]]], scope: Scope) -> None:
+    """Refuse more bindings than :data:`MAX_COUNT`; count them against the entries limit."""
+    total = math.prod(len(values) for _, values in ranges)
+    if total > MAX_COUNT:
+        counts = " x ".join(str(len(values)) for _, values in ranges)
+        raise scope.at("repeat").fail(f"{counts} repetitions are above the limit of {MAX_COUNT}")
+    count_entries(total, source=scope.source, key=scope.at("repeat").key, cls=scope.error)
 
 
 def _repeat_ranges(entry: Mapping[str, Any], scope: Scope) -> list[tuple[str, list[Any]]]:

@@ -19,7 +19,17 @@ import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
-from ._document import MAX_COUNT, Scope, describe, entry_of, expand, sequence, simple_ids, text
+from ._document import (
+    MAX_COUNT,
+    Scope,
+    counted_repeat,
+    describe,
+    entry_of,
+    expand,
+    sequence,
+    simple_ids,
+    text,
+)
 from ._families import IndexFamily, names_in
 
 __all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
@@ -61,44 +71,56 @@ def read_architecture(
             )
     name = text(doc["name"], scope.at("name")) if "name" in doc else Path(scope.source).stem
     graph = nx.DiGraph(name=name)
-    graph.graph["_families"] = families if families is not None else []
-    try:
-        for part, add in (("nodes", _add_nodes), ("edges", _add_edges)):
-            if part not in doc:
-                raise scope.at(part).fail(f"missing key {part!r}")
-            for index, entry in enumerate(sequence(doc[part], scope.at(part))):
-                add(graph, entry, scope.at(part, index))
-    finally:
-        del graph.graph["_families"]
+    found = families if families is not None else []
+    for part, add in (("nodes", _add_nodes), ("edges", _add_edges)):
+        if part not in doc:
+            raise scope.at(part).fail(f"missing key {part!r}")
+        for index, entry in enumerate(sequence(doc[part], scope.at(part))):
+            add(graph, entry, scope.at(part, index), found)
     return graph
 
 
-def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
-    """One ``nodes:`` entry: a node per binding of its ``repeat:``."""
+def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope, families: list[IndexFamily]) -> None:
+    """One ``nodes:`` entry: a node per binding of its ``repeat:`` (a family if it has one)."""
     entry = entry_of(entry, scope, allowed=NODE_KEYS, required=("id", "size"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
     members: list[Any] = []
-    if _add_simple_nodes(graph, entry, scope, gated, members):
-        _record_family(graph, "node", entry, scope, (str(entry["id"]),), members)
-        return
-    for here in expand(entry, scope):
+    repeat = {str(v) for v in entry.get("repeat") or {}}
+    # fast path: ids like "x{i}" and a size that does not depend on the binding
+    ids = None if names_in(entry["size"]) & repeat else simple_ids(entry, scope, ("id",))
+    if ids is not None:
+        size = _node_size(scope, entry["size"])
+        for (node,) in ids:
+            members.append(_add_node(graph, node, size, gated, scope))
+    for here in () if ids is not None else expand(entry, scope):
         node = here.render_at("id", entry["id"], integer_ok=True)
-        if EDGE_SEPARATOR in node:
-            raise here.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
-        if node in graph:
-            raise here.at("id").fail(f"duplicate node id {node!r}")
-        size = here.number_at("size", entry["size"])
-        if not isinstance(size, int) or size <= 0:
-            raise here.at("size").fail(f"size must be a positive integer, got {shorten(size)}")
-        if size > MAX_COUNT:
-            raise here.at("size").fail(f"size {shorten(size)} is above the limit of {MAX_COUNT}")
-        graph.add_node(node, size=size, gated=gated)
-        members.append(node)
-    _record_family(graph, "node", entry, scope, (str(entry["id"]),), members)
+        size = _node_size(here, entry["size"])
+        members.append(_add_node(graph, node, size, gated, here))
+    _record_family(families, "node", entry, scope, (str(entry["id"]),), members)
 
 
-def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
-    """One ``edges:`` entry: an edge per binding of its ``repeat:``."""
+def _node_size(here: Scope, expression: Any) -> int:
+    """A node's ``size:``: a positive integer up to :data:`MAX_COUNT`."""
+    size = here.number_at("size", expression)
+    if not isinstance(size, int) or size <= 0:
+        raise here.at("size").fail(f"size must be a positive integer, got {shorten(size)}")
+    if size > MAX_COUNT:
+        raise here.at("size").fail(f"size {shorten(size)} is above the limit of {MAX_COUNT}")
+    return size
+
+
+def _add_node(graph: nx.DiGraph, node: str, size: int, gated: bool, here: Scope) -> str:
+    """One new node, refusing an id with the edge separator or one already used."""
+    if EDGE_SEPARATOR in node:
+        raise here.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
+    if node in graph:
+        raise here.at("id").fail(f"duplicate node id {node!r}")
+    graph.add_node(node, size=size, gated=gated)
+    return node
+
+
+def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope, families: list[IndexFamily]) -> None:
+    """One ``edges:`` entry: an edge per binding of its ``repeat:`` (a family if it has one)."""
     entry = entry_of(entry, scope, allowed=EDGE_KEYS, required=("source", "target"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
     members: list[Any] = []
@@ -115,7 +137,7 @@ def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope) -> None:
             graph.edges[u, v]["fixed"] = _fixed(value, graph, u, v, here.at("fixed"))
         members.append((u, v))
     templates = (str(entry["source"]), str(entry["target"]))
-    _record_family(graph, "edge", entry, scope, templates, members)
+    _record_family(families, "edge", entry, scope, templates, members)
 
 
 def _add_edge(graph: nx.DiGraph, u: str, v: str, gated: bool, here: Scope) -> None:
@@ -129,7 +151,7 @@ def _add_edge(graph: nx.DiGraph, u: str, v: str, gated: bool, here: Scope) -> No
 
 
 def _record_family(
-    graph: nx.DiGraph,
+    families: list[IndexFamily],
     kind: str,
     entry: Mapping[str, Any],
     scope: Scope,
@@ -137,51 +159,15 @@ def _record_family(
     members: list[Any],
 ) -> None:
     """Keep a ``repeat:`` entry (every range a count, no ``let:``) as an :class:`IndexFamily`."""
-    repeat = entry.get("repeat")
-    if not isinstance(repeat, Mapping) or not repeat or "let" in entry:
+    if not counted_repeat(entry) or "let" in entry:
         return
-    if any(isinstance(v, list) for v in repeat.values()):
-        return
+    repeat = entry["repeat"]
     counts = tuple(scope.number(v) for v in repeat.values())
+    written = tuple(repeat.values())
     family = IndexFamily(
-        kind,
-        scope.key,
-        templates,
-        tuple(map(str, repeat)),
-        counts,
-        tuple(repeat.values()),
-        tuple(members),
+        kind, scope.key, templates, tuple(map(str, repeat)), counts, written, tuple(members)
     )
-    families = graph.graph.get("_families")
-    if families is not None:
-        families.append(family)
-
-
-def _add_simple_nodes(
-    graph: nx.DiGraph, entry: Mapping[str, Any], scope: Scope, gated: bool, members: list[Any]
-) -> bool:
-    """The nodes of an entry like ``{id: "x{i}", size: 4, repeat: {i: M}}``, quickly.
-
-    ``False`` (nothing added) when the entry is not of that form (see ``simple_ids``).
-    """
-    if names_in(entry["size"]) & {str(v) for v in entry.get("repeat") or {}}:
-        return False
-    ids = simple_ids(entry, scope, ("id",))
-    if ids is None:
-        return False
-    size = scope.number_at("size", entry["size"])
-    if not isinstance(size, int) or size <= 0:
-        raise scope.at("size").fail(f"size must be a positive integer, got {shorten(size)}")
-    if size > MAX_COUNT:
-        raise scope.at("size").fail(f"size {shorten(size)} is above the limit of {MAX_COUNT}")
-    for (node,) in ids:
-        if EDGE_SEPARATOR in node:
-            raise scope.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
-        if node in graph:
-            raise scope.at("id").fail(f"duplicate node id {node!r}")
-        graph.add_node(node, size=size, gated=gated)
-        members.append(node)
-    return True
+    families.append(family)
 
 
 def _flag(value: Any, scope: Scope) -> bool:

@@ -19,7 +19,17 @@ import sympy as sp
 
 from ..task._task import Context, Dataset, Task
 from ._datasets import load_npz, read_datasets, read_matrix
-from ._document import Scope, _repeat_ranges, entry_of, expand, mapping, name, sequence, text
+from ._document import (
+    Scope,
+    _repeat_ranges,
+    counted_repeat,
+    entry_of,
+    expand,
+    mapping,
+    name,
+    sequence,
+    text,
+)
 from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
 from ._gates import Gating, in_unit_interval, read_random_gates
 
@@ -151,12 +161,7 @@ def _family(
     entry: Mapping[str, Any], scope: Scope, make: Callable[[Scope, int], Context]
 ) -> ContextFamily | None:
     """The family of a ``repeat:`` entry whose every range is a count, else ``None``."""
-    repeat = entry.get("repeat")
-    if (
-        not isinstance(repeat, Mapping)
-        or not repeat
-        or any(isinstance(v, list) for v in repeat.values())
-    ):
+    if not counted_repeat(entry):
         return None
     ranges = _repeat_ranges(entry, scope)
     lets = mapping(entry.get("let", {}), scope.at("let"))
@@ -165,7 +170,7 @@ def _family(
         scope=scope,
         variables=tuple(var for var, _ in ranges),
         counts=tuple(len(values) for _, values in ranges),
-        written=tuple(repeat.values()),
+        written=tuple(entry["repeat"].values()),
         lets=tuple((name(var, scope.at("let", str(var))), value) for var, value in lets.items()),
         make=make,
     )

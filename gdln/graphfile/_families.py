@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+from .._errors import GraphSpecError
 from ..task._task import Context
 from ._document import Scope
 from ._expressions import ExpressionError, _bounded_parse
@@ -107,10 +108,6 @@ class ContextFamily:
         """The context of one binding (``index`` names it in default labels)."""
         return self.make(self.local(values), index)
 
-    def __iter__(self) -> Iterator[Context]:
-        for n in range(len(self)):
-            yield self.context(self.values(n), n)
-
 
 class LazyContexts(Sequence[Context]):
     """A task's contexts: single contexts and families, expanded on first use.
@@ -171,8 +168,6 @@ class LazyContexts(Sequence[Context]):
         if self._all is None:
             limits = current_limits()
             if len(self) > limits.entries:
-                from .._errors import GraphSpecError
-
                 raise GraphSpecError(
                     limits.exceeded("entries", f"{len(self)} contexts")
                     + "; `--lump symmetry` derives a symmetric family from one context "

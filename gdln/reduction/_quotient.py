@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,6 +50,7 @@ from ..graphfile._families import ContextFamily, IndexFamily, names_in
 from ..graphfile._reader import Problem
 from ..task._task import Context, Task
 from ._lumping import edge_colours
+from ._system import QUOTIENT_ROUTE
 
 __all__ = ["Quotient", "find_quotient"]
 
@@ -163,7 +164,7 @@ def find_quotient(
             at = ", ".join(f"{k}={problem.params[k]}" for k in symbols)
             count = f"{_symbolic_count(problem, symbols)} ({count} at {at})"
         route = (
-            f"symmetry quotient: {count} contexts in {len(reps)} "
+            f"{QUOTIENT_ROUTE}: {count} contexts in {len(reps)} "
             f"representative{'s' if len(reps) != 1 else ''} under the cyclic shift of "
             f"{shift.name()} (mod {shift.written})"
             + (f"; {', '.join(symbols)} kept as symbols" if symbols else "")
@@ -249,18 +250,24 @@ def _automorphism(graph: nx.DiGraph, shift: Shift, init: Mapping[Edge, Any]) -> 
             return False
         if len(succ[v]) != len(succ[w]) or len(pred[v]) != len(pred[w]):
             return False
-    for v in shift.nodes:
-        for e in itertools.chain(((v, x) for x in succ[v]), ((u, v) for u in pred[v])):
-            image = shift.edge(e)
-            b = succ[image[0]].get(image[1])
-            if b is None:
-                return False
-            a = succ[e[0]][e[1]]
-            if bool(a.get("gated")) != bool(b.get("gated")) or a.get("fixed") != b.get("fixed"):
-                return False
-            if init.get(e) != init.get(image):
-                return False
+    for e in _touching(graph, shift.nodes):
+        image = shift.edge(e)
+        b = succ[image[0]].get(image[1])
+        if b is None:
+            return False
+        a = succ[e[0]][e[1]]
+        if bool(a.get("gated")) != bool(b.get("gated")) or a.get("fixed") != b.get("fixed"):
+            return False
+        if init.get(e) != init.get(image):
+            return False
     return True
+
+
+def _touching(graph: nx.DiGraph, nodes: Iterable[Hashable]) -> Iterator[Edge]:
+    """The edges into and out of ``nodes`` (an edge between two of them comes twice)."""
+    for v in nodes:
+        yield from ((v, x) for x in graph._succ[v])
+        yield from ((u, v) for u in graph._pred[v])
 
 
 def _edge_orbits(
@@ -390,14 +397,7 @@ def _residual_shift(
                 continue
             if not _automorphism(graph, tau, init):
                 continue
-            moved = (
-                e
-                for v in tau.nodes
-                for e in itertools.chain(
-                    ((v, x) for x in graph._succ[v]), ((u, v) for u in graph._pred[v])
-                )
-            )
-            if all(orbit[tau.edge(e)] == orbit[e] for e in moved):
+            if all(orbit[tau.edge(e)] == orbit[e] for e in _touching(graph, tau.nodes)):
                 return True
     return False
 

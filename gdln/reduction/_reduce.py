@@ -253,16 +253,16 @@ def orbit_loss(
     each variable keeps its orbit's edges and size.
     """
     n_edges = len(mode_loss.edges)
-    first: dict[int, int] = {}
+    first: dict[int, int] = {}  # orbit -> its new variable, in order of first appearance
+    keep: list[int] = []  # per new variable, the first edge of its orbit
     mapping: dict[int, int] = {}
     for i, e in enumerate(mode_loss.edges):
-        mapping[i] = first.setdefault(quotient.orbit[e], len(first))
+        if quotient.orbit[e] not in first:
+            first[quotient.orbit[e]] = len(first)
+            keep.append(i)
+        mapping[i] = first[quotient.orbit[e]]
     n_orbits = len(first)
     mapping |= {n_edges + j: n_orbits + j for j in range(len(mode_loss.generators) - n_edges)}
-    keep = [
-        mode_loss.edges.index(next(e for e in mode_loss.edges if quotient.orbit[e] == o))
-        for o in first
-    ]
     tied = ModeLoss(
         edges=[mode_loss.edges[i] for i in keep],
         loss=mode_loss.loss.rename(mapping),

@@ -24,6 +24,10 @@ from ._poly import Polynomial
 __all__ = ["ReducedSystem", "Reduction"]
 
 
+QUOTIENT_ROUTE = "symmetry quotient"
+"""How :attr:`Reduction.route` starts when the systems come from the symmetry quotient."""
+
+
 @dataclass(frozen=True, eq=False)
 class ReducedSystem:
     r"""The reduced ODE for one class of modes: $\tau\,\dot B = f(B)$ with $\tau = 1$.
@@ -202,6 +206,15 @@ class Reduction(DecoupledBases):
         )
 
     # -- bases and decoupled weights (Eq. 9) -----------------------------------------
+    def _whole_network(self) -> None:
+        """Refuse what needs every edge's bases when derived on the symmetry quotient."""
+        if self.route.startswith(QUOTIENT_ROUTE):
+            raise GdlnError(
+                f"{self.problem.source}: this reduction was derived on the symmetry quotient "
+                "(one context per orbit) and has no bases for every edge; reduce with "
+                "quotient=False for decoupled weights of the whole network"
+            )
+
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Mode vectors at the two ends of ``edge``: ``(left, right, modes)``.
 
@@ -209,12 +222,7 @@ class Reduction(DecoupledBases):
         ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``. An edge
         on no active path carries no mode (no columns).
         """
-        if self.route.startswith("symmetry quotient"):
-            raise GdlnError(
-                f"{self.problem.source}: this reduction was derived on the symmetry quotient "
-                "(one context per orbit) and has no bases for every edge; reduce with "
-                "quotient=False for decoupled weights of the whole network"
-            )
+        self._whole_network()
         if edge not in self._edge_component:
             size = self.problem.graph.nodes
             return np.zeros((size[edge[1]]["size"], 0)), np.zeros((size[edge[0]]["size"], 0)), []
@@ -243,10 +251,9 @@ class Reduction(DecoupledBases):
         mode). Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
         shared by nodes joined by fixed edges; a fixed edge holds $W_e = c\\,I$.
         """
+        self._whole_network()
         graph = self.problem.graph
         weights = {}
-        if self.route.startswith("symmetry quotient"):
-            self.edge_bases(next(iter(graph.edges)))  # refuses, saying why
         for edge in graph.edges:
             shape = (graph.nodes[edge[1]]["size"], graph.nodes[edge[0]]["size"])
             W = np.zeros(shape)

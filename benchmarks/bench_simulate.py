@@ -11,7 +11,13 @@
 2b. The batched-seed speedup across M = 7, 20, 50, 100 (float32, 8 seeds): steps per
    second of 1 seed, of 8 seeds batched and of 8 sequential runs, with the matrix-product
    FLOPs of a step (counted by the torch profiler) and the rate they achieve, beside the
-   GEMM rate of this CPU measured in the same run (median and range of repeats).
+   GEMM rate of this CPU measured in the same run (median and range of repeats); and
+   the same ratio for the hand-written loop of section 0 with its weights on a leading
+   seed axis, the baseline of what batching can gain on this device.
+2c. Where the row-sparse plan starts: routing M = 3, 4, 5, 7, 10 (K = min(M, 4), hidden
+   64 and 128), each
+   gate on for 1/M of the examples, per step with the row-sparse and the grouped dense
+   products forced, for 1 and 8 seeds (``--only sparse``).
 3. Theory against simulation for the horizon of Fig. 4e (M = 7, K = 4, hidden 64,
    t = 40 tau, lr = 0.05): time to solve the reduced ODE (Eq. 15, ``lump="full"``)
    against time to simulate the same horizon (target ratio >= 1000x).
@@ -22,6 +28,7 @@ Runs on CPU now and on CUDA when present (``--device cuda``; default: CUDA if av
     python benchmarks/bench_simulate.py --quick       # fewer steps
     python benchmarks/bench_simulate.py --device cpu --threads 1
     python benchmarks/bench_simulate.py --device cpu --threads 1 --only seeds   # 2b alone
+    python benchmarks/bench_simulate.py --device cpu --threads 1 --only sparse  # 2c alone
 """
 
 from __future__ import annotations
@@ -80,8 +87,12 @@ def per_seed_loop(problem, *, steps, seeds, device, dtype, threads) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def _dense_routing(problem, dtype, device):
-    """Routing as three dense gated matrices: inputs side by side, gates folded in."""
+def _dense_routing(problem, dtype, device, seeds=None):
+    """Routing as three dense gated matrices: inputs side by side, gates folded in.
+
+    ``seeds``: a count gives the weights a leading seed axis (seeds 0, 1, ...); ``None``
+    gives seed 0 without one.
+    """
     ex, graph = problem.examples(), problem.graph
     ins = [v for v in graph if graph.in_degree(v) == 0]
     outs = [v for v in graph if graph.out_degree(v) == 0]
@@ -100,27 +111,31 @@ def _dense_routing(problem, dtype, device):
     )
     y = side_by_side(ex.targets, outs, lambda v: ("h2", v))
     w = torch.as_tensor(ex.weights, dtype=dtype, device=device)
-    init = gdln.initial_weights(graph, init=0.2, seeds=[0])
+    init = gdln.initial_weights(graph, init=0.2, seeds=list(range(seeds or 1)))
     W = [
-        torch.cat([torch.as_tensor(init[(v, "h1")][0]) for v in ins], 1),
-        torch.as_tensor(init[("h1", "h2")][0]),
-        torch.cat([torch.as_tensor(init[("h2", v)][0]) for v in outs], 0),
+        torch.cat([torch.as_tensor(init[(v, "h1")]) for v in ins], -1),
+        torch.as_tensor(init[("h1", "h2")]),
+        torch.cat([torch.as_tensor(init[("h2", v)]) for v in outs], -2),
     ]
+    if seeds is None:
+        W = [a[0] for a in W]
     return x, gate, y, w, [a.to(dtype=dtype, device=device).requires_grad_() for a in W]
 
 
-def handwritten_loop(problem, *, steps, device, dtype, lr=0.02):
+def handwritten_loop(problem, *, steps, device, dtype, lr=0.02, seeds=None):
     """The baseline: a minimal torch loop of the same network, 3 dense gated matmuls.
 
-    Returns steps per second and the losses of its steps.
+    ``seeds``: a count trains that many seeds at once on a leading tensor axis (their
+    losses summed, so each seed gets its own gradient). Returns steps per second and the
+    losses of its steps (summed over seeds).
     """
-    x, gate, y, w, W = _dense_routing(problem, getattr(torch, dtype), device)
+    x, gate, y, w, W = _dense_routing(problem, getattr(torch, dtype), device, seeds)
     losses = []
     _sync(device)
     start = time.perf_counter()
     for _ in range(steps):
-        out = ((x @ W[0].T) @ W[1].T @ W[2].T) * gate
-        loss = (0.5 * (y - out).square().sum(-1)) @ w
+        out = ((x @ W[0].mT) @ W[1].mT @ W[2].mT) * gate
+        loss = ((0.5 * (y - out).square().sum(-1)) @ w).sum()
         grads = torch.autograd.grad(loss, W)
         with torch.no_grad():
             for a, g in zip(W, grads, strict=True):
@@ -212,6 +227,9 @@ def seed_scaling(*, device, dtype, threads, seeds=8, repeats=5) -> None:
         "GF/s 1",
         f"GF/s {seeds}",
         "GEMM GF/s",
+        "hand 1 ms",
+        f"hand {seeds} ms",
+        "hand ratio",
     ]
     print(" | ".join(head))
     if threads:
@@ -228,6 +246,11 @@ def seed_scaling(*, device, dtype, threads, seeds=8, repeats=5) -> None:
                 got.setdefault(f"step{s}", []).append((more - one) / k)
                 got.setdefault(f"setup{s}", []).append(one - (more - one) / k)
             got.setdefault("gemm", []).append(_gemm_rate(len(problem.examples()), dtype, device))
+            for s, count in ((1, None), (seeds, seeds)):  # the baseline, seeds on an axis
+                hand = dict(device=device, dtype=dtype, seeds=count)
+                handwritten_loop(problem, steps=2, **hand)
+                rate = handwritten_loop(problem, steps=k, **hand)[0]
+                got.setdefault(f"hand{s}", []).append(1 / rate)
         step1, stepn = np.array(got["step1"]), np.array(got[f"step{seeds}"])
         setup1, setupn = np.array(got["setup1"]), np.array(got[f"setup{seeds}"])
         ratio = seeds * step1 / stepn
@@ -242,7 +265,48 @@ def seed_scaling(*, device, dtype, threads, seeds=8, repeats=5) -> None:
         row += [cell(setup1, 1e3), cell(setupn, 1e3), cell(long, fmt=".2f")]
         row += [f"{flops / np.median(step1) / 1e9:.1f}"]
         row += [f"{seeds * flops / np.median(stepn) / 1e9:.1f}", cell(got["gemm"], fmt=".0f")]
+        hand1, handn = np.array(got["hand1"]), np.array(got[f"hand{seeds}"])
+        row += [cell(hand1, 1e3), cell(handn, 1e3), cell(seeds * hand1 / handn, fmt=".2f")]
         print(" | ".join(row))
+
+
+def sparse_threshold(*, device, dtype, threads, seeds=8, repeats=4) -> None:
+    """Section 2c: the row-sparse plan against the grouped dense products, across M.
+
+    Each routing gate is on for 1/M of the examples; the plan computes a gated edge on
+    its active rows when that fraction is at most ``SPARSE_FRACTION``. Both plans are
+    forced here (the fraction set to 0 and to 1) and timed per step as in 2b.
+    """
+    import gdln.simulation._data as data_module
+
+    print(
+        f"\n## 2c. routing K=min(M,4) {dtype}: dense against row-sparse gated products, ms per step"
+    )
+    print(f"# the plan picks row-sparse at a gate fraction <= {data_module.SPARSE_FRACTION:.3g}")
+    print("M | hidden | dense 1 | sparse 1 | dense 8 | sparse 8 | sparse/dense 1 | sparse/dense 8")
+    if threads:
+        torch.set_num_threads(threads)
+    chosen = data_module.SPARSE_FRACTION
+    try:
+        for m in (3, 4, 5, 7, 10):
+            for hidden in (64, 128):
+                params = {"M": m, "K": min(m, 4), "hidden": hidden}
+                problem = gdln.load(ROUTING, params=params)
+                opts = dict(device=device, dtype=dtype, threads=threads)
+                got: dict[tuple[str, int], list[float]] = {}
+                for _ in range(repeats):
+                    for plan, fraction in (("dense", 0.0), ("sparse", 1.0)):
+                        data_module.SPARSE_FRACTION = fraction
+                        for s in (1, seeds):
+                            one = _call_seconds(problem, steps=1, seeds=s, **opts)
+                            more = _call_seconds(problem, steps=41, seeds=s, **opts)
+                            got.setdefault((plan, s), []).append((more - one) / 40 * 1e3)
+                med = {key: float(np.median(v)) for key, v in got.items()}
+                cells = [f"{med[(p, s)]:.2f}" for s in (1, seeds) for p in ("dense", "sparse")]
+                cells += [f"{med[('sparse', s)] / med[('dense', s)]:.2f}" for s in (1, seeds)]
+                print(" | ".join([str(m), str(hidden), *cells]))
+    finally:
+        data_module.SPARSE_FRACTION = chosen
 
 
 def main() -> None:
@@ -252,7 +316,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="fewer steps")
-    parser.add_argument("--only", choices=["seeds"], help="run section 2b alone")
+    parser.add_argument("--only", choices=["seeds", "sparse"], help="run section 2b or 2c alone")
     args = parser.parse_args()
     dev, dt, th, n = args.device, args.dtype, args.threads, args.seeds
 
@@ -263,8 +327,9 @@ def main() -> None:
     )
     if dev.startswith("cuda"):
         print(f"# GPU: {torch.cuda.get_device_name(0)}")
-    if args.only == "seeds":
-        seed_scaling(device=dev, dtype=dt, threads=th, seeds=n)
+    if args.only:
+        section = seed_scaling if args.only == "seeds" else sparse_threshold
+        section(device=dev, dtype=dt, threads=th, seeds=n)
         print(f"# load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
         return
 

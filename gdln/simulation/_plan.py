@@ -130,11 +130,15 @@ def compile_plan(graph: nx.DiGraph, sparse: frozenset[int] = frozenset()) -> Pla
     )
 
 
-SPARSE_FRACTION = 1 / 16
+SPARSE_FRACTION = 1 / 4
 """A gated edge on for at most this fraction of (at least 16) examples is computed on
 those rows only (full-batch passes): the routing network of Fig. 4 with M domains then
-costs O(n) instead of O(M n) per gated layer. The sum computed is the same. Above it the
-grouped dense products are faster (routing M=7: 2.3x for one seed, 1.4x for ten)."""
+costs O(n) instead of O(M n) per gated layer. The sum computed is the same. Since the
+gated edges of one shape became one batched product, this is faster than the grouped
+dense products from M = 4 on (routing, 1 thread, float64: M=7 hidden 64, 1.16 -> 0.87 ms
+a step for one seed and 3.59 -> 2.71 ms for eight; at M = 4 up to 10% faster). At M = 3
+the two are within 6%, and the dense products stay above 1/4 (section 2c of
+``benchmarks/bench_simulate.py``)."""
 
 
 def fixed_edges(net: Plan) -> dict[int, float]:

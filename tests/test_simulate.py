@@ -219,15 +219,23 @@ def test_loss_and_gradient_match_numpy_backprop() -> None:
     np.testing.assert_allclose(traj.loss[1, 0], numpy_loss_and_grad(graph, ex, w1)[0], rtol=1e-12)
 
 
-@pytest.mark.parametrize("case", ["fan", "routing", "routing-gated-outputs", "routing-sparse"])
+@pytest.mark.parametrize(
+    "case", ["fan", "routing", "routing-gated-outputs", "routing-sparse", "routing-sparse-gates"]
+)
 def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
     """Fan-out/fan-in grouping and the all-outputs shortcut compute the same Eq. (1)."""
     if case == "fan":
         graph, ex = fan_graph()
-    elif case == "routing-sparse":  # each gate on for 1/20 of the rows: row-sparse products
+    elif case.startswith("routing-sparse"):  # each gate on for 1/20 of the rows: row-sparse
         graph, ex = routing(20, 1, 5)
+        if case.endswith("gates"):  # gate values other than 1, and edges with fewer rows
+            ex.gates[("x0", "h1")][:4] = [0.5, 2.0, 1.0, -1.5]
+            ex.gates[("x1", "h1")][4] = 0.0
+            ex.gates[("h2", "y3")][12:14] = [0.0, 0.25]
         data = tensorise(compile_plan(graph), ex, "examples", torch.float64, torch.device("cpu"))
         assert len(data.rows) == 40 and not data.plan.fan_out
+        ones = [g.gate is None for g in data.groups]  # skipped product with 1 only if all 1
+        assert ones == ([False, False] if case.endswith("gates") else [True, True])
     else:
         graph, ex = routing(3, 2, 5, gated_out_node=case.endswith("outputs"))
         plan = compile_plan(graph)  # the cases do exercise the grouped code paths

@@ -34,7 +34,7 @@ class GroupRows:
     group: SparseGroup
     r: int
     rows: torch.Tensor  # (k r,) the example of each slot
-    gate: torch.Tensor  # (k, r, 1) the edge gate g_q there, 0 on padding
+    gate: torch.Tensor | None  # (k, r, 1) the edge gate g_q there, 0 on padding; None: all 1
     sources: tuple[Hashable, ...]  # the distinct sources, in order
     source_index: torch.Tensor  # (k r,) slot -> row of the sources stacked (m n, |s|)
     constant: torch.Tensor | None  # (k, r, |s|) g_q h_s, when every source is an input
@@ -185,7 +185,7 @@ def _group_rows(
         group=group,
         r=r,
         rows=flat,
-        gate=gate[..., None],
+        gate=None if bool((gate == 1).all()) else gate[..., None],  # 0/1 gates, no padding
         sources=sources,
         source_index=stacked_index(sources, 0),
         constant=constant,

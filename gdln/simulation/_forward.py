@@ -147,7 +147,9 @@ class _Pass:
             else:
                 batch = max(a.shape[0] for a in hs)
                 source = torch.cat([a.expand(batch, -1, -1) for a in hs], dim=1)
-            gathered = source[:, group.source_index].unflatten(1, (k, group.r)) * group.gate
+            gathered = source[:, group.source_index].unflatten(1, (k, group.r))
+            if group.gate is not None:
+                gathered = gathered * group.gate
         return torch.matmul(gathered, self.weights.group(group.group.edges).mT)
 
     def sparse_term(self, group: GroupRows) -> torch.Tensor:

@@ -135,8 +135,8 @@ SPARSE_FRACTION = 1 / 4
 those rows only (full-batch passes): the routing network of Fig. 4 with M domains then
 costs O(n) instead of O(M n) per gated layer. The sum computed is the same. Since the
 gated edges of one shape became one batched product, this is faster than the grouped
-dense products from M = 4 on (routing, 1 thread, float64: M=7 hidden 64, 1.16 -> 0.87 ms
-a step for one seed and 3.59 -> 2.71 ms for eight; at M = 4 up to 10% faster). At M = 3
+dense products from M = 4 on (routing, 1 thread, float64: M=7 hidden 64, 1.14 -> 0.89 ms
+a step for one seed and 3.19 -> 2.55 ms for eight; at M = 4 up to 10% faster). At M = 3
 the two are within 6%, and the dense products stay above 1/4 (section 2c of
 ``benchmarks/bench_simulate.py``)."""
 

@@ -131,12 +131,8 @@ def run_in_processes(
             while queue and len(busy) < workers:
                 worker = idle.pop() if idle else _Worker(context, function_bytes)
                 worker.task = queue.popleft()
-                try:
+                with contextlib.suppress(OSError):  # a dead process is found by wait()
                     worker.conn.send(worker.task)
-                except OSError:  # died before it was given work: not the point's fault
-                    queue.appendleft(worker.task)
-                    worker.stop(now=True)
-                    continue
                 busy.append(worker)
             ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
             for worker in list(busy):

@@ -264,16 +264,16 @@ def run_sweep(
             from ._pool import run_in_processes
 
             run_in_processes(_pickled(function), todo, min(n_workers, len(todo)), report, fail)
-    rows = [results[i] if i in results else done.get(k) for i, k in enumerate(keys)]
-    if failures or any(row is None for row in rows):
+    found = [results.get(i) or done.get(k) for i, k in enumerate(keys)]
+    rows = [row for row in found if row is not None]
+    if len(rows) < len(points):
         unfinished = [
             failures.get(i) or UnfinishedPoint(points[i], "not run")
-            for i, row in enumerate(rows)
+            for i, row in enumerate(found)
             if row is None
         ]
-        finished = [row for row in rows if row is not None]
-        raise incomplete(unfinished, finished, total=len(points), table=str(path))
-    return rows  # type: ignore[return-value]
+        raise incomplete(unfinished, rows, total=len(points), table=str(path))
+    return rows
 
 
 def _pickled(function: Callable[..., Any]) -> bytes:

@@ -327,6 +327,7 @@ def test_two_sweeps_on_one_table_at_once_write_each_point_once(tmp_path: Path) -
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from test_sweep import slow_square\n"
         "from gdln.sweep import run_sweep\n"
+        "open(sys.argv[1], 'w').close()\n"
         f"while not os.path.exists({str(go)!r}):\n"
         "    time.sleep(0.005)\n"
         f"rows = run_sweep(slow_square, [{{'x': i}} for i in range(10)], table={str(table)!r},"
@@ -334,11 +335,16 @@ def test_two_sweeps_on_one_table_at_once_write_each_point_once(tmp_path: Path) -
         "assert [r['y'] for r in rows] == [i * i / 7.0 for i in range(10)]\n"
     )
     env = {**os.environ, SWEEP_DIR: str(tmp_path)}
+    ready = [tmp_path / f"ready{k}" for k in range(2)]
     runs = [
-        subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
+        subprocess.Popen(
+            [sys.executable, str(script), str(flag)], env=env, stderr=subprocess.PIPE, text=True
+        )
+        for flag in ready
     ]
-    time.sleep(1.0)  # both processes have imported gdln and wait for the go file
+    deadline = time.monotonic() + 120
+    while not all(flag.exists() for flag in ready) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until both processes have imported gdln and wait for the go file
     go.touch()
     errors = ""
     for run in runs:

@@ -2,10 +2,12 @@
 
 The experiments of Figs. 5c, 6 and 7 of Saxe, Sodhani & Lewallen (2022) are grids over
 K/M, the initialisation scale sigma_0 and seeds. :func:`run_sweep` evaluates a top-level
-function at every point of such a grid, locally in a process pool or on a Dask
-distributed cluster, and appends one CSV row per finished point (the point's
-parameters, then the function's numbers). Points whose key is already in the table are
-skipped, so an interrupted sweep loses at most the points that were running.
+function at every point of such a grid, in this process, in local worker processes or on
+a Dask distributed cluster, and appends one row per finished point to a table
+(:mod:`gdln.sweep._table`: whole rows, exact keys, locked against a second sweep). Points
+whose key is already in the table are skipped, so an interrupted sweep loses at most the
+points that were running. A point that fails does not stop the others; every point that
+did not finish is reported at the end (:class:`SweepPointError`).
 
 Dask is imported only when a scheduler address is given; the rest of gdln works
 without it.
@@ -13,255 +15,127 @@ without it.
 
 from __future__ import annotations
 
-import csv
+import math
 import numbers
 import os
 import pickle
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from .._errors import GdlnError
+from .._errors import shorten
+from ._errors import (
+    Point,
+    Row,
+    SweepError,
+    SweepPointError,
+    SweepSpecError,
+    SweepTableError,
+    UnfinishedPoint,
+    incomplete,
+)
+from ._table import SweepTable, encode_cell, point_key, read_table
 
 __all__ = [
     "SweepError",
     "SweepPointError",
     "SweepSpecError",
     "SweepTableError",
+    "UnfinishedPoint",
     "point_key",
     "read_table",
     "run_sweep",
 ]
 
-Point = Mapping[str, Any]
-Row = dict[str, Any]
 
-
-class SweepError(GdlnError):
-    """Base class of the errors :func:`run_sweep` raises."""
-
-
-class SweepSpecError(SweepError, ValueError):
-    """The arguments of a sweep are malformed (points, key, workers, function)."""
-
-
-class SweepTableError(SweepError, ValueError):
-    """The results table cannot be read or does not fit the sweep's columns."""
-
-
-class SweepPointError(SweepError, RuntimeError):
-    """The function failed, or returned something other than a dict of numbers, at a point.
-
-    ``point`` is the parameter dict it failed at. Rows of the points that finished
-    before are already in the table, so running the sweep again resumes.
-
-    Parameters
-    ----------
-    message
-        The one-line message, naming the point and what went wrong.
-    point
-        The parameter dict of the failed point (copied).
-
-    Attributes
-    ----------
-    point
-        As given.
-    """
-
-    def __init__(self, message: str, *, point: Point):
-        self.point = dict(point)
-        super().__init__(message)
-
-
-def _cell(value: Any) -> str:
-    """A value as written in the table (floats round-trip exactly through ``repr``)."""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, numbers.Real):
-        return repr(float(value))
-    return str(value)
-
-
-def _parse(text: str) -> Any:
-    """A table cell back to an int, a float, or the string itself."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def point_key(point: Point, key: Sequence[str]) -> tuple[str, ...]:
-    """The identity of a point: its values of the ``key`` columns, as table cells.
-
-    Parameters
-    ----------
-    point
-        Parameter name -> value.
-    key
-        The names of the columns that identify a point.
-
-    Returns
-    -------
-    tuple of str
-        The values of ``key`` as written in the table (floats by ``repr``, so they
-        round-trip exactly); two points with equal keys are the same table row.
-
-    Raises
-    ------
-    KeyError
-        ``point`` lacks a column of ``key``.
-
-    Examples
-    --------
-    >>> point_key({"lr": 0.1, "seed": 3, "depth": 2}, ["seed", "lr"])
-    ('3', '0.1')
-    """
-    return tuple(_cell(point[name]) for name in key)
-
-
-def read_table(table: str | os.PathLike[str]) -> list[Row]:
-    """Read a sweep table; numbers come back as int or float.
-
-    Incomplete rows (a line cut short when a sweep was killed while writing it) are
-    dropped, so their points count as unfinished.
-
-    Parameters
-    ----------
-    table
-        The CSV file a sweep writes.
-
-    Returns
-    -------
-    list of dict
-        One dict per complete row, column -> value (int, float or the text); empty when
-        the file does not exist.
-
-    Raises
-    ------
-    SweepTableError
-        The file cannot be read or is not a CSV table.
-    """
-    path = Path(table)
-    if not path.exists():
-        return []
-    try:
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            rows = [
-                {name: _parse(value) for name, value in raw.items()}
-                for raw in reader
-                if None not in raw.values() and None not in raw
-            ]
-    except (OSError, csv.Error, UnicodeDecodeError) as error:
-        raise SweepTableError(f"{path}: cannot read the sweep table: {error}") from error
-    return rows
-
-
-def _header(path: Path) -> list[str] | None:
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    with path.open(newline="") as handle:
-        first = next(csv.reader(handle), None)
-    return list(first) if first else None
+class _BadResult(Exception):
+    """The function returned something that is not a row of numbers."""
 
 
 def _check_result(result: Any, point: Point) -> dict[str, Any]:
     if not isinstance(result, Mapping):
-        raise SweepPointError(
-            f"point {dict(point)}: the function returned {type(result).__name__}, "
-            "expected a dict of numbers",
-            point=point,
+        raise _BadResult(
+            f"the function returned {type(result).__name__}, expected a dict of numbers"
         )
+    checked = {}
     for name, value in result.items():
-        if not isinstance(name, str):
-            raise SweepPointError(
-                f"point {dict(point)}: result key {name!r} is not a string", point=point
-            )
+        if not isinstance(name, str) or not name or not name.isprintable():
+            raise _BadResult(f"result name {shorten(name)} is not a non-empty printable string")
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise SweepPointError(
-                f"point {dict(point)}: result {name!r} = {value!r} is not a number",
-                point=point,
-            )
+            raise _BadResult(f"result {name!r} = {shorten(value)} is not a number")
         if name in point:
-            raise SweepPointError(
-                f"point {dict(point)}: result {name!r} has the name of a parameter",
-                point=point,
-            )
-    return dict(result)
+            raise _BadResult(f"result {name!r} has the name of a parameter")
+        checked[name] = int(value) if isinstance(value, numbers.Integral) else float(value)
+    return checked
 
 
-class _Writer:
-    """Appends rows to the table, writing the header with the first row."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.columns = _header(path)
-
-    def append(self, point: Point, result: Mapping[str, Any]) -> Row:
-        row: Row = {**point, **result}
-        if self.columns is None:
-            self.columns = list(row)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("w", newline="") as handle:
-                csv.writer(handle).writerow(self.columns)
-        if set(row) != set(self.columns):
-            raise SweepTableError(
-                f"{self.path}: the row for point {dict(point)} has columns "
-                f"{sorted(row)}, but the table has {sorted(self.columns)}; "
-                "use a new table for a different sweep"
-            )
-        needs_newline = False
-        with self.path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            if handle.tell():
-                handle.seek(-1, os.SEEK_END)
-                needs_newline = handle.read(1) != b"\n"
-        with self.path.open("a", newline="") as handle:
-            if needs_newline:  # a line cut short by a killed run stays a separate line
-                handle.write("\n")
-            csv.writer(handle).writerow([_cell(row[c]) for c in self.columns])
-            handle.flush()
-        return {name: _parse(_cell(value)) for name, value in row.items()}
-
-
-def _validate_points(points: Iterable[Point], key: Sequence[str] | None) -> tuple:
-    points = [dict(p) for p in points]
-    for index, point in enumerate(points):
-        if not point or not all(isinstance(name, str) for name in point):
-            raise SweepSpecError(
-                f"points[{index}] = {point!r}: expected a non-empty dict with string keys"
-            )
-    if key is None:
-        key = list(points[0]) if points else []
-    elif isinstance(key, str):
-        key = [key]
-    key = list(key)
-    for index, point in enumerate(points):
-        missing = [name for name in key if name not in point]
-        if missing:
-            raise SweepSpecError(f"points[{index}] = {point!r}: missing key column(s) {missing}")
-    keys = [point_key(p, key) for p in points]
-    if len(set(keys)) != len(keys):
-        seen: set[tuple[str, ...]] = set()
-        for k in keys:
-            if k in seen:
+def _validate_points(
+    points: Iterable[Point], key: Sequence[str] | str | None
+) -> tuple[list[dict[str, Any]], list[str], list[tuple[str, ...]]]:
+    grid: list[dict[str, Any]] = []
+    for index, raw in enumerate(points):
+        if not isinstance(raw, Mapping) or not raw:
+            raise SweepSpecError(f"points[{index}] = {shorten(raw)}: expected a non-empty dict")
+        point = dict(raw)
+        for name, value in point.items():
+            if not isinstance(name, str) or not name or not name.isprintable():
                 raise SweepSpecError(
-                    f"two points share the key {dict(zip(key, k, strict=True))}; "
-                    f"add a column to key={key}"
+                    f"points[{index}]: parameter name {shorten(name)} must be a non-empty "
+                    "printable string"
                 )
-            seen.add(k)
-    return points, key, keys
+            try:
+                encode_cell(value)
+            except (TypeError, ValueError) as error:
+                raise SweepSpecError(
+                    f"points[{index}][{name!r}] = {shorten(value)}: expected a number, string, "
+                    "bool or None (each value is one cell of the table)"
+                ) from error
+        if grid and set(point) != set(grid[0]):
+            raise SweepSpecError(
+                f"points[{index}] has the parameters {shorten(sorted(point))}, points[0] has "
+                f"{shorten(sorted(grid[0]))}; a sweep's points share their parameter names"
+            )
+        grid.append(point)
+    names = list(grid[0]) if grid else []
+    names = names if key is None else [key] if isinstance(key, str) else list(key)
+    missing = [name for name in names if grid and name not in grid[0]]
+    if missing:
+        raise SweepSpecError(f"points[0] = {shorten(grid[0])}: missing key column(s) {missing}")
+    keys = [point_key(p, names) for p in grid]
+    seen: set[tuple[str, ...]] = set()
+    for point, k in zip(grid, keys, strict=True):
+        if k in seen:
+            shared = {name: point[name] for name in names}
+            raise SweepSpecError(
+                f"two points share the key {shorten(shared)}; add a column to key={names}"
+            )
+        seen.add(k)
+    return grid, names, keys
 
 
-def _call(function: Callable[..., Mapping[str, Any]], point: Point) -> Any:
-    return function(**point)
+def _check_arguments(function: Any, workers: Any, scheduler: Any, no_worker_timeout: Any) -> None:
+    if not callable(function):
+        raise SweepSpecError(f"function must be callable, got {shorten(function)}")
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    ):
+        raise SweepSpecError(f"workers must be a positive integer or None, got {workers!r}")
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+        raise SweepSpecError(
+            f"scheduler must be a Dask scheduler address such as 'tcp://127.0.0.1:8786', "
+            f"got {scheduler!r}"
+        )
+    if no_worker_timeout is not None and (
+        isinstance(no_worker_timeout, bool)
+        or not isinstance(no_worker_timeout, numbers.Real)
+        or not math.isfinite(no_worker_timeout)
+        or no_worker_timeout <= 0
+    ):
+        raise SweepSpecError(
+            f"no_worker_timeout must be a positive number of seconds or None, "
+            f"got {no_worker_timeout!r}"
+        )
 
 
 def run_sweep(
@@ -272,8 +146,16 @@ def run_sweep(
     workers: int | None = None,
     scheduler: str | None = None,
     key: Sequence[str] | str | None = None,
+    no_worker_timeout: float | None = 300.0,
 ) -> list[Row]:
     """Evaluate ``function(**point)`` on a grid of points, appending rows to a CSV table.
+
+    Every point is attempted: one that fails does not stop the others, and when some did
+    not finish, :class:`SweepPointError` lists them all after the others are written.
+    Each finished point's row is written whole and flushed at once, by this process; the
+    table is locked while the sweep runs, so a second sweep on it waits and then skips
+    the points the first wrote. Running the same sweep again computes only the points
+    that have no row.
 
     Parameters
     ----------
@@ -282,19 +164,27 @@ def run_sweep(
         arguments and returning a dict of numbers, e.g. the trained and untrained error
         of one run of Fig. 5c at one K/M and seed.
     points
-        The grid: parameter dicts (numbers or strings), e.g.
+        The grid: parameter dicts with the same names, whose values are numbers,
+        strings, bools or None, e.g.
         ``[{"K": k, "seed": s} for k in range(1, 11) for s in range(5)]``.
     table
         The CSV file. Its columns are the parameters, then the results. Points whose
         key is already there are skipped; each finished point is appended at once.
     workers
-        Local processes (``concurrent.futures.ProcessPoolExecutor``); ``None`` uses
-        ``os.cpu_count()``; ``1`` runs in this process, in order.
+        Local worker processes; ``None`` uses ``os.cpu_count()``; ``1`` runs in this
+        process, in order. A point whose process dies is run again in a new one, and
+        reported after dying 3 times.
     scheduler
         The address of a Dask distributed scheduler (``"tcp://host:8786"``); the points
-        then run there and ``workers`` is ignored. Needs ``dask[distributed]``.
+        then run there and ``workers`` is ignored. Needs ``dask[distributed]``. Dask reruns
+        a point whose worker dies.
     key
         The parameter names that identify a point (default: all of the first point's).
+        Keys are compared exactly as given: ``1``, ``1.0`` and ``'1'`` are three points.
+    no_worker_timeout
+        With ``scheduler``: seconds to wait while the cluster has no worker (all died,
+        or none joined) before giving up on the points not finished; ``None`` waits
+        without limit.
 
     Returns
     -------
@@ -305,11 +195,16 @@ def run_sweep(
     Raises
     ------
     SweepSpecError
-        Malformed points, key or workers; a function that cannot be sent to a worker.
+        Malformed points, key, workers or timeout; a function that cannot be sent to a
+        worker.
     SweepTableError
-        The table cannot be read or has other columns.
+        The table cannot be read, locked or written, is not a sweep table, or has other
+        columns.
     SweepPointError
-        The function raised, or returned something other than a dict of numbers.
+        Points did not finish (the function raised, returned something other than a dict
+        of numbers, or its worker kept dying; no Dask worker was left). The message names
+        them; ``.unfinished`` lists each with its reason and ``.rows`` holds the rows of
+        the points that finished.
 
     Examples
     --------
@@ -322,119 +217,70 @@ def run_sweep(
     >>> [row["y"] for row in rows]
     [4, 9]
     """
-    if not callable(function):
-        raise SweepSpecError(f"function must be callable, got {function!r}")
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-    ):
-        raise SweepSpecError(f"workers must be a positive integer or None, got {workers!r}")
-    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
-        raise SweepSpecError(
-            f"scheduler must be a Dask scheduler address such as 'tcp://127.0.0.1:8786', "
-            f"got {scheduler!r}"
-        )
+    _check_arguments(function, workers, scheduler, no_worker_timeout)
     points, key, keys = _validate_points(points, key)
+    if not points:
+        return []
     path = Path(table)
-    done: dict[tuple[str, ...], Row] = {}
-    for row in read_table(path):
-        if all(name in row for name in key):
-            done[tuple(_cell(row[name]) for name in key)] = row
-    todo = [(i, p) for i, (p, k) in enumerate(zip(points, keys, strict=True)) if k not in done]
-    results: dict[int, Row] = {}
-    writer = _Writer(path)
     n_workers = (os.cpu_count() or 1) if workers is None else workers
-    if todo and (scheduler is not None or (n_workers > 1 and len(todo) > 1)):
-        try:
-            pickle.dumps(function)
-        except Exception as error:
-            raise SweepSpecError(
-                f"function {getattr(function, '__qualname__', function)!r} cannot be sent to "
-                f"worker processes ({error}); define it at the top level of a module"
-            ) from error
-    if not todo:
-        pass
-    elif scheduler is not None:
-        _run_dask(function, todo, scheduler, writer, results)
-    elif n_workers == 1 or len(todo) == 1:
-        for index, point in todo:
-            results[index] = writer.append(point, _evaluate(function, point))
-    else:
-        _run_pool(function, todo, n_workers, writer, results)
-    rows: list[Row] = []
-    for index, k in enumerate(keys):
-        rows.append(results[index] if index in results else done[k])
+    with SweepTable(path, list(points[0])) as sheet:
+        done: dict[tuple[str, ...], Row] = {}
+        for row in sheet.rows:
+            if all(name in row for name in key):
+                done.setdefault(point_key(row, key), row)
+        todo = [(i, p) for i, (p, k) in enumerate(zip(points, keys, strict=True)) if k not in done]
+        results: dict[int, Row] = {}
+        failures: dict[int, UnfinishedPoint] = {}
+
+        def fail(index: int, reason: str, trace: str) -> None:
+            failures[index] = UnfinishedPoint(points[index], reason, trace)
+
+        def report(index: int, result: Any) -> None:
+            try:
+                checked = _check_result(result, points[index])
+            except _BadResult as error:
+                fail(index, str(error), "")
+                return
+            results[index] = sheet.append(points[index], checked)
+
+        if not todo:
+            pass
+        elif scheduler is not None:
+            from ._dask import run_on_dask
+
+            _pickled(function)
+            run_on_dask(
+                function, todo, scheduler, report, fail, no_worker_timeout=no_worker_timeout
+            )
+        elif n_workers == 1:
+            for index, point in todo:
+                try:
+                    result = function(**point)
+                except Exception as error:  # the point's failure, reported
+                    fail(index, f"{type(error).__name__}: {error}", traceback.format_exc())
+                else:
+                    report(index, result)
+        else:
+            from ._pool import run_in_processes
+
+            run_in_processes(_pickled(function), todo, min(n_workers, len(todo)), report, fail)
+    found = [results.get(i) or done.get(k) for i, k in enumerate(keys)]
+    rows = [row for row in found if row is not None]
+    if len(rows) < len(points):
+        unfinished = [
+            failures.get(i) or UnfinishedPoint(points[i], "not run")
+            for i, row in enumerate(found)
+            if row is None
+        ]
+        raise incomplete(unfinished, rows, total=len(points), table=str(path))
     return rows
 
 
-def _evaluate(function: Callable[..., Mapping[str, Any]], point: Point) -> dict[str, Any]:
+def _pickled(function: Callable[..., Any]) -> bytes:
     try:
-        result = function(**point)
-    except Exception as error:
-        raise SweepPointError(
-            f"point {dict(point)}: {type(error).__name__}: {error}", point=point
-        ) from error
-    return _check_result(result, point)
-
-
-def _finish(future: Any, point: Point) -> dict[str, Any]:
-    try:
-        result = future.result()
-    except Exception as error:
-        raise SweepPointError(
-            f"point {dict(point)}: {type(error).__name__}: {error}", point=point
-        ) from error
-    return _check_result(result, point)
-
-
-def _run_pool(
-    function: Callable[..., Mapping[str, Any]],
-    todo: list[tuple[int, Point]],
-    workers: int,
-    writer: _Writer,
-    results: dict[int, Row],
-) -> None:
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-        pending: dict[Future[Any], tuple[int, Point]] = {
-            pool.submit(_call, function, point): (index, point) for index, point in todo
-        }
-        try:
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    index, point = pending.pop(future)
-                    results[index] = writer.append(point, _finish(future, point))
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
-
-
-def _run_dask(
-    function: Callable[..., Mapping[str, Any]],
-    todo: list[tuple[int, Point]],
-    scheduler: str,
-    writer: _Writer,
-    results: dict[int, Row],
-) -> None:
-    try:
-        from distributed import Client, as_completed
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise SweepSpecError(
-            f"scheduler={scheduler!r} needs Dask: pip install 'dask[distributed]' ({error})"
-        ) from error
-    try:
-        client = Client(scheduler, timeout=30)
+        return pickle.dumps(function)
     except Exception as error:
         raise SweepSpecError(
-            f"cannot connect to the Dask scheduler at {scheduler!r}: {error}"
+            f"function {getattr(function, '__qualname__', function)!r} cannot be sent to "
+            f"worker processes ({error}); define it at the top level of a module"
         ) from error
-    try:
-        futures = {}
-        for index, point in todo:
-            future = client.submit(_call, function, point, pure=False)
-            futures[future] = (index, point)
-        for future in as_completed(list(futures)):
-            index, point = futures[future]
-            results[index] = writer.append(point, _finish(future, point))
-    finally:
-        client.close()

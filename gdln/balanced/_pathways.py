@@ -237,7 +237,10 @@ def _whitened(problem: Problem, p: Path, yx: np.ndarray, xx: np.ndarray) -> Path
     if top <= 0 or not keep.any():
         raise BalancedSpecError(f"{problem.source}: pathway {p}: its input statistics are zero")
     kept = values[keep]
-    if float(kept.max() - kept.min()) > WHITENED_RTOL * top or float(values.min()) < -NULL_RTOL * top:
+    if (
+        float(kept.max() - kept.min()) > WHITENED_RTOL * top
+        or float(values.min()) < -NULL_RTOL * top
+    ):
         shown = ", ".join(f"{v:.4g}" for v in sorted(values[np.abs(values) > NULL_RTOL * top]))
         raise BalancedSpecError(
             f"{problem.source}: pathway {p}: input statistics Σx(p,p) have eigenvalues "
@@ -261,9 +264,7 @@ def _whitened(problem: Problem, p: Path, yx: np.ndarray, xx: np.ndarray) -> Path
     )
 
 
-def _loss_terms(
-    problem: Problem, active: ActivePaths
-) -> tuple[np.ndarray, tuple[LossTerm, ...]]:
+def _loss_terms(problem: Problem, active: ActivePaths) -> tuple[np.ndarray, tuple[LossTerm, ...]]:
     r"""Per context $\tfrac12\langle\lVert y\rVert^2\rangle_c$, and each pathway's terms.
 
     Within a context the loss of Eq. (1) is

@@ -247,9 +247,7 @@ def decoupled_kernels(
         ntk[k] = kernel
         for v in hidden:
             reps[str(v)][k] = acts[v] @ acts[v].T
-    return TrajectoryKernels(
-        t=trajectory.t, ntk=ntk, representations=reps, outputs=tuple(outputs)
-    )
+    return TrajectoryKernels(t=trajectory.t, ntk=ntk, representations=reps, outputs=tuple(outputs))
 
 
 def network_kernel(
@@ -270,7 +268,7 @@ def network_kernel(
     acts: dict[Hashable, np.ndarray] = {}
     for v in order:
         if graph.in_degree(v) == 0:
-            acts[v] = np.asarray(examples.inputs.get(v, np.zeros((n, size[v]))), dtype=float)
+            acts[v] = _input(examples, v, n, size[v])
             continue
         u = np.zeros((n, size[v]))
         for s in graph.predecessors(v):
@@ -297,7 +295,9 @@ def network_kernel(
         trained = [s for s in graph.predecessors(v) if "fixed" not in graph.edges[s, v]]
         if not trained:
             continue
-        gram = sum(_gram(gate((s, v))[:, None] * acts[s]) for s in trained)
+        gram = np.zeros((n, n))
+        for s in trained:
+            gram += _gram(gate((s, v))[:, None] * acts[s])
         kernel += np.einsum("aik,bjk->aibj", jac[v], jac[v]) * gram[:, None, :, None]
     return kernel.reshape(n * width, n * width), acts
 
@@ -339,7 +339,8 @@ def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKern
     outputs = _outputs(graph)
     T, n = len(trajectory.t), len(examples.weights)
     _check_size(problem, T, n, outputs, len(prepared.pathways))
-    offsets, width = {}, 0
+    offsets: dict[Hashable, int] = {}
+    width = 0
     for v, k in outputs:
         offsets[v] = width
         width += k
@@ -348,7 +349,7 @@ def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKern
     for p in prepared.pathways:
         g1 = _series(problem, trajectory, "W1TW1", p)
         g2 = _series(problem, trajectory, "W2W2T", p)
-        x = np.asarray(examples.inputs.get(p.path.source, np.zeros((n, p.sizes[0]))), float)
+        x = _input(examples, p.path.source, n, p.sizes[0])
         gate = _path_gate(examples, p, n)
         inner = np.einsum("ai,tij,bj->tab", x, g1, x)  # x_a^T W1^T W1 x_b
         gg = np.outer(gate, gate)
@@ -401,6 +402,12 @@ def _path_gate(examples: ExampleSet, p: Pathway, n: int) -> np.ndarray:
         if item in examples.gates:
             gate = gate * np.asarray(examples.gates[item], dtype=float)
     return gate
+
+
+def _input(examples: ExampleSet, node: Hashable, n: int, size: int) -> np.ndarray:
+    """The examples' values at an input node ``(n, size)``; zeros where it is unbound."""
+    value = examples.inputs.get(str(node))
+    return np.zeros((n, size)) if value is None else np.asarray(value, dtype=np.float64)
 
 
 def _gram(h: np.ndarray) -> np.ndarray:

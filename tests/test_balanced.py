@@ -4,7 +4,7 @@ Each check compares gdln.solve_balanced with something it does not use: full-mat
 gradient flow integrated here (scipy DOP853, rtol 1e-13, gradient written by hand from the
 task's examples), the reduced solve of gdln.reduce + gdln.solve from decoupled weights,
 Eq. (21) of Saxe et al. 2022, the lazy linear model at large |λ|, the fixed point of
-Braun et al. 2022, and the single-neuron solution of Kunin et al. 2024.
+Dominé et al. 2025, and the single-neuron solution of Kunin et al. 2024.
 """
 
 from __future__ import annotations

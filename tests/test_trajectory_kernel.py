@@ -166,7 +166,7 @@ def test_large_lambda_is_lazy_and_the_scale_of_an_isotropic_start_does_not_matte
     tmp_path: Path,
 ) -> None:
     """Square network: S(inf) falls to 0 as |λ| grows, for both signs (the lazy limit of
-    Braun et al. 2022). Every hidden direction at the same scale σ makes K0 the same kernel
+    Dominé et al. 2025). Every hidden direction at the same scale σ makes K0 the same kernel
     up to a factor, and K(inf) depends on λ alone (the fixed point), so S(inf) does not
     depend on σ."""
     problem = dense_problem(tmp_path, 3, 3, 3, seed=4)  # whitened singular values >= 0.8

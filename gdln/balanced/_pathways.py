@@ -144,7 +144,8 @@ def balanced_pathways(problem: Problem) -> tuple[Pathway, ...]:
 
     References
     ----------
-    Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(6); Braun et al. (2022), Sec. 3.
+    Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(6); Dominé et al. (2025), "From lazy to
+    rich" (the two-layer network with whitened inputs that the solution covers).
     """
     return prepare(problem).pathways
 

@@ -10,7 +10,8 @@ $$F = \begin{pmatrix}-\tfrac\lambda2 I & \tilde\Sigma^\top\\ \tilde\Sigma & \tfr
 
 so $P = QQ^\top = \begin{pmatrix}W_1^\top W_1 & W_1^\top W_2^\top\\ W_2W_1 & W_2W_2^\top
 \end{pmatrix}$ obeys the Riccati equation $\dot P = FP + PF - P^2$ (Fukumizu 1998; Braun,
-Dominé, Fitzgerald & Saxe 2022, Eq. 5 and Thm. 3.1), whose solution from any $P_0$ is
+Dominé, Fitzgerald & Saxe 2022 for $\lambda = 0$; Dominé et al. 2025, "From lazy to rich",
+for any $\lambda$), whose solution from any $P_0$ is
 
 $$P(t) = e^{Ft}Q_0\big[I + Q_0^\top G(t) Q_0\big]^{-1}Q_0^\top e^{Ft},\qquad
 G(t) = \int_0^t e^{2Fs}\,ds.$$
@@ -19,13 +20,15 @@ Unequal input and output sizes need nothing more: $F$ has the eigenvalues
 $\pm\sqrt{s_\alpha^2+\lambda^2/4}$ and $\mp\lambda/2$ on the directions with no singular
 value. Evaluating $P(t)$ in one go multiplies $e^{Ft}$ by the inverse of a matrix whose
 condition number grows like $e^{2f_{\max}t}$; the flow is a semigroup, so gdln composes the
-same closed form over sub-intervals $\Delta$ with $f_{\max}\Delta \le 1$ and
-$e^2\Delta\,B \le 100$, where $B = \max(\operatorname{tr}P_0, 2nf_{\max})$ bounds
-$\operatorname{tr}P(t)$ at all times ($\frac{d}{dt}\operatorname{tr}P \le
-2f_{\max}\operatorname{tr}P - (\operatorname{tr}P)^2/n$), so that the condition number of
-every matrix inverted, $I + Q^\top G(\Delta)Q$, stays below about 100:
+same closed form over sub-intervals $\Delta$ on which every inverse is well conditioned:
 $Q \leftarrow e^{F\Delta}QL^{-\top}$ with $LL^\top = I + Q^\top G(\Delta)Q$, in the
-eigenbasis of $F$. Each step is exact; only rounding accumulates.
+eigenbasis of $F$. Each step is exact; only rounding accumulates. The condition number of
+$I + Q^\top GQ$ is at most $1 + \lVert G(\Delta)\rVert\,\lambda_{\max}(P)$, and
+$\lambda_{\max}(P(t)) \le B = \max(\lambda_{\max}(P_0), 2f_{\max})$ at all times (for
+the top eigenvector $v$, $v^\top\dot Pv = 2\lambda_{\max}v^\top Fv - \lambda_{\max}^2
+\le 2f_{\max}\lambda_{\max} - \lambda_{\max}^2$), so steps with $f_{\max}\Delta \le 2$
+and $1 + \lVert G(\Delta)\rVert B \le 100$ keep it below 100; $f_{\max}$ is the
+largest eigenvalue of $F$. The cost is about $f_{\max}t/2$ steps of $(r+o)$-sized linear algebra.
 """
 
 from __future__ import annotations
@@ -36,14 +39,14 @@ import numpy as np
 
 __all__: list[str] = []  # package-internal: used by gdln.balanced._solve
 
-MAX_GROWTH = 1.0
+MAX_GROWTH = 2.0
 """Largest $f_{\\max}\\Delta$ of one step (the growth $e^{f\\Delta}$ of any direction)."""
 MAX_CONDITION = 100.0
 """Bound on the condition number of $I + Q^\\top G(\\Delta)Q$ in one step."""
 
 
 def riccati_matrix(target: np.ndarray, lam: float) -> np.ndarray:
-    r"""$F$ of Braun et al. (2022), Eq. (5): ``(r + o, r + o)`` for a target ``(o, r)``.
+    r"""$F$ of the Riccati equation (module docstring), ``(r + o, r + o)`` for ``(o, r)``.
 
     >>> riccati_matrix(np.array([[2.0]]), 1.0)
     array([[-0.5,  2. ],
@@ -86,12 +89,9 @@ def riccati_solution(
     if q.shape[1] > q.shape[0]:
         q = np.asarray(np.linalg.qr(q.T, mode="r")).T
     f_max = max(float(f.max()), 0.0)
-    # tr P never exceeds max(tr P0, 2 n f_max): d tr P/dt <= 2 f_max tr P - (tr P)^2 / n
-    load = max(float(np.sum(q * q)), 2 * len(f) * f_max)
-    longest = min(
-        MAX_GROWTH / f_max if f_max > 0 else math.inf,
-        MAX_CONDITION / (math.e**2 * load) if load > 0 else math.inf,
-    )
+    # the largest eigenvalue of P never exceeds max(its start, 2 f_max) (module docstring)
+    bound = max(float(np.linalg.norm(q, 2)) ** 2 if q.size else 0.0, 2 * f_max)
+    longest = _longest_step(f_max, bound)
     out = np.empty((len(times), *F.shape))
     steps: dict[float, tuple[np.ndarray, np.ndarray]] = {}
     before = 0.0
@@ -107,6 +107,17 @@ def riccati_solution(
         before = max(before, t)
         out[k] = basis @ (q @ q.T) @ basis.T
     return (out + out.transpose(0, 2, 1)) / 2
+
+
+def _longest_step(f_max: float, bound: float) -> float:
+    """The longest step with $f_{\\max}\\Delta \\le$ ``MAX_GROWTH`` and
+    $1 + g_{\\max}(\\Delta)B \\le$ ``MAX_CONDITION`` (module docstring)."""
+    if bound <= 0:
+        return MAX_GROWTH / f_max if f_max > 0 else math.inf
+    step = MAX_GROWTH / f_max if f_max > 0 else (MAX_CONDITION - 1) / bound
+    while 1 + float(_propagator(np.array([f_max]), step)[1][0]) * bound > MAX_CONDITION:
+        step /= 2
+    return step
 
 
 def _propagator(f: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,7 @@ Each pathway of :func:`~gdln.balanced.balanced_pathways` learns on its own (Eqs.
 Saxe, Sodhani & Lewallen 2022) as a two-layer network with its gated statistics; on the
 inputs' span, in the clock $ct$ with $\Sigma^x(p,p) = c\,\Pi$, this is the whitened flow
 whose λ-balanced solution is closed form (:mod:`gdln.balanced._riccati`; Braun, Dominé,
-Fitzgerald & Saxe 2022, Thm. 3.1). Time follows gdln's convention
+Fitzgerald & Saxe 2022; Dominé et al. 2025). Time follows gdln's convention
 $\tau\,dW/dt = -\partial\mathcal L/\partial W$ with $\tau = 1$.
 """
 
@@ -89,9 +89,10 @@ def solve_balanced(
 
     References
     ----------
-    Braun, Dominé, Fitzgerald & Saxe (2022), "Exact learning dynamics of deep linear
-    networks with prior knowledge", Eqs. (4)-(5) and Thm. 3.1 (Fukumizu 1998 for
-    $\lambda = 0$); Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(6).
+    Fukumizu (1998) and Braun, Dominé, Fitzgerald & Saxe (2022), "Exact learning dynamics
+    of deep linear networks with prior knowledge" (the matrix Riccati solution, $\lambda = 0$);
+    Dominé et al. (2025), "From lazy to rich: exact learning dynamics in deep linear
+    networks" (any $\lambda$); Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(6).
 
     Examples
     --------

@@ -8,7 +8,8 @@ $$W_1 = R\,\Sigma_1\,O_{\rm in}^\top V_r^\top,\qquad W_2 = O_{\rm out}\,\Sigma_2
 with $R$ a random orthogonal hidden frame, $\Sigma_1$, $\Sigma_2$ diagonal with
 $\sigma_{2,i}^2 - \sigma_{1,i}^2 = \lambda$ for every hidden direction $i$ (so
 $W_2^\top W_2 - W_1W_1^\top = R(\Sigma_2^\top\Sigma_2 - \Sigma_1\Sigma_1^\top)R^\top =
-\lambda I$, Eq. 4 of Braun et al. 2022) and the smaller of the two equal to ``scale``.
+\lambda I$, the λ-balanced condition of Dominé et al. 2025) and the smaller of the two
+equal to ``scale``.
 The frames $O_{\rm in}$, $O_{\rm out}$ interpolate between the task's ($V$, $U$) and random
 ones: the orthogonal polar factor of $a\,T + (1-a)\,O$ for alignment $a$. At $a = 1$ the
 start is decoupled, $W_2W_1 = U\Sigma_2\Sigma_1V^\top$ (Eq. 9 of Saxe et al. 2022).
@@ -81,7 +82,7 @@ def balanced_weights(
 
     References
     ----------
-    Braun, Dominé, Fitzgerald & Saxe (2022), Eq. (4) and Sec. 3 (λ-balanced weights);
+    Dominé et al. (2025), "From lazy to rich" (λ-balanced weights);
     Saxe, Sodhani & Lewallen (2022), Eq. (9) (decoupled weights).
 
     Examples

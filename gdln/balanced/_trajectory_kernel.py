@@ -12,7 +12,7 @@ representational similarity follow without simulating anything:
   $\langle\partial f_i(x_a)/\partial W, \partial f_j(x_b)/\partial W\rangle
   = g_p(a)g_p(b)\,[\delta_{ij}\,x_a^\top W_1^\top W_1x_b + (W_2W_2^\top)_{ij}\,x_a^\top x_b]$,
   which needs only the representations $W_1^\top W_1(t)$, $W_2W_2^\top(t)$ of
-  :func:`~gdln.balanced.solve_balanced` (Braun et al. 2022, Sec. 4).
+  :func:`~gdln.balanced.solve_balanced` (Braun et al. 2022; Dominé et al. 2025).
 
 For a GDLN (Sec. 2 of Saxe et al. 2022), $h_v = g_v\sum_{q:t(q)=v}g_qW_qh_{s(q)}$, and with
 $J_v(x) = \partial f(x)/\partial u_v$ the Jacobian with respect to the sum $u_v$ before the
@@ -330,7 +330,8 @@ def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKern
 
     References
     ----------
-    Braun, Dominé, Fitzgerald & Saxe (2022), Sec. 4 (representations from $QQ^\top$);
+    Braun, Dominé, Fitzgerald & Saxe (2022) and Dominé et al. (2025) (the NTK and the
+    representations from $QQ^\top$);
     Jacot, Gabriel & Hongler (2018).
     """
     prepared = prepare(problem)

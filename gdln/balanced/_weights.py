@@ -3,7 +3,7 @@ r"""Weights given to the λ-balanced solution: read by edge name, checked, and m
 Weights come as a mapping from an edge, ``"source->target"`` (the names
 :func:`gdln.simulate` records as ``"W/<edge>"``) or ``(source, target)``, to an array of
 shape ``(|target|, |source|)``. For each pathway the conserved matrix
-$\Lambda = W_2^\top W_2 - (W_1\Pi)(W_1\Pi)^\top$ is measured (Braun et al. 2022, Eq. 4;
+$\Lambda = W_2^\top W_2 - (W_1\Pi)(W_1\Pi)^\top$ is measured (Dominé et al. 2025;
 $\Pi$ the projector on the inputs the pathway sees, $\Pi = I$ for whitened full-rank
 inputs), with $\lambda = \operatorname{tr}\Lambda/N_h$ and the residual
 $\lVert\Lambda - \lambda I\rVert_F$.
@@ -47,7 +47,7 @@ class Balance:
 
     References
     ----------
-    Braun, Dominé, Fitzgerald & Saxe (2022), Eq. (4) (λ-balanced weights); Saxe et al.
+    Dominé et al. (2025), "From lazy to rich" (λ-balanced weights); Saxe et al.
     (2014) for $\lambda = 0$.
     """
 
@@ -160,7 +160,7 @@ def measure_balance(problem: Problem, weights: Mapping[Any, Any]) -> dict[str, B
 
     References
     ----------
-    Braun, Dominé, Fitzgerald & Saxe (2022), Eq. (4).
+    Dominé et al. (2025), "From lazy to rich" (λ-balanced weights).
     """
     read = read_weights(problem, weights)
     out = {}

@@ -118,6 +118,37 @@ def test_decoupled_kernels_equal_torch_func_on_the_simulated_network(
     }
 
 
+@pytest.mark.parametrize("lump", ["symmetry", "full"])
+def test_lumped_trajectories_give_the_simulated_representations(lump: str) -> None:
+    """Lumped variables (and those lump="full" eliminates) stand for every edge of their
+    orbit; the representations rebuilt from them are the simulated network's."""
+    problem = load("routing", M=3, K=2, hidden=4)
+    reduction = gdln.reduce(problem, lump=lump, init=0.3, quotient=False)
+    theory = gdln.solve(reduction, t_max=5.0, lr=0.05, n_points=3)
+    kernels = gdln.decoupled_kernels(reduction, theory, seed=1)
+    simulated = gdln.simulate(
+        problem.graph,
+        problem.examples(),
+        steps=100,
+        lr=0.05,
+        init_scheme="given",
+        weights=reduction.decoupled_weights(seed=1),
+        settings=gdln.SimulationSettings(record_every=50, rsm=True),
+    )
+    for node in ("h1", "h2"):
+        rep, ref = kernels.representations[node], simulated.series[f"rsm/{node}"][:, 0]
+        assert _relative(rep, ref) < 1e-12
+
+
+def test_the_moment_route_is_refused() -> None:
+    problem = load("xor", hidden=2)
+    dynamics = gdln.expected_dynamics(problem, init=0.1)
+    with pytest.raises(
+        gdln.GdlnError, match=r"expected a Reduction from gdln.reduce, got ExpectedDynamics"
+    ):
+        gdln.balanced.weights_along(dynamics, gdln.solve(dynamics, t_max=1.0, n_points=2))  # type: ignore[arg-type]
+
+
 BALANCED = [
     ("xor", 2.0),
     ("context", -1.0),

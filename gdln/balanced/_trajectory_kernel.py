@@ -147,13 +147,18 @@ def weights_along(
     Raises
     ------
     GdlnError
-        The reduction was derived on the symmetry quotient, or the trajectory lacks a
+        ``reduction`` is not a :class:`~gdln.Reduction` (the moment route has no Eq. 9
+        bases per mode), was derived on the symmetry quotient, or the trajectory lacks a
         reduced variable of it.
 
     References
     ----------
     Saxe, Sodhani & Lewallen (2022), Eq. (9).
     """
+    if not isinstance(reduction, Reduction):
+        raise GdlnError(
+            f"weights_along: expected a Reduction from gdln.reduce, got {type(reduction).__name__}"
+        )
     graph = reduction.problem.graph
     T = len(trajectory.t)
     values = _mode_values(reduction, trajectory)

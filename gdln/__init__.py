@@ -17,7 +17,10 @@ The subpackages follow the data flow:
 - :mod:`gdln.solution`: the ODE and the exact gradient-descent map (:func:`solve`);
 - :mod:`gdln.simulation`: the full network in torch (:func:`simulate`);
 - :mod:`gdln.comparison`: theory against simulation (:func:`compare`);
-- :mod:`gdln.sweep`: parameter sweeps (:func:`run_sweep`).
+- :mod:`gdln.sweep`: parameter sweeps (:func:`run_sweep`);
+- :mod:`gdln.balanced`: exact dynamics from λ-balanced starts (:func:`solve_balanced`)
+  and the tangent kernel along a trajectory (:func:`balanced_kernels`,
+  :func:`decoupled_kernels`).
 
 The other seed papers' path views have their own subpackages: :mod:`gdln.kernels`
 (deep gated networks, neural path kernels, the NTK, the path formula for the Gram

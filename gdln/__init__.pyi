@@ -1,3 +1,4 @@
+from . import balanced as balanced
 from . import comparison as comparison
 from . import graphfile as graphfile
 from . import kernels as kernels
@@ -14,6 +15,11 @@ from ._errors import GraphSpecError as GraphSpecError
 from ._errors import NotDiagonalizableError as NotDiagonalizableError
 from ._errors import TaskSpecError as TaskSpecError
 from ._errors import TooManyPathsError as TooManyPathsError
+from .balanced import TrajectoryKernels as TrajectoryKernels
+from .balanced import balanced_kernels as balanced_kernels
+from .balanced import balanced_weights as balanced_weights
+from .balanced import decoupled_kernels as decoupled_kernels
+from .balanced import solve_balanced as solve_balanced
 from .comparison import CompareResult as CompareResult
 from .comparison import compare as compare
 from .comparison import initial_mode_strengths as initial_mode_strengths

@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"simulation"},
     {"comparison"},
     {"sweep"},
-    {"kernels", "sd"},
+    {"kernels", "sd", "balanced"},
     {"cli", "__init__", "__main__"},
 ]
 LAYER = {name: k for k, names in enumerate(LAYERS) for name in names}

@@ -1,0 +1,12 @@
+from ._errors import BalancedSpecError as BalancedSpecError
+from ._errors import NotBalancedError as NotBalancedError
+from ._pathways import Pathway as Pathway
+from ._pathways import balanced_pathways as balanced_pathways
+from ._solve import solve_balanced as solve_balanced
+from ._start import balanced_weights as balanced_weights
+from ._trajectory_kernel import TrajectoryKernels as TrajectoryKernels
+from ._trajectory_kernel import balanced_kernels as balanced_kernels
+from ._trajectory_kernel import decoupled_kernels as decoupled_kernels
+from ._trajectory_kernel import weights_along as weights_along
+from ._weights import Balance as Balance
+from ._weights import measure_balance as measure_balance

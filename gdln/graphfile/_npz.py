@@ -118,6 +118,8 @@ def read_npz(path: Path, scope: Scope) -> dict[str, np.ndarray]:
                     name: _read_array(archive, info, name, file, scope)
                     for name, info in members.items()
                 }
+    except GraphSpecError:  # a limit, already naming the file (a ValueError too)
+        raise
     except _Refusal as refusal:
         where = scope if refusal.array is None else scope.at(f"[{refusal.array!r}]")
         raise where.fail(f"{file}: {refusal.message}") from None

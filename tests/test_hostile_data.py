@@ -221,7 +221,7 @@ CASES: dict[str, tuple[Callable[[Path], Case], str]] = {
     "huge_header": (
         _huge_header,
         r"npz\['a'\]: d\.npz: array 'a' of shape \(1000000000000, 2\): 2000000000000 values "
-        r"exceeds the limit data_values=4194304 \(raise it: GDLN_MAX_DATA_VALUES",
+        r"exceeds the limit data_values=1048576 \(raise it: GDLN_MAX_DATA_VALUES",
     ),
     "lying_directory": (_lying_directory, r"d\.npz: cannot read it as an \.npz archive: Bad CRC"),
     "directory_beyond_header": (
@@ -234,6 +234,11 @@ CASES: dict[str, tuple[Callable[[Path], Case], str]] = {
         r"d\.npz: is not an \.npz archive \(a zip file of \.npy arrays",
     ),
     "no_arrays": (lambda p: _dataset(p, {}), r"d\.npz: holds no arrays; expected one"),
+    "task_no_arrays": (lambda p: _task(p, {}), r"t\.npz: holds no arrays; expected inputs/"),
+    "object_array": (
+        lambda p: _dataset(p, _with({"a": np.array([[1, None], [0, 1]], dtype=object)})),
+        r"npz\['a'\]: d\.npz: array 'a' holds object values; expected numbers",
+    ),
     "mismatched_rows": (
         lambda p: _dataset(p, _with({"b": np.ones((3, 1))})),
         r"npz\['b'\]: d\.npz: array 'b' has 3 rows but 'a' has 2; expected one row per example",
@@ -279,7 +284,7 @@ CASES: dict[str, tuple[Callable[[Path], Case], str]] = {
     "task_many_rows": (
         _many_rows,
         r"t\.npz: array 'inputs/x' of shape \(3000000, 2\): 6000000 values exceeds the limit "
-        r"data_values=4194304",
+        r"data_values=1048576",
     ),
     "value_1e300": (
         lambda p: _dataset(p, _with({"a": [[1.0, 0.0], [0.0, 1e300]]})),
@@ -297,6 +302,10 @@ CASES: dict[str, tuple[Callable[[Path], Case], str]] = {
     "yaml_weights_2d": (
         lambda p: _yaml(p, YAML_WEIGHTS % "[[1, 1]]" + CONTEXT),
         r"datasets\.d\.weights: expected a list of numbers, one per example, got \[\[1, 1\]\]",
+    ),
+    "yaml_negative_weights": (
+        lambda p: _yaml(p, YAML_WEIGHTS % "[2, -1]" + CONTEXT),
+        r"datasets\.d\.weights: weights must be non-negative, one per example; weights\[1\] is -1",
     ),
     "yaml_weights_wrong_length": (
         lambda p: _yaml(p, YAML_WEIGHTS % "[1, 1, 1]" + CONTEXT),

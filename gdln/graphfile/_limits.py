@@ -16,7 +16,7 @@ field                 default     environment variable           bounds
 ``expression_depth``  100         ``GDLN_MAX_EXPRESSION_DEPTH``  nesting of one expression
 ``entries``           500 000     ``GDLN_MAX_ENTRIES``           entries after ``repeat``
 ``data_bytes``        64 MiB      ``GDLN_MAX_DATA_BYTES``        an npz, file and unzipped
-``data_values``       4 194 304   ``GDLN_MAX_DATA_VALUES``       numbers in npz data
+``data_values``       1 048 576   ``GDLN_MAX_DATA_VALUES``       numbers in npz data
 ``exact_values``      1 000 000   ``GDLN_MAX_EXACT_VALUES``      exact numbers of datasets
 ====================  ==========  =============================  ==========================
 
@@ -108,7 +108,7 @@ class Limits:
     expression_depth: int = 100
     entries: int = 500_000
     data_bytes: int = 64 * 2**20
-    data_values: int = 2**22
+    data_values: int = 2**20
     exact_values: int = 1_000_000
 
     def __post_init__(self) -> None:

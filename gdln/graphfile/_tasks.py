@@ -376,15 +376,13 @@ def _gate_patterns(
     groups: list[Any]
     if not gates or (table == table[0]).all():
         found, groups = table[:1], [slice(None)]
-    else:
-        found, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
-        ranked = np.argsort(first, kind="stable")
-        rank = np.empty(len(first), dtype=int)
-        rank[ranked] = np.arange(len(first))
-        inverse = rank[inverse.reshape(-1)]
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.cumsum(np.bincount(inverse, minlength=len(first)))[:-1]
-        found, groups = found[ranked], np.split(order, bounds)
+    else:  # sort the rows (stably), cut where they change, order the runs by first row
+        order = np.lexsort(table.T[::-1])
+        ordered = table[order]
+        starts = np.flatnonzero(np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)])
+        runs = np.split(order, starts[1:])
+        ranked = np.argsort(order[starts])
+        found, groups = ordered[starts][ranked], [runs[k] for k in ranked]
     count_entries(len(groups), source=scope.source, key=scope.key, cls=scope.error)
     width = sum(v.shape[1] for v in fields.values()) or 1
     count_values(

@@ -444,6 +444,40 @@ def test_npz_task_equals_the_same_examples_in_yaml(tmp_path: Path) -> None:
         np.testing.assert_allclose(stats.input[key], np.array(value, float), rtol=1e-12)
 
 
+GATED_PAIR = (
+    "nodes: [{id: x, size: 2}, {id: h0, size: 1, gated: true}, {id: h1, size: 1, "
+    "gated: true}, {id: y, size: 1}]\n"
+    "edges: [{source: x, target: h0}, {source: x, target: h1}, {source: h0, target: y}, "
+    "{source: h1, target: y}]\n"
+)
+
+
+@pytest.mark.parametrize("form", ["npz", "yaml"])
+def test_a_gate_pattern_of_weight_zero_is_a_context_of_probability_zero(
+    form: str, tmp_path: Path
+) -> None:
+    """Its statistics and example weights are finite: those of the task without it."""
+    example = "    - {inputs: {x: [1, 0]}, targets: {y: [1]}, active: [h0]}\n"
+    dropped = "    - {inputs: {x: [0, 1]}, targets: {y: [1]}, active: [h1], weight: 0}\n"
+    (tmp_path / "ref.yaml").write_text(GATED_PAIR + "task:\n  examples:\n" + example)
+    if form == "yaml":
+        text = GATED_PAIR + "task:\n  examples:\n" + example + dropped
+    else:
+        gates = {"gates/h0": np.array([1.0, 0.0]), "gates/h1": np.array([0.0, 1.0])}
+        arrays = {"inputs/x": np.eye(2), "targets/y": np.ones((2, 1)), **gates}
+        np.savez(tmp_path / "t.npz", **arrays, weights=np.array([1.0, 0.0]))
+        text = GATED_PAIR + "task: {npz: t.npz}\n"
+    (tmp_path / "g.yaml").write_text(text)
+    problem, reference = gdln.load(tmp_path / "g.yaml"), gdln.load(tmp_path / "ref.yaml")
+    stats = gdln.path_statistics(problem.graph, problem.task)
+    expected = gdln.path_statistics(reference.graph, reference.task)
+    for path, value in stats.input_output.items():
+        want = expected.input_output.get(path, np.zeros((1, 2)))
+        np.testing.assert_array_equal(np.array(value, float), np.array(want, float))
+    weights = problem.examples().weights
+    assert np.isfinite(weights).all() and weights.tolist() == [1.0, 0.0]
+
+
 def test_npz_dataset_weights_are_those_of_yaml(tmp_path: Path) -> None:
     """Weights 1 and 3 (as integers in the npz): the moments of the YAML dataset."""
     graph, _ = _dataset(tmp_path, _with({"weights": np.array([1, 3])}))

@@ -339,14 +339,14 @@ def _read_npz_task(
     total = float(weights.sum())
     contexts, datasets, keys = [], {}, []
     for index, rows in enumerate(groups):
-        name = f"examples{index}"
-        columns = {f: v[rows] for f, v in fields.items()} or {"__none__": np.zeros((n, 1))[rows]}
+        dataset = f"examples{index}"
         share = weights[rows]
-        datasets[name] = Dataset(
-            name=name,
+        columns = {f: v[rows] for f, v in fields.items()} or {"__none__": np.zeros((len(share), 1))}
+        datasets[dataset] = Dataset(
+            name=dataset,
             fields={f: v.shape[1] for f, v in columns.items()},
             examples=columns,
-            weights=share,
+            weights=share if share.sum() > 0 else None,  # a context of probability 0
         )
         label = f"context{index}" if len(groups) > 1 else "all"
         keys.append(f"{scope.key} ({label})")
@@ -359,7 +359,7 @@ def _read_npz_task(
                     for (_, item), value in zip(items, patterns[index], strict=True)
                     if value != 0 or item in gating.random
                 },
-                dataset=name,
+                dataset=dataset,
                 inputs={v: str(v) for v in ends["inputs"] if str(v) in fields},
                 targets={v: str(v) for v in ends["targets"] if str(v) in fields},
             )
@@ -479,7 +479,8 @@ def _example_dataset(
                 fields[str(node)] = _stack(cells, graph.nodes[node]["size"])
     if not fields:
         fields["__none__"] = _stack([None] * len(members), 1)
-    weights = sp.ImmutableMatrix([r.weight for r in members])
+    shares = [r.weight for r in members]
+    weights = sp.ImmutableMatrix(shares) if any(w != 0 for w in shares) else None  # or p = 0
     columns = {f: v.cols for f, v in fields.items()}
     return Dataset(name=name, fields=columns, examples=fields, weights=weights)
 

@@ -545,16 +545,26 @@ def test_exact_values_of_repeated_examples_are_counted(tmp_path: Path) -> None:
         gdln.load(tmp_path / "g.yaml", limits=Limits(exact_values=5000))
 
 
-def test_npz_with_more_arrays_than_entries_is_refused_before_its_directory_is_read(
-    tmp_path: Path,
-) -> None:
-    _dataset(tmp_path, {**GOOD, **{f"extra{k}": np.ones(2) for k in range(200)}})
+def test_npz_arrays_are_counted_before_the_zip_directory_is_read(tmp_path: Path) -> None:
+    """An npz of 20 000 arrays (2 MB) is refused before numpy or zipfile sees an array;
+    within a raised limit, the arrays of all files add up (both datasets read d.npz)."""
+    graph, _ = _dataset(tmp_path, {**GOOD, **{f"e{k}": np.ones(1) for k in range(20_000)}})
+    start = time.perf_counter()
     with pytest.raises(
         gdln.TaskSpecError,
-        match=r"d\.npz: a zip directory of \d+ bytes \(room for \d+ arrays\) exceeds the limit "
-        r"entries=100",
+        match=r"datasets\.d\.npz: d\.npz: a zip directory of \d+ bytes, room for \d+ arrays, "
+        r"exceeds the limit data_arrays=10000 \(raise it: GDLN_MAX_DATA_ARRAYS",
     ):
-        gdln.load(tmp_path / "g.yaml", limits=Limits(entries=100))
+        gdln.load(graph)
+    assert time.perf_counter() - start < 1.0
+    graph, _ = _dataset(tmp_path, GOOD)
+    text = graph.read_text().replace("{d: {npz: d.npz}}", "{d: {npz: d.npz}, e: {npz: d.npz}}")
+    graph.write_text(text)
+    directory = struct.unpack("<I", (tmp_path / "d.npz").read_bytes()[-10:-6])[0]
+    room = directory // 46  # 46 bytes at least per entry of the zip directory
+    gdln.load(graph, limits=Limits(data_arrays=room + 2))  # room, settled to 2, then 2 more
+    with pytest.raises(gdln.TaskSpecError, match=r"datasets\.e\.npz: d\.npz: .* room for"):
+        gdln.load(graph, limits=Limits(data_arrays=room + 1))
 
 
 # ----------------------------------------------------------------------------- memory and time

@@ -18,6 +18,7 @@ field                 default     environment variable           bounds
 ``data_bytes``        64 MiB      ``GDLN_MAX_DATA_BYTES``        an npz, file and unzipped
 ``data_values``       1 048 576   ``GDLN_MAX_DATA_VALUES``       numbers in npz data
 ``exact_values``      1 000 000   ``GDLN_MAX_EXACT_VALUES``      exact numbers of datasets
+``data_arrays``       10 000      ``GDLN_MAX_DATA_ARRAYS``       arrays in npz files
 ====================  ==========  =============================  ==========================
 
 >>> Limits().depth
@@ -56,6 +57,7 @@ ENVIRONMENT: dict[str, str] = {
     "data_bytes": "GDLN_MAX_DATA_BYTES",
     "data_values": "GDLN_MAX_DATA_VALUES",
     "exact_values": "GDLN_MAX_EXACT_VALUES",
+    "data_arrays": "GDLN_MAX_DATA_ARRAYS",
 }
 
 
@@ -80,7 +82,6 @@ class Limits:
     entries
         Most nodes, edges, contexts, examples and random gates one file expands to, each
         ``repeat`` counted as the entries it makes (one entry costs tens of microseconds).
-        The arrays of an ``.npz`` file count too, as many as its zip directory can list.
     data_bytes
         Largest ``.npz`` data file, and most bytes its arrays take once decompressed
         (both read from the file's zip directory before any array is, and the
@@ -94,6 +95,10 @@ class Limits:
         from: the values of ``examples:`` and ``moments:`` matrices after ``repeat``, and
         the cells of built-in datasets (``{builtin: whitened, size: n}`` has $2n^2$),
         counted before they are built. One costs microseconds and about 100 bytes.
+    data_arrays
+        Most arrays the ``.npz`` files of one load hold, counted as the most that each
+        file's zip directory has room for (an entry takes at least 46 bytes) before the
+        directory is read; checking one array costs about 100 microseconds.
 
     Raises
     ------
@@ -110,6 +115,7 @@ class Limits:
     data_bytes: int = 64 * 2**20
     data_values: int = 2**20
     exact_values: int = 1_000_000
+    data_arrays: int = 10_000
 
     def __post_init__(self) -> None:
         for item in fields(self):

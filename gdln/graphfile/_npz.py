@@ -8,8 +8,8 @@ member that is no array at all, or carry a zip directory that lies about the siz
 1. the file must be a regular file of at most ``data_bytes`` bytes
    (:func:`~gdln.graphfile._safe_read.open_regular`: a named pipe is refused unopened);
 2. the record at the end of the zip directory gives the directory's size, and so the most
-   members it can list; these count against ``entries`` before :mod:`zipfile` builds one
-   record per member;
+   members it can list; these count against ``data_arrays`` before :mod:`zipfile` builds
+   one record per member;
 3. every member must be an ``.npy`` array, and the decompressed sizes that the directory
    gives must sum to at most ``data_bytes``;
 4. each array's ``.npy`` header (read from its first 16 KiB) gives its dtype and shape:
@@ -39,7 +39,7 @@ import numpy as np
 
 from .._errors import GraphSpecError, shorten
 from ._document import Scope
-from ._limits import Limits, count_entries, count_values, current_limits
+from ._limits import Limits, count_values, current_limits
 from ._safe_read import open_regular
 
 __all__ = ["HEADER_BYTES", "read_npz"]
@@ -111,9 +111,11 @@ def read_npz(path: Path, scope: Scope) -> dict[str, np.ndarray]:
     try:
         with handle:
             _check_start(handle)
-            _count_members(handle, file, limits, scope)
+            room = _count_members(handle, file, scope)
             with zipfile.ZipFile(handle) as archive:
                 members = _members(archive, limits)
+                settle = len(members) - room  # at most 0: the members the directory lists
+                count_values("data_arrays", settle, file, source=scope.source, cls=scope.error)
                 return {
                     name: _read_array(archive, info, name, file, scope)
                     for name, info in members.items()
@@ -139,13 +141,14 @@ def _check_start(handle: BinaryIO) -> None:
         raise _Refusal("is not an .npz archive (a zip file of .npy arrays, numpy.savez)")
 
 
-def _count_members(handle: BinaryIO, file: str, limits: Limits, scope: Scope) -> None:
-    """Count the most members the zip directory can list against ``entries``.
+def _count_members(handle: BinaryIO, file: str, scope: Scope) -> int:
+    """Count the most members the zip directory can list against ``data_arrays``.
 
     :mod:`zipfile` reads the whole directory, whose size the end record gives, and makes
     one record per entry; an entry takes at least 46 bytes, whatever count the end record
     claims. The end record is found as :mod:`zipfile` finds it (last 22 bytes, else the
     last signature within a comment's reach), and a zip64 record counts where it lies.
+    Returns the number counted, settled by the caller once the members are known.
     """
     size = handle.seek(0, os.SEEK_END)
     reach = min(size, 22 + _MAX_COMMENT)
@@ -165,14 +168,16 @@ def _count_members(handle: BinaryIO, file: str, limits: Limits, scope: Scope) ->
                 if record[:4] == _END64:
                     sizes.append(struct.unpack_from("<Q", record, 40)[0])
     most = max(sizes) // _DIRECTORY_ENTRY
-    if most > limits.entries:
-        raise _Refusal(
-            limits.exceeded(
-                "entries", f"a zip directory of {max(sizes)} bytes (room for {most} arrays)"
-            )
-        )
-    count_entries(most, source=scope.source, key=f"{scope.key} ({file})", cls=scope.error)
+    count_values(
+        "data_arrays",
+        most,
+        f"{file}: a zip directory of {max(sizes)} bytes, room for {most} arrays,",
+        source=scope.source,
+        key=scope.key,
+        cls=scope.error,
+    )
     handle.seek(0)
+    return most
 
 
 def _members(archive: zipfile.ZipFile, limits: Limits) -> dict[str, zipfile.ZipInfo]:

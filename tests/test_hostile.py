@@ -257,10 +257,14 @@ def test_unreadable_file_and_task_file(tmp_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(gdln.TaskSpecError, match=r"latin_task\.yaml: not UTF-8 text: byte 0xe9"):
         gdln.load(path, task=latin)
 
-    def refuse(self: Path, *args: object, **kwargs: object) -> None:
-        raise PermissionError(13, "Permission denied", str(self))
+    real_open = os.open
 
-    monkeypatch.setattr(Path, "open", refuse)
+    def refuse(file: str | Path, flags: int, *args: int, **kwargs: object) -> int:
+        if Path(file) == path:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(gdln.GraphSpecError, match=r"valid\.yaml: cannot read the file: Permission"):
         gdln.load(path)
 

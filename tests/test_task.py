@@ -82,6 +82,38 @@ def test_dataset_validation() -> None:
         _ = partial.n_examples
 
 
+def test_dataset_weights_and_rows_are_validated() -> None:
+    """Weights that cannot be normalised (Eq. 1's average needs a positive total) or that
+    do not match the rows are refused when the dataset is made, float and exact alike."""
+    x = np.eye(2)
+    with pytest.raises(ValueError, match="'d': no examples"):
+        Dataset("d", {"x": 2}, examples={"x": np.zeros((0, 2))})
+    for weights in (np.array([1.0, -1.0]), sp.ImmutableMatrix([1, -1])):
+        with pytest.raises(ValueError, match="'d': weights must be non-negative"):
+            Dataset("d", {"x": 2}, examples={"x": x}, weights=weights)
+    for weights in (np.zeros(2), sp.ImmutableMatrix([0, 0])):
+        with pytest.raises(ValueError, match="'d': the weights sum to 0"):
+            Dataset("d", {"x": 2}, examples={"x": x}, weights=weights)
+    for weights in (np.ones(3), np.ones((2, 2)), sp.ImmutableMatrix([1, 2, 3])):
+        with pytest.raises(ValueError, match=r"'d': \d weights for 2 examples"):
+            Dataset("d", {"x": 2}, examples={"x": x}, weights=weights)
+    assert Dataset("d", {"x": 2}, examples={"x": x}, weights=np.array([[1.0], [0.0]]))
+
+
+def test_builtin_table_counts_what_it_builds() -> None:
+    """Each builtin's ``values`` is the number of cells its example matrices hold."""
+    for settings in ({}, {"size": 1}, {"size": 5}):
+        for name, builtin in BUILTIN_DATASETS.items():
+            if (name == "whitened") != bool(settings):
+                continue
+            data = builtin("d", **settings)
+            assert data.examples is not None
+            cells = sum(m.rows * m.cols for m in data.examples.values())
+            assert builtin.values(**settings) == cells
+    with pytest.raises(ValueError, match="size must be a positive integer"):
+        BUILTIN_DATASETS["whitened"].values(size=0)
+
+
 def test_unbound_symbols_cannot_become_floats() -> None:
     a = sp.Symbol("a", positive=True)
     with pytest.raises(gdln.TaskSpecError, match=r"symbol 'a' .*--param a=VALUE"):

@@ -4,25 +4,38 @@ A dataset is given in one of four forms: ``builtin:`` (a name from
 :data:`gdln.task._builtin.BUILTIN_DATASETS` and its settings), ``examples:`` (rows per
 field, with optional ``weights:``), ``moments:`` (exact second moments
 $\langle a\,b^\top\rangle$) or ``npz:`` (a file of float arrays, one per field).
+
+What a dataset costs is bounded before it is built: exact values (``examples:``,
+``moments:``, built-in datasets) count against the limit ``exact_values``, and an ``.npz``
+file is read within ``data_bytes`` and ``data_values``
+(:mod:`gdln.graphfile._limits`). Every value lies within $\pm 10^{100}$
+(:data:`MAX_MAGNITUDE`), so that the second moments of Eqs. (5)-(6) of Saxe et al. 2022,
+averages of products of two values, stay finite in float64.
 """
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sympy as sp
 
-from .._errors import GraphSpecError
+from .._errors import GraphSpecError, shorten
 from ..task._builtin import BUILTIN_DATASETS
 from ..task._task import Dataset
 from ._document import Scope, mapping, text
+from ._limits import count_values
+from ._npz import read_npz
 
-__all__ = ["load_npz", "read_datasets", "read_matrix"]
+__all__ = ["MAX_MAGNITUDE", "check_weights", "load_npz", "read_datasets", "read_matrix"]
 
 FORMS = ("builtin", "examples", "moments", "npz")
+
+MAX_MAGNITUDE = 1e100
+r"""Largest magnitude of a data value: squares stay below $10^{200}$, far from float64's
+$1.8\cdot 10^{308}$, however many of them a moment or a loss adds up."""
 
 
 def read_datasets(doc: Mapping[str, Any], scope: Scope) -> dict[str, Dataset]:
@@ -57,10 +70,20 @@ def _builtin(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
         for k, v in spec.items()
         if k != "builtin"
     }
+    builtin = BUILTIN_DATASETS[which]
     try:
-        return BUILTIN_DATASETS[which](name, **settings)
+        values = builtin.values(**settings)
     except (TypeError, ValueError) as err:
         raise scope.fail(f"builtin {which!r}: {err}") from err
+    count_values(
+        "exact_values",
+        values,
+        f"builtin {which!r} with {shorten(settings)}: {values} exact values",
+        source=scope.source,
+        key=scope.key,
+        cls=scope.error,
+    )
+    return builtin(name, **settings)
 
 
 def _examples(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
@@ -76,9 +99,22 @@ def _examples(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
         raise here.fail(f"fields have different numbers of examples: {sorted(sizes)}")
     weights = None
     if "weights" in spec:
-        weights = read_matrix([spec["weights"]], scope.at("weights")).T
-        if any(w.is_negative for w in weights) or weights.rows != sizes.pop():
-            raise scope.at("weights").fail("weights must be non-negative, one per example")
+        here = scope.at("weights")
+        raw = spec["weights"]
+        if isinstance(raw, list) and any(isinstance(w, (list, dict)) for w in raw):
+            raise here.fail(f"expected a list of numbers, one per example, got {shorten(raw)}")
+        weights = read_matrix([raw], here).T
+        rows = sizes.pop()
+        if weights.rows != rows:
+            raise here.fail(f"{weights.rows} weights; expected one weight per example ({rows})")
+        negative = next((k for k, w in enumerate(weights) if w.is_negative), None)
+        if negative is not None:
+            raise here.fail(
+                f"weights must be non-negative, one per example; weights[{negative}] is "
+                f"{shorten(weights[negative])}"
+            )
+        if all(w.is_zero for w in weights):
+            raise here.fail("the weights sum to 0; expected a positive total")
     fields = {f: m.cols for f, m in examples.items()}
     return Dataset(name=name, fields=fields, examples=examples, weights=weights)
 
@@ -105,19 +141,66 @@ def _moments(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
 
 
 def _npz(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
-    arrays = load_npz(spec["npz"], scope.at("npz"))
+    here = scope.at("npz")
+    arrays = load_npz(spec["npz"], here)
+    file = Path(spec["npz"]).name
+    weights = arrays.pop("weights", None)
+    if not arrays:
+        raise here.fail(f"{file}: holds no arrays; expected one (examples, dimension) per field")
     for f, array in arrays.items():
-        if not 1 <= array.ndim <= 2:
-            raise scope.at("npz").fail(
-                f"array {f!r} has shape {array.shape}; expected (examples, dimension)"
+        if not 1 <= array.ndim <= 2 or array.size == 0:
+            raise here.at(f"[{f!r}]").fail(
+                f"{file}: array {f!r} has shape {array.shape}; expected (examples, dimension), "
+                "at least one of each"
             )
-    examples = {f: np.atleast_2d(a.astype(float).T).T for f, a in arrays.items() if f != "weights"}
+    first, rows = next((f, len(a)) for f, a in arrays.items())
+    for f, array in arrays.items():
+        if len(array) != rows:
+            raise here.at(f"[{f!r}]").fail(
+                f"{file}: array {f!r} has {len(array)} rows but {first!r} has {rows}; "
+                "expected one row per example in every field"
+            )
+    columns = sum(a.size // rows for a in arrays.values())
+    count_values(
+        "data_values",
+        columns**2,
+        f"{file}: the second moments of its {columns} columns: {columns**2} values",
+        source=scope.source,
+        key=here.key,
+        cls=scope.error,
+    )
+    examples = {f: a.reshape(rows, -1).astype(float, copy=False) for f, a in arrays.items()}
     return Dataset(
         name=name,
         fields={f: a.shape[1] for f, a in examples.items()},
         examples=examples,
-        weights=arrays.get("weights"),
+        weights=check_weights(weights, rows, file, here.at("['weights']")),
     )
+
+
+def check_weights(weights: np.ndarray | None, rows: int, file: str, scope: Scope) -> Any:
+    """An npz's ``weights`` as floats: one per example, non-negative, of positive sum.
+
+    The same rules as the ``weights:`` of an ``examples:`` dataset; ``None`` stays ``None``
+    (equal weights).
+    """
+    if weights is None:
+        return None
+    if weights.shape != (rows,):
+        raise scope.fail(
+            f"{file}: array 'weights' has shape {weights.shape}; expected one weight per "
+            f"example, shape ({rows},)"
+        )
+    weights = weights.astype(float)
+    negative = np.flatnonzero(weights < 0)
+    if len(negative):
+        raise scope.fail(
+            f"{file}: weights must be non-negative, one per example; weights[{negative[0]}] "
+            f"is {weights[negative[0]]}"
+        )
+    if not weights.sum() > 0:
+        raise scope.fail(f"{file}: the weights sum to 0; expected a positive total")
+    return weights
 
 
 _READERS: dict[str, Callable[[str, Mapping[str, Any], Scope], Dataset]] = {
@@ -140,35 +223,62 @@ def read_matrix(value: Any, scope: Scope) -> sp.ImmutableMatrix:
         or not rows[0]
     ):
         raise scope.fail(
-            f"expected a number, a list or a list of equally long lists, got {value!r}"
+            f"expected a number, a list or a list of equally long lists, got {shorten(value)}"
         )
+    count_values(
+        "exact_values",
+        len(rows) * len(rows[0]),
+        f"a matrix of {len(rows)} x {len(rows[0])} exact values",
+        source=scope.source,
+        key=scope.key,
+        cls=scope.error,
+    )
     try:
-        return sp.ImmutableMatrix([[scope.number(x) for x in row] for row in rows])
+        cells = [[_bounded(scope.number(x), scope) for x in row] for row in rows]
+        return sp.ImmutableMatrix(cells)
     except GraphSpecError:
         raise
     except (ValueError, TypeError) as err:
-        raise scope.fail(f"expected a number, a list or a list of lists, got {value!r}") from err
+        raise scope.fail(
+            f"expected a number, a list or a list of lists, got {shorten(value)}"
+        ) from err
+
+
+def _bounded(value: Any, scope: Scope) -> Any:
+    """``value``, refused if it is a number beyond :data:`MAX_MAGNITUDE`."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() < 300:
+        return value
+    try:
+        size = abs(float(value))
+    except OverflowError:
+        size = float("inf")
+    except TypeError:  # symbolic: checked once the symbols have values
+        return value
+    if not size <= MAX_MAGNITUDE:
+        raise scope.fail(
+            f"value {shorten(value)} is beyond ±{MAX_MAGNITUDE:g}: its square would overflow "
+            "the second moments; rescale the data"
+        )
+    return value
 
 
 def load_npz(name: Any, scope: Scope) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` file named relative to the document's folder.
 
-    Every array must hold finite numbers; nothing is unpickled.
+    The file is read by :func:`~gdln.graphfile._npz.read_npz`, every size bounded before it
+    is read; every array must hold finite numbers of magnitude at most
+    :data:`MAX_MAGNITUDE`. Nothing is unpickled.
     """
     if not isinstance(name, str) or not name:
         raise scope.fail(f"expected a file name, got {name!r}")
     path = (scope.folder / name).resolve()
     try:
-        exists = path.is_file()
+        exists = path.exists()
     except OSError as err:  # e.g. a name too long for the file system
         raise scope.fail(f"cannot use file {name!r}: {err}") from err
     if not exists:
         raise scope.fail(f"no such file {str(path)!r}")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.asarray(data[k]) for k in data.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise scope.fail(f"cannot read {str(path)!r}: {err}") from err
+    arrays = read_npz(path, scope)
     for key, array in arrays.items():
         _check_array(path.name, key, array, scope.at(f"[{key!r}]"))
     return arrays
@@ -177,10 +287,19 @@ def load_npz(name: Any, scope: Scope) -> dict[str, np.ndarray]:
 def _check_array(file: str, key: str, array: np.ndarray, scope: Scope) -> None:
     if array.dtype.kind not in "biuf":
         raise scope.fail(f"{file}: array {key!r} holds {array.dtype} values; expected numbers")
-    bad = np.argwhere(~np.isfinite(array))
-    if len(bad):
-        index = tuple(int(i) for i in bad[0])
+    if array.dtype.kind != "f":  # integers and booleans are finite and below 2**64
+        return
+    bad = np.argwhere(~(np.abs(array) <= MAX_MAGNITUDE))
+    if not len(bad):
+        return
+    index = tuple(int(i) for i in bad[0])
+    value = array[index]
+    if np.isfinite(value):
         raise scope.fail(
-            f"{file}: array {key!r} has the non-finite value {array[index]} at "
-            f"index {list(index)}; data must be finite numbers"
+            f"{file}: array {key!r} has the value {value} at index {list(index)}, beyond "
+            f"±{MAX_MAGNITUDE:g}: its square would overflow the second moments; rescale the data"
         )
+    raise scope.fail(
+        f"{file}: array {key!r} has the non-finite value {value} at index "
+        f"{list(index)}; data must be finite numbers"
+    )

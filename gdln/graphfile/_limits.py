@@ -15,6 +15,10 @@ field                 default     environment variable           bounds
 ``expression_chars``  2 000       ``GDLN_MAX_EXPRESSION_CHARS``  length of one expression
 ``expression_depth``  100         ``GDLN_MAX_EXPRESSION_DEPTH``  nesting of one expression
 ``entries``           500 000     ``GDLN_MAX_ENTRIES``           entries after ``repeat``
+``data_bytes``        64 MiB      ``GDLN_MAX_DATA_BYTES``        an npz, file and unzipped
+``data_values``       1 048 576   ``GDLN_MAX_DATA_VALUES``       numbers in npz data
+``exact_values``      1 000 000   ``GDLN_MAX_EXACT_VALUES``      exact numbers of datasets
+``data_arrays``       10 000      ``GDLN_MAX_DATA_ARRAYS``       arrays in npz files
 ====================  ==========  =============================  ==========================
 
 >>> Limits().depth
@@ -34,7 +38,14 @@ from dataclasses import dataclass, fields
 
 from .._errors import GraphSpecError, shorten
 
-__all__ = ["ENVIRONMENT", "Limits", "count_entries", "current_limits", "use_limits"]
+__all__ = [
+    "ENVIRONMENT",
+    "Limits",
+    "count_entries",
+    "count_values",
+    "current_limits",
+    "use_limits",
+]
 
 ENVIRONMENT: dict[str, str] = {
     "file_bytes": "GDLN_MAX_FILE_BYTES",
@@ -43,6 +54,10 @@ ENVIRONMENT: dict[str, str] = {
     "expression_chars": "GDLN_MAX_EXPRESSION_CHARS",
     "expression_depth": "GDLN_MAX_EXPRESSION_DEPTH",
     "entries": "GDLN_MAX_ENTRIES",
+    "data_bytes": "GDLN_MAX_DATA_BYTES",
+    "data_values": "GDLN_MAX_DATA_VALUES",
+    "exact_values": "GDLN_MAX_EXACT_VALUES",
+    "data_arrays": "GDLN_MAX_DATA_ARRAYS",
 }
 
 
@@ -67,6 +82,23 @@ class Limits:
     entries
         Most nodes, edges, contexts, examples and random gates one file expands to, each
         ``repeat`` counted as the entries it makes (one entry costs tens of microseconds).
+    data_bytes
+        Largest ``.npz`` data file, and most bytes its arrays take once decompressed
+        (both read from the file's zip directory before any array is, and the
+        decompressed stream counted as it is read).
+    data_values
+        Most numbers the ``.npz`` files of one load hold (read from each array's ``.npy``
+        header before the array is), plus the second moments they imply: a dataset or a
+        group of examples whose fields have $D$ columns in all has $D^2$ of them.
+    exact_values
+        Most exact numbers (rationals, expressions) the datasets of one load are built
+        from: the values of ``examples:`` and ``moments:`` matrices after ``repeat``, and
+        the cells of built-in datasets (``{builtin: whitened, size: n}`` has $2n^2$),
+        counted before they are built. One costs microseconds and about 100 bytes.
+    data_arrays
+        Most arrays the ``.npz`` files of one load hold, counted as the most that each
+        file's zip directory has room for (an entry takes at least 46 bytes) before the
+        directory is read; checking one array costs about 100 microseconds.
 
     Raises
     ------
@@ -80,6 +112,10 @@ class Limits:
     expression_chars: int = 2_000
     expression_depth: int = 100
     entries: int = 500_000
+    data_bytes: int = 64 * 2**20
+    data_values: int = 2**20
+    exact_values: int = 1_000_000
+    data_arrays: int = 10_000
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -130,6 +166,7 @@ def count_entries(
 
 _ACTIVE: ContextVar[Limits | None] = ContextVar("gdln_limits", default=None)
 _ENTRIES: ContextVar[list[int] | None] = ContextVar("gdln_entries", default=None)
+_TOTALS: ContextVar[dict[str, int] | None] = ContextVar("gdln_totals", default=None)
 
 
 def current_limits() -> Limits:
@@ -145,9 +182,36 @@ def use_limits(limits: Limits | None = None) -> Iterator[Limits]:
     chosen = limits if limits is not None else current_limits()
     if not isinstance(chosen, Limits):
         raise GraphSpecError(f"limits: expected a gdln.graphfile.Limits, got {shorten(chosen)}")
-    token, counted = _ACTIVE.set(chosen), _ENTRIES.set([0])
+    token, counted, totals = _ACTIVE.set(chosen), _ENTRIES.set([0]), _TOTALS.set({})
     try:
         yield chosen
     finally:
         _ACTIVE.reset(token)
         _ENTRIES.reset(counted)
+        _TOTALS.reset(totals)
+
+
+def count_values(
+    name: str,
+    added: int,
+    what: str,
+    *,
+    source: str,
+    key: str | None = None,
+    cls: type[GraphSpecError] = GraphSpecError,
+) -> None:
+    """Count ``added`` towards limit ``name`` (``data_values``, ``exact_values``) before
+    building what they stand for; refuse past the limit, all files of one load together.
+
+    ``what`` describes the ``added`` values in the message, e.g. ``"array 'x' of shape
+    (10, 2): 20 values"``.
+    """
+    limits = current_limits()
+    totals = _TOTALS.get()
+    before = totals.get(name, 0) if totals is not None else 0
+    if before + added > getattr(limits, name):
+        if before:
+            what = f"{what} ({before + added} with the data read before)"
+        raise cls(limits.exceeded(name, what), source=source, key=key)
+    if totals is not None:
+        totals[name] = before + added

@@ -12,18 +12,26 @@ external entities and entity-expansion bombs).
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
 from .._errors import GraphSpecError
 from ._limits import Limits, current_limits
 
-__all__ = ["CoreSchemaLoader", "parse_json", "parse_yaml", "read_bytes", "read_text"]
+__all__ = [
+    "CoreSchemaLoader",
+    "open_regular",
+    "parse_json",
+    "parse_yaml",
+    "read_bytes",
+    "read_text",
+]
 
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
 _ErrorClass = type[GraphSpecError]
@@ -69,22 +77,64 @@ CoreSchemaLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Loader = CoreSchemaLoader
 
 
-def read_bytes(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "file") -> bytes:
-    """The bytes of ``path``, refusing a missing, unreadable or too large file unread."""
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # open() of a FIFO then returns at once
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _refuse_unless_regular(mode: int, cls: _ErrorClass, source: str, what: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    if kind == "a directory":  # the message users of earlier versions know
+        raise cls(f"is a directory; expected a {what}", source=source)
+    raise cls(f"is {kind}, not a regular file; expected a {what}", source=source)
+
+
+def open_regular(
+    path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "file", limit: str = "file_bytes"
+) -> BinaryIO:
+    """``path`` opened for binary reading: a regular file no larger than limit ``limit``.
+
+    A directory, named pipe, device or socket is refused before it is opened, and again
+    on the opened descriptor (it may have been replaced in between); the file is opened
+    non-blocking, so that not even a pipe swapped in at that moment can block ``open``.
+    """
     source, limits = str(path), current_limits()
+    bound = getattr(limits, limit)
     try:
-        info = path.stat()
-        if stat.S_ISDIR(info.st_mode):
-            raise cls(f"is a directory; expected a {what}", source=source)
-        if info.st_size > limits.file_bytes:
-            raise cls(limits.exceeded("file_bytes", f"{info.st_size} bytes"), source=source)
-        with path.open("rb") as handle:
-            data = handle.read(limits.file_bytes + 1)
+        _refuse_unless_regular(path.stat().st_mode, cls, source, what)
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_BINARY", 0))
+        try:
+            info = os.fstat(fd)
+            _refuse_unless_regular(info.st_mode, cls, source, what)
+            if info.st_size > bound:
+                raise cls(limits.exceeded(limit, f"{info.st_size} bytes"), source=source)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
     except FileNotFoundError as err:
         raise cls(f"no such {what}", source=source) from err
     except OSError as err:  # permission, a loop of links, a name too long, an I/O error
         raise cls(f"cannot read the {what}: {err.strerror or err}", source=source) from err
-    if len(data) > limits.file_bytes:  # a device or a file that grew while being read
+
+
+def read_bytes(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "file") -> bytes:
+    """The bytes of ``path``, refusing a missing, unreadable, too large or not regular
+    file (a directory, a named pipe, a device) unread (:func:`open_regular`)."""
+    source, limits = str(path), current_limits()
+    with open_regular(path, cls=cls, what=what) as handle:
+        try:
+            data = handle.read(limits.file_bytes + 1)
+        except OSError as err:
+            raise cls(f"cannot read the {what}: {err.strerror or err}", source=source) from err
+    if len(data) > limits.file_bytes:  # a file that grew while being read
         raise cls(limits.exceeded("file_bytes", "more bytes"), source=source)
     return data
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -18,7 +19,7 @@ import numpy as np
 import sympy as sp
 
 from ..task._task import Context, Dataset, Task
-from ._datasets import load_npz, read_datasets, read_matrix
+from ._datasets import check_weights, load_npz, read_datasets, read_matrix
 from ._document import (
     Scope,
     _repeat_ranges,
@@ -32,6 +33,7 @@ from ._document import (
 )
 from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
 from ._gates import Gating, in_unit_interval, read_random_gates
+from ._limits import count_entries, count_values
 
 __all__ = ["read_task"]
 
@@ -73,9 +75,9 @@ def read_task(doc: Mapping[str, Any], graph: nx.DiGraph, scope: Scope) -> Task:
     else:
         if forms[0] == "examples":
             rows = _read_examples(spec["examples"], gating, here.at("examples"))
+            grouped, extra, keys = _group_examples(rows, graph, here)
         else:
-            rows = _read_npz_examples(spec["npz"], gating, here.at("npz"))
-        grouped, extra, keys = _group_examples(rows, graph, here)
+            grouped, extra, keys = _read_npz_task(spec["npz"], gating, here.at("npz"))
         contexts = tuple(grouped)
         datasets.update(extra)
     task = Task(contexts=contexts, datasets=datasets, random_gates=random)
@@ -283,10 +285,22 @@ def _read_examples(raw: Any, gating: Gating, scope: Scope) -> list[_Example]:
     return rows
 
 
-def _read_npz_examples(name: Any, gating: Gating, scope: Scope) -> list[_Example]:
-    """``task.npz``: arrays ``inputs/<node>``, ``targets/<node>``, ``gates/<item>``, ``weights``."""
+def _read_npz_task(
+    name: Any, gating: Gating, scope: Scope
+) -> tuple[list[Context], dict[str, Dataset], list[str]]:
+    """``task.npz``: arrays ``inputs/<node>``, ``targets/<node>``, ``gates/<item>``, ``weights``.
+
+    As for ``task.examples``, the rows that share a gate pattern become one context with
+    its own dataset, of probability the share of their weights; here on whole arrays, so
+    that a row costs no Python object. What the rows imply is bounded before it is built:
+    the contexts count against ``entries`` and their second moments against
+    ``data_values``.
+    """
     arrays = load_npz(name, scope)
-    n = _count_rows(arrays, scope)
+    file = Path(name).name
+    graph = gating.graph
+    ends = _ends(graph)
+    n = _count_rows(arrays, file, scope)
     missing = [
         g
         for g, item in gating.items.items()
@@ -294,39 +308,113 @@ def _read_npz_examples(name: Any, gating: Gating, scope: Scope) -> list[_Example
     ]
     if missing:
         raise scope.fail(f"missing gate value for {missing[0]!r}: no array 'gates/{missing[0]}'")
-    weights = arrays.get("weights", np.ones(n))
-    rows = []
-    for mu in range(n):
-        values = {
-            part: {
-                k.split("/", 1)[1]: np.atleast_1d(arrays[k][mu]).astype(float)[None, :]
-                for k in arrays
-                if k.startswith(part + "/")
-            }
-            for part, _ in PARTS
-        }
-        gates = {
-            item: float(arrays[f"gates/{g}"][mu])
-            for g, item in gating.items.items()
-            if f"gates/{g}" in arrays
-            and (float(arrays[f"gates/{g}"][mu]) != 0 or item in gating.random)
-        }
-        key = f"{scope.key}[{mu}]"
-        rows.append(_Example(key, values["inputs"], values["targets"], gates, float(weights[mu])))
-    return rows
+    fields: dict[str, np.ndarray] = {}
+    for part, kind in PARTS:
+        for key, array in arrays.items():
+            if not key.startswith(part + "/"):
+                continue
+            node, where = key.split("/", 1)[1], scope.at(f"[{key!r}]")
+            if node not in ends[part]:
+                raise where.fail(f"{file}: array {key!r}: {node!r} is not {kind} node")
+            values = array.reshape(n, -1)
+            size = graph.nodes[node]["size"]
+            if values.shape[1] != size:
+                raise where.fail(
+                    f"{file}: array {key!r} has {values.shape[1]} columns but node {node!r} "
+                    f"has size {size}"
+                )
+            fields[node] = values.astype(float, copy=False)
+    items = [(g, item) for g, item in gating.items.items() if f"gates/{g}" in arrays]
+    for g, _ in items:
+        if arrays[f"gates/{g}"].shape != (n,):
+            raise scope.at(f"['gates/{g}']").fail(
+                f"{file}: array 'gates/{g}' has shape {arrays[f'gates/{g}'].shape}; expected "
+                f"one gate value per example, shape ({n},)"
+            )
+    weights = check_weights(arrays.get("weights"), n, file, scope.at("['weights']"))
+    weights = np.ones(n) if weights is None else weights
+    patterns, groups = _gate_patterns(
+        [arrays[f"gates/{g}"] for g, _ in items], n, file, fields, scope
+    )
+    total = float(weights.sum())
+    contexts, datasets, keys = [], {}, []
+    for index, rows in enumerate(groups):
+        dataset = f"examples{index}"
+        share = weights[rows]
+        columns = {f: v[rows] for f, v in fields.items()} or {"__none__": np.zeros((len(share), 1))}
+        datasets[dataset] = Dataset(
+            name=dataset,
+            fields={f: v.shape[1] for f, v in columns.items()},
+            examples=columns,
+            weights=share if share.sum() > 0 else None,  # a context of probability 0
+        )
+        label = f"context{index}" if len(groups) > 1 else "all"
+        keys.append(f"{scope.key} ({label})")
+        contexts.append(
+            Context(
+                label=label,
+                probability=float(share.sum()) / total,
+                gates={
+                    item: float(value)
+                    for (_, item), value in zip(items, patterns[index], strict=True)
+                    if value != 0 or item in gating.random
+                },
+                dataset=dataset,
+                inputs={v: str(v) for v in ends["inputs"] if str(v) in fields},
+                targets={v: str(v) for v in ends["targets"] if str(v) in fields},
+            )
+        )
+    return contexts, datasets, keys
 
 
-def _count_rows(arrays: Mapping[str, np.ndarray], scope: Scope) -> int:
+def _gate_patterns(
+    gates: list[np.ndarray], n: int, file: str, fields: Mapping[str, np.ndarray], scope: Scope
+) -> tuple[np.ndarray, list[Any]]:
+    """The distinct rows of the gate arrays in order of first appearance, and the rows
+    of each (a slice when there is one pattern), counted against the limits first."""
+    table = np.column_stack([g.astype(float) for g in gates]) + 0.0 if gates else np.zeros((n, 0))
+    groups: list[Any]
+    if not gates or (table == table[0]).all():
+        found, groups = table[:1], [slice(None)]
+    else:  # sort the rows (stably), cut where they change, order the runs by first row
+        order = np.lexsort(table.T[::-1])
+        ordered = table[order]
+        starts = np.flatnonzero(np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)])
+        runs = np.split(order, starts[1:])
+        ranked = np.argsort(order[starts])
+        found, groups = ordered[starts][ranked], [runs[k] for k in ranked]
+    count_entries(len(groups), source=scope.source, key=scope.key, cls=scope.error)
+    width = sum(v.shape[1] for v in fields.values()) or 1
+    count_values(
+        "data_values",
+        len(groups) * width**2,
+        f"{file}: {len(groups)} gate patterns (contexts), each with the second moments of "
+        f"{width} columns: {len(groups) * width**2} values",
+        source=scope.source,
+        key=scope.key,
+        cls=scope.error,
+    )
+    return found, groups
+
+
+def _count_rows(arrays: Mapping[str, np.ndarray], file: str, scope: Scope) -> int:
     """The number of examples in an npz task: every array has one row per example."""
-    n = None
+    n, first = None, None
     for k, a in arrays.items():
         if a.ndim == 0 or (a.ndim > 2 and k.startswith(("inputs/", "targets/"))):
-            raise scope.fail(f"array {k!r} has shape {a.shape}; expected one row per example")
-        n = n if n is not None else len(a)
+            raise scope.at(f"[{k!r}]").fail(
+                f"{file}: array {k!r} has shape {a.shape}; expected one row per example"
+            )
+        n, first = (n, first) if n is not None else (len(a), k)
         if len(a) != n:
-            raise scope.fail(f"array {k!r} has {len(a)} rows, expected {n}")
+            raise scope.at(f"[{k!r}]").fail(
+                f"{file}: array {k!r} has {len(a)} rows but {first!r} has {n}; expected one "
+                "row per example in every array"
+            )
     if n is None:
-        raise scope.fail("the file holds no arrays")
+        raise scope.fail(f"{file}: holds no arrays; expected inputs/<node> and targets/<node>")
+    if n == 0:
+        raise scope.fail(f"{file}: its arrays have no rows; expected at least one example")
     return n
 
 
@@ -340,15 +428,14 @@ def _group_examples(
         _check_example(row, graph, ends, scope)
         pattern = tuple(sorted((str(k), str(v)) for k, v in row.gates.items()))
         groups.setdefault(pattern, []).append(row)
-    total = sum(r.weight if isinstance(r.weight, float) else sp.nsimplify(r.weight) for r in rows)
+    total = sum(sp.nsimplify(r.weight) for r in rows)
     if total == 0:
         raise scope.fail("the example weights sum to 0")
     contexts, datasets, keys = [], {}, []
     for index, members in enumerate(groups.values()):
         name = f"examples{index}"
         data = datasets[name] = _example_dataset(name, members, graph, ends)
-        share = sum(r.weight for r in members)
-        probability = float(share) / total if isinstance(total, float) else share / total
+        probability = sum(r.weight for r in members) / total
         label = f"context{index}" if len(groups) > 1 else "all"
         keys.append(f"{members[0].key.split('[')[0]} ({label})")
         contexts.append(
@@ -383,37 +470,24 @@ def _check_example(
 def _example_dataset(
     name: str, members: list[_Example], graph: nx.DiGraph, ends: Mapping[str, list[Hashable]]
 ) -> Dataset:
-    """The dataset of one group of examples: a field per node that any of them sets."""
-    exact = all(
-        isinstance(v, sp.MatrixBase)
-        for r in members
-        for part, _ in PARTS
-        for v in getattr(r, part).values()
-    )
+    """The exact dataset of one group of examples: a field per node that any of them sets."""
     fields: dict[str, Any] = {}
     for part, _ in PARTS:
         for node in ends[part]:
             cells = [getattr(r, part).get(node) for r in members]
             if any(c is not None for c in cells):
-                fields[str(node)] = _stack(cells, graph.nodes[node]["size"], exact)
+                fields[str(node)] = _stack(cells, graph.nodes[node]["size"])
     if not fields:
-        fields["__none__"] = _stack([None] * len(members), 1, exact)
-    weights_list = [r.weight for r in members]
-    weights = sp.ImmutableMatrix(weights_list) if exact else np.asarray(weights_list, dtype=float)
-    columns = {f: v.cols if exact else v.shape[1] for f, v in fields.items()}
+        fields["__none__"] = _stack([None] * len(members), 1)
+    shares = [r.weight for r in members]
+    weights = sp.ImmutableMatrix(shares) if any(w != 0 for w in shares) else None  # or p = 0
+    columns = {f: v.cols for f, v in fields.items()}
     return Dataset(name=name, fields=columns, examples=fields, weights=weights)
 
 
-def _stack(cells: list[Any], size: int, exact: bool) -> Any:
+def _stack(cells: list[Any], size: int) -> sp.ImmutableMatrix:
     """Rows of one field, zeros where an example sets nothing."""
-    if exact:
-        return sp.ImmutableMatrix([list(c) if c is not None else [0] * size for c in cells])
-    return np.vstack(
-        [
-            np.asarray(c, dtype=float).reshape(1, -1) if c is not None else np.zeros((1, size))
-            for c in cells
-        ]
-    )
+    return sp.ImmutableMatrix([list(c) if c is not None else [0] * size for c in cells])
 
 
 def _check_probabilities(task: Task, keys: list[str], scope: Scope) -> None:

@@ -3,17 +3,28 @@ r"""The datasets a graph file can name with ``builtin:``, chosen through one tab
 ``{builtin: hierarchy}`` is the routing figures' base dataset (Fig. 4c of Saxe et al.
 2022); ``{builtin: whitened, size: n}`` has whitened inputs and a symmetric target map, so
 that the input and output bases coincide ($U = V$).
+
+Each entry of :data:`BUILTIN_DATASETS` also says how many exact values a dataset of given
+settings holds, so that a reader can bound its cost before building it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import sympy as sp
 
 from ._task import Dataset
 
-__all__ = ["BUILTIN_DATASETS", "HIERARCHY_TARGETS", "hierarchy_dataset", "whitened_dataset"]
+__all__ = [
+    "BUILTIN_DATASETS",
+    "HIERARCHY_TARGETS",
+    "BuiltinDataset",
+    "hierarchy_dataset",
+    "whitened_dataset",
+]
 
 # The targets of Fig. 4c of Saxe et al. 2022: four items, seven hierarchical features.
 HIERARCHY_TARGETS = (
@@ -39,15 +50,51 @@ def whitened_dataset(name: str = "whitened", *, size: int) -> Dataset:
     and output bases coincide, as a residual network whose input and output are joined by
     identity skips needs (``graphs/resnet_sd.yaml``).
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive integer, got {size!r}")
+    _check_size(size)
     x = sp.ImmutableMatrix(sp.eye(size))
     y = sp.ImmutableMatrix(sp.diag(*[sp.Rational(size - k, size) for k in range(size)]))
     return Dataset(name=name, fields={"x": size, "y": size}, examples={"x": x, "y": y})
 
 
-BUILTIN_DATASETS: dict[str, Callable[..., Dataset]] = {
-    "hierarchy": hierarchy_dataset,
-    "whitened": whitened_dataset,
+def _check_size(size: Any) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive integer, got {size!r}")
+
+
+def _hierarchy_values() -> int:
+    return 4 * 4 + 4 * len(HIERARCHY_TARGETS[0])
+
+
+def _whitened_values(*, size: int) -> int:
+    _check_size(size)
+    return 2 * size * size
+
+
+@dataclass(frozen=True)
+class BuiltinDataset:
+    """A builtin dataset: how to build it and how many exact values it holds.
+
+    Parameters
+    ----------
+    build
+        A function of the dataset's name and its settings (keywords) returning the
+        :class:`~gdln.Dataset`.
+    values
+        A function of the same settings returning the number of exact values the dataset
+        holds (its example matrices' cells), without building it; it raises
+        ``ValueError`` or ``TypeError`` for settings that ``build`` refuses.
+    """
+
+    build: Callable[..., Dataset]
+    values: Callable[..., int]
+
+    def __call__(self, name: str, **settings: Any) -> Dataset:
+        """The dataset called ``name`` with these settings (``build``)."""
+        return self.build(name, **settings)
+
+
+BUILTIN_DATASETS: dict[str, BuiltinDataset] = {
+    "hierarchy": BuiltinDataset(hierarchy_dataset, _hierarchy_values),
+    "whitened": BuiltinDataset(whitened_dataset, _whitened_values),
 }
-"""Builtin dataset name -> a function of the dataset's name and its settings."""
+"""Builtin dataset name -> how to build it from its name and settings, and its size."""

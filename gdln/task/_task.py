@@ -80,7 +80,8 @@ class Dataset:
         Field -> ``(n, dim)`` rows (exact :class:`sympy.ImmutableMatrix` or float array),
         or ``None`` when the moments are given.
     weights
-        Example weights ``(n,)`` summing to 1 (default: uniform); only with ``examples``.
+        Example weights ``(n,)``: non-negative, of positive sum, normalised to sum to 1
+        (default: uniform); only with ``examples``.
     moments_given
         ``(a, b)`` -> $\langle a\,b^\top\rangle$, shape ``(dim a, dim b)``, or ``None``
         when the examples are given.
@@ -90,8 +91,9 @@ class Dataset:
     Raises
     ------
     ValueError
-        Both or neither of ``examples`` and ``moments_given`` are given, or the fields
-        have different numbers of examples.
+        Both or neither of ``examples`` and ``moments_given`` are given, the fields have
+        different numbers of examples or none, or the weights are not one non-negative
+        weight per example of positive sum.
 
     References
     ----------
@@ -113,6 +115,10 @@ class Dataset:
             sizes = {len(_rows(v)) for v in self.examples.values()}
             if len(sizes) != 1:
                 raise ValueError(f"dataset {self.name!r}: fields have different example counts")
+            if 0 in sizes:
+                raise ValueError(f"dataset {self.name!r}: no examples")
+            if self.weights is not None:
+                _check_weights(self.name, self.weights, sizes.pop())
 
     def __repr__(self) -> str:
         kind = f"{self.n_examples} examples" if self.examples is not None else "moments"
@@ -183,6 +189,23 @@ class Dataset:
             rows = np.zeros((1, offsets[-1]))
         arrays = {f: rows[:, offsets[i] : offsets[i + 1]] for i, f in enumerate(names)}
         return arrays, np.full(k, 1.0 / k)
+
+
+def _check_weights(name: str, weights: Any, n: int) -> None:
+    """One non-negative weight per example, of positive sum where they are numbers."""
+    if isinstance(weights, sp.MatrixBase):
+        exact = list(weights)
+        count, negative = len(exact), any(w.is_negative for w in exact)
+        zero = bool(sp.Add(*exact).is_zero)
+    else:
+        values = np.ravel(np.asarray(weights, dtype=float))
+        count, negative, zero = len(values), bool((values < 0).any()), not values.sum() > 0
+    if count != n:
+        raise ValueError(f"dataset {name!r}: {count} weights for {n} examples")
+    if negative:
+        raise ValueError(f"dataset {name!r}: weights must be non-negative")
+    if zero:
+        raise ValueError(f"dataset {name!r}: the weights sum to 0")
 
 
 def _rows(values: Matrix) -> Any:

@@ -32,6 +32,7 @@ FINISHED = (
     "solution",
     "report",
     "reduction",
+    "outputs",
 )
 
 

@@ -185,10 +185,10 @@ def solve(
         raise CommandLineError(f"--ode and --lr {lr}: give one (the ODE or the map)")
     problem = load_problem(file, params, task)
     model = _model(problem, route, lump, setting(problem, "init", initial_value(file, init), None))
-    trajectory = gdln.solve(
+    trajectory = gdln.solve(  # it checks t_max, lr and points before it starts
         model,
-        t_max=float(setting(problem, "t_max", t_max, 10)),
-        lr=None if ode else _float_or_none(setting(problem, "lr", lr, None)),
+        t_max=setting(problem, "t_max", t_max, 10),
+        lr=None if ode else setting(problem, "lr", lr, None),
         n_points=points,
     )
     write(output, gdln.format_trajectory(trajectory, output.format))
@@ -206,7 +206,3 @@ def _model(
         if route == "symbolic":
             raise
         return gdln.expected_dynamics(problem, init=init)
-
-
-def _float_or_none(value: Any) -> float | None:
-    return None if value is None else float(value)

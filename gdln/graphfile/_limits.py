@@ -15,7 +15,14 @@ field                 default     environment variable           bounds
 ``expression_chars``  2 000       ``GDLN_MAX_EXPRESSION_CHARS``  length of one expression
 ``expression_depth``  100         ``GDLN_MAX_EXPRESSION_DEPTH``  nesting of one expression
 ``entries``           500 000     ``GDLN_MAX_ENTRIES``           entries after ``repeat``
+``steps``             10 000 000  ``GDLN_MAX_STEPS``             steps of a run (GD map, simulation)
+``points``            100 000     ``GDLN_MAX_POINTS``            recorded times of a run
+``batch_elements``    50 000 000  ``GDLN_MAX_BATCH_ELEMENTS``    numbers a simulation holds per step
 ====================  ==========  =============================  ==========================
+
+The last three bound the work that numbers *imply* (``t_max/lr`` steps, ``--points``,
+``--batch-size`` times ``--seeds``); :func:`gdln.solve`, :func:`gdln.simulate` and
+:func:`gdln.compare` check them before they start.
 
 >>> Limits().depth
 100
@@ -43,6 +50,9 @@ ENVIRONMENT: dict[str, str] = {
     "expression_chars": "GDLN_MAX_EXPRESSION_CHARS",
     "expression_depth": "GDLN_MAX_EXPRESSION_DEPTH",
     "entries": "GDLN_MAX_ENTRIES",
+    "steps": "GDLN_MAX_STEPS",
+    "points": "GDLN_MAX_POINTS",
+    "batch_elements": "GDLN_MAX_BATCH_ELEMENTS",
 }
 
 
@@ -67,6 +77,15 @@ class Limits:
     entries
         Most nodes, edges, contexts, examples and random gates one file expands to, each
         ``repeat`` counted as the entries it makes (one entry costs tens of microseconds).
+    steps
+        Most steps of one run, ``round(t_max / lr)``: of the gradient-descent map of
+        :func:`gdln.solve` and of a simulation (a step costs microseconds to milliseconds).
+    points
+        Most recorded times of one run (``n_points``, ``--points``, the records of a
+        simulation); each holds every variable.
+    batch_elements
+        Most numbers a simulation holds per step: seeds times (examples or minibatch rows
+        times the summed node sizes, plus the weights), 400 MB in float64 at the default.
 
     Raises
     ------
@@ -80,6 +99,9 @@ class Limits:
     expression_chars: int = 2_000
     expression_depth: int = 100
     entries: int = 500_000
+    steps: int = 10_000_000
+    points: int = 100_000
+    batch_elements: int = 50_000_000
 
     def __post_init__(self) -> None:
         for item in fields(self):

@@ -17,7 +17,8 @@ The subpackages follow the data flow:
 - :mod:`gdln.solution`: the ODE and the exact gradient-descent map (:func:`solve`);
 - :mod:`gdln.simulation`: the full network in torch (:func:`simulate`);
 - :mod:`gdln.comparison`: theory against simulation (:func:`compare`);
-- :mod:`gdln.sweep`: parameter sweeps (:func:`run_sweep`).
+- :mod:`gdln.sweep`: parameter sweeps (:func:`run_sweep`);
+- :mod:`gdln.outputs`: every file and folder gdln writes, whole or not at all.
 
 The other seed papers' path views have their own subpackages: :mod:`gdln.kernels`
 (deep gated networks, neural path kernels, the NTK, the path formula for the Gram

@@ -34,7 +34,7 @@ from ._gd_map import map_reduction
 from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
 
-__all__ = ["solve"]
+__all__ = ["check_solve_settings", "solve"]
 
 
 _SCALAR_STATE_MAX = 512  # largest state compiled into one scalar function (see _Numeric.scalar)
@@ -307,6 +307,41 @@ def solve(
         return _moment_trajectory(reduction, times, states, method, lr)
     trajectory = _reduction_trajectory(reduction, times, states, method, lr)
     return dataclasses.replace(trajectory, meta={**trajectory.meta, "system": system_used})
+
+
+def check_solve_settings(
+    t_max: Any, *, lr: Any = None, n_points: Any = 201
+) -> tuple[float, float | None]:
+    r"""Check the settings of :func:`solve` before anything is computed.
+
+    Parameters
+    ----------
+    t_max
+        Final time in units of $	au$: a finite number > 0.
+    lr
+        ``None`` (the ODE), or the learning rate of the map: a finite number > 0 such
+        that ``round(t_max / lr)`` is between 1 and :class:`gdln.graphfile.Limits`
+        ``steps``.
+    n_points
+        Number of recorded times: an int from 2 to ``Limits.points``.
+
+    Returns
+    -------
+    tuple
+        ``t_max`` and ``lr`` as floats (``lr`` ``None`` for the ODE).
+
+    Raises
+    ------
+    GdlnError
+        A setting is malformed or implies no work or work beyond the limits; the message
+        names the limit and its environment variable.
+
+    Examples
+    --------
+    >>> check_solve_settings(10, lr=0.05, n_points=11)
+    (10.0, 0.05)
+    """
+    return _check_settings(t_max, lr, n_points)
 
 
 def _check_settings(t_max: Any, lr: Any, n_points: Any) -> tuple[float, float | None]:

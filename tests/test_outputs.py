@@ -334,8 +334,9 @@ def write_text(self, *args, **kwargs):
     print("written", flush=True)
     time.sleep(60)
 Path.write_text = write_text
-from gdln.cli import main
-main(sys.argv[1:], handle_signals=True)
+import runpy
+sys.argv = ["gdln", *sys.argv[1:]]
+runpy.run_module("gdln", run_name="__main__")  # the program itself
 """
 
 
@@ -393,8 +394,9 @@ def mkstemp(*args, **kwargs):
             time.sleep(0.01)
     return made
 tempfile.mkstemp = mkstemp
-from gdln.cli import main
-main(sys.argv[3:])
+import runpy
+sys.argv = ["gdln", *sys.argv[3:]]
+runpy.run_module("gdln", run_name="__main__")
 """
 
 
@@ -422,16 +424,26 @@ def test_two_commands_racing_for_one_output_never_both_succeed(tmp_path: Path) -
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gate", "out.json"]
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["solve", CHAIN, "-o", "{folder}/out.json"],
-        ["simulate", CHAIN, "-o", "{folder}/out.npz"],
-        ["compare", CHAIN, "-o", "{folder}/gdln-compare-out"],
-        ["kernel", "-n", "10", "-o", "{folder}/gdln-kernel-out"],
-    ],
-    ids=["solve", "simulate", "compare", "kernel"],
-)
+WRITERS = {  # every command that writes, with its -o
+    "paths": ["paths", CHAIN, "-o", "{folder}/out.json"],
+    "stats": ["stats", CHAIN, "-o", "{folder}/out.tex"],
+    "derive": ["derive", CHAIN, "-o", "{folder}/out.txt"],
+    "solve": ["solve", CHAIN, "-o", "{folder}/out.json"],
+    "simulate": ["simulate", CHAIN, "-o", "{folder}/out.npz"],
+    "compare": ["compare", CHAIN, "-o", "{folder}/gdln-compare-out"],
+    "kernel": ["kernel", "-n", "10", "-o", "{folder}/gdln-kernel-out"],
+    "sd": ["sd", "-o", "{folder}/out.json"],
+    "schema": ["schema", "-o", "{folder}/out.json"],
+}
+
+
+def test_every_command_that_writes_is_listed() -> None:
+    from gdln.cli._main import COMMANDS
+
+    assert sorted(WRITERS) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("command", WRITERS.values(), ids=WRITERS.keys())
 def test_an_unwritable_folder_is_refused_before_computing(command, monkeypatch, capsys) -> None:
     folder = unwritable_folder()
 
@@ -441,6 +453,8 @@ def test_an_unwritable_folder_is_refused_before_computing(command, monkeypatch, 
     for name in ("load", "reduce", "simulate", "compare"):
         monkeypatch.setattr(gdln, name, computed)
     monkeypatch.setattr(gdln.kernels, "kernel_spectrum", computed)
+    monkeypatch.setattr(gdln.sd, "chain_summary", computed)
+    monkeypatch.setattr(gdln.graphfile, "schema", computed)
     argv = [part.format(folder=folder) for part in command]
     code, out, err = run_cli(argv, capsys)
     assert (code, out) == (2, "")
@@ -561,14 +575,15 @@ INTERRUPTED_WRITE = textwrap.dedent(
     """\
     import os, signal, sys
     from pathlib import Path
-    real = Path.write_text
+    real, signum = Path.write_text, int(sys.argv[1])
     def write_text(self, *args, **kwargs):
         real(self, *args, **kwargs)
-        os.kill(os.getpid(), int(sys.argv[1]))  # the signal arrives while the file is written
+        os.kill(os.getpid(), signum)  # the signal arrives while the file is written
         return 0
     Path.write_text = write_text
-    from gdln.cli import main
-    main(sys.argv[2:], handle_signals=True)
+    import runpy
+    sys.argv = ["gdln", *sys.argv[2:]]
+    runpy.run_module("gdln", run_name="__main__")  # the program itself
     """
 )
 

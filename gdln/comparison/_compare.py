@@ -41,6 +41,7 @@ from ..simulation import (
     initial_weights,
     simulate,
 )
+from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
 from ..solution import Trajectory, solve
 from ..solution._bounds import beyond
@@ -301,7 +302,7 @@ def _check_workload(
         steps=steps,
         seeds=seeds,
         rows=len(examples.weights),
-        sizes={v: int(n) for v, n in problem.graph.nodes(data="size")},
+        sizes=node_sizes(problem.graph),
         edges=list(problem.graph.edges),
     )
 

@@ -21,6 +21,7 @@ The subpackages follow the data flow:
 - :mod:`gdln.balanced`: exact dynamics from λ-balanced starts (:func:`solve_balanced`)
   and the tangent kernel along a trajectory (:func:`balanced_kernels`,
   :func:`decoupled_kernels`).
+- :mod:`gdln.outputs`: every file and folder gdln writes, whole or not at all.
 
 The other seed papers' path views have their own subpackages: :mod:`gdln.kernels`
 (deep gated networks, neural path kernels, the NTK, the path formula for the Gram

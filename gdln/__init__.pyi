@@ -2,6 +2,7 @@ from . import balanced as balanced
 from . import comparison as comparison
 from . import graphfile as graphfile
 from . import kernels as kernels
+from . import outputs as outputs
 from . import paths as paths
 from . import reduction as reduction
 from . import report as report
@@ -10,7 +11,9 @@ from . import simulation as simulation
 from . import solution as solution
 from . import sweep as sweep
 from . import task as task
+from ._errors import DegenerateStartWarning as DegenerateStartWarning
 from ._errors import GdlnError as GdlnError
+from ._errors import GdlnWarning as GdlnWarning
 from ._errors import GraphSpecError as GraphSpecError
 from ._errors import NotDiagonalizableError as NotDiagonalizableError
 from ._errors import TaskSpecError as TaskSpecError

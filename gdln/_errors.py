@@ -11,7 +11,9 @@ from typing import Any
 
 __all__ = [
     "MAX_MESSAGE",
+    "DegenerateStartWarning",
     "GdlnError",
+    "GdlnWarning",
     "GraphSpecError",
     "NotDiagonalizableError",
     "TaskSpecError",
@@ -122,3 +124,18 @@ class TooManyPathsError(GdlnError):
     def __init__(self, message: str, *, paths: int = 0):
         self.paths = paths
         super().__init__(message)
+
+
+class GdlnWarning(UserWarning):
+    """Base class of every warning gdln gives: the run goes on, but likely not as meant.
+
+    The command line prints each as one line, ``gdln: warning: <message>``.
+    """
+
+
+class DegenerateStartWarning(GdlnWarning):
+    """The initial state is a fixed point of the dynamics, so nothing will change.
+
+    For example $b(0) = 0$ (``--init 0``): every path through two or more trained edges
+    has a zero product and a zero gradient, so the learning curve stays flat.
+    """

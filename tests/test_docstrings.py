@@ -33,6 +33,7 @@ FINISHED = (
     "report",
     "reduction",
     "balanced",
+    "outputs",
 )
 
 

@@ -20,7 +20,7 @@ PACKAGE = Path(gdln.__file__).parent
 
 # Lower layers first; a module may import from its own layer or below, never above.
 LAYERS: list[set[str]] = [
-    {"_errors", "_edge", "_lazy", "_device"},
+    {"_errors", "_edge", "_lazy", "_device", "outputs"},
     {"task"},
     {"graphfile"},
     {"paths"},

@@ -102,9 +102,9 @@ def test_gd_map_approaches_ode_at_first_order_in_lr() -> None:
 
 def test_bad_solve_settings() -> None:
     reduction = gdln.reduce(load("chain"))
-    with pytest.raises(gdln.GdlnError, match="t_max must be a positive number, got -1"):
+    with pytest.raises(gdln.GdlnError, match="t_max: expected a finite number > 0, got -1"):
         gdln.solve(reduction, t_max=-1)
-    with pytest.raises(gdln.GdlnError, match="lr must be a positive number, got 0"):
+    with pytest.raises(gdln.GdlnError, match="lr: expected a finite number > 0, got 0"):
         gdln.solve(reduction, t_max=1, lr=0)
     with pytest.raises(
         gdln.GdlnError,

@@ -4,9 +4,92 @@ One module per command group: :mod:`._theory` (paths, stats, derive, solve),
 :mod:`._simulate` (simulate, compare), :mod:`._kernel` and :mod:`._sd`; :mod:`._main` holds
 the group, its command table and the error handling, :mod:`._common` the options and the
 output writer that every command shares.
+
+:func:`main` is the entry point. Before it imports anything else (click, the commands,
+torch), it turns SIGINT and SIGTERM into an exception that unwinds the run, so that every
+temporary output is removed on the way out; the run then ends with one line,
+``gdln: interrupted`` (or ``terminated``), and exit status 130 (or 143). A second signal
+while the first unwinds ends the process at once.
 """
 
-from ._main import cli as cli
-from ._main import main as main
+from __future__ import annotations
 
-__all__ = ["cli", "main"]
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._main import cli as cli
+
+__all__ = ["Interrupted", "cli", "main"]
+
+#: The signals that end a run cleanly, and the word its last line says.
+SIGNALS: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived; raised where the program was, so that it unwinds.
+
+    A ``BaseException``, so that no ``except Exception`` (nor click's handling of
+    ``KeyboardInterrupt``) stops it on the way to :func:`main`.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_now(signum: int, _frame: Any) -> None:
+    os._exit(128 + signum)
+
+
+def _unwind(signum: int, _frame: Any) -> None:
+    for other in SIGNALS:
+        signal.signal(other, _stop_now)
+    raise Interrupted(signum)
+
+
+def _handle_signals() -> dict[int, Callable[..., Any] | int | None]:
+    """Install :func:`_unwind` for SIGINT and SIGTERM; return the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {s: signal.signal(s, _unwind) for s in SIGNALS}
+
+
+def main(argv: list[str] | None = None, *, handle_signals: bool | None = None) -> None:
+    """Run ``gdln ARGV``; errors become one line on stderr and exit status 2.
+
+    Parameters
+    ----------
+    argv
+        The arguments; ``None``: the process's own (``sys.argv[1:]``).
+    handle_signals
+        Whether SIGINT and SIGTERM end the run cleanly (one line, exit 130 or 143, no
+        temporary files left) for the time of the call; default: when ``argv`` is
+        ``None``, i.e. when this is the program.
+    """
+    previous = (
+        _handle_signals() if (argv is None if handle_signals is None else handle_signals) else {}
+    )
+    try:
+        from ._main import main as run
+
+        run(argv)
+    except Interrupted as stop:
+        sys.stderr.write(f"gdln: {SIGNALS[stop.signum]}\n")
+        sys.stderr.flush()
+        raise SystemExit(128 + stop.signum) from None
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "cli":  # the click group, imported when it is asked for
+        from ._main import cli
+
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,23 +1,22 @@
 """What the commands share: graph-file arguments, file defaults, and the output writer.
 
 Every option means one thing in every command, and every command that writes follows one
-rule: ``-o/--out`` and ``--force`` are checked before anything is computed, the format
-follows ``-o``'s extension, and the output appears whole or not at all (it is written to a
-temporary file in the same folder, then moved into place with :func:`os.replace`).
+rule: ``-o/--out`` and ``--force`` are checked before anything is computed (the folder
+must exist and be writable), the format follows ``-o``'s extension, and the output appears
+whole or not at all and never replaces anything without ``--force``, even when two runs
+race: every file and folder is written by :mod:`gdln.outputs`, the one mechanism the
+library's own writers (:func:`gdln.compare`, :meth:`gdln.Trajectory.save`) use too.
 
 Nothing heavy is imported here: ``gdln <command> --help`` stays instant.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -100,10 +99,16 @@ def initial_value(file: str, text: str | None) -> Any:
 
 
 def positive(option: str, value: Any) -> float:
-    """``value`` as a float, refused unless finite and > 0."""
-    number = float(value)
+    """``value`` as a float, refused unless finite and > 0 (also when too large for a float)."""
+    try:
+        number = float(value)
+        shown = repr(number)
+    except (OverflowError, TypeError, ValueError):
+        number = float("nan")
+        big = isinstance(value, int) and not isinstance(value, bool)
+        shown = f"an integer of {value.bit_length()} bits" if big else repr(value)
     if not 0 < number < float("inf"):
-        raise CommandLineError(f"{option}: expected a finite number > 0, got {number!r}")
+        raise CommandLineError(f"{option}: expected a finite number > 0, got {shown}")
     return number
 
 
@@ -156,9 +161,19 @@ def output_options(formats: tuple[str, ...], *, default: str, what: str = "outpu
     return decorate
 
 
-def refuse_existing(path: Path) -> None:
+def refuse_existing(path: Path) -> NoReturn:
     """The one refusal of every command: ``PATH exists; pass --force to replace it``."""
     raise CommandLineError(f"{path} exists; pass --force to replace it")
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """Show :class:`gdln.outputs.OutputExistsError` (a run that raced this one and wrote
+    first, say) as the command line's one refusal."""
+    try:
+        yield
+    except gdln.outputs.OutputExistsError as err:
+        raise CommandLineError(f"{err.path} exists; pass --force to replace it") from err
 
 
 def check_folder(out: Path) -> None:
@@ -179,7 +194,9 @@ def output_file(
     """Check ``-o``, ``--format`` and ``--force`` before anything is computed.
 
     The format follows ``-o``'s extension; a ``--format`` that disagrees is refused, and so
-    is an existing file without ``--force`` or a missing folder.
+    is an existing file without ``--force``, a missing folder or one that cannot be
+    written (:func:`gdln.outputs.check_file` creates and removes a probe file there, and
+    removes stale temporary files of runs that died).
     """
     if out is None:
         return Output(None, fmt or default or formats[0])
@@ -199,14 +216,17 @@ def output_file(
         raise CommandLineError(f"-o {out}: is a folder; expected a file")
     if path.exists() and not force:
         refuse_existing(path)
+    with refusals():
+        gdln.outputs.check_file(path, force=force)
     return Output(path, chosen, force)
 
 
 def output_folder(out: str, force: bool) -> Path:
     """Check ``-o DIR`` of a command that writes several files into a folder.
 
-    ``DIR`` may be missing (it is created) or empty; one that holds files is refused
-    unless ``--force``, which replaces the files the command writes and keeps the others.
+    ``DIR`` may be missing (it is created) or empty; one that holds anything is refused
+    unless ``--force``, which replaces the files the command writes and keeps the others
+    (:func:`atomic_folder`). The folder above it must exist and be writable.
     """
     path = Path(out)
     check_folder(path)
@@ -214,48 +234,28 @@ def output_folder(out: str, force: bool) -> Path:
         raise CommandLineError(f"-o {out}: is a file; expected a folder")
     if path.is_dir() and any(path.iterdir()) and not force:
         refuse_existing(path)
+    with refusals():
+        gdln.outputs.check_folder(path, force=force)
     return path
 
 
-def _file_mode() -> int:
-    """The mode a new file gets from ``open``: 0o666 less the process's umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+@contextmanager
+def atomic_path(path: Path, *, force: bool) -> Iterator[Path]:
+    """A temporary path beside ``path`` (same extension) that becomes ``path`` on success
+    (:func:`gdln.outputs.atomic_file`): exclusively unless ``force``, and on an error or a
+    signal the temporary file is removed and ``path`` is left as it was."""
+    with refusals(), gdln.outputs.atomic_file(path, force=force) as temporary:
+        yield temporary
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` (same extension) that becomes ``path`` on success.
-
-    On an error the temporary file is removed and ``path`` is left as it was.
-    """
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(handle)
-    temporary = Path(name)
-    temporary.chmod(_file_mode())  # mkstemp's 0o600 would make the output private
-    try:
+def atomic_folder(path: Path, *, force: bool) -> Iterator[Path]:
+    """A temporary folder beside ``path`` that takes its place, whole, on success
+    (:func:`gdln.outputs.atomic_folder`): a missing ``path`` is created by one rename, an
+    existing one (``force``) is swapped for the new folder, which keeps the old folder's
+    other entries. On an error or a signal nothing in ``path`` changes."""
+    with refusals(), gdln.outputs.atomic_folder(path, force=force) as temporary:
         yield temporary
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-@contextmanager
-def atomic_folder(path: Path) -> Iterator[Path]:
-    """A temporary folder beside ``path`` whose files are moved into ``path`` on success.
-
-    Each file appears whole (:func:`os.replace` within one file system); on an error
-    nothing in ``path`` changes and the temporary folder is removed.
-    """
-    temporary = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
-    try:
-        yield temporary
-        path.mkdir(exist_ok=True)
-        for item in sorted(temporary.iterdir()):
-            os.replace(item, path / item.name)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def write(output: Output, text: str) -> None:
@@ -263,6 +263,6 @@ def write(output: Output, text: str) -> None:
     if output.path is None:
         click.echo(text)
         return
-    with atomic_path(output.path) as temporary:
+    with atomic_path(output.path, force=output.force) as temporary:
         temporary.write_text(text + "\n", encoding="utf-8")
     click.echo(f"wrote {output.path}", err=True)

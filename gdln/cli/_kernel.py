@@ -146,7 +146,7 @@ def kernel(
         _summary_line(spectrum) if fmt == "text" else json.dumps(spectrum.to_json(), indent=1)
     )
     if folder is not None:
-        with atomic_folder(folder) as temporary:
+        with atomic_folder(folder, force=force) as temporary:
             written = _write(spectrum, temporary, plot=plot)
         click.echo(f"wrote {folder}: {', '.join(written)}", err=True)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import IO, Any, NamedTuple
+import warnings
+from typing import IO, Any, NamedTuple, TextIO
 
 import click
 
@@ -140,7 +141,31 @@ def cli(debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: errors become one line on stderr and exit code 2 (1 if aborted)."""
+    """Run the group: errors become one line on stderr and exit code 2 (1 if aborted);
+    each gdln warning is one line, ``gdln: warning: <message>``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", gdln.GdlnWarning)
+        others = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, gdln.GdlnWarning):
+                click.echo(f"gdln: warning: {message}", err=True)
+            else:
+                others(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        _run(argv)
+
+
+def _run(argv: list[str] | None) -> None:
+    """:func:`main` without the warnings."""
     try:
         result = cli.main(args=argv, prog_name="gdln", standalone_mode=False)
     except click.exceptions.Exit as exit_:

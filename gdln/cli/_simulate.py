@@ -17,13 +17,12 @@ from ._common import (
     DEFAULT_LUMP,
     LUMP_HELP,
     CommandLineError,
-    atomic_folder,
-    atomic_path,
     graph_arguments,
     load_problem,
     output_file,
     output_folder,
     positive,
+    refusals,
     setting,
 )
 
@@ -48,6 +47,12 @@ def parse_record_steps(text: str, steps: int) -> tuple[int, ...]:
         if count < 1:
             raise CommandLineError(
                 f"--record-steps: expected 'log:N' with an int N >= 1, got {text!r}"
+            )
+        most = gdln.graphfile.Limits.from_environment().points
+        if count > most:
+            raise CommandLineError(
+                f"--record-steps {text}: {count} records exceeds the limit points={most} "
+                "(raise it: GDLN_MAX_POINTS=N)"
             )
         return tuple(gdln.simulation.log_spaced_steps(steps, count))
     try:
@@ -231,9 +236,8 @@ def simulate(
         raise CommandLineError(f"--momentum: expected a number in [0, 1), got {momentum!r}")
     problem = load_problem(file, params, task)
     rate = positive("--lr", setting(problem, "lr", lr, DEFAULT_LR))
-    steps = round(
-        positive("--t-max", setting(problem, "t_max", t_max, DEFAULT_T_MAX)) * (1 - momentum) / rate
-    )
+    horizon = positive("--t-max", setting(problem, "t_max", t_max, DEFAULT_T_MAX))
+    steps = gdln.simulation.horizon_steps(horizon, lr=rate, momentum=momentum)
     settings = gdln.SimulationSettings(
         optimizer=optimizer,
         batch_size=batch_size,
@@ -260,8 +264,8 @@ def simulate(
         problem.graph, problem.examples(), steps=steps, lr=rate, settings=settings, **start
     )
     assert output.path is not None
-    with atomic_path(output.path) as temporary:
-        trajectory.save(temporary, force=True)
+    with refusals():
+        trajectory.save(output.path, force=output.force)  # whole or not at all
     final = trajectory.loss[-1]
     click.echo(
         f"wrote {output.path}: {len(trajectory.t)} records to t = {trajectory.t[-1]:g} tau, "
@@ -373,10 +377,10 @@ def compare(
     folder = output_folder(out, force)
     start = _theory_start(theory_init)
     problem = load_problem(file, params, task)
-    with atomic_folder(folder) as temporary:
+    with refusals():  # gdln.compare writes the folder whole or not at all
         result = gdln.compare(
             problem,
-            temporary,
+            folder,
             lr=positive("--lr", setting(problem, "lr", lr, DEFAULT_LR)),
             t_max=positive("--t-max", setting(problem, "t_max", t_max, DEFAULT_T_MAX)),
             init_scheme=init_scheme,
@@ -389,7 +393,7 @@ def compare(
             settings=gdln.SimulationSettings(
                 dtype=dtype, device=_device(device), threads=threads, progress=progress
             ),
-            force=True,
+            force=force,
         )
     click.echo(f"wrote {folder}\n{_compare_summary(result.metrics)}", err=True)
 

@@ -184,13 +184,11 @@ def solve(
     if ode and lr is not None:
         raise CommandLineError(f"--ode and --lr {lr}: give one (the ODE or the map)")
     problem = load_problem(file, params, task)
+    horizon = setting(problem, "t_max", t_max, 10)
+    rate = None if ode else setting(problem, "lr", lr, None)
+    gdln.solution.check_solve_settings(horizon, lr=rate, n_points=points)  # before reducing
     model = _model(problem, route, lump, setting(problem, "init", initial_value(file, init), None))
-    trajectory = gdln.solve(
-        model,
-        t_max=float(setting(problem, "t_max", t_max, 10)),
-        lr=None if ode else _float_or_none(setting(problem, "lr", lr, None)),
-        n_points=points,
-    )
+    trajectory = gdln.solve(model, t_max=horizon, lr=rate, n_points=points)
     write(output, gdln.format_trajectory(trajectory, output.format))
 
 
@@ -206,7 +204,3 @@ def _model(
         if route == "symbolic":
             raise
         return gdln.expected_dynamics(problem, init=init)
-
-
-def _float_or_none(value: Any) -> float | None:
-    return None if value is None else float(value)

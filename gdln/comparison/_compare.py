@@ -30,9 +30,21 @@ from pathlib import Path
 from typing import Any
 
 from .._edge import Edge, edge_name
+from ..graphfile._limits import current_limits
+from ..outputs import atomic_folder, check_folder
 from ..reduction import Reduction, reduce
-from ..simulation import INITS, SimulationSettings, SimulationSpecError, initial_weights, simulate
+from ..simulation import (
+    INITS,
+    SimulationSettings,
+    SimulationSpecError,
+    horizon_steps,
+    initial_weights,
+    simulate,
+)
+from ..simulation._plan import node_sizes
+from ..simulation._workload import check_workload
 from ..solution import Trajectory, solve
+from ..solution._bounds import beyond
 from ._figures import plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
@@ -118,7 +130,11 @@ def compare(
     problem
         A :class:`gdln.Problem` (from :func:`gdln.load`) with a task.
     out_dir
-        Directory to write into (created). Existing files are refused unless ``force``.
+        Directory to write into (created, with missing folders above it). Existing
+        :data:`FILES` in it are refused unless ``force``; other entries are kept. It is
+        checked (writable, nothing to refuse) before anything is computed, and written
+        whole or not at all (:func:`gdln.outputs.atomic_folder`: a new folder beside it
+        is swapped into its place).
     lr
         Learning rate of the simulations and of the reduced map; time step in $\tau$.
     t_max
@@ -139,7 +155,7 @@ def compare(
         Lumping for the reduction (:func:`gdln.reduce`); the default ``"symmetry"`` is
         exact for the ODE and the gradient-descent map alike.
     n_points
-        Number of recorded times.
+        Number of recorded times, from 2 to :class:`gdln.graphfile.Limits` ``points``.
     settings
         Only ``dtype``, ``device``, ``threads`` and ``progress`` are used (as in
         :func:`gdln.simulate`); the others must keep their defaults.
@@ -165,9 +181,15 @@ def compare(
     ------
     SimulationSpecError
         An option is malformed (``lr``, ``t_max``, ``seeds``, ``n_points``, ``settings``,
-        ``theory_init``) or ``out_dir`` is not a directory.
-    FileExistsError
-        An output file exists and ``force`` is false.
+        ``theory_init``), ``out_dir`` is not a directory, or the runs imply more steps,
+        records or numbers per step than :class:`gdln.graphfile.Limits` allows (all
+        checked before anything is computed).
+    gdln.outputs.OutputExistsError
+        (a ``FileExistsError``) One of :data:`FILES` exists in ``out_dir`` and ``force``
+        is false.
+    gdln.outputs.OutputError
+        ``out_dir`` cannot be written (checked first), or writing failed (naming the
+        file); ``out_dir`` is then unchanged.
 
     References
     ----------
@@ -186,6 +208,7 @@ def compare(
         n_points=n_points,
     )
     base = _simulation_settings(settings)
+    _check_workload(problem, base, steps=steps, seeds=seeds, n_points=n_points)
     rule, b0 = _theory_start(
         problem, theory_init, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
     )
@@ -220,19 +243,20 @@ def compare(
         **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),
         "definitions": dict(DEFINITIONS),
     }
-    files = _write(out, metrics, reduction, runs, force=force)
+    with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
+        written = _write(temporary, metrics, reduction, runs)
+    files = [out / f.name for f in written]
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
 
 
 def _check_outputs(out_dir: str | Path, *, force: bool) -> Path:
-    """The output folder, refused if it is a file or (unless ``force``) holds our files."""
+    """The output folder, checked before anything is computed (:func:`check_folder`):
+    refused if it is a file, (unless ``force``) holds one of :data:`FILES`, or cannot be
+    written."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise SimulationSpecError(f"out_dir: {out} exists and is not a directory")
-    existing = [out / f for f in FILES if (out / f).exists()]
-    if existing and not force:
-        raise FileExistsError(f"{existing[0]} exists; pass force=True (CLI: --force) to replace it")
-    return out
+    return check_folder(out, force=force, names=FILES, parents=True)
 
 
 def _check_options(
@@ -260,12 +284,27 @@ def _check_options(
         raise SimulationSpecError(f"seeds: expected a count >= 1, got {seeds!r}")
     if not (_is_number(lr) and lr > 0):
         raise SimulationSpecError(f"lr: expected a finite number > 0, got {lr!r}")
+    if n_points > current_limits().points:
+        raise SimulationSpecError(beyond("points", f"n_points={n_points}"))
     file_settings = getattr(problem, "settings", {}) or {}
-    horizon = float(t_max if t_max is not None else file_settings.get("t_max", 10))
-    steps = round(horizon / lr)
-    if steps < 1:
-        raise SimulationSpecError(f"t_max: {horizon} is less than one step of lr={lr}")
-    return steps
+    horizon = t_max if t_max is not None else file_settings.get("t_max", 10)
+    return horizon_steps(horizon, lr=lr)
+
+
+def _check_workload(
+    problem: Any, settings: SimulationSettings, *, steps: int, seeds: int, n_points: int
+) -> None:
+    """Refuse, before the theory is solved, a simulation beyond the limits (steps, records,
+    numbers per step) that the random runs would reach."""
+    examples = problem.examples()
+    check_workload(
+        replace(settings, record_every=max(1, steps // (n_points - 1))),
+        steps=steps,
+        seeds=seeds,
+        rows=len(examples.weights),
+        sizes=node_sizes(problem.graph),
+        edges=list(problem.graph.edges),
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -377,16 +416,14 @@ def _description(
     }
 
 
-def _write(
-    out: Path, metrics: dict[str, Any], reduction: Reduction, runs: Runs, *, force: bool
-) -> list[Path]:
-    """Write the trajectories, the figures and ``metrics.json`` (listing them all)."""
-    out.mkdir(parents=True, exist_ok=True)
+def _write(out: Path, metrics: dict[str, Any], reduction: Reduction, runs: Runs) -> list[Path]:
+    """Write the trajectories, the figures and ``metrics.json`` (listing them all) into
+    the new folder ``out`` (the temporary one of :func:`atomic_folder`)."""
     files = [
-        runs.ode.save(out / "theory_ode.npz", force=force),
-        runs.gd_map.save(out / "theory_map.npz", force=force),
-        runs.decoupled.save(out / "sim_decoupled.npz", force=force),
-        runs.random.save(out / "sim_random.npz", force=force),
+        runs.ode.save(out / "theory_ode.npz"),
+        runs.gd_map.save(out / "theory_map.npz"),
+        runs.decoupled.save(out / "sim_decoupled.npz"),
+        runs.random.save(out / "sim_random.npz"),
     ]
     files += plot_loss(out, metrics, runs)
     files += plot_singular_values(out, metrics, reduction, runs)

@@ -19,7 +19,14 @@ field                 default     environment variable           bounds
 ``data_values``       1 048 576   ``GDLN_MAX_DATA_VALUES``       numbers in npz data
 ``exact_values``      1 000 000   ``GDLN_MAX_EXACT_VALUES``      exact numbers of datasets
 ``data_arrays``       10 000      ``GDLN_MAX_DATA_ARRAYS``       arrays in npz files
+``steps``             10 000 000  ``GDLN_MAX_STEPS``             steps of a run (GD map, simulation)
+``points``            100 000     ``GDLN_MAX_POINTS``            recorded times of a run
+``batch_elements``    50 000 000  ``GDLN_MAX_BATCH_ELEMENTS``    numbers a simulation holds per step
 ====================  ==========  =============================  ==========================
+
+The last three bound the work that numbers *imply* (``t_max/lr`` steps, ``--points``,
+``--batch-size`` times ``--seeds``); :func:`gdln.solve`, :func:`gdln.simulate` and
+:func:`gdln.compare` check them before they start.
 
 >>> Limits().depth
 100
@@ -58,6 +65,9 @@ ENVIRONMENT: dict[str, str] = {
     "data_values": "GDLN_MAX_DATA_VALUES",
     "exact_values": "GDLN_MAX_EXACT_VALUES",
     "data_arrays": "GDLN_MAX_DATA_ARRAYS",
+    "steps": "GDLN_MAX_STEPS",
+    "points": "GDLN_MAX_POINTS",
+    "batch_elements": "GDLN_MAX_BATCH_ELEMENTS",
 }
 
 
@@ -99,6 +109,15 @@ class Limits:
         Most arrays the ``.npz`` files of one load hold, counted as the most that each
         file's zip directory has room for (an entry takes at least 46 bytes) before the
         directory is read; checking one array costs about 100 microseconds.
+    steps
+        Most steps of one run, ``round(t_max / lr)``: of the gradient-descent map of
+        :func:`gdln.solve` and of a simulation (a step costs microseconds to milliseconds).
+    points
+        Most recorded times of one run (``n_points``, ``--points``, the records of a
+        simulation); each holds every variable.
+    batch_elements
+        Most numbers a simulation holds per step: seeds times (examples or minibatch rows
+        times the summed node sizes, plus the weights), 400 MB in float64 at the default.
 
     Raises
     ------
@@ -116,6 +135,9 @@ class Limits:
     data_values: int = 2**20
     exact_values: int = 1_000_000
     data_arrays: int = 10_000
+    steps: int = 10_000_000
+    points: int = 100_000
+    batch_elements: int = 50_000_000
 
     def __post_init__(self) -> None:
         for item in fields(self):

@@ -8,3 +8,4 @@ from ._sampling import minibatch_indices as minibatch_indices
 from ._settings import SimulationSettings as SimulationSettings
 from ._simulate import simulate as simulate
 from ._steps import log_spaced_steps as log_spaced_steps
+from ._workload import horizon_steps as horizon_steps

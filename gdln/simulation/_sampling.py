@@ -69,16 +69,24 @@ def minibatch_indices(
     return np.stack(rows) if rows else np.zeros((0, sampler.n_seeds, batch_size), dtype=np.int64)
 
 
-class Sampler:
-    """Per-seed minibatch indices, drawn in chunks from ``default_rng((seed, 1))``."""
+CHUNK_ELEMENTS = 2**22
+"""Most indices a :class:`Sampler` draws at once (32 MiB of int64), over all seeds."""
 
-    chunk = 1024
+
+class Sampler:
+    """Per-seed minibatch indices, drawn in chunks from ``default_rng((seed, 1))``.
+
+    A chunk holds up to 1024 steps, fewer for large batches (at most
+    :data:`CHUNK_ELEMENTS` indices); the draws do not depend on the chunk size, since
+    ``Generator.choice`` consumes one uniform number per index, in order.
+    """
 
     def __init__(self, weights: Any, seeds: list[int], batch_size: int, device: torch.device):
         self.p = np.asarray(weights, dtype=np.float64)
         self.p = self.p / self.p.sum()
         self.n, self.b, self.device = len(self.p), batch_size, device
         self.n_seeds = len(seeds)
+        self.chunk = max(1, min(1024, CHUNK_ELEMENTS // max(1, batch_size * len(seeds))))
         self.rngs = [np.random.default_rng((s, MINIBATCH_STREAM)) for s in seeds]
         self.start = -self.chunk
         self.block: torch.Tensor | None = None

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..graphfile._limits import current_limits
+from ..solution._bounds import beyond
 from ._errors import SimulationSpecError
 
 __all__ = ["GATE_STREAM", "MINIBATCH_STREAM", "seed_list"]
@@ -36,6 +38,8 @@ def seed_list(seeds: int | Sequence[int], seed: int) -> list[int]:
     if isinstance(seeds, (int, np.integer)):
         if seeds < 1:
             raise SimulationSpecError(f"seeds: expected a count >= 1, got {seeds}")
+        if seeds > current_limits().batch_elements:  # each repetition holds numbers
+            raise SimulationSpecError(beyond("batch_elements", f"seeds={seeds}"))
         return [int(seed) + r for r in range(int(seeds))]
     out = list(seeds)
     if not out or not all(isinstance(s, (int, np.integer)) and s >= 0 for s in out):

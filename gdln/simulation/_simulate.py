@@ -57,6 +57,7 @@ from ._sampling import Sampler
 from ._seeds import seed_list
 from ._settings import SimulationSettings, check_positive
 from ._training import Divergence, train
+from ._workload import check_workload, warn_if_fixed_point
 
 __all__ = ["TIME_CONVENTION", "simulate"]
 
@@ -135,11 +136,19 @@ def simulate(
     Raises
     ------
     SimulationSpecError
-        An option is malformed.
+        An option is malformed, or (before anything is allocated) the steps, the
+        records or the numbers held per step exceed :class:`gdln.graphfile.Limits`
+        ``steps``, ``points`` or ``batch_elements``.
     TaskSpecError
         The examples do not fit the graph.
     SimulationDivergedError
         The loss became non-finite or exceeded ``diverge_above``.
+
+    Warns
+    -----
+    DegenerateStartWarning
+        Every trained weight starts at zero and every path crosses two or more trained
+        edges: the gradient is zero and nothing changes.
 
     References
     ----------
@@ -208,13 +217,22 @@ def _run(
     """The body of :func:`simulate`, with torch's thread count already set."""
     check_positive("steps", steps, integer=True, allow_zero=True)
     check_positive("lr", lr, integer=False)
+    net = compile_plan(graph)
+    check_workload(
+        settings,
+        steps=steps,
+        seeds=len(seeds),
+        rows=_rows(examples),
+        sizes=net.sizes,
+        edges=net.edges,
+        eval_rows=0 if eval_examples is None else _rows(eval_examples),
+    )
     recorded = record_at(steps, settings.record_every, settings.record_steps)
     if init_scheme not in INITS:
         raise SimulationSpecError(
             f"init_scheme: expected one of {sorted(INITS)}, got {init_scheme!r}"
         )
     dtype, device = TORCH_DTYPES[settings.dtype], torch_device(settings.device)
-    net = compile_plan(graph)
     data = tensorise(net, examples, "examples", dtype, device)
     evaluation = (
         None
@@ -233,6 +251,9 @@ def _run(
     w0 = start_weights(
         net, init_scheme=init_scheme, init=init, weights=weights, seeds=seeds, fixed=fixed
     )
+    trained = [i for i in range(len(net.edges)) if i not in fixed]
+    zero = all(not np.any(w0[i]) for i in trained)
+    warn_if_fixed_point(net.order, net.edges, trained, zero, net.outputs)
     W = [torch.tensor(np.array(a), dtype=dtype, device=device, requires_grad=True) for a in w0]
     gates = RandomGates(net, examples.random_gates, seeds, dtype, device)
     kind = OPTIMIZER_CLASSES[settings.optimizer]
@@ -268,6 +289,14 @@ def _run(
         **_network_meta(net, data, evaluation, examples, fixed),
     }
     return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)
+
+
+def _rows(examples: Any) -> int:
+    """The number of examples of an ExampleSet (0 if it is none: tensorise says why)."""
+    try:
+        return len(examples.weights)
+    except (AttributeError, TypeError):
+        return 0
 
 
 def _settings_meta(settings: SimulationSettings, device: torch.device) -> dict[str, Any]:

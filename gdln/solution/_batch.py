@@ -93,7 +93,7 @@ def solve_batch(
     ----------
     Saxe, Sodhani & Lewallen (2022), Eqs. (10) and (15).
     """
-    _check_settings(t_max, None)
+    t_max, _ = _check_settings(t_max, None, n_points)
     _require_numbers(reduction)
     values = _check_scales(reduction, scales)
     numerics = [_compiled(s) for s in reduction.systems]

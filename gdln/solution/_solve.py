@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
+import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,17 +23,18 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from .._errors import GdlnError
+from .._errors import DegenerateStartWarning, GdlnError
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
 from . import _fast, _vector
+from ._bounds import check_count, positive_number, steps_for
 from ._gd_map import map_reduction
 from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
 
-__all__ = ["solve"]
+__all__ = ["check_solve_settings", "solve"]
 
 
 _SCALAR_STATE_MAX = 512  # largest state compiled into one scalar function (see _Numeric.scalar)
@@ -247,21 +248,32 @@ def solve(
         ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``; with numba installed,
         the ``fast`` extra, compiled DOP853 from a system's second solve on, see
         :mod:`gdln.solution._fast`). A number: iterate the exact gradient-descent map with
-        this learning rate (``t_max/lr`` steps), under every lumping: variables that
+        this learning rate (``round(t_max/lr)`` steps, at least 1 and at most
+        :class:`gdln.graphfile.Limits` ``steps``), under every lumping: variables that
         ``lump="full"`` eliminated through a conserved quantity (Eq. 15, which holds for
         gradient flow only) are iterated by the map itself, in the tied system before
         elimination (``meta["system"] == "tied"``; otherwise ``"reduced"``). The recorded
         variables are the same either way.
     n_points
-        Number of recorded times.
+        Number of recorded times: an int from 2 to :class:`gdln.graphfile.Limits`
+        ``points``.
     rtol, atol
         Tolerances of the ODE solver.
 
     Raises
     ------
     GdlnError
-        If the solution overflows or becomes non-finite (naming the time or step, the
-        variable and its value), or the ODE solver fails.
+        Before anything is computed, if ``t_max`` or ``lr`` is not a finite number > 0,
+        ``n_points`` is out of range, or ``t_max/lr`` rounds to no step or to more steps
+        than the limit (each message names the limit and its environment variable);
+        during the solve, if the solution overflows or becomes non-finite (naming the
+        time or step, the variable and its value), or the ODE solver fails.
+
+    Warns
+    -----
+    DegenerateStartWarning
+        The initial values are a fixed point of the dynamics (e.g. ``init=0``), so the
+        trajectory stays flat.
 
     Returns
     -------
@@ -275,7 +287,7 @@ def solve(
     Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
     variables) and Eq. (1) (the loss).
     """
-    _check_settings(t_max, lr)
+    t_max, lr = _check_settings(t_max, lr, n_points)
     system_used = "reduced"
     if isinstance(reduction, ExpectedDynamics):
         flow = _moment_flow(reduction)
@@ -284,6 +296,7 @@ def solve(
             _require_numbers(reduction)
             reduction, system_used = map_reduction(reduction)
         flow = _prepared(reduction).flow
+    _warn_if_fixed_point(flow)
     if lr is None:
         times, states = _integrate_ode(flow, t_max, n_points=n_points, rtol=rtol, atol=atol)
         method = "ode"
@@ -296,11 +309,78 @@ def solve(
     return dataclasses.replace(trajectory, meta={**trajectory.meta, "system": system_used})
 
 
-def _check_settings(t_max: float, lr: float | None) -> None:
-    if not (t_max > 0 and math.isfinite(t_max)):
-        raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
-    if lr is not None and not (lr > 0 and math.isfinite(lr)):
-        raise GdlnError(f"lr must be a positive number, got {lr!r}")
+def check_solve_settings(
+    t_max: Any, *, lr: Any = None, n_points: Any = 201
+) -> tuple[float, float | None]:
+    r"""Check the settings of :func:`solve` before anything is computed.
+
+    Parameters
+    ----------
+    t_max
+        Final time in units of $	au$: a finite number > 0.
+    lr
+        ``None`` (the ODE), or the learning rate of the map: a finite number > 0 such
+        that ``round(t_max / lr)`` is between 1 and :class:`gdln.graphfile.Limits`
+        ``steps``.
+    n_points
+        Number of recorded times: an int from 2 to ``Limits.points``.
+
+    Returns
+    -------
+    tuple
+        ``t_max`` and ``lr`` as floats (``lr`` ``None`` for the ODE).
+
+    Raises
+    ------
+    GdlnError
+        A setting is malformed or implies no work or work beyond the limits; the message
+        names the limit and its environment variable.
+
+    Examples
+    --------
+    >>> check_solve_settings(10, lr=0.05, n_points=11)
+    (10.0, 0.05)
+    """
+    return _check_settings(t_max, lr, n_points)
+
+
+def _check_settings(t_max: Any, lr: Any, n_points: Any) -> tuple[float, float | None]:
+    """``t_max`` and ``lr`` as floats; refuse settings that imply no work or absurd work.
+
+    ``n_points`` must be an int in ``[2, Limits.points]`` and, for the map, ``t_max/lr``
+    must round to between 1 and ``Limits.steps`` steps (:mod:`._bounds`).
+    """
+    horizon = positive_number("t_max", t_max)
+    check_count("n_points", n_points, least=2, limit="points")
+    if lr is None:
+        return horizon, None
+    steps_for(horizon, lr)
+    return horizon, positive_number("lr", lr)
+
+
+def _warn_if_fixed_point(flow: _Flow) -> None:
+    r"""Warn when $f(y_0) = 0$: the start is a fixed point and the solution stays flat.
+
+    This is what $b(0) = 0$ gives (every path product and every gradient of Eq. (10) of
+    Saxe et al. 2022 vanish on paths of two or more trained edges).
+    """
+    if flow.y0.size == 0:
+        return
+    with np.errstate(all="ignore"):
+        try:
+            rate = np.asarray(flow.rhs(flow.y0.copy()), dtype=float)
+        except (ArithmeticError, ValueError):
+            return
+    if np.all(rate == 0):
+        shown = np.unique(flow.y0)
+        start = f"b(0) = {shown[0]:g}" if len(shown) == 1 else "the initial values"
+        warnings.warn(
+            f"{flow.source}: {start} is a fixed point of the dynamics: every variable's "
+            "rate of change is 0 there, so nothing will change (the loss stays flat); "
+            "start from a small nonzero value such as init=0.001",
+            DegenerateStartWarning,
+            stacklevel=3,
+        )
 
 
 @dataclass(frozen=True)

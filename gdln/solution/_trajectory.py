@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..outputs import atomic_file
+
 __all__ = ["Trajectory", "format_trajectory", "time_to_half_loss"]
 
 
@@ -75,29 +77,35 @@ class Trajectory:
         return trajectory_html(self)
 
     def save(self, path: str | Path, *, force: bool = False) -> Path:
-        """Write to ``.npz`` or ``.json`` (by suffix); refuse to overwrite unless ``force``."""
+        """Write to ``.npz`` or ``.json`` (by suffix); refuse to overwrite unless ``force``.
+
+        The file appears whole or not at all, and an existing one is never replaced
+        without ``force``, even by a concurrent writer (:func:`gdln.outputs.atomic_file`;
+        ``FileExistsError`` otherwise).
+        """
         path = Path(path)
-        if path.exists() and not force:
-            raise FileExistsError(f"{path} exists; pass force=True (CLI: --force) to replace it")
-        if path.suffix == ".json":
-            payload = {
-                "t": self.t.tolist(),
-                "loss": self.loss.tolist(),
-                "series": {k: np.asarray(v, dtype=float).tolist() for k, v in self.series.items()},
-                "meta": dict(self.meta),
-            }
-            path.write_text(json.dumps(payload))
-        elif path.suffix == ".npz":
-            arrays = {f"series/{k}": v for k, v in self.series.items()}
-            np.savez(
-                path,
-                t=self.t,
-                loss=self.loss,
-                meta=np.array(json.dumps(dict(self.meta))),
-                **arrays,  # type: ignore[arg-type]
-            )
-        else:
+        if path.suffix not in (".json", ".npz"):
             raise ValueError(f"{path}: suffix must be .npz or .json, got {path.suffix!r}")
+        with atomic_file(path, force=force) as temporary:
+            if path.suffix == ".json":
+                payload = {
+                    "t": self.t.tolist(),
+                    "loss": self.loss.tolist(),
+                    "series": {
+                        k: np.asarray(v, dtype=float).tolist() for k, v in self.series.items()
+                    },
+                    "meta": dict(self.meta),
+                }
+                temporary.write_text(json.dumps(payload))
+            else:
+                arrays = {f"series/{k}": v for k, v in self.series.items()}
+                np.savez(
+                    temporary,
+                    t=self.t,
+                    loss=self.loss,
+                    meta=np.array(json.dumps(dict(self.meta))),
+                    **arrays,  # type: ignore[arg-type]
+                )
         return path
 
     @classmethod

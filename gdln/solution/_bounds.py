@@ -1,0 +1,123 @@
+r"""What the numbers of a run imply, checked before it starts.
+
+A horizon $t_\mathrm{max}$ and a learning rate imply ``round(t_max / lr)`` steps, a number
+of recorded times implies arrays of that length, and a simulation's seeds, rows and
+node sizes imply the numbers it holds per step. These checks refuse a run whose numbers
+imply absurd work (beyond :class:`gdln.graphfile.Limits` ``steps``, ``points``,
+``batch_elements``) or none at all (zero steps), with one line that names the numbers,
+the limit and how to raise it; :func:`gdln.solve`, :func:`gdln.simulate` and
+:func:`gdln.compare` share them.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from .._errors import GdlnError, shorten
+from ..graphfile._limits import ENVIRONMENT, current_limits
+
+__all__ = ["beyond", "check_count", "positive_number", "steps_for"]
+
+
+def beyond(limit: str, what: str) -> str:
+    """``what exceeds the limit NAME=VALUE (raise it: GDLN_MAX_NAME=N)``."""
+    value = getattr(current_limits(), limit)
+    return f"{what} exceeds the limit {limit}={value} (raise it: {ENVIRONMENT[limit]}=N)"
+
+
+def positive_number(name: str, value: Any, *, cls: type[GdlnError] = GdlnError) -> float:
+    """``value`` as a finite float > 0 (an int, float or sympy number), else ``cls``.
+
+    An integer too large for a float (``10**400``) is refused, not an OverflowError.
+
+    >>> positive_number("t_max", 10**2)
+    100.0
+    >>> positive_number("lr", 0)
+    Traceback (most recent call last):
+    ...
+    gdln._errors.GdlnError: lr: expected a finite number > 0, got 0
+    """
+    number = None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except (OverflowError, ValueError, TypeError):
+            number = None
+    if number is None or not 0 < number < math.inf:
+        raise cls(f"{name}: expected a finite number > 0, got {shorten(value)}")
+    return number
+
+
+def check_count(
+    name: str, value: Any, *, least: int, limit: str, cls: type[GdlnError] = GdlnError
+) -> int:
+    """``value`` as an int in ``[least, Limits.<limit>]``, else ``cls`` naming both.
+
+    >>> check_count("n_points", 201, least=2, limit="points")
+    201
+    """
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+        raise cls(f"{name}: expected an int >= {least}, got {shorten(value)}")
+    if value > getattr(current_limits(), limit):
+        raise cls(beyond(limit, f"{name}={shorten(value)}"))
+    return int(value)
+
+
+def steps_for(
+    t_max: Any,
+    lr: Any,
+    *,
+    momentum: float = 0.0,
+    cls: type[GdlnError] = GdlnError,
+) -> int:
+    r"""The steps that reach ``t_max``: ``round(t_max (1 - momentum) / lr)``, checked.
+
+    Time is $t/\tau = \mathrm{lr}\cdot\mathrm{step}/(1-\mu)$ (the Euler step of Eq. (2)
+    of Saxe et al. 2022, with heavy-ball momentum $\mu$).
+
+    Parameters
+    ----------
+    t_max, lr
+        The horizon in units of $\tau$ and the learning rate: finite numbers > 0.
+    momentum
+        Heavy-ball momentum $\mu\in[0, 1)$.
+    cls
+        The error class to raise.
+
+    Returns
+    -------
+    int
+        The number of steps, between 1 and ``Limits.steps``.
+
+    Raises
+    ------
+    GdlnError
+        (``cls``) ``t_max`` or ``lr`` is not a finite number > 0, the horizon is less than
+        half a step (no step at all), or it takes more than ``Limits.steps`` steps.
+
+    Examples
+    --------
+    >>> steps_for(10, 0.05)
+    200
+    >>> steps_for(10, 100)
+    Traceback (most recent call last):
+    ...
+    gdln._errors.GdlnError: t_max: 10 is less than one step of lr=100 (t_max/lr = 0.1 rounds ...
+    """
+    horizon = positive_number("t_max", t_max, cls=cls)
+    rate = positive_number("lr", lr, cls=cls)
+    exact = horizon * (1.0 - momentum) / rate  # inf, not an error, if it overflows
+    if not exact < current_limits().steps + 0.5:
+        raise cls(
+            beyond("steps", f"t_max/lr = {horizon:g}/{rate:g} = {exact:.3g} steps")
+            + "; raise lr or lower t_max"
+        )
+    steps = round(exact)
+    if steps < 1:
+        raise cls(
+            f"t_max: {horizon:g} is less than one step of lr={rate:g} (t_max/lr = "
+            f"{exact:.3g} rounds to 0 steps); lower lr or raise t_max"
+        )
+    return steps

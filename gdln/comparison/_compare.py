@@ -141,7 +141,8 @@ def compare(
         Lumping for the reduction (:func:`gdln.reduce`); the default ``"symmetry"`` is
         exact for the ODE and the gradient-descent map alike.
     n_points
-        Number of recorded times.
+        Number of recorded steps, the same steps in all four runs (every step if there
+        are fewer); the gaps in ``metrics`` are taken at them, never interpolated.
     settings
         Only ``dtype``, ``device``, ``threads`` and ``progress`` are used (as in
         :func:`gdln.simulate`); the others must keep their defaults.

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import sympy as sp
 
 from .._errors import GdlnError
+from ..reduction._loss import floor_at_zero
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
@@ -560,6 +561,7 @@ def _reduction_trajectory(
         suffix = "" if len(numerics) == 1 else f"@{k}"
         for v, arr in values.items():
             series[f"{v}{suffix}"] = np.asarray(arr)
+    context_loss = floor_at_zero(context_loss, prepared.context_constants[:, None])
     series["context_loss"] = context_loss.T
     meta = _reduction_meta(reduction, method, lr)
     return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
@@ -585,7 +587,7 @@ def _moment_trajectory(
     """Series per trained edge ``(T, modes)``, the expected loss and per-context losses."""
     bs = np.zeros((len(times), *dynamics.alive.shape))
     bs[:, dynamics.alive] = states.T
-    context_loss = np.array([dynamics.context_losses(b) for b in bs])
+    context_loss = np.array([dynamics.context_losses(b) for b in bs])  # never below 0
     task = dynamics.problem.require_task()
     probabilities = np.array([float(c.probability) for c in task.contexts])
     series = {str(v): bs[:, i, :] for i, v in enumerate(dynamics.variables)}

@@ -109,4 +109,6 @@ def test_derive_prints_the_theta_form() -> None:
     names = {"theta": sp.Symbol("theta", real=True), "C": sp.Symbol("C", real=True)}
     names |= {str(s): s for s in system.symbols} | {"B2": system.variables[0]}
     for key in ("theta", "theta_rhs"):
-        assert sp.simplify(sp.sympify(printed[key], locals=names) - system.closed_form[key].expr) == 0
+        assert (
+            sp.simplify(sp.sympify(printed[key], locals=names) - system.closed_form[key].expr) == 0
+        )

@@ -222,7 +222,8 @@ def yaml_error_message(err: yaml.YAMLError, text: str) -> tuple[str, str | None]
     mark = getattr(err, "problem_mark", None)
     if not isinstance(err, yaml.MarkedYAMLError) or mark is None:
         return "malformed YAML: " + " ".join(str(err).split()), None
-    found = text[mark.index : mark.index + 12].split("\n")[0]
+    lines = text.split("\n")
+    found = lines[mark.line][mark.column : mark.column + 12] if mark.line < len(lines) else ""
     notes = [f"the text there: {found!r}" if found else "at the end of a line or of the file"]
     if err.context:
         started = err.context_mark

@@ -382,4 +382,4 @@ def test_routing_walkthrough_notebook_runs_and_renders() -> None:
     for html in kinds["text/html"]:
         (src,) = parse(html).images
         decode_png(src)
-    assert any(r"\tau \frac{dB_{1}}{dt}" in latex for latex in kinds["text/latex"])
+    assert any(r"\tau \frac{d B_{1}}{dt}" in latex for latex in kinds["text/latex"])

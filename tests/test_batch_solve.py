@@ -89,7 +89,7 @@ def test_xor_batch_matches_the_explicit_closed_form() -> None:
     t = sp.Symbol("t", nonnegative=True)
     values = {s: v[0] for s, v in system.symbols.items()}
     closed = sp.lambdify([sp.Symbol(f"{B}_0", positive=True), t],
-                         system.closed_form[str(B)].subs(values), "numpy")  # fmt: skip
+                         system.closed_form[str(B)].expr.subs(values), "numpy")  # fmt: skip
     for trajectory, scale in zip(solve_batch(reduction, SPREAD, t_max=30), SPREAD, strict=True):
         exact = closed(scale * float(system.initial[B]), trajectory.t)
         np.testing.assert_allclose(trajectory.series[str(B)][:, 0], exact, rtol=1e-9, atol=0)

@@ -486,3 +486,79 @@ def test_singular_value_figure_keeps_each_mode_through_a_crossing(tmp_path: Path
         np.testing.assert_array_equal(y, crossing[:, system.modes.index(mode)])
     first, second = (lines[f"theory mode {m}"].get_ydata() for m in panel.modes[:2])
     assert (first[0] - second[0]) * (first[-1] - second[-1]) < 0  # they do cross
+
+
+@pytest.mark.parametrize(
+    ("lr", "t_max", "n_points"),
+    [
+        (0.2, 60.0, 201),
+        (0.3, 20.1, 41),
+        pytest.param(0.1, 13.7, 50, marks=pytest.mark.slow),
+        pytest.param(0.05, 3.0, 201, marks=pytest.mark.slow),
+    ],
+)
+def test_compare_gaps_are_taken_at_the_same_steps(
+    lr: float, t_max: float, n_points: int, tmp_path: Path
+) -> None:
+    """Step counts that ``n_points - 1`` does not divide (300, 137, 67; 60 < 200): the
+    reduced map and the network from decoupled weights agree to rounding at every recorded
+    step (issue 23: 7.4e-3 of L(0) was reported for lr 0.2, t_max 60, the interpolation
+    between the map's points and not a gap). ``map_vs_ode`` is checked against the ODE
+    and the map solved at every step, on their default grids."""
+    problem = gdln.load(GRAPHS / "chain.yaml")
+    result = compare(
+        problem, tmp_path / "cmp", lr=lr, t_max=t_max, n_points=n_points, seeds=2, theory_init=0.1
+    )
+    steps = result.metrics["steps"]
+    assert steps % (n_points - 1) != 0
+    for run in (result.gd_map, result.decoupled, result.random):
+        np.testing.assert_array_equal(run.t, result.ode.t)
+    assert result.metrics["decoupled_vs_map"] < 1e-13
+    assert result.metrics["decoupled_vs_ode"] == pytest.approx(
+        result.metrics["map_vs_ode"], abs=1e-13
+    )
+    reduction = gdln.reduce(problem, lump="symmetry", init=0.1, quotient=False)
+    ode = gdln.solve(reduction, t_max=steps * lr, n_points=steps + 1)
+    gd_map = gdln.solve(reduction, t_max=steps * lr, lr=lr, n_points=steps + 1)
+    recorded = np.rint(result.ode.t / lr).astype(int)
+    expected = np.max(np.abs(gd_map.loss[recorded] - ode.loss[recorded])) / ode.loss[0]
+    assert result.metrics["map_vs_ode"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_gaps_are_not_interpolated_between_recorded_points() -> None:
+    """Only shared times count; a straight line between points of a curve is no gap."""
+    t = np.linspace(0, 4, 9)
+    loss = np.exp(-t)
+    assert max_relative_gap(t, loss, t[::4], loss[::4]) == 0.0
+    with pytest.raises(ValueError, match="the two runs share no recorded time"):
+        max_relative_gap(t[1::2], loss[1::2], t[::2], loss[::2])
+
+
+@pytest.mark.parametrize(
+    ("times", "lr", "match"),
+    [
+        ([0.0, 0.5, 0.4], None, r"times: expected increasing times from 0 to at most t_max=1"),
+        ([0.1, 0.5], None, r"times: expected increasing times from 0"),
+        ([0.0, 2.0], None, r"times: expected increasing times from 0 to at most t_max=1"),
+        ([[0.0, 1.0]], None, r"times: expected increasing times"),
+        (["a"], None, r"times: expected an array of numbers"),
+        ([0.0, 0.25, 0.3], 0.1, r"times: 0.25 is not a whole number of steps of lr=0.1"),
+    ],
+)
+def test_solve_refuses_malformed_times(times: list, lr: float | None, match: str) -> None:
+    reduction = gdln.reduce(gdln.load(GRAPHS / "chain.yaml"), init=0.1)
+    with pytest.raises(gdln.GdlnError, match=match):
+        gdln.solve(reduction, t_max=1.0, lr=lr, times=times)
+
+
+def test_solve_at_given_times_is_solve_on_its_own_grid() -> None:
+    """The ODE and the map recorded at chosen times equal their values on the default grids."""
+    reduction = gdln.reduce(gdln.load(GRAPHS / "chain.yaml"), init=0.1)
+    full_ode = gdln.solve(reduction, t_max=10.0, n_points=101)
+    full_map = gdln.solve(reduction, t_max=10.0, lr=0.1, n_points=101)
+    pick = [0, 3, 4, 50, 97, 100]
+    ode = gdln.solve(reduction, t_max=10.0, times=full_ode.t[pick])
+    gd_map = gdln.solve(reduction, t_max=10.0, lr=0.1, times=np.array(pick) * 0.1)
+    np.testing.assert_allclose(ode.loss, full_ode.loss[pick], rtol=1e-8)
+    np.testing.assert_array_equal(gd_map.loss, full_map.loss[pick])
+    np.testing.assert_allclose(gd_map.t, np.array(pick) * 0.1, rtol=1e-15)

@@ -56,6 +56,7 @@ HOSTILE_YAML: dict[str, bytes] = {
     "deep_expression": ("nodes: [{id: x, size: '" + "-" * 1500 + "1'}]\n").encode(),
     "size_true": b"nodes: [{id: x, size: true}, {id: y, size: 1}]\nedges: [{source: x, target: y}]\n",
     "repeat_true": b"nodes: [{id: 'x{i}', size: 1, repeat: {i: true}}]\nedges: []\n",
+    "repeat_number": b"nodes: [{id: 'x{i}', size: 1, repeat: 1}]\nedges: []\n",
     "repeat_million": (
         b"nodes: [{id: 'x{i}', size: 1, repeat: {i: 1000000}}, {id: y, size: 1}]\n"
         b"edges: [{source: 'x{i}', target: y, repeat: {i: 1000000}}]\n"
@@ -197,6 +198,7 @@ def test_cli_refuses_hostile_file(
         ("deep_expression", "nests 1501 deep exceeds the limit expression_depth=100"),
         ("size_true", r"nodes\[0\].size: expected a number, got the boolean true"),
         ("repeat_true", r"nodes\[0\].repeat.i: expected a number, got the boolean true"),
+        ("repeat_number", r"nodes\[0\].repeat: expected a mapping, got int 1"),
         ("repeat_million", r"nodes\[0\]\.repeat: 1000000 entries exceeds the limit entries=500000"),
         ("huge_number", r"size 9{28}\.\.\.9{28} \(240 digits\) is above"),
         ("int_of_5000_digits", "malformed YAML value: Exceeds the limit"),

@@ -65,7 +65,7 @@ def test_routing_reduction_shows_eqs_44_to_46_and_its_conserved_quantities() -> 
     error = s - B1 * B2 * B3 * d
     paper = {B1: B2 * B3 * error / M, B2: B1 * B3 * error, B3: B1 * B2 * error / M}
     for v, rhs in paper.items():  # Eqs. (44)-(46) of Saxe et al. 2022
-        assert shown[rf"\tau \frac{{d{sp.latex(v)}}}{{dt}}"] == [sp.latex(rhs)]
+        assert shown[rf"\tau \frac{{d {sp.latex(v)}}}{{dt}}"] == [sp.latex(rhs)]
     conserved = [q.removeprefix(r"\frac{d}{dt}\left(").removesuffix(r"\right)") for q in shown]
     assert sp.latex(M * B1**2 - B2**2) in conserved
     assert shown[r"\mathcal{L}"] == [r"\frac{61}{2} + \sum_\alpha \mathcal{L}_\alpha"]
@@ -91,7 +91,7 @@ def test_reduction_latex_shows_every_expression_of_every_system(
         sub = equations(check_display_math(system._repr_latex_()))
         want: dict[str, list[str]] = {}
         for v in system.variables:
-            want.setdefault(rf"\tau \frac{{d{sp.latex(v)}}}{{dt}}", []).append(
+            want.setdefault(rf"\tau \frac{{d {sp.latex(v)}}}{{dt}}", []).append(
                 sp.latex(system.rhs[v])
             )
         for v, e in {**system.eliminated, **system.constants}.items():
@@ -103,10 +103,53 @@ def test_reduction_latex_shows_every_expression_of_every_system(
         for left, rights in want.items():
             assert sub[left] == rights  # the system's own repr shows the same
             expected.setdefault(left, []).extend(rights)
-        if system.eliminated:
-            assert any(k == "t" or "(t)" in k for k in sub) == bool(system.closed_form)
+        for form in system.closed_form.values():  # each under the label of what it is
+            want = CLOSED_FORM_LABELS[form.kind].format(B=sp.latex(form.variable))
+            assert sub[want] == [sp.latex(form.expr)]
     for left, rights in expected.items():
         assert shown[left] == rights
+
+
+# What each closed form is, by kind: t(B) and B(t) solve tau dB/dt = f(B); theta(B) is the
+# angle of B = sqrt(k) sinh(theta), tau dtheta/dt its ODE and t(theta) that ODE's solution.
+CLOSED_FORM_LABELS = {
+    "separable": "t({B})",
+    "explicit": "{B}(t)",
+    "theta": r"\theta({B})",
+    "theta_rhs": r"\tau \frac{{d\theta}}{{dt}}",
+    "t_theta": r"t(\theta)",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "lump", "kinds"),
+    [
+        ("routing", {"M": 4, "K": 2}, "full", ["separable", "theta", "theta_rhs", "t_theta"]),
+        ("xor", {}, "full", ["separable", "explicit"]),
+    ],
+)
+def test_closed_forms_are_labelled_by_what_they_are_in_both_latex_printouts(
+    name: str, params: dict[str, int], lump: str, kinds: list[str]
+) -> None:
+    """The notebook display and ``derive --format latex`` print the same equations, and
+    a closed form is labelled as what it is: never theta_{rhs}(t), t_{theta}(t) or
+    theta(t) for tau dtheta/dt, t(theta) and theta(B) (issue 23)."""
+    reduction = gdln.reduce(load(name, **params), lump=lump, init=0.1)
+    derived = gdln.format_derivation(reduction, "latex").split("\n% system ")[1:]
+    assert len(derived) == len(reduction.systems)
+    for system, printed in zip(reduction.systems, derived, strict=True):
+        (B,) = system.variables
+        assert sorted(f.kind for f in system.closed_form.values()) == sorted(kinds)
+        rows = check_display_math(system._repr_latex_())
+        notebook = [r.replace(" &= ", " = ") for r in rows if " &= " in r and "per mode" not in r]
+        lines = [line for line in printed.splitlines()[1:] if line and not line.startswith("%")]
+        assert lines == notebook
+        for kind in kinds:
+            label = CLOSED_FORM_LABELS[kind].format(B=sp.latex(B))
+            (expr,) = [f.expr for f in system.closed_form.values() if f.kind == kind]
+            assert f"{label} = {sp.latex(expr)}" in lines
+        for wrong in (r"\theta_{rhs}", r"t_{\theta}", r"\theta(t)"):
+            assert wrong not in reduction._repr_latex_() + "".join(lines)
 
 
 def test_statistics_latex_shows_each_matrix_and_counts_the_rest() -> None:
@@ -339,4 +382,4 @@ def test_routing_walkthrough_notebook_runs_and_renders() -> None:
     for html in kinds["text/html"]:
         (src,) = parse(html).images
         decode_png(src)
-    assert any(r"\tau \frac{dB_{1}}{dt}" in latex for latex in kinds["text/latex"])
+    assert any(r"\tau \frac{d B_{1}}{dt}" in latex for latex in kinds["text/latex"])

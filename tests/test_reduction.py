@@ -89,7 +89,7 @@ def test_xor_loss_is_eq_23_and_solution_is_eq_21() -> None:
     t, a0 = sp.symbols("t a0", positive=True)
     sp_, dp = sp.sqrt(2) / 4, sp.Rational(2, 4)
     eq21 = (sp_ / dp) / (1 - (1 - sp_ / (dp * a0)) * sp.exp(-2 * sp_ * t))
-    solution = system.closed_form[str(B)].subs(values)
+    solution = system.closed_form[str(B)].expr.subs(values)
     b0 = next(x for x in solution.free_symbols if x.name.endswith("_0"))
     t_ours = next(x for x in solution.free_symbols if x.name == "t")
     ours = (solution**2).subs({b0: sp.sqrt(a0), t_ours: t})

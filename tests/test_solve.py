@@ -17,7 +17,7 @@ def test_ode_matches_logistic_closed_form() -> None:
     trajectory = gdln.solve(reduction, t_max=12, n_points=25)
     (system,) = reduction.systems
     (B,) = system.variables
-    closed = system.closed_form[str(B)].subs({k: v[0] for k, v in system.symbols.items()})
+    closed = system.closed_form[str(B)].expr.subs({k: v[0] for k, v in system.symbols.items()})
     t, b0 = sorted(closed.free_symbols, key=str)[::-1]
     fn = sp.lambdify(t, closed.subs(b0, sp.Rational(1, 20)), "numpy")
     np.testing.assert_allclose(trajectory.series[str(B)][:, 0], fn(trajectory.t), rtol=RTOL_ODE)
@@ -196,7 +196,7 @@ def test_formal_separable_solution_inverts_the_ode(name: str, params: dict, init
         if "t" not in system.closed_form:
             continue
         (B,) = system.variables
-        integral = system.closed_form["t"]
+        integral = system.closed_form["t"].expr
         (x, lower, upper) = integral.limits[0]
         suffix = "" if len(reduction.systems) == 1 else f"@{k}"
         for j, _alpha in enumerate(system.modes):

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._edge import Edge, edge_name
 from ..graphfile._limits import current_limits
 from ..outputs import atomic_folder, check_folder
@@ -155,7 +157,9 @@ def compare(
         Lumping for the reduction (:func:`gdln.reduce`); the default ``"symmetry"`` is
         exact for the ODE and the gradient-descent map alike.
     n_points
-        Number of recorded times, from 2 to :class:`gdln.graphfile.Limits` ``points``.
+        Number of recorded steps, from 2 to :class:`gdln.graphfile.Limits` ``points``: the
+        same steps in all four runs (every step if there are fewer); the gaps in
+        ``metrics`` are taken at them, never interpolated.
     settings
         Only ``dtype``, ``device``, ``threads`` and ``progress`` are used (as in
         :func:`gdln.simulate`); the others must keep their defaults.
@@ -213,9 +217,12 @@ def compare(
         problem, theory_init, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
     )
     reduction = reduce(problem, lump=lump, init=b0, quotient=False)  # every edge has bases
-    ode = solve(reduction, t_max=steps * lr, n_points=n_points)
-    gd_map = solve(reduction, t_max=steps * lr, lr=lr, n_points=n_points)
-    sim_settings = replace(base, record_every=max(1, steps // (n_points - 1)))
+    # One set of steps for all four runs, so that every gap compares equal times.
+    record = _recorded_steps(steps, n_points)
+    times = record * lr
+    ode = solve(reduction, t_max=steps * lr, times=times)
+    gd_map = solve(reduction, t_max=steps * lr, lr=lr, times=times)
+    sim_settings = replace(base, record_steps=tuple(int(k) for k in record))
     decoupled, random = _simulations(
         problem,
         reduction,
@@ -247,6 +254,22 @@ def compare(
         written = _write(temporary, metrics, reduction, runs)
     files = [out / f.name for f in written]
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
+
+
+def _recorded_steps(steps: int, n_points: int) -> np.ndarray:
+    """The steps :func:`compare` records in every run: ``n_points`` spread over ``steps``.
+
+    Step 0 and the last are included; the spacing differs by at most one step where
+    ``n_points - 1`` does not divide ``steps`` (every step when there are fewer steps than
+    points). The reduced ODE, the reduced map and both simulations are recorded at exactly
+    these steps (times ``lr * step``), so that their losses are compared at equal times.
+
+    >>> _recorded_steps(300, 201)[:6].tolist(), len(_recorded_steps(300, 201))
+    ([0, 2, 3, 4, 6, 8], 201)
+    >>> _recorded_steps(5, 201).tolist()
+    [0, 1, 2, 3, 4, 5]
+    """
+    return np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
 
 
 def _check_outputs(out_dir: str | Path, *, force: bool) -> Path:

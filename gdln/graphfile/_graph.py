@@ -26,6 +26,7 @@ from ._document import (
     describe,
     entry_of,
     expand,
+    mapping,
     sequence,
     simple_ids,
     text,
@@ -85,7 +86,7 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope, families: list[Index
     entry = entry_of(entry, scope, allowed=NODE_KEYS, required=("id", "size"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
     members: list[Any] = []
-    repeat = {str(v) for v in entry.get("repeat") or {}}
+    repeat = {str(v) for v in mapping(entry.get("repeat"), scope.at("repeat"))}
     # fast path: ids like "x{i}" and a size that does not depend on the binding
     ids = None if names_in(entry["size"]) & repeat else simple_ids(entry, scope, ("id",))
     if ids is not None:

@@ -41,6 +41,7 @@ from .._errors import GraphSpecError, TaskSpecError
 from ..task._examples import ExampleSet
 from ..task._task import Task
 from ._document import Scope, read_file, read_parameters, read_settings
+from ._ends import check_ends
 from ._families import IndexFamily
 from ._graph import graph_from_networkx, read_architecture, validate_graph
 from ._limits import Limits, use_limits
@@ -204,8 +205,12 @@ def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | No
     problem_task = None
     if "task" in document:
         problem_task = read_task(document, graph, _task_scope(scope))
+        task_source = str(path)
     if task is not None:
         problem_task = _read_task_file(Path(task), graph, params or {}, names)
+        task_source = str(task)
+    if problem_task is not None:
+        check_ends(graph, problem_task, source=task_source)
     return Problem(
         graph=graph,
         task=problem_task,

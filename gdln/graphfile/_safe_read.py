@@ -31,9 +31,11 @@ __all__ = [
     "parse_yaml",
     "read_bytes",
     "read_text",
+    "yaml_error_message",
 ]
 
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
+_LIBYAML_DEPTH = 1000  # libyaml's own nesting limit (PyYAML 6.0.4 on)
 _ErrorClass = type[GraphSpecError]
 
 
@@ -200,9 +202,32 @@ class _Refusal(Exception):
 
 
 def _check_yaml_extent(text: str, limits: Limits) -> None:
-    """Stream the parser's events and refuse a document too deep or too large."""
+    """Stream the parser's events and refuse a document too deep or too large.
+
+    libyaml (bundled with PyYAML 6.0.4) refuses nesting deeper than its own limit of 1000,
+    and its scanner reads a run of ``[`` or ``{`` ahead before the first event, so a deep
+    document can fail there before gdln's count reaches its limit. Such a document is
+    streamed again by PyYAML's pure-Python parser, which has no such limit, so that depth
+    is reported the same way (``nesting N deep at line L``) with every PyYAML release.
+    """
+    try:
+        _stream_extent(text, limits, _Loader)
+    except yaml.MarkedYAMLError as err:
+        if _SafeLoader is yaml.SafeLoader or "nesting depth" not in str(err.problem):
+            raise
+        _stream_extent(text, limits, yaml.SafeLoader)  # pure Python: refuses at gdln's limit
+        line = "?" if err.problem_mark is None else err.problem_mark.line + 1
+        raise _Refusal(
+            None,
+            f"nesting deeper than libyaml's limit of {_LIBYAML_DEPTH} at line {line}: "
+            "PyYAML's parser refuses it whatever GDLN_MAX_DEPTH says",
+        ) from None
+
+
+def _stream_extent(text: str, limits: Limits, loader: Any) -> None:
+    """:func:`_check_yaml_extent` on the events of ``loader``'s parser."""
     extent = _Extent(limits)
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=loader):
         where = f"at line {event.start_mark.line + 1}"
         if isinstance(event, yaml.ScalarEvent):
             extent.add(1, 0, where)
@@ -214,6 +239,46 @@ def _check_yaml_extent(text: str, limits: Limits) -> None:
             extent.end()
         elif isinstance(event, yaml.AliasEvent):
             extent.alias(str(event.anchor), where)
+
+
+def yaml_error_message(err: yaml.YAMLError, text: str) -> tuple[str, str | None]:
+    r"""PyYAML's error on one line, with its cause, and where it is (``"line L"``).
+
+    PyYAML's message spans several lines: what the parser was doing (``while parsing a
+    flow mapping``, and where that started), the problem (``expected ',' or '}'``) and
+    where it was found. All of it is kept, on one line, with the column and the text
+    found there (libyaml's problems do not quote the character, such as a tab).
+
+    >>> text = "nodes:\n\t- x\n"
+    >>> try:
+    ...     yaml.load(text, Loader=CoreSchemaLoader)
+    ... except yaml.YAMLError as err:
+    ...     message, where = yaml_error_message(err, text)
+    >>> where, "cannot start any token" in message, r"there: '\t- x'" in message
+    ('line 2', True, True)
+    """
+    if isinstance(err, yaml.reader.ReaderError):
+        return (
+            f"malformed YAML: {err.reason} (character #x{err.character:04x} at offset "
+            f"{err.position})",
+            None,
+        )
+    mark = getattr(err, "problem_mark", None)
+    if not isinstance(err, yaml.MarkedYAMLError) or mark is None:
+        return "malformed YAML: " + " ".join(str(err).split()), None
+    lines = text.split("\n")
+    found = lines[mark.line][mark.column : mark.column + 12] if mark.line < len(lines) else ""
+    notes = [f"the text there: {found!r}" if found else "at the end of a line or of the file"]
+    if err.context:
+        started = err.context_mark
+        if started is not None and (started.line, started.column) != (mark.line, mark.column):
+            notes.append(f"{err.context} at line {started.line + 1}, column {started.column + 1}")
+        else:
+            notes.append(err.context)
+    return (
+        f"malformed YAML at column {mark.column + 1}: {err.problem} ({'; '.join(notes)})",
+        f"line {mark.line + 1}",
+    )
 
 
 def parse_yaml(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> Any:
@@ -228,9 +293,14 @@ def parse_yaml(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> 
         )
         raise cls(what, source=source) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else None
-        raise cls(f"malformed YAML: {err}".splitlines()[0], source=source, key=where) from err
+        message, where = yaml_error_message(err, text)
+        raise cls(message, source=source, key=where) from err
+    except RecursionError as err:  # the pure-Python composer recurses once per level
+        raise cls(
+            "nested too deep for PyYAML's pure-Python parser; lower GDLN_MAX_DEPTH or "
+            "install PyYAML with libyaml",
+            source=source,
+        ) from err
     except (ValueError, TypeError, OverflowError) as err:  # an int of 5000 digits, a bad date
         raise cls(f"malformed YAML value: {err}".splitlines()[0], source=source) from err
 

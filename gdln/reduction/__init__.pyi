@@ -1,4 +1,5 @@
 from ._bases import Modes as Modes
+from ._closed_form import ClosedForm as ClosedForm
 from ._lumpings import LUMPINGS as LUMPINGS
 from ._moments import ExpectedDynamics as ExpectedDynamics
 from ._moments import expected_dynamics as expected_dynamics

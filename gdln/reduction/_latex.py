@@ -1,11 +1,12 @@
-r"""LaTeX for notebooks: reduced systems and reductions as MathJax ``aligned`` blocks.
+r"""LaTeX of reduced systems: the equations, and notebooks' MathJax ``aligned`` blocks.
 
-Shows what :func:`gdln.format_derivation` prints, as display math: the lumped ODEs
+:func:`equations` is the one LaTeX printer of a system's equations: the lumped ODEs
 $\tau\,\dot B_k = -\tfrac{1}{|O_k|}\partial\mathcal L_\alpha/\partial B_k$ (Eq. 10 of Saxe et
-al. 2022, lumped), eliminated variables (Eq. 15), the per-mode loss, conserved quantities,
-closed forms and the data symbols $s$, $d$ per mode. ``format_derivation(..., "latex")``
-lives a layer above (``gdln.report``) and writes ``%`` comment lines, which MathJax does not
-read; both take their expressions from the same :class:`ReducedSystem`.
+al. 2022, lumped), eliminated variables (Eq. 15), the per-mode loss, conserved quantities
+and closed forms, each labelled by what it is (:class:`~gdln.reduction.ClosedForm`). The
+notebook display (``_repr_latex_``) aligns them with the edges each variable stands for and
+the data symbols $s$, $d$ per mode; ``format_derivation(..., "latex")`` (``gdln.report``, a
+layer above) prints the same equations between ``%`` comment lines.
 """
 
 from __future__ import annotations
@@ -20,25 +21,37 @@ from ..paths._latex import display_math, latex_name, latex_text
 if TYPE_CHECKING:
     from ._system import ReducedSystem, Reduction
 
-__all__ = ["reduction_latex", "system_latex", "system_rows"]
+__all__ = ["equations", "reduction_latex", "system_latex", "system_rows"]
 
 _SHOWN_EDGES = 4
 
 
-def system_rows(system: ReducedSystem) -> list[str]:
-    r"""The ``aligned`` rows of one reduced system (see the module docstring)."""
-    rows = [_orbit_row(system, v) for v in (*system.variables, *system.eliminated)]
-    rows += [
-        rf"\tau \frac{{d{sp.latex(v)}}}{{dt}} &= {sp.latex(system.rhs[v])}"
-        for v in system.variables
+def equations(system: ReducedSystem) -> list[tuple[str, str]]:
+    r"""The equations of one reduced system in LaTeX, as (left side, right side) pairs.
+
+    In order: $\tau\,dB/dt = f(B)$ per variable (Eq. 10, lumped), each eliminated
+    variable (Eq. 15), each constant of a conserved quantity, the per-mode loss
+    $\mathcal L_\alpha$, each conserved quantity ($\frac{d}{dt}Q = 0$) and each closed form
+    under its own label (:meth:`ClosedForm.label`: $t(B)$, $B(t)$, $\theta(B)$,
+    $\tau\,d\theta/dt$, $t(\theta)$). The notebook display and ``derive --format latex``
+    both print these.
+    """
+    rows = [
+        (rf"\tau \frac{{d {sp.latex(v)}}}{{dt}}", sp.latex(system.rhs[v])) for v in system.variables
     ]
-    rows += [rf"{sp.latex(v)} &= {sp.latex(e)}" for v, e in system.eliminated.items()]
-    rows += [rf"{sp.latex(c)} &= {sp.latex(value)}" for c, value in system.constants.items()]
-    rows.append(rf"\mathcal{{L}}_\alpha &= {sp.latex(system.loss)}")
-    rows += [rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right) &= 0" for q in system.conserved]
-    for key, expr in system.closed_form.items():
-        left = "t" if key == "t" else rf"{sp.latex(sp.Symbol(key))}(t)"
-        rows.append(rf"{left} &= {sp.latex(expr)}")
+    rows += [(sp.latex(v), sp.latex(e)) for v, e in system.eliminated.items()]
+    rows += [(sp.latex(c), sp.latex(value)) for c, value in system.constants.items()]
+    rows.append((r"\mathcal{L}_\alpha", sp.latex(system.loss)))
+    rows += [(rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right)", "0") for q in system.conserved]
+    rows += [(f.label("latex"), sp.latex(f.expr)) for f in system.closed_form.values()]
+    return rows
+
+
+def system_rows(system: ReducedSystem) -> list[str]:
+    r"""The ``aligned`` rows of one reduced system: its variables' orbits, its
+    :func:`equations` and its data symbols per mode."""
+    rows = [_orbit_row(system, v) for v in (*system.variables, *system.eliminated)]
+    rows += [f"{left} &= {right}" for left, right in equations(system)]
     rows += [_symbol_row(s, values) for s, values in system.symbols.items()]
     return rows
 

@@ -40,6 +40,9 @@ from ._poly import Polynomial
 
 __all__: list[str] = []  # package-internal: the per-mode loss, for reduce and the moment route
 
+ROUNDING = 1e-9
+"""Relative size of the rounding :func:`floor_at_zero` removes below zero."""
+
 DELTA = 1 << 40  # polynomial variable index of the first random gate delta_i
 
 Transfers = dict[tuple[int, Hashable], dict[Hashable, Polynomial]]
@@ -73,6 +76,24 @@ class ModeLoss:
     generators: list[sp.Symbol]
     data_values: dict[sp.Symbol, tuple[Any, ...]]
     slots: tuple[int, ...]
+
+
+def floor_at_zero(losses: np.ndarray, scale: Any) -> np.ndarray:
+    r"""Losses of Eq. (1) evaluated as $c + \sum_\alpha\mathcal L_\alpha$, never below zero.
+
+    The loss $\tfrac12\langle\lVert y-h\rVert^2\rangle$ is a mean of squares, but its
+    reduced form adds the constant $c = \tfrac12\langle\lVert y\rVert^2\rangle$ to per-mode
+    losses that tend to $-c$ as the network learns the task, so at convergence the sum is
+    rounding, of either sign (-6.7e-16). A value below zero by at most ``ROUNDING`` times
+    ``scale`` (the constant $c$, broadcast against ``losses``) is that rounding and is
+    reported as 0; anything further below zero is kept, to be seen and not hidden.
+
+    >>> floor_at_zero(np.array([0.5, -4e-16, 1e-17, -1e-3]), 30.5).tolist()
+    [0.5, 0.0, 1e-17, -0.001]
+    """
+    losses = np.asarray(losses, dtype=float)
+    bound = ROUNDING * np.abs(np.asarray(scale, dtype=float))
+    return np.where((losses < 0) & (losses >= -bound), 0.0, losses)
 
 
 def edge_symbols(edges: Sequence[Edge]) -> dict[Edge, sp.Symbol]:

@@ -37,7 +37,7 @@ from ..task._task import Context, _symbolic
 from ._bases import Modes
 from ._decoupled import DecoupledBases, anchor_bases
 from ._fixed import fixed_value
-from ._loss import context_constants, edge_symbols
+from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
 from ._path_free import edge_components, path_free_modes, sources
 from ._poly import Polynomial, coefficient
@@ -172,12 +172,13 @@ class ExpectedDynamics(DecoupledBases):
 
     def loss(self, b: Any) -> float:
         r"""The expected loss of Eq. (1): $\tfrac12\langle\lVert y\rVert^2\rangle+\sum_\alpha\mathcal L_\alpha$."""
-        return float(self.constant + self.mode_losses(b).sum())
+        return float(floor_at_zero(self.constant + self.mode_losses(b).sum(), self.constant))
 
     def context_losses(self, b: Any) -> np.ndarray:
         r"""Per context, the expected $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$."""
         val, _ = self._tape.forward(self._values(b))
-        return np.array(self.context_constants) + self._context_mode_losses(val).sum(axis=1)
+        constants = np.array(self.context_constants, dtype=float)
+        return floor_at_zero(constants + self._context_mode_losses(val).sum(axis=1), constants)
 
     def gradient(self, b: Any) -> np.ndarray:
         r"""$\partial\mathcal L/\partial b$ ``(edges, n_modes)`` by a reverse pass over the tape."""

@@ -17,6 +17,7 @@ from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..paths._statistics import ActivePaths
 from ._bases import Modes
+from ._closed_form import ClosedForm
 from ._decoupled import DecoupledBases
 from ._modes import mode_values
 from ._poly import Polynomial
@@ -58,10 +59,12 @@ class ReducedSystem:
     constants
         Constant of a conserved quantity, used by ``eliminated`` -> its value.
     closed_form
-        What sympy could solve: ``"t"`` (formal separable solution $t(B)$) and, where
-        found, the explicit solution keyed by the variable's name; where a conserved
-        constant left a factor $B^2 + k$, the form in $\theta$ of $B=\sqrt{k}\sinh\theta$
-        (``"theta"``, ``"theta_rhs"``, ``"t_theta"``; see ``_closed_form.theta_form``).
+        What sympy could solve, each a :class:`~gdln.reduction.ClosedForm` that says what it
+        is (its ``kind``, ``meaning`` and labels), keyed by its ``key``: ``"t"`` (the formal
+        separable solution $t(B)$) and, where found, the explicit solution $B(t)$ keyed by
+        the variable's name; where a conserved constant left a factor $B^2 + k$, the forms
+        in the angle $\theta$ of $B=\sqrt{k}\sinh\theta$: $\theta(B)$ (``"theta"``),
+        $\tau\,d\theta/dt$ (``"theta_rhs"``) and $t(\theta)$ (``"t_theta"``).
     sizes
         Variable -> its orbit size where that is not ``len(edges[variable])``: an
         expression in the family's parameters (``derive --symbolic``).
@@ -84,7 +87,7 @@ class ReducedSystem:
     conserved: tuple[sp.Expr, ...] = ()
     eliminated: Mapping[sp.Symbol, sp.Expr] = field(default_factory=dict)
     constants: Mapping[sp.Symbol, Any] = field(default_factory=dict)
-    closed_form: Mapping[str, sp.Expr] = field(default_factory=dict)
+    closed_form: Mapping[str, ClosedForm] = field(default_factory=dict)
     sizes: Mapping[sp.Symbol, Any] = field(default_factory=dict)
     # internal: the lumped (pre-elimination) polynomial form used for numbers
     _lumped: tuple[sp.Symbol, ...] = field(default=(), repr=False)

@@ -19,6 +19,7 @@ from ..graphfile._reader import Problem
 from ..paths._latex import latex_name
 from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
 from ..paths._statistics import path_statistics
+from ..reduction._latex import equations
 from ..reduction._system import Reduction
 
 __all__ = ["format_derivation", "format_paths", "format_statistics"]
@@ -312,15 +313,6 @@ def _instance(reduction: Reduction) -> str:
     return ", ".join(f"{k}={reduction.problem.params[k]}" for k in reduction.symbolic)
 
 
-_CLOSED_FORM_LABELS = {
-    "t": ("t", "t"),
-    "theta": ("theta", r"\theta"),
-    "theta_rhs": ("tau dtheta/dt", r"\tau \frac{d\theta}{dt}"),
-    "t_theta": ("t(theta)", r"t(\theta)"),
-}
-"""Closed-form keys (see ``ReducedSystem.closed_form``) -> their labels in text and LaTeX."""
-
-
 def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
     r"""The reduced ODEs (Eq. 10, lumped), data symbols per mode, conserved quantities,
     eliminations and closed forms.
@@ -369,37 +361,18 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
                 ("% " if latex else "  ")
                 + f"{v}: orbit {system.orbit(v)} [{shown}], initial {system.initial[v]}"
             )
-        for v in system.variables:
-            if latex:
-                lines.append(rf"\tau \frac{{d {sp.latex(v)}}}{{dt}} = {sp.latex(system.rhs[v])}")
-            else:
-                lines.append(f"  tau d{v}/dt = {system.rhs[v]}")
-        for v, expr in system.eliminated.items():
-            lines.append(
-                rf"{sp.latex(v)} = {sp.latex(expr)}" if latex else f"  {v} = {expr}   (eliminated)"
-            )
-        for c, value in system.constants.items():
-            lines.append(
-                rf"{sp.latex(c)} = {sp.latex(value)}"
-                if latex
-                else f"  {c} = {value}   (from the initial values)"
-            )
-        lines.append(
-            rf"\mathcal{{L}}_\alpha = {sp.latex(system.loss)}"
-            if latex
-            else f"  L_mode = {system.loss}"
-        )
-        for q in system.conserved:
-            lines.append(
-                rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right) = 0" if latex else f"  conserved: {q}"
-            )
-        for key, expr in system.closed_form.items():
-            text, tex = _CLOSED_FORM_LABELS.get(
-                key, (f"{key}(t)", sp.latex(sp.Symbol(key)) + "(t)")
-            )
-            lines.append(
-                rf"{tex} = {sp.latex(expr)}" if latex else f"  closed form {text} = {expr}"
-            )
+        if latex:  # the same equations as the notebook display (reduction._latex)
+            lines += [f"{left} = {right}" for left, right in equations(system)]
+        else:
+            lines += [f"  tau d{v}/dt = {system.rhs[v]}" for v in system.variables]
+            lines += [f"  {v} = {expr}   (eliminated)" for v, expr in system.eliminated.items()]
+            lines += [
+                f"  {c} = {value}   (from the initial values)"
+                for c, value in system.constants.items()
+            ]
+            lines.append(f"  L_mode = {system.loss}")
+            lines += [f"  conserved: {q}" for q in system.conserved]
+            lines += [f"  closed form {f.label()} = {f.expr}" for f in system.closed_form.values()]
         for s, values in system.symbols.items():
             text = ", ".join(_str(x) for x in values)
             lines.append(rf"% {s} per mode: {text}" if latex else f"  {s} per mode: {text}")
@@ -432,7 +405,7 @@ def _derivation_json(reduction: Reduction) -> dict[str, Any]:
                 "constants": {str(c): _str(v) for c, v in system.constants.items()},
                 "loss": str(system.loss),
                 "conserved": [str(q) for q in system.conserved],
-                "closed_form": {k: str(v) for k, v in system.closed_form.items()},
+                "closed_form": {k: str(f.expr) for k, f in system.closed_form.items()},
             }
         )
     return {

@@ -20,6 +20,7 @@ import numpy.typing as npt
 import sympy as sp
 
 from .._errors import GdlnError
+from ..reduction._loss import floor_at_zero
 from ..reduction._system import Reduction
 from . import _fast, _vector
 from ._ode import OdeProblem, SolverFailed, Stop, integrate
@@ -252,6 +253,7 @@ class _Batch:
             context_loss = context_loss + self._context_losses(n, values)
             suffix = "" if len(self.parts) == 1 else f"@{k}"
             series |= {f"{v}{suffix}": arr for v, arr in values.items()}
+        context_loss = floor_at_zero(context_loss, constants[:, None])
         losses = probabilities @ context_loss  # (T, b)
         meta = {**_reduction_meta(reduction, "ode", None), "integrator": integrator}
         out = []

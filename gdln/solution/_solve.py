@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import sympy as sp
 
 from .._errors import DegenerateStartWarning, GdlnError
+from ..reduction._loss import floor_at_zero
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
@@ -231,6 +233,7 @@ def solve(
     t_max: float,
     lr: float | None = None,
     n_points: int = 201,
+    times: npt.ArrayLike | None = None,
     rtol: float = 1e-10,
     atol: float = 1e-12,
 ) -> Trajectory:
@@ -257,6 +260,11 @@ def solve(
     n_points
         Number of recorded times: an int from 2 to :class:`gdln.graphfile.Limits`
         ``points``.
+    times
+        The times to record instead (units of $\tau$; ``n_points`` is then not used):
+        increasing, from 0, the last at most ``t_max``; with ``lr``, each a whole number
+        of steps $t/\mathrm{lr}$. :func:`gdln.compare` records the theory and the
+        simulations at the same steps this way.
     rtol, atol
         Tolerances of the ODE solver.
 
@@ -266,8 +274,9 @@ def solve(
         Before anything is computed, if ``t_max`` or ``lr`` is not a finite number > 0,
         ``n_points`` is out of range, or ``t_max/lr`` rounds to no step or to more steps
         than the limit (each message names the limit and its environment variable);
-        during the solve, if the solution overflows or becomes non-finite (naming the
-        time or step, the variable and its value), or the ODE solver fails.
+        if ``times`` is malformed; during the solve, if the solution overflows or becomes
+        non-finite (naming the time or step, the variable and its value), or the ODE
+        solver fails.
 
     Warns
     -----
@@ -288,6 +297,7 @@ def solve(
     variables) and Eq. (1) (the loss).
     """
     t_max, lr = _check_settings(t_max, lr, n_points)
+    recorded = None if times is None else _times(times, t_max, lr)
     system_used = "reduced"
     if isinstance(reduction, ExpectedDynamics):
         flow = _moment_flow(reduction)
@@ -298,10 +308,13 @@ def solve(
         flow = _prepared(reduction).flow
     _warn_if_fixed_point(flow)
     if lr is None:
-        times, states = _integrate_ode(flow, t_max, n_points=n_points, rtol=rtol, atol=atol)
+        times, states = _integrate_ode(
+            flow, t_max, n_points=n_points, rtol=rtol, atol=atol, times=recorded
+        )
         method = "ode"
     else:
-        times, states = _iterate_gd_map(flow, t_max, lr, n_points=n_points)
+        record = None if recorded is None else np.rint(recorded / lr).astype(int)
+        times, states = _iterate_gd_map(flow, t_max, lr, n_points=n_points, record=record)
         method = "gd-map"
     if isinstance(reduction, ExpectedDynamics):
         return _moment_trajectory(reduction, times, states, method, lr)
@@ -505,12 +518,47 @@ def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
     return _Flow(y0, rhs, rhs, labels, dynamics.problem.source)
 
 
+def _times(times: npt.ArrayLike, t_max: float, lr: float | None) -> np.ndarray:
+    """The ``times`` of :func:`solve`, checked: from 0, increasing, within ``t_max``, and
+    whole numbers of steps of ``lr`` when it is given."""
+    try:
+        out = np.asarray(times, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise GdlnError(f"times: expected an array of numbers, got {times!r:.60}") from err
+    if (
+        out.ndim != 1
+        or out.size == 0
+        or not np.all(np.isfinite(out))
+        or out[0] != 0
+        or np.any(np.diff(out) <= 0)
+        or out[-1] > t_max * (1 + 1e-12)
+    ):
+        raise GdlnError(
+            f"times: expected increasing times from 0 to at most t_max={t_max}, got {out!r:.80}"
+        )
+    if lr is not None:
+        steps = out / lr
+        off = np.abs(steps - np.rint(steps)) > 1e-9 * np.maximum(1.0, steps)
+        if np.any(off):
+            raise GdlnError(
+                f"times: {out[off][0]} is not a whole number of steps of lr={lr}; "
+                "the gradient-descent map is recorded at steps t/lr"
+            )
+    return out
+
+
 def _integrate_ode(
-    flow: _Flow, t_max: float, *, n_points: int, rtol: float, atol: float
+    flow: _Flow,
+    t_max: float,
+    *,
+    n_points: int,
+    rtol: float,
+    atol: float,
+    times: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Gradient flow by LSODA (:func:`~gdln.solution._ode.integrate`): times ``(T,)`` and
     states ``(state, T)``; the solver's stops become one :class:`GdlnError`."""
-    times = np.linspace(0.0, t_max, n_points)
+    times = np.linspace(0.0, t_max, n_points) if times is None else times
     fast = None if flow.fast is None else flow.fast(times, rtol, atol)
     if fast is not None:
         return times, fast.T
@@ -534,15 +582,17 @@ def _integrate_ode(
 
 
 def _iterate_gd_map(
-    flow: _Flow, t_max: float, lr: float, *, n_points: int
+    flow: _Flow, t_max: float, lr: float, *, n_points: int, record: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Gradient descent $y \leftarrow y + \mathrm{lr}\,f(y)$: times ``(T,)``, states ``(state, T)``.
 
     ``round(t_max / lr)`` steps; about ``n_points`` of them are recorded, step 0 and the
-    last included. A step that overflows is found by replaying from the last record.
+    last included (or up to the last of the increasing steps ``record``, each of them
+    recorded). A step that overflows is found by replaying from the last record.
     """
-    steps = round(t_max / lr)
-    record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
+    if record is None:
+        steps = round(t_max / lr)
+        record = np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
     states_list, y, step = [], flow.y0.copy(), 0
     with np.errstate(all="ignore"):
         for target in record:
@@ -592,6 +642,7 @@ def _reduction_trajectory(
         suffix = "" if len(numerics) == 1 else f"@{k}"
         for v, arr in values.items():
             series[f"{v}{suffix}"] = np.asarray(arr)
+    context_loss = floor_at_zero(context_loss, prepared.context_constants[:, None])
     series["context_loss"] = context_loss.T
     meta = _reduction_meta(reduction, method, lr)
     return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
@@ -617,7 +668,7 @@ def _moment_trajectory(
     """Series per trained edge ``(T, modes)``, the expected loss and per-context losses."""
     bs = np.zeros((len(times), *dynamics.alive.shape))
     bs[:, dynamics.alive] = states.T
-    context_loss = np.array([dynamics.context_losses(b) for b in bs])
+    context_loss = np.array([dynamics.context_losses(b) for b in bs])  # never below 0
     task = dynamics.problem.require_task()
     probabilities = np.array([float(c.probability) for c in task.contexts])
     series = {str(v): bs[:, i, :] for i, v in enumerate(dynamics.variables)}

@@ -115,9 +115,14 @@ def check_narrow_nodes(
     task = problem.require_task()
     activity = activity if activity is not None else context_activity(graph, task)
     gains = _Gains(task, space, modes)
+    wanted = {v for v, _ in candidates}
+    contexts: dict[Hashable, list[int]] = defaultdict(list)  # node -> contexts it is on in
+    for ci, act in enumerate(activity):
+        for v in wanted & {w for _, w in act.edges}:
+            contexts[v].append(ci)
     for v, k in candidates:
         width = int(graph.nodes[v]["size"])
-        through = _through(graph, activity, v, k, edge_component)
+        through = _through(graph, activity, contexts[v], v, k, edge_component)
         reaching = _reaching(through, space, modes[k], k)
         if not reaching or max(reaching) < width:
             continue
@@ -169,13 +174,15 @@ Through = list[tuple[int, frozenset[Hashable], frozenset[Hashable]]]
 def _through(
     graph: nx.DiGraph,
     activity: Sequence[ContextActivity],
+    contexts: Iterable[int],
     v: Hashable,
     k: int,
     edge_component: Mapping[Edge, int],
 ) -> Through:
-    """Per context, the inputs and outputs joined by an open path of component ``k`` via ``v``."""
+    """Per context of ``contexts``, the inputs and outputs joined via ``v`` (component ``k``)."""
     out = []
-    for ci, act in enumerate(activity):
+    for ci in contexts:
+        act = activity[ci]
         ins = [e for e in act.edges if e[1] == v and edge_component.get(e) == k]
         outs = [e for e in act.edges if e[0] == v and edge_component.get(e) == k]
         if not ins or not outs:
@@ -268,6 +275,7 @@ class _Gains:
     ):
         self.task, self.space, self.modes = task, space, modes
         self._moments: dict[tuple[str, str, str], np.ndarray] = {}
+        self._gains: dict[tuple[Any, ...], float] = {}
 
     def moment(self, dataset: str, fa: str, fb: str) -> np.ndarray:
         """A dataset moment as floats (symbols at generic values)."""
@@ -294,28 +302,42 @@ class _Gains:
         for ci, sources, targets in through:
             c = self.task.contexts[ci]
             ins = sorted(sources, key=str)
-            d = np.array(
+            outs = sorted((o for o in targets if o in c.targets), key=str)
+            key = (
+                k,
+                alpha,
+                c.dataset,
+                tuple((self.space.get((k, i)), c.inputs[i]) for i in ins),
+                tuple((self.space.get((k, o)), c.targets[o]) for o in outs),
+            )
+            if key not in self._gains:
+                self._gains[key] = self._context_gain(k, alpha, c, ins, outs)
+            total += _float_scalar(c.probability) * self._gains[key]
+        return total
+
+    def _context_gain(
+        self, k: int, alpha: int, c: Context, ins: Sequence[Hashable], outs: Sequence[Hashable]
+    ) -> float:
+        r"""$\tfrac12\sum_o s^\top d^{+}s$ of one context (its probability left out)."""
+        d = np.array(
+            [
                 [
-                    [
-                        self.value(k, alpha, i, j, self.moment(c.dataset, c.inputs[i], c.inputs[j]))
-                        for j in ins
-                    ]
+                    self.value(k, alpha, i, j, self.moment(c.dataset, c.inputs[i], c.inputs[j]))
+                    for j in ins
+                ]
+                for i in ins
+            ]
+        )
+        inverse = np.linalg.pinv(d, rcond=1e-12, hermitian=True)
+        total = 0.0
+        for o in outs:
+            s = np.array(
+                [
+                    self.value(k, alpha, o, i, self.moment(c.dataset, c.targets[o], c.inputs[i]))
                     for i in ins
                 ]
             )
-            inverse = np.linalg.pinv(d, rcond=1e-12, hermitian=True)
-            for o in targets:
-                if o not in c.targets:
-                    continue
-                s = np.array(
-                    [
-                        self.value(
-                            k, alpha, o, i, self.moment(c.dataset, c.targets[o], c.inputs[i])
-                        )
-                        for i in ins
-                    ]
-                )
-                total += 0.5 * _float_scalar(c.probability) * float(s @ inverse @ s)
+            total += 0.5 * float(s @ inverse @ s)
         return total
 
 

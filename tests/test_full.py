@@ -223,7 +223,10 @@ def test_solve_full_converts_the_statistics_once(monkeypatch: pytest.MonkeyPatch
 
 
 def test_solve_full_refuses_bad_settings() -> None:
+    from gdln.solution._full import initial_full_weights
+
     problem = load("chain")
+    good = initial_full_weights(problem)
     with pytest.raises(gdln.GdlnError, match=r"t_max must be a positive number, got -1"):
         gdln.solve_full(problem, t_max=-1)
     with pytest.raises(gdln.GdlnError, match=r"lr must be a positive number, got 0"):
@@ -232,10 +235,13 @@ def test_solve_full_refuses_bad_settings() -> None:
         gdln.solve_full(problem, t_max=1, n_points=1)
     with pytest.raises(gdln.GdlnError, match=r"weights: no weight for edge 'h1->h2'"):
         gdln.solve_full(problem, {("x", "h1"): np.zeros((4, 3))}, t_max=1)
+    bad = {**good, ("x", "h1"): np.zeros((3, 4))}
     with pytest.raises(
         gdln.GdlnError, match=r"weights\['x->h1'\]: shape \(3, 4\), expected \(4, 3\)"
     ):
-        gdln.solve_full(problem, {("x", "h1"): np.zeros((3, 4))}, t_max=1)
+        gdln.solve_full(problem, bad, t_max=1)
+    with pytest.raises(gdln.GdlnError, match=r"weights: 'y->x' is not an edge of"):
+        gdln.solve_full(problem, {**good, ("y", "x"): np.zeros((3, 2))}, t_max=1)
 
 
 # --------------------------------------------------------------------------------------

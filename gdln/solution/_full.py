@@ -150,8 +150,11 @@ def _horizon(t_max: float, lr: float | None, n_points: int) -> tuple[float, int]
 def _checked(
     problem: Problem, weights: Mapping[Edge, np.ndarray], edges: Sequence[Edge]
 ) -> list[np.ndarray]:
-    """The weights as float arrays, each of its edge's shape."""
+    """The weights as float arrays, each of its edge's shape; every edge needs one."""
     graph = problem.graph
+    missing = [e for e in graph.edges if e not in weights]
+    if missing:
+        raise GdlnError(f"weights: no weight for edge {edge_name(missing[0])!r}")
     out = []
     for e in edges:
         if e not in graph.edges:

@@ -104,8 +104,10 @@ class NotDiagonalizableError(GdlnError, ValueError):
 
     The exact reduction of Eq. (10) needs output bases $U_v$ and input bases $V_v$ in
     which every $\\Sigma^{yx}(p)$ and $\\Sigma^{x}(j,p)$ is diagonal. ``paths`` names the
-    statistics that stay off-diagonal and ``residual`` is their largest relative
-    off-diagonal part.
+    statistics that stay off-diagonal and ``residual``, in $[0, 1]$, is the largest share
+    of one of them (by Frobenius norm) that lies off the diagonal in the best bases
+    found: 0 would be diagonal, 1 has nothing on the diagonal. The full-matrix dynamics
+    (Eqs. 3-4; :func:`gdln.solve_full`, ``gdln solve FILE --route matrix``) still apply.
     """
 
     def __init__(self, message: str, *, paths: tuple[str, ...] = (), residual: float = 0.0):

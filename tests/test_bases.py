@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import sympy as sp
 from helpers import RTOL_EXACT, full_loss_and_gradient, load
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gdln
 
@@ -94,3 +96,77 @@ def test_printed_bases_are_all_exact(name: str) -> None:
 def test_stats_text_shows_exact_values(two_by_two) -> None:
     text = gdln.format_statistics(two_by_two, gdln.reduce(two_by_two))
     assert "sqrt(26)/4 + sqrt(34)/4" in text and "2.73" not in text
+
+
+# Inputs x = (2, -1, 0), (-1, -2, 1), (-2, -1, 0) with targets 0, -2, 2: no common bases,
+# and the refusal used to print a "relative residual" of 1.62 (a maximum entry of the
+# projected statistic over a maximum entry of the statistic, which is not bounded by 1).
+SKEWED = """
+nodes: [{id: x, size: 3}, {id: h, size: 3}, {id: y, size: 1}]
+edges: [{source: x, target: h}, {source: h, target: y}]
+task:
+  examples:
+    - {inputs: {x: [2, -1, 0]}, targets: {y: [0]}}
+    - {inputs: {x: [-1, -2, 1]}, targets: {y: [-2]}}
+    - {inputs: {x: [-2, -1, 0]}, targets: {y: [2]}}
+"""
+
+
+def test_no_common_bases_residual_is_a_share_in_0_1(tmp_path) -> None:
+    path = tmp_path / "skewed.yaml"
+    path.write_text(SKEWED)
+    with pytest.raises(gdln.NotDiagonalizableError) as info:
+        gdln.reduce(gdln.load(path))
+    assert 0 < info.value.residual <= 1
+    message = str(info.value)
+    assert f"relative residual {info.value.residual:.3g}: the largest share of one" in message
+    assert "gdln.solve_full" in message and "--route matrix" in message
+
+
+def _off_diagonal_share_by_hand(modes: gdln.Modes, row: str, col: str, matrix: np.ndarray) -> float:
+    """||off-diagonal part of U^T B V||_F / ||B||_F in the modes' full bases, written here."""
+    U, rows = modes.basis(row)
+    V, cols = modes.basis(col)
+    P = U.T @ matrix @ V
+    off = sum(
+        P[i, j] ** 2
+        for i in range(P.shape[0])
+        for j in range(P.shape[1])
+        if rows[i] is None or rows[i] != cols[j]
+    )
+    return float(np.sqrt(off) / np.linalg.norm(matrix))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 5).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.integers(-3, 3), min_size=n * n, max_size=n * n),
+            st.lists(st.integers(-3, 3), min_size=2 * n, max_size=2 * n),
+        )
+    )
+)
+def test_residual_is_bounded_by_one(data: tuple[list[int], list[int]]) -> None:
+    # property: whatever the statistics, the reported residual is a share in [0, 1], and
+    # it is that of the worst block, computed independently in the bases found
+    from gdln.reduction._bases import Block, joint_modes, off_diagonal_share
+
+    xs, ys = data
+    n = len(ys) // 2
+    X = np.array(xs, dtype=float).reshape(n, n)
+    blocks = [
+        Block("out", "in", np.array(ys, dtype=float).reshape(2, n), tag="yx"),
+        Block("in", "in", X @ X.T, tag="xx"),
+    ]
+    try:
+        modes = joint_modes({"out": 2, "in": n}, blocks, outputs=frozenset({"out"}))
+    except gdln.NotDiagonalizableError as err:
+        assert 0 < err.residual <= 1
+        return
+    for b in blocks:
+        share = off_diagonal_share(modes, b)
+        assert 0 <= share <= 1e-8
+        if np.linalg.norm(b.value):
+            assert share == pytest.approx(
+                _off_diagonal_share_by_hand(modes, b.row, b.col, b.value), abs=1e-12
+            )

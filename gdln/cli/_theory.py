@@ -5,6 +5,8 @@ None of them imports torch. Each parses its options, calls the public API and pr
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any
 
 import click
@@ -65,13 +67,37 @@ def stats(
 ) -> None:
     """Print the path statistics and the bases U, V that diagonalise them (Eqs 5-8).
 
+    When no common bases exist, print the statistics and which of them stay off-diagonal,
+    then exit with status 2.
+
     \b
     Example:
       gdln stats graphs/context.yaml --param pathways=1 --format latex
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
     problem = load_problem(file, params, task)
-    write(output, gdln.format_statistics(problem, gdln.reduce(problem), output.format))
+    try:
+        reduction = gdln.reduce(problem)
+    except gdln.NotDiagonalizableError as err:
+        write(output, _without_bases(problem, err, output.format))
+        raise
+    write(output, gdln.format_statistics(problem, reduction, output.format))
+
+
+def _without_bases(problem: gdln.Problem, err: gdln.NotDiagonalizableError, fmt: str) -> str:
+    """The statistics (Eqs. 5-6), and which stay off-diagonal in the best bases found."""
+    text = gdln.format_statistics(problem, None, fmt)
+    residual = float(err.residual)
+    if fmt == "json":
+        payload = json.loads(text)
+        payload["no_common_bases"] = {"off_diagonal": list(err.paths), "residual": residual}
+        return json.dumps(payload, indent=1)
+    what = (
+        f"no common bases (Eqs. 7-8): in the best bases found, {', '.join(err.paths)} stay "
+        f"off-diagonal; relative residual {residual:.3g} (the largest share of one statistic, "
+        f"by Frobenius norm, off the diagonal: 0 is diagonal, 1 all off)"
+    )
+    return f"{text}\n% {what}" if fmt == "latex" else f"{text}\n\n{what[0].upper()}{what[1:]}"
 
 
 @click.command()
@@ -150,12 +176,14 @@ def derive(
 )
 @click.option(
     "--route",
-    type=click.Choice(["auto", "symbolic", "moments"]),
+    type=click.Choice(["auto", "symbolic", "moments", "matrix"]),
     default="auto",
     show_default=True,
     help="symbolic: the reduced ODE of `derive`; moments: the same expected dynamics "
     "evaluated without listing paths (one variable per edge, no lumping); auto: symbolic "
-    "unless the problem has too many paths.",
+    "unless the problem has too many paths; matrix: the full-matrix flow (Eqs. 3-4), which "
+    "needs no common bases, from random weights whose singular values all equal the "
+    "initial value (writes each edge's singular values).",
 )
 @output_options(("json", "csv"), default="json", what="trajectory")
 def solve(
@@ -179,16 +207,29 @@ def solve(
     Example:
       gdln solve graphs/routing.yaml --t-max 30 -o routing.json
       gdln solve graphs/resnet_sd.yaml --param L=1000    # moment route
+      gdln solve graphs/chain.yaml --route matrix       # full matrices, no bases needed
     """
     output = output_file(out, fmt, force, formats=("json", "csv"))
     if ode and lr is not None:
         raise CommandLineError(f"--ode and --lr {lr}: give one (the ODE or the map)")
+    if route == "matrix" and lump is not None:
+        raise CommandLineError(
+            f"--lump {lump} and --route matrix: the full matrices are not lumped"
+        )
     problem = load_problem(file, params, task)
-    horizon = setting(problem, "t_max", t_max, 10)
-    rate = None if ode else setting(problem, "lr", lr, None)
-    gdln.solution.check_solve_settings(horizon, lr=rate, n_points=points)  # before reducing
-    model = _model(problem, route, lump, setting(problem, "init", initial_value(file, init), None))
-    trajectory = gdln.solve(model, t_max=horizon, lr=rate, n_points=points)
+    initial = setting(problem, "init", initial_value(file, init), None)
+    horizon, rate = gdln.solution.check_solve_settings(  # before reducing
+        setting(problem, "t_max", t_max, 10),
+        lr=None if ode else setting(problem, "lr", lr, None),
+        n_points=points,
+    )
+    if route == "matrix":
+        full = gdln.solve_full(problem, t_max=horizon, n_points=points, lr=rate, init=initial)
+        kept = {k: v for k, v in full.series.items() if not k.startswith("W[")}
+        trajectory = dataclasses.replace(full, series=kept)
+    else:
+        model = _model(problem, route, lump, initial)
+        trajectory = gdln.solve(model, t_max=horizon, lr=rate, n_points=points)
     write(output, gdln.format_trajectory(trajectory, output.format))
 
 

@@ -39,6 +39,7 @@ from ._decoupled import DecoupledBases, anchor_bases
 from ._fixed import fixed_value
 from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
+from ._narrow import check_narrow_nodes
 from ._path_free import edge_components, path_free_modes, sources
 from ._poly import Polynomial, coefficient
 from ._reduce import initial_values
@@ -323,6 +324,7 @@ def expected_dynamics(source: Problem | Reduction, *, init: Any = None) -> Expec
     if not component:
         raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
     space, modes = path_free_modes(problem, activity, component)
+    check_narrow_nodes(problem, space, modes, component, activity=activity)
     return _assemble(
         problem,
         activity,

@@ -68,6 +68,7 @@ from ._loss import LossBuilder, ModeLoss
 from ._lumping import lumped_system, partition
 from ._lumpings import LUMPINGS
 from ._modes import Space, alive_edges, component_modes, tidy_number
+from ._narrow import check_narrow_nodes
 from ._quotient import NoSymmetry, Quotient, find_quotient
 from ._system import ReducedSystem, Reduction
 
@@ -150,6 +151,7 @@ def reduce(
         raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
     edge_component = _edge_components(active)
     space, modes = _modes(work, active)
+    check_narrow_nodes(work, space, modes, edge_component)
     slot_edges = alive_edges(work.graph, active, space, modes, edge_component)
     builder = LossBuilder(work, active, space, modes, slot_edges)
     systems, constant_modes = _systems(builder, lump, init_values, orbits)

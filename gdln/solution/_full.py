@@ -1,204 +1,316 @@
-r"""The full matrix dynamics (Eqs. 3-4 of Saxe et al. 2022), for any data and weights.
+r"""Solving the full matrix dynamics (Eqs. 3-4 of Saxe et al. 2022) from any weights.
 
-$$\tau\frac{d}{dt}W_e=\sum_{p\in\mathcal{P}(e)}W_{\bar t(p,e)}^\top\,\mathcal{E}(p)\,
-W_{\bar s(p,e)}^\top,\qquad
-\mathcal{E}(p)=\Sigma^{yx}(p)-\sum_{j\in\mathcal{T}(t(p))}W_j\,\Sigma^x(j,p).$$
-
-These need no common bases: they hold whether or not the exact reduction applies, and
-from any initial weights. Only active paths and co-active pairs enter (the rest have zero
-statistics). With independent random gates the statistics are their expectations, so this
-is the expected flow; fixed edges ($W_e = c\,I$) do not move.
+They need no common bases: they hold whether or not the exact reduction applies (no
+common bases, or a hidden node narrower than the data), and from any initial weights.
+The flow is evaluated by :class:`~gdln.solution._flow.FlowPlan` (statistics in floats,
+converted once). :func:`solve_full` integrates it with an explicit adaptive stepper
+(DOP853), which needs no Jacobian: an implicit stepper's finite-difference Jacobian costs
+one evaluation of the flow per weight entry. With ``lr`` it iterates gradient descent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
+import networkx as nx
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .._edge import Edge
+from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
-from ..paths._paths import Path, source_subpath, target_subpath
-from ..paths._statistics import PathStatistics, path_statistics
-from ..task._task import as_float
+from ..reduction._reduce import initial_values
+from ._flow import FlowPlan
 from ._trajectory import Trajectory
 
-__all__ = ["full_flow", "solve_full"]
+__all__ = ["solve_full"]
 
-
-def _product(path: Path, weights: Mapping[Edge, np.ndarray], size: int) -> np.ndarray:
-    r"""$W_p$: the ordered product along a path, target on the left (identity if empty)."""
-    out = np.eye(size)
-    for e in path.edges:
-        out = weights[e] @ out
-    return out
-
-
-def full_flow(
-    problem: Problem, weights: Mapping[Edge, np.ndarray], *, stats: PathStatistics | None = None
-) -> dict[Edge, np.ndarray]:
-    r"""$\tau\,dW_e/dt$ for every edge, by Eqs. (3)-(4) (equal to $-\partial\mathcal{L}/\partial W_e$).
-
-    Parameters
-    ----------
-    problem
-        The network and its task.
-    weights
-        Edge -> current weight matrix $W_e$.
-    stats
-        The problem's path statistics, when already computed (default: compute them).
-
-    Returns
-    -------
-    dict
-        Edge -> $\tau\,dW_e/dt$, the shape of ``weights[e]``; zero for fixed edges.
-
-    References
-    ----------
-    Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(4).
-    """
-    graph = problem.graph
-    stats = stats or path_statistics(graph, problem.require_task())
-    size = {v: graph.nodes[v]["size"] for v in graph.nodes}
-    W = {p: _product(p, weights, size[p.source]) for p in stats.paths}
-    by_target: dict[Hashable, list[Path]] = {}
-    for p in stats.paths:
-        by_target.setdefault(p.target, []).append(p)
-    error = {}
-    for p in stats.paths:
-        E = as_float(stats.input_output[p]).copy()
-        for j in by_target[p.target]:
-            if (j, p) in stats.input:
-                E -= W[j] @ as_float(stats.input[(j, p)])
-        error[p] = E
-    flow = {e: np.zeros_like(np.asarray(w, dtype=float)) for e, w in weights.items()}
-    for p in stats.paths:
-        for e in p.edges:
-            if graph.edges[e].get("fixed") is not None:
-                continue
-            before, after = source_subpath(p, e), target_subpath(p, e)
-            flow[e] += (
-                _product(after, weights, size[after.source]).T
-                @ error[p]
-                @ _product(before, weights, size[p.source]).T
-            )
-    return flow
+RTOL = 1e-10
+"""Relative tolerance of the DOP853 integration of Eqs. (3)-(4)."""
+ATOL = 1e-13
+"""Absolute tolerance (per weight entry) of the same integration."""
+MAX_FULL_STEPS = 10_000_000
+"""Most gradient-descent steps :func:`solve_full` iterates with ``lr``."""
+SMALL_PRODUCTS = 1024
+"""Largest matrix side for which the flow runs BLAS on one thread (faster for small
+products, and unharmed by a loaded machine, where threaded BLAS stalls)."""
 
 
 def solve_full(
-    problem: Problem, weights: Mapping[Edge, np.ndarray], *, t_max: float, n_points: int = 201
+    problem: Problem,
+    weights: Mapping[Edge, np.ndarray] | None = None,
+    *,
+    t_max: float,
+    n_points: int = 201,
+    lr: float | None = None,
+    init: Any = None,
+    seed: int = 0,
 ) -> Trajectory:
-    """Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$.
+    r"""Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$.
 
     Parameters
     ----------
     problem
         The network and its task.
     weights
-        Edge -> initial weight matrix $W_e(0)$.
+        Edge -> initial weight matrix $W_e(0)$, every edge of the graph; default:
+        random weights whose singular values all equal ``init`` (the analogue, without
+        common bases, of the decoupled start of Eq. 9), fixed edges $W_e = c\,I$.
     t_max
         The final time, in units of $\tau$.
     n_points
-        Number of recorded times, evenly spaced on ``[0, t_max]``.
+        Number of recorded times, evenly spaced on ``[0, t_max]`` (with ``lr``: the
+        nearest steps).
+    lr
+        Iterate plain gradient descent $W_e \leftarrow W_e + \mathrm{lr}\,\tau\dot W_e$
+        for ``round(t_max / lr)`` steps instead of integrating the flow.
+    init
+        Without ``weights``: every trained edge's singular values (one number, or a
+        mapping from edge to number as for :func:`gdln.reduce`); default: the file's
+        ``solve.init``, else 0.001.
+    seed
+        Without ``weights``: the seed of the random singular vectors.
 
     Returns
     -------
     Trajectory
-        The loss of Eq. (1) (expected over random gates) and ``"W[u->v]"`` ->
-        ``(T, rows, cols)`` for each edge.
+        The loss of Eq. (1) (expected over random gates); ``"W[u->v]"`` ->
+        ``(T, rows, cols)`` and ``"sv[u->v]"`` -> ``(T, min(rows, cols))`` (singular
+        values, descending) for each edge; without random gates ``"context_loss"`` ->
+        ``(T, contexts)``.
 
     Raises
     ------
     GdlnError
-        ``t_max`` is not positive, or the ODE solver fails.
+        ``t_max`` or ``lr`` is not positive, ``n_points`` is below 2, the weights lack an
+        edge or have the wrong shape, or the ODE solver fails.
 
     References
     ----------
-    Saxe, Sodhani & Lewallen (2022), Eqs. (1), (3)-(4).
-    """
-    if not t_max > 0:
-        raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
-    stats = path_statistics(problem.graph, problem.require_task())
-    edges = list(weights)
-    shapes = [np.shape(weights[e]) for e in edges]
-    splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
+    Saxe, Sodhani & Lewallen (2022), Eqs. (1), (3)-(4) (and Eq. 2 discretised, with
+    ``lr``).
 
-    def unpack(y: np.ndarray) -> dict[Edge, np.ndarray]:
-        return {
-            e: part.reshape(s)
-            for e, s, part in zip(edges, shapes, np.split(y, splits), strict=True)
-        }
+    Examples
+    --------
+    >>> import gdln
+    >>> problem = gdln.load("graphs/chain.yaml")
+    >>> trajectory = gdln.solve_full(problem, t_max=100, n_points=3, init=0.1)
+    >>> round(float(trajectory.loss[0]), 4), bool(trajectory.loss[-1] < 1e-10)
+    (0.9998, True)
+    """
+    t_max, steps = _horizon(t_max, lr, n_points)
+    if weights is None:
+        weights = initial_full_weights(problem, init=init, seed=seed)
+    edges = list(weights)
+    values = _checked(problem, weights, edges)
+    plan = FlowPlan.of(problem, edges)
+    with _blas_threads(plan, values):
+        if lr is None:
+            t, states = _integrate(plan, values, t_max, n_points)
+            method = "full-ode"
+        else:
+            t, states = _iterate(plan, values, lr, steps, n_points)
+            method = "full-gd-map"
+    return _trajectory(problem, plan, t, states, method)
+
+
+def _blas_threads(plan: FlowPlan, values: Sequence[np.ndarray]) -> AbstractContextManager[Any]:
+    """One BLAS thread while the flow's products are small (see :data:`SMALL_PRODUCTS`)."""
+    sides = [max(w.shape, default=0) for w in values]
+    sides += [t.input.shape[0] for t in plan.targets if t.input is not None]
+    if max(sides, default=0) > SMALL_PRODUCTS:
+        return nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits  # installed with scikit-learn
+    except ImportError:  # pragma: no cover - scikit-learn is a dependency
+        return nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _horizon(t_max: float, lr: float | None, n_points: int) -> tuple[float, int]:
+    """Checked ``t_max`` and, with ``lr``, the number of steps."""
+    if not (isinstance(t_max, (int, float)) and 0 < t_max < float("inf")):
+        raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
+    if not (isinstance(n_points, int) and n_points >= 2):
+        raise GdlnError(f"n_points must be an integer >= 2, got {n_points!r}")
+    if lr is None:
+        return float(t_max), 0
+    if not (isinstance(lr, (int, float)) and 0 < lr < float("inf")):
+        raise GdlnError(f"lr must be a positive number, got {lr!r}")
+    steps = round(t_max / lr)
+    if not 1 <= steps <= MAX_FULL_STEPS:
+        raise GdlnError(
+            f"t_max / lr = {t_max / lr:.3g} steps: expected 1 to {MAX_FULL_STEPS} steps"
+        )
+    return float(t_max), steps
+
+
+def _checked(
+    problem: Problem, weights: Mapping[Edge, np.ndarray], edges: Sequence[Edge]
+) -> list[np.ndarray]:
+    """The weights as float arrays, each of its edge's shape; every edge needs one."""
+    graph = problem.graph
+    missing = [e for e in graph.edges if e not in weights]
+    if missing:
+        raise GdlnError(f"weights: no weight for edge {edge_name(missing[0])!r}")
+    out = []
+    for e in edges:
+        if e not in graph.edges:
+            raise GdlnError(f"weights: {edge_name(e)!r} is not an edge of {problem.source}")
+        shape = (graph.nodes[e[1]]["size"], graph.nodes[e[0]]["size"])
+        w = np.array(weights[e], dtype=float)
+        if w.shape != shape:
+            raise GdlnError(f"weights[{edge_name(e)!r}]: shape {w.shape}, expected {shape}")
+        out.append(w)
+    return out
+
+
+def initial_full_weights(
+    problem: Problem, *, init: Any = None, seed: int = 0
+) -> dict[Edge, np.ndarray]:
+    r"""Random weights whose singular values all equal the initial value $b_e(0)$.
+
+    $W_e = b_e(0)\,Q_e$ with $Q_e$ a random matrix with orthonormal rows or columns (the
+    analogue, without common bases, of the decoupled start of Eq. 9 where every mode has
+    $b_e = b_e(0)$); a fixed edge holds $W_e = c\,I$.
+
+    Parameters
+    ----------
+    problem
+        The network.
+    init
+        One number, or edge -> number (as for :func:`gdln.reduce`); default: the file's
+        ``solve.init``, else 0.001.
+    seed
+        Seed of the random $Q_e$.
+
+    Returns
+    -------
+    dict
+        Edge -> $W_e$, every edge of the graph.
+    """
+    graph = problem.graph
+    scale = initial_values(problem, init)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for e in graph.edges:
+        rows, cols = graph.nodes[e[1]]["size"], graph.nodes[e[0]]["size"]
+        fixed = graph.edges[e].get("fixed")
+        if fixed is not None:
+            out[e] = float(fixed) * np.eye(rows, cols)
+            continue
+        q, r = np.linalg.qr(rng.standard_normal((max(rows, cols), min(rows, cols))))
+        q = q * np.sign(np.diag(r))
+        out[e] = _initial_number(problem, e, scale[e]) * (q if rows >= cols else q.T)
+    return out
+
+
+def _initial_number(problem: Problem, edge: Edge, value: Any) -> float:
+    """An initial value as a float, refused if it still holds a symbol."""
+    try:
+        return float(value)
+    except TypeError as err:
+        raise GdlnError(
+            f"{problem.source}: init[{edge_name(edge)}] {value}: the full-matrix dynamics "
+            "need a number"
+        ) from err
+
+
+def _integrate(
+    plan: FlowPlan, values: list[np.ndarray], t_max: float, n_points: int
+) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+    """DOP853 on the flattened weights, recorded at ``n_points`` even times."""
+    shapes = [w.shape for w in values]
+    splits = np.cumsum([w.size for w in values])[:-1]
+
+    def unpack(y: np.ndarray) -> list[np.ndarray]:
+        return [part.reshape(s) for s, part in zip(shapes, np.split(y, splits), strict=True)]
 
     def rhs(_t: float, y: np.ndarray) -> np.ndarray:
-        flow = full_flow(problem, unpack(y), stats=stats)
-        return np.concatenate([flow[e].ravel() for e in edges])
+        return np.concatenate([f.ravel() for f in plan.flow(unpack(y))])
 
-    y0 = np.concatenate([np.asarray(weights[e], dtype=float).ravel() for e in edges])
-    t_eval = np.linspace(0, t_max, n_points)
-    result = solve_ivp(rhs, (0, t_max), y0, t_eval=t_eval, method="LSODA", rtol=1e-9, atol=1e-12)
+    y0 = np.concatenate([w.ravel() for w in values])
+    t_eval = np.linspace(0.0, t_max, n_points)
+    result = solve_ivp(rhs, (0.0, t_max), y0, method="DOP853", t_eval=t_eval, rtol=RTOL, atol=ATOL)
     if not result.success:
         raise GdlnError(f"the ODE solver failed: {result.message}")
-    examples = problem.examples()
+    return result.t, [unpack(y) for y in result.y.T]
+
+
+def _iterate(
+    plan: FlowPlan, values: list[np.ndarray], lr: float, steps: int, n_points: int
+) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+    """Gradient descent with learning rate ``lr``, recorded at the steps nearest even times."""
+    record = sorted(set(np.rint(np.linspace(0, steps, n_points)).astype(int).tolist()))
+    weights = [w.copy() for w in values]
+    states = []
+    step = 0
+    for target in record:
+        while step < target:
+            for w, f in zip(weights, plan.flow(weights), strict=True):
+                w += lr * f
+            step += 1
+        states.append([w.copy() for w in weights])
+    return np.array(record, dtype=float) * lr, states
+
+
+def _trajectory(
+    problem: Problem,
+    plan: FlowPlan,
+    t: np.ndarray,
+    states: Sequence[Sequence[np.ndarray]],
+    method: str,
+) -> Trajectory:
+    """The loss (Eq. 1), per-context losses, weights and their singular values over time."""
     random = bool(problem.require_task().random_gates)
-    losses: list[float] = []
-    series: dict[str, list[np.ndarray]] = {f"W[{e[0]}->{e[1]}]": [] for e in edges}
-    for y in result.y.T:
-        w = unpack(y)
-        losses.append(_expected_loss(problem, w, stats) if random else _loss(problem, w, examples))
-        for e in edges:
-            series[f"W[{e[0]}->{e[1]}]"].append(w[e])
-    return Trajectory(
-        t=result.t,
-        loss=np.array(losses),
-        series={k: np.array(v) for k, v in series.items()},
-        meta={"method": "full-ode", "time_unit": "tau", "source": problem.source},
-    )
+    examples = None if random else problem.examples()
+    losses, per_context = [], []
+    for w in states:
+        if examples is None:
+            losses.append(plan.loss(w))
+        else:
+            total, contexts = _example_losses(
+                problem, dict(zip(plan.edges, w, strict=True)), examples
+            )
+            losses.append(total)
+            per_context.append(contexts)
+    series: dict[str, np.ndarray] = {}
+    for i, e in enumerate(plan.edges):
+        name = edge_name(e)
+        stacked = np.array([w[i] for w in states])
+        series[f"W[{name}]"] = stacked
+        series[f"sv[{name}]"] = np.linalg.svd(stacked, compute_uv=False)
+    meta: dict[str, Any] = {"method": method, "time_unit": "tau", "source": problem.source}
+    if per_context:
+        series["context_loss"] = np.array(per_context)
+        meta["context_labels"] = list(examples.context_labels)  # type: ignore[union-attr]
+    return Trajectory(t=t, loss=np.array(losses), series=series, meta=meta)
 
 
-def _expected_loss(
-    problem: Problem, weights: Mapping[Edge, np.ndarray], stats: PathStatistics
-) -> float:
-    r"""Eq. (1) from the path statistics, averaged over random gates.
-
-    $\tfrac12\langle\lVert y\rVert^2\rangle-\sum_p\mathrm{tr}(W_p\Sigma^{yx}(p)^\top)
-    +\tfrac12\sum_{j,p}\mathrm{tr}(W_j\Sigma^x(j,p)W_p^\top)$.
-    """
+def _example_losses(
+    problem: Problem, weights: Mapping[Edge, np.ndarray], ex: Any
+) -> tuple[float, list[float]]:
+    """Eq. (1) on the examples by a forward pass, and its average within each context."""
     graph = problem.graph
-    task = problem.require_task()
-    size = {v: graph.nodes[v]["size"] for v in graph.nodes}
-    W = {p: _product(p, weights, size[p.source]) for p in stats.paths}
-    total = 0.0
-    for c in task.contexts:
-        data = task.datasets[c.dataset]
-        for f in c.targets.values():
-            total += 0.5 * float(c.probability) * float(np.trace(as_float(data.moment(f, f))))
-    for p in stats.paths:
-        total -= float(np.sum(W[p] * as_float(stats.input_output[p])))
-    for (j, p), m in stats.input.items():
-        total += 0.5 * float(np.sum((W[j] @ as_float(m)) * W[p]))
-    return total
-
-
-def _loss(problem: Problem, weights: Mapping[Edge, np.ndarray], ex: object) -> float:
-    """Eq. (1) on the examples by a forward pass."""
-    import networkx as nx
-
-    graph = problem.graph
-    h = {}
+    h: dict[Hashable, np.ndarray] = {}
     for v in nx.topological_sort(graph):
         if graph.in_degree(v) == 0:
-            h[v] = ex.inputs[v]  # type: ignore[attr-defined]
+            h[v] = ex.inputs[v]
             continue
-        total = 0.0
+        total: Any = 0.0
         for u in graph.predecessors(v):
-            g = ex.gates.get((u, v), 1.0)  # type: ignore[attr-defined]
+            g = ex.gates.get((u, v), 1.0)
             total = total + np.reshape(g, (-1, 1)) * (h[u] @ weights[(u, v)].T)
-        h[v] = np.reshape(ex.gates.get(v, 1.0), (-1, 1)) * total  # type: ignore[attr-defined]
-    loss = 0.0
+        h[v] = np.reshape(ex.gates.get(v, 1.0), (-1, 1)) * total
+    per_example: Any = 0.0
     for v in graph.nodes:
         if graph.out_degree(v) == 0:
-            err = ex.targets[v] - h[v]  # type: ignore[attr-defined]
-            loss += 0.5 * float(ex.weights @ (err**2).sum(1))  # type: ignore[attr-defined]
-    return loss
+            per_example = per_example + 0.5 * ((ex.targets[v] - h[v]) ** 2).sum(1)
+    per_example = np.broadcast_to(per_example, np.shape(ex.weights))
+    n = len(ex.context_labels)
+    mass = np.bincount(ex.context, weights=ex.weights, minlength=n)
+    within = np.bincount(ex.context, weights=ex.weights * per_example, minlength=n)
+    contexts = [float(a / b) if b > 0 else 0.0 for a, b in zip(within, mass, strict=True)]
+    return float(ex.weights @ per_example), contexts

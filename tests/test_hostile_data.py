@@ -191,7 +191,9 @@ def _whitened(size: int) -> Callable[[Path], Case]:
         return _yaml(
             tmp_path,
             f"datasets: {{d: {{builtin: whitened, size: {size}}}}}\n"
-            + CONTEXT.replace("inputs: {x: a}, targets: {y: b}", "inputs: {}"),
+            + CONTEXT.replace(
+                "active: [x->y], inputs: {x: a}, targets: {y: b}", "active: [], inputs: {}"
+            ),
         )
 
     return build

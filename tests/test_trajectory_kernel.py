@@ -246,11 +246,13 @@ def test_a_hidden_node_with_another_in_edge_has_no_representation(tmp_path: Path
     path = tmp_path / "spare.yaml"
     path.write_text(
         "nodes: [{id: x, size: 2}, {id: z, size: 2}, {id: h, size: 1}, {id: y, size: 1}]\n"
-        "edges: [{source: x, target: h}, {source: z, target: h}, {source: h, target: y}]\n"
+        "edges: [{source: x, target: h}, {source: z, target: h, gated: true},"
+        " {source: h, target: y}]\n"
         "datasets: {d: {examples: {a: [[1, 0], [0, 1]], b: [[1], [0]]}}}\n"
-        "task: {contexts: [{probability: 1, dataset: d, inputs: {x: a}, targets: {y: b}}]}\n"
+        "task: {contexts: [{probability: 1, dataset: d, active: [], inputs: {x: a},"
+        " targets: {y: b}}]}\n"
     )
-    problem = gdln.load(path)  # z is never bound: z->h->y is on no active path
+    problem = gdln.load(path)  # z->h is gated off: z->h->y is on no active path
     start = gdln.balanced_weights(problem, lam=0.0)
     trajectory = gdln.solve_balanced(problem, start, t_max=1.0, points=2)
     with pytest.raises(

@@ -23,10 +23,10 @@ from .._errors import GdlnError
 from ..reduction._loss import floor_at_zero
 from ..reduction._system import Reduction
 from . import _fast, _vector
+from ._bounds import check_solve_settings
 from ._ode import OdeProblem, SolverFailed, Stop, integrate
 from ._solve import (
     _SCALAR_STATE_MAX,
-    _check_settings,
     _compiled,
     _Numeric,
     _reduction_meta,
@@ -94,7 +94,7 @@ def solve_batch(
     ----------
     Saxe, Sodhani & Lewallen (2022), Eqs. (10) and (15).
     """
-    t_max, _ = _check_settings(t_max, None, n_points)
+    t_max, _ = check_solve_settings(t_max, n_points=n_points)
     _require_numbers(reduction)
     values = _check_scales(reduction, scales)
     numerics = [_compiled(s) for s in reduction.systems]

@@ -15,10 +15,20 @@ import math
 import numbers
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from .._errors import GdlnError, shorten
 from ..graphfile._limits import ENVIRONMENT, current_limits
 
-__all__ = ["beyond", "check_count", "positive_number", "steps_for"]
+__all__ = [
+    "beyond",
+    "check_count",
+    "check_solve_settings",
+    "check_times",
+    "positive_number",
+    "steps_for",
+]
 
 
 def beyond(limit: str, what: str) -> str:
@@ -121,3 +131,72 @@ def steps_for(
             f"{exact:.3g} rounds to 0 steps); lower lr or raise t_max"
         )
     return steps
+
+
+def check_solve_settings(
+    t_max: Any, *, lr: Any = None, n_points: Any = 201
+) -> tuple[float, float | None]:
+    r"""Check the settings of :func:`solve` before anything is computed.
+
+    Parameters
+    ----------
+    t_max
+        Final time in units of $\tau$: a finite number > 0.
+    lr
+        ``None`` (the ODE), or the learning rate of the map: a finite number > 0 such
+        that ``round(t_max / lr)`` is between 1 and :class:`gdln.graphfile.Limits`
+        ``steps``.
+    n_points
+        Number of recorded times: an int from 2 to ``Limits.points``.
+
+    Returns
+    -------
+    tuple
+        ``t_max`` and ``lr`` as floats (``lr`` ``None`` for the ODE).
+
+    Raises
+    ------
+    GdlnError
+        A setting is malformed or implies no work or work beyond the limits; the message
+        names the limit and its environment variable.
+
+    Examples
+    --------
+    >>> check_solve_settings(10, lr=0.05, n_points=11)
+    (10.0, 0.05)
+    """
+    horizon = positive_number("t_max", t_max)
+    check_count("n_points", n_points, least=2, limit="points")
+    if lr is None:
+        return horizon, None
+    steps_for(horizon, lr)
+    return horizon, positive_number("lr", lr)
+
+
+def check_times(times: npt.ArrayLike, t_max: float, lr: float | None) -> np.ndarray:
+    """The ``times`` of :func:`solve`, checked: from 0, increasing, within ``t_max``, and
+    whole numbers of steps of ``lr`` when it is given."""
+    try:
+        out = np.asarray(times, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise GdlnError(f"times: expected an array of numbers, got {times!r:.60}") from err
+    if (
+        out.ndim != 1
+        or out.size == 0
+        or not np.all(np.isfinite(out))
+        or out[0] != 0
+        or np.any(np.diff(out) <= 0)
+        or out[-1] > t_max * (1 + 1e-12)
+    ):
+        raise GdlnError(
+            f"times: expected increasing times from 0 to at most t_max={t_max}, got {out!r:.80}"
+        )
+    if lr is not None:
+        steps = out / lr
+        off = np.abs(steps - np.rint(steps)) > 1e-9 * np.maximum(1.0, steps)
+        if np.any(off):
+            raise GdlnError(
+                f"times: {out[off][0]} is not a whole number of steps of lr={lr}; "
+                "the gradient-descent map is recorded at steps t/lr"
+            )
+    return out

@@ -31,7 +31,7 @@ from ..reduction._poly import evaluate_monomials, monomial_table
 from ..reduction._system import ReducedSystem, Reduction
 from ..task._task import unbound_message
 from . import _fast, _vector
-from ._bounds import check_count, positive_number, steps_for
+from ._bounds import check_solve_settings, check_times
 from ._gd_map import map_reduction
 from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
@@ -296,8 +296,8 @@ def solve(
     Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
     variables) and Eq. (1) (the loss).
     """
-    t_max, lr = _check_settings(t_max, lr, n_points)
-    recorded = None if times is None else _times(times, t_max, lr)
+    t_max, lr = check_solve_settings(t_max, lr=lr, n_points=n_points)
+    recorded = None if times is None else check_times(times, t_max, lr)
     system_used = "reduced"
     if isinstance(reduction, ExpectedDynamics):
         flow = _moment_flow(reduction)
@@ -320,55 +320,6 @@ def solve(
         return _moment_trajectory(reduction, times, states, method, lr)
     trajectory = _reduction_trajectory(reduction, times, states, method, lr)
     return dataclasses.replace(trajectory, meta={**trajectory.meta, "system": system_used})
-
-
-def check_solve_settings(
-    t_max: Any, *, lr: Any = None, n_points: Any = 201
-) -> tuple[float, float | None]:
-    r"""Check the settings of :func:`solve` before anything is computed.
-
-    Parameters
-    ----------
-    t_max
-        Final time in units of $	au$: a finite number > 0.
-    lr
-        ``None`` (the ODE), or the learning rate of the map: a finite number > 0 such
-        that ``round(t_max / lr)`` is between 1 and :class:`gdln.graphfile.Limits`
-        ``steps``.
-    n_points
-        Number of recorded times: an int from 2 to ``Limits.points``.
-
-    Returns
-    -------
-    tuple
-        ``t_max`` and ``lr`` as floats (``lr`` ``None`` for the ODE).
-
-    Raises
-    ------
-    GdlnError
-        A setting is malformed or implies no work or work beyond the limits; the message
-        names the limit and its environment variable.
-
-    Examples
-    --------
-    >>> check_solve_settings(10, lr=0.05, n_points=11)
-    (10.0, 0.05)
-    """
-    return _check_settings(t_max, lr, n_points)
-
-
-def _check_settings(t_max: Any, lr: Any, n_points: Any) -> tuple[float, float | None]:
-    """``t_max`` and ``lr`` as floats; refuse settings that imply no work or absurd work.
-
-    ``n_points`` must be an int in ``[2, Limits.points]`` and, for the map, ``t_max/lr``
-    must round to between 1 and ``Limits.steps`` steps (:mod:`._bounds`).
-    """
-    horizon = positive_number("t_max", t_max)
-    check_count("n_points", n_points, least=2, limit="points")
-    if lr is None:
-        return horizon, None
-    steps_for(horizon, lr)
-    return horizon, positive_number("lr", lr)
 
 
 def _warn_if_fixed_point(flow: _Flow) -> None:
@@ -516,35 +467,6 @@ def _moment_flow(dynamics: ExpectedDynamics) -> _Flow:
     labels = [(str(dynamics.variables[r]), int(c)) for r, c in zip(rows, cols, strict=True)]
     y0 = dynamics.initial[alive].astype(float)
     return _Flow(y0, rhs, rhs, labels, dynamics.problem.source)
-
-
-def _times(times: npt.ArrayLike, t_max: float, lr: float | None) -> np.ndarray:
-    """The ``times`` of :func:`solve`, checked: from 0, increasing, within ``t_max``, and
-    whole numbers of steps of ``lr`` when it is given."""
-    try:
-        out = np.asarray(times, dtype=float)
-    except (TypeError, ValueError) as err:
-        raise GdlnError(f"times: expected an array of numbers, got {times!r:.60}") from err
-    if (
-        out.ndim != 1
-        or out.size == 0
-        or not np.all(np.isfinite(out))
-        or out[0] != 0
-        or np.any(np.diff(out) <= 0)
-        or out[-1] > t_max * (1 + 1e-12)
-    ):
-        raise GdlnError(
-            f"times: expected increasing times from 0 to at most t_max={t_max}, got {out!r:.80}"
-        )
-    if lr is not None:
-        steps = out / lr
-        off = np.abs(steps - np.rint(steps)) > 1e-9 * np.maximum(1.0, steps)
-        if np.any(off):
-            raise GdlnError(
-                f"times: {out[off][0]} is not a whole number of steps of lr={lr}; "
-                "the gradient-descent map is recorded at steps t/lr"
-            )
-    return out
 
 
 def _integrate_ode(

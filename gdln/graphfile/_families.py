@@ -23,7 +23,7 @@ from .._errors import GraphSpecError
 from ..task._task import Context
 from ._document import Scope
 from ._expressions import ExpressionError, _bounded_parse
-from ._limits import current_limits
+from ._limits import counting, current_limits
 
 __all__ = ["EAGER_CONTEXTS", "ContextFamily", "IndexFamily", "LazyContexts", "names_in"]
 
@@ -175,12 +175,13 @@ class LazyContexts(Sequence[Context]):
                     source=self.source or None,
                 )
             out: list[Context] = []
-            for part in self.parts:
-                if isinstance(part, ContextFamily):
-                    for values_n in range(len(part)):
-                        out.append(part.context(part.values(values_n), len(out)))
-                else:
-                    out.append(part)
+            with counting():  # the expression_work limit, as when the file was read
+                for part in self.parts:
+                    if isinstance(part, ContextFamily):
+                        for values_n in range(len(part)):
+                            out.append(part.context(part.values(values_n), len(out)))
+                    else:
+                        out.append(part)
             self._all = tuple(out)
         return self._all
 
@@ -193,7 +194,7 @@ def names_in(expression: Any) -> set[str]:
     if not isinstance(expression, str):
         return set()
     try:
-        tree = _bounded_parse(expression)
+        tree, _ = _bounded_parse(expression)
     except (ExpressionError, SyntaxError, RecursionError):
         return {"?"}  # not an expression: the reader's own checks will say why
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}

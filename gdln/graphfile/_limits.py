@@ -15,6 +15,7 @@ field                 default     environment variable           bounds
 ``expression_chars``  2 000       ``GDLN_MAX_EXPRESSION_CHARS``  length of one expression
 ``expression_depth``  100         ``GDLN_MAX_EXPRESSION_DEPTH``  nesting of one expression
 ``entries``           500 000     ``GDLN_MAX_ENTRIES``           entries after ``repeat``
+``expression_work``   20 000 000  ``GDLN_MAX_EXPRESSION_WORK``   steps of all expressions
 ====================  ==========  =============================  ==========================
 
 >>> Limits().depth
@@ -34,7 +35,15 @@ from dataclasses import dataclass, fields
 
 from .._errors import GraphSpecError, shorten
 
-__all__ = ["ENVIRONMENT", "Limits", "count_entries", "current_limits", "use_limits"]
+__all__ = [
+    "ENVIRONMENT",
+    "Limits",
+    "count_entries",
+    "count_work",
+    "counting",
+    "current_limits",
+    "use_limits",
+]
 
 ENVIRONMENT: dict[str, str] = {
     "file_bytes": "GDLN_MAX_FILE_BYTES",
@@ -43,6 +52,7 @@ ENVIRONMENT: dict[str, str] = {
     "expression_chars": "GDLN_MAX_EXPRESSION_CHARS",
     "expression_depth": "GDLN_MAX_EXPRESSION_DEPTH",
     "entries": "GDLN_MAX_ENTRIES",
+    "expression_work": "GDLN_MAX_EXPRESSION_WORK",
 }
 
 
@@ -67,6 +77,10 @@ class Limits:
     entries
         Most nodes, edges, contexts, examples and random gates one file expands to, each
         ``repeat`` counted as the entries it makes (one entry costs tens of microseconds).
+    expression_work
+        Most steps the expressions of one file may take together: each evaluation costs
+        the nodes of its syntax tree, a ``pick()`` draw the domains it shuffles and a root
+        of an exact number the square of its bits (a step is well under a microsecond).
 
     Raises
     ------
@@ -80,6 +94,7 @@ class Limits:
     expression_chars: int = 2_000
     expression_depth: int = 100
     entries: int = 500_000
+    expression_work: int = 20_000_000
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -128,8 +143,24 @@ def count_entries(
         raise cls(limits.exceeded("entries", f"{total} entries"), source=source, key=key)
 
 
+def count_work(steps: int, *, cls: type[Exception] = GraphSpecError) -> None:
+    """Count ``steps`` of expression work of the file being read; refuse it past the limit.
+
+    Outside :func:`use_limits` nothing is counted: one expression alone is bounded by
+    its length, its depth and the size of the numbers it may build.
+    """
+    counter = _WORK.get()
+    if counter is None:
+        return
+    counter[0] += steps
+    if counter[0] > counter[1]:
+        limits = current_limits()
+        raise cls(limits.exceeded("expression_work", f"{counter[0]} steps of expressions"))
+
+
 _ACTIVE: ContextVar[Limits | None] = ContextVar("gdln_limits", default=None)
 _ENTRIES: ContextVar[list[int] | None] = ContextVar("gdln_entries", default=None)
+_WORK: ContextVar[list[int] | None] = ContextVar("gdln_work", default=None)
 
 
 def current_limits() -> Limits:
@@ -139,6 +170,13 @@ def current_limits() -> Limits:
     return active if active is not None else Limits.from_environment()
 
 
+def counting() -> contextlib.AbstractContextManager[Limits]:
+    """:func:`use_limits` for work done after a file was read (contexts made on first
+    use), unless a read is already counting."""
+    active = _ACTIVE.get()
+    return contextlib.nullcontext(active) if active is not None else use_limits()
+
+
 @contextlib.contextmanager
 def use_limits(limits: Limits | None = None) -> Iterator[Limits]:
     """Put ``limits`` (default: :func:`current_limits`) in force for the enclosed reads."""
@@ -146,8 +184,10 @@ def use_limits(limits: Limits | None = None) -> Iterator[Limits]:
     if not isinstance(chosen, Limits):
         raise GraphSpecError(f"limits: expected a gdln.graphfile.Limits, got {shorten(chosen)}")
     token, counted = _ACTIVE.set(chosen), _ENTRIES.set([0])
+    worked = _WORK.set([0, chosen.expression_work])
     try:
         yield chosen
     finally:
         _ACTIVE.reset(token)
         _ENTRIES.reset(counted)
+        _WORK.reset(worked)

@@ -30,6 +30,7 @@ from ._document import (
     sequence,
     text,
 )
+from ._expressions import as_sympy
 from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
 from ._gates import Gating, in_unit_interval, read_random_gates
 
@@ -275,7 +276,7 @@ def _read_examples(raw: Any, gating: Gating, scope: Scope) -> list[_Example]:
             }
             gates = gating.values(entry, local)
             weight = local.at("weight").number(entry.get("weight", 1))
-            if not isinstance(weight, (int, sp.Expr)) or sp.sympify(weight).is_negative:
+            if not isinstance(weight, (int, sp.Expr)) or as_sympy(weight).is_negative:
                 raise local.at("weight").fail(
                     f"weight must be a non-negative number, got {weight!r}"
                 )

@@ -299,6 +299,9 @@ def entry_of(
     for key in required:
         if key not in entry:
             raise scope.fail(f"missing '{key}'")
+    for key in ("repeat", "let"):  # mappings of names: {i: M}, {j: "i + 1"}
+        if key in entry:
+            mapping(entry[key], scope.at(key))
     return entry
 
 

@@ -341,7 +341,7 @@ def _group_examples(
         _check_example(row, graph, ends, scope)
         pattern = tuple(sorted((str(k), str(v)) for k, v in row.gates.items()))
         groups.setdefault(pattern, []).append(row)
-    total = sum(r.weight if isinstance(r.weight, float) else sp.nsimplify(r.weight) for r in rows)
+    total = sum(r.weight if isinstance(r.weight, float) else as_sympy(r.weight) for r in rows)
     if total == 0:
         raise scope.fail("the example weights sum to 0")
     contexts, datasets, keys = [], {}, []

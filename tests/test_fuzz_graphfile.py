@@ -7,10 +7,19 @@ at ``gdln paths`` in-process. Every outcome must be a :class:`gdln.Problem` or a
 :class:`gdln.GdlnError` subclass with a one-line message of at most 300 characters; any
 other exception fails the test. The default run tries a few hundred files; the slow one
 (``pytest -m slow``) tries 10 000 more.
+
+Structured documents (issue 22) start from the shipped graphs at small parameters and edit
+them as a careless user would: a value of the wrong type at any key, a deleted key, an
+unknown key, probabilities that do not sum to 1 or are symbolic, a scalar where
+``repeat:`` expects a mapping. Whatever loads is taken on through ``problem.examples()``,
+:func:`gdln.reduce` (with each lumping) and a two-step :func:`gdln.simulate`; each stage
+must give its result or a one-line :class:`gdln.GdlnError`. What this fuzz found is kept
+as the ``test_found_*`` tests.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import tempfile
 from collections.abc import Callable
@@ -249,3 +258,194 @@ def test_many_files(file: tuple[bytes, str]) -> None:
 @given(file=ANY_FILE)
 def test_many_files_cli(file: tuple[bytes, str], capsys: pytest.CaptureFixture[str]) -> None:
     _cli_succeeds_or_refuses(*file, capsys)
+
+
+# -- structured documents (issue 22) ---------------------------------------------------------
+SMALL_PARAMS = {  # the shipped graphs at sizes every stage handles in milliseconds
+    "context": {"hidden": 2},
+    "race": {"M": 4, "P": 4, "hidden": 2},
+    "resnet_sd": {"L": 2, "width": 2},
+    "routing": {"M": 3, "K": 2, "hidden": 2},
+}
+WRONG = st.deferred(lambda: _WRONG).map(copy.deepcopy)  # sampled lists and dicts are shared
+_WRONG = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, -1, 2, 7, 0.5, 1e300, float("nan"), float("inf"), 10**6 + 1]),
+    st.sampled_from(["x", "M", "s", "s/2", "1/3", "'text'", "x{i}", "{", "1 +", "ℎ", ""]),
+    st.sampled_from([[], {}, [1], [[1, 0]], {"i": 2}, {"x": "y"}, [None], {"i": [0, 1]}]),
+)
+PROBABILITIES = st.sampled_from(
+    [0, 1, 2, -1, 0.3, "1/3", "s", "s/2", "1 - s", "2*s", "'p'", None, [], "1/0"]
+).map(copy.deepcopy)
+REPEATS = st.sampled_from([2, "M", 0, -1, "s", "x", None, [0, 1], {"i": "s"}, {"i": [0, "x"]}]).map(
+    copy.deepcopy
+)
+
+
+def _small(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load(SHIPPED[name])
+    doc.setdefault("params", {}).update(SMALL_PARAMS.get(name, {}))
+    return doc
+
+
+def _dicts_with(doc: Any, key: str) -> list[dict[str, Any]]:
+    return [c[k] for c, k in _places(doc) if isinstance(c[k], dict) and key in c[k]] + (
+        [doc] if key in doc else []
+    )
+
+
+ACTIONS = ["type", "delete", "unknown", "probability", "sum", "symbolic", "repeat", "symbols"]
+
+
+@st.composite
+def structured_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """A small shipped graph with one or two edits of the kinds a person makes."""
+    doc = _small(draw(st.sampled_from(sorted(SHIPPED))))
+    for _ in range(draw(st.integers(1, 2))):
+        action = draw(st.sampled_from(ACTIONS))
+        places = _places(doc)
+        if action in ("type", "delete") and places:
+            container, key = places[draw(st.integers(0, len(places) - 1))]
+            if action == "type":
+                container[key] = draw(WRONG)  # a value of another type (or out of range)
+            else:
+                del container[key]
+        elif action == "unknown":
+            targets = [doc] + [c[k] for c, k in places if isinstance(c[k], dict)]
+            target = targets[draw(st.integers(0, len(targets) - 1))]
+            target[draw(st.one_of(st.sampled_from(KEYS), TEXT))] = draw(WRONG)
+        elif action in ("probability", "sum", "symbolic"):  # contexts and random gates
+            if action == "symbolic":
+                doc["symbols"] = ["s"]
+            values = {
+                "probability": PROBABILITIES,
+                "sum": st.sampled_from([0.3, 0.5, "1/3", 1, 0]),  # need not sum to 1
+                "symbolic": st.sampled_from(["s", "s/2", "1 - s", "s**2", "s*s"]),
+            }[action]
+            for entry in _dicts_with(doc, "probability") + _dicts_with(doc, "p"):
+                entry["probability" if "probability" in entry else "p"] = draw(values)
+        elif action == "repeat":  # a scalar (or a bad range) where a mapping is expected
+            entries = _dicts_with(doc, "repeat")
+            if entries:
+                entries[draw(st.integers(0, len(entries) - 1))]["repeat"] = draw(REPEATS)
+        elif action == "symbols":
+            symbols = st.sampled_from([["s"], "s", [1], [["s"]], ["s", "s"], None, ["M"]])
+            doc["symbols"] = copy.deepcopy(draw(symbols))
+    return doc
+
+
+def _stage(run: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """One stage of the pipeline: its result, or ``None`` after a one-line GdlnError.
+
+    A file's errors are also short (:data:`MESSAGE`); later ones may list more (the
+    statistics that have no common bases, say).
+    """
+    try:
+        return run(*args, **kwargs)
+    except gdln.GdlnError as err:
+        message = str(err)
+        assert "\n" not in message, message
+        assert len(message) <= (MESSAGE if run is gdln.load else 4 * MESSAGE), message
+        return None
+
+
+def _small_enough(problem: gdln.Problem) -> bool:
+    """Whether the later stages stay cheap: small nodes, few contexts."""
+    graph, task = problem.graph, problem.task
+    return (
+        task is not None
+        and max(size for _, size in graph.nodes(data="size")) <= 16
+        and graph.number_of_edges() <= 40
+        and len(task.contexts) <= 64
+    )
+
+
+def _pipeline(doc: dict[str, Any], lump: str = "symmetry") -> None:
+    """The property through every stage: load, examples, reduce, simulate."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "fuzzed.yaml"
+        path.write_bytes(_yaml(doc))
+        problem = _stage(gdln.load, path)
+    if problem is None or not _small_enough(problem):
+        return
+    examples = _stage(problem.examples)
+    _stage(gdln.reduce, problem, lump=lump)
+    if examples is not None:
+        settings = gdln.SimulationSettings(threads=1, device="cpu")
+        _stage(gdln.simulate, problem.graph, examples, steps=2, lr=0.01, settings=settings)
+
+
+LUMPS = st.sampled_from(["none", "symmetry", "balanced", "full"])
+
+
+@_fuzz(50)
+@given(doc=structured_documents(), lump=LUMPS)
+def test_structured_documents_through_every_stage(doc: dict[str, Any], lump: str) -> None:
+    _pipeline(doc, lump)
+
+
+@pytest.mark.slow
+@_fuzz(3_000)
+@given(doc=structured_documents(), lump=LUMPS)
+def test_many_structured_documents_through_every_stage(doc: dict[str, Any], lump: str) -> None:
+    _pipeline(doc, lump)
+
+
+def _found_scalar_repeat() -> dict[str, Any]:
+    doc = _small("routing")
+    doc["nodes"][0]["repeat"] = 3
+    return doc
+
+
+def _found_symbolic_probability() -> dict[str, Any]:
+    doc = _small("context")
+    doc["symbols"] = ["s"]
+    doc["task"]["contexts"][0]["probability"] = "s"
+    return doc
+
+
+def _found_missing_moment() -> dict[str, Any]:
+    doc = _small("context")
+    del doc["datasets"]["first"]["moments"]["y"]["x"]
+    return doc
+
+
+def _found_repeated_label() -> dict[str, Any]:
+    doc = _small("context")
+    del doc["task"]["contexts"][0]["label"]  # both contexts default to the label 'x->y'
+    return doc
+
+
+def _write_doc(tmp_path: Path, doc: dict[str, Any]) -> Path:
+    path = tmp_path / "g.yaml"
+    path.write_bytes(_yaml(doc))
+    return path
+
+
+def test_found_a_scalar_repeat(tmp_path: Path) -> None:  # was TypeError: 'int' ... not iterable
+    path = _write_doc(tmp_path, _found_scalar_repeat())
+    with pytest.raises(
+        gdln.GraphSpecError, match=r"nodes\[0\]\.repeat: expected a mapping, got int 3"
+    ):
+        gdln.load(path)
+
+
+def test_found_a_symbolic_probability(tmp_path: Path) -> None:  # was TypeError from examples()
+    problem = gdln.load(_write_doc(tmp_path, _found_symbolic_probability()))
+    with pytest.raises(gdln.TaskSpecError, match=r"context 'context0': symbol 's' .* has no value"):
+        problem.examples()
+
+
+def test_found_a_missing_moment(tmp_path: Path) -> None:  # was KeyError from reduce
+    problem = gdln.load(_write_doc(tmp_path, _found_missing_moment()))
+    with pytest.raises(gdln.TaskSpecError, match=r"dataset 'first' gives no moment <y x\^T>"):
+        gdln.reduce(problem)
+
+
+def test_found_a_repeated_label(tmp_path: Path) -> None:  # was ValueError: 'loss/x->y' 6 rows
+    problem = gdln.load(_write_doc(tmp_path, _found_repeated_label()))
+    assert [c.label for c in problem.task.contexts] == ["x->y", "x->y#1"]
+    settings = gdln.SimulationSettings(threads=1, device="cpu")
+    run = gdln.simulate(problem.graph, problem.examples(), steps=2, lr=0.01, settings=settings)
+    assert {"loss/x->y", "loss/x->y#1"} <= set(run.series)

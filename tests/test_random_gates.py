@@ -459,7 +459,9 @@ def test_error_fixed_value_must_be_a_number(tmp_path: Path) -> None:
 nodes: [{id: x, size: 2}, {id: y, size: 2}]
 edges: [{source: x, target: y, fixed: "'one'"}]
 """
-    with pytest.raises(gdln.GraphSpecError, match=r"edges\[0\].fixed: fixed: expected a number"):
+    with pytest.raises(
+        gdln.GraphSpecError, match=r"edges\[0\]\.fixed: expected a number, got .one. \(a text\)"
+    ):
         gdln.load(write(tmp_path, text))
 
 

@@ -76,7 +76,7 @@ def test_dataset_validation() -> None:
     with pytest.raises(ValueError, match="fields have different example counts"):
         Dataset("d", {"x": 2, "y": 1}, examples={"x": x, "y": np.ones((3, 1))})
     partial = Dataset("d", {"x": 2, "y": 1}, moments_given={("x", "x"): x})
-    with pytest.raises(KeyError, match=r"gives no moment <x y\^T>"):
+    with pytest.raises(gdln.TaskSpecError, match=r"gives no moment <x y\^T>: add it"):
         partial.moment("x", "y")
     with pytest.raises(ValueError, match="is given by moments"):
         _ = partial.n_examples

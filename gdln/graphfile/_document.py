@@ -15,6 +15,7 @@ settings, and expands an entry's ``repeat:`` and ``let:``.
 from __future__ import annotations
 
 import itertools
+import keyword
 import math
 from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
@@ -183,12 +184,14 @@ class Scope:
             raise self.fail(str(err)) from err
 
     def number(self, expression: Any) -> Any:
-        """Like :meth:`evaluate`, also refusing a condition (``M > 2``) as a number."""
+        """Like :meth:`evaluate`, also refusing a condition (``M > 2``) or a text as a number."""
         if isinstance(expression, bool):
             raise self.fail(f"expected a number, got {describe(expression)}")
         value = self.evaluate(expression)
         if isinstance(value, bool):
             raise self.fail(f"expected a number, got {expression!r}, a condition ({value})")
+        if isinstance(value, str):
+            raise self.fail(f"expected a number, got {shorten(value)} (a text)")
         return value
 
     def render_at(self, part: str, template: Any, *, integer_ok: bool = False) -> str:
@@ -205,7 +208,7 @@ class Scope:
         if not isinstance(expression, bool):
             try:
                 value = evaluate(expression, self.names)
-                if not isinstance(value, bool):
+                if not isinstance(value, (bool, str)):
                     return value
             except ExpressionError:
                 pass
@@ -255,8 +258,10 @@ def text(value: Any, scope: Scope, *, integer_ok: bool = False, what: str = "tex
 def name(value: Any, scope: Scope, *, what: str = "variable") -> str:
     """A name that expressions use: a parameter, symbol, ``repeat`` or ``let`` variable."""
     word = text(value, scope, what=f"a {what} name")
-    if not word.isidentifier():
+    if not word.isidentifier() or keyword.iskeyword(word):
         raise scope.fail(f"{what} {word!r} is not a name")
+    if not word.isascii():  # Python reads the name 'ℎ' in an expression as 'h'
+        raise scope.fail(f"{what} {word!r} is not plain ASCII; write names in ASCII")
     return word
 
 
@@ -294,6 +299,9 @@ def entry_of(
     for key in required:
         if key not in entry:
             raise scope.fail(f"missing '{key}'")
+    for key in ("repeat", "let"):  # mappings of names: {i: M}, {j: "i + 1"}
+        if key in entry:
+            mapping(entry[key], scope.at(key))
     return entry
 
 

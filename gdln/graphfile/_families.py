@@ -16,16 +16,23 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from .._errors import GraphSpecError
 from ..task._task import Context
 from ._document import Scope
 from ._expressions import ExpressionError, _bounded_parse
-from ._limits import current_limits
+from ._limits import counting, current_limits
 
-__all__ = ["EAGER_CONTEXTS", "ContextFamily", "IndexFamily", "LazyContexts", "names_in"]
+__all__ = [
+    "EAGER_CONTEXTS",
+    "ContextFamily",
+    "IndexFamily",
+    "LazyContexts",
+    "names_in",
+    "unique_labels",
+]
 
 EAGER_CONTEXTS = 10_000
 """Context families with more bindings than this are expanded on first use only."""
@@ -161,7 +168,7 @@ class LazyContexts(Sequence[Context]):
 
     def made(self, contexts: tuple[Context, ...]) -> None:
         """Record every context, made (and checked) by the reader."""
-        self._all = contexts
+        self._all = unique_labels(contexts)
 
     def all(self) -> tuple[Context, ...]:
         """Every context, made once (refused past the ``entries`` limit)."""
@@ -175,17 +182,41 @@ class LazyContexts(Sequence[Context]):
                     source=self.source or None,
                 )
             out: list[Context] = []
-            for part in self.parts:
-                if isinstance(part, ContextFamily):
-                    for values_n in range(len(part)):
-                        out.append(part.context(part.values(values_n), len(out)))
-                else:
-                    out.append(part)
-            self._all = tuple(out)
+            with counting():  # the expression_work limit, as when the file was read
+                for part in self.parts:
+                    if isinstance(part, ContextFamily):
+                        for values_n in range(len(part)):
+                            out.append(part.context(part.values(values_n), len(out)))
+                    else:
+                        out.append(part)
+            self._all = unique_labels(out)
         return self._all
 
     def __repr__(self) -> str:
         return f"LazyContexts(<{len(self)} contexts, {len(self.families)} families>)"
+
+
+def unique_labels(contexts: Sequence[Context]) -> tuple[Context, ...]:
+    """The contexts, a label that is already taken followed by ``#`` and the context's index.
+
+    Labels name the per-context losses (``loss/<label>``); default labels such as
+    ``x->y`` repeat whenever two contexts bind the same nodes.
+    """
+    taken = {c.label for c in contexts}
+    if len(taken) == len(contexts):
+        return tuple(contexts)
+    seen: set[str] = set()
+    out = []
+    for index, c in enumerate(contexts):
+        if c.label in seen:
+            label = f"{c.label}#{index}"
+            while label in taken:
+                label += "'"
+            c = replace(c, label=label)
+            taken.add(label)
+        seen.add(c.label)
+        out.append(c)
+    return tuple(out)
 
 
 def names_in(expression: Any) -> set[str]:
@@ -193,7 +224,7 @@ def names_in(expression: Any) -> set[str]:
     if not isinstance(expression, str):
         return set()
     try:
-        tree = _bounded_parse(expression)
+        tree, _ = _bounded_parse(expression)
     except (ExpressionError, SyntaxError, RecursionError):
         return {"?"}  # not an expression: the reader's own checks will say why
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}

@@ -22,9 +22,10 @@ field                 default     environment variable           bounds
 ``steps``             10 000 000  ``GDLN_MAX_STEPS``             steps of a run (GD map, simulation)
 ``points``            100 000     ``GDLN_MAX_POINTS``            recorded times of a run
 ``batch_elements``    50 000 000  ``GDLN_MAX_BATCH_ELEMENTS``    numbers a simulation holds per step
+``expression_work``   20 000 000  ``GDLN_MAX_EXPRESSION_WORK``   steps of all expressions
 ====================  ==========  =============================  ==========================
 
-The last three bound the work that numbers *imply* (``t_max/lr`` steps, ``--points``,
+``steps``, ``points`` and ``batch_elements`` bound the work that numbers *imply* (``t_max/lr`` steps, ``--points``,
 ``--batch-size`` times ``--seeds``); :func:`gdln.solve`, :func:`gdln.simulate` and
 :func:`gdln.compare` check them before they start.
 
@@ -50,6 +51,8 @@ __all__ = [
     "Limits",
     "count_entries",
     "count_values",
+    "count_work",
+    "counting",
     "current_limits",
     "use_limits",
 ]
@@ -68,6 +71,7 @@ ENVIRONMENT: dict[str, str] = {
     "steps": "GDLN_MAX_STEPS",
     "points": "GDLN_MAX_POINTS",
     "batch_elements": "GDLN_MAX_BATCH_ELEMENTS",
+    "expression_work": "GDLN_MAX_EXPRESSION_WORK",
 }
 
 
@@ -118,6 +122,10 @@ class Limits:
     batch_elements
         Most numbers a simulation holds per step: seeds times (examples or minibatch rows
         times the summed node sizes, plus the weights), 400 MB in float64 at the default.
+    expression_work
+        Most steps the expressions of one file may take together: each evaluation costs
+        the nodes of its syntax tree, a ``pick()`` draw the domains it shuffles and a root
+        of an exact number the square of its bits (a step is well under a microsecond).
 
     Raises
     ------
@@ -138,6 +146,7 @@ class Limits:
     steps: int = 10_000_000
     points: int = 100_000
     batch_elements: int = 50_000_000
+    expression_work: int = 20_000_000
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -186,9 +195,25 @@ def count_entries(
         raise cls(limits.exceeded("entries", f"{total} entries"), source=source, key=key)
 
 
+def count_work(steps: int, *, cls: type[Exception] = GraphSpecError) -> None:
+    """Count ``steps`` of expression work of the file being read; refuse it past the limit.
+
+    Outside :func:`use_limits` nothing is counted: one expression alone is bounded by
+    its length, its depth and the size of the numbers it may build.
+    """
+    counter = _WORK.get()
+    if counter is None:
+        return
+    counter[0] += steps
+    if counter[0] > counter[1]:
+        limits = current_limits()
+        raise cls(limits.exceeded("expression_work", f"{counter[0]} steps of expressions"))
+
+
 _ACTIVE: ContextVar[Limits | None] = ContextVar("gdln_limits", default=None)
 _ENTRIES: ContextVar[list[int] | None] = ContextVar("gdln_entries", default=None)
 _TOTALS: ContextVar[dict[str, int] | None] = ContextVar("gdln_totals", default=None)
+_WORK: ContextVar[list[int] | None] = ContextVar("gdln_work", default=None)
 
 
 def current_limits() -> Limits:
@@ -198,6 +223,13 @@ def current_limits() -> Limits:
     return active if active is not None else Limits.from_environment()
 
 
+def counting() -> contextlib.AbstractContextManager[Limits]:
+    """:func:`use_limits` for work done after a file was read (contexts made on first
+    use), unless a read is already counting."""
+    active = _ACTIVE.get()
+    return contextlib.nullcontext(active) if active is not None else use_limits()
+
+
 @contextlib.contextmanager
 def use_limits(limits: Limits | None = None) -> Iterator[Limits]:
     """Put ``limits`` (default: :func:`current_limits`) in force for the enclosed reads."""
@@ -205,12 +237,14 @@ def use_limits(limits: Limits | None = None) -> Iterator[Limits]:
     if not isinstance(chosen, Limits):
         raise GraphSpecError(f"limits: expected a gdln.graphfile.Limits, got {shorten(chosen)}")
     token, counted, totals = _ACTIVE.set(chosen), _ENTRIES.set([0]), _TOTALS.set({})
+    worked = _WORK.set([0, chosen.expression_work])
     try:
         yield chosen
     finally:
         _ACTIVE.reset(token)
         _ENTRIES.reset(counted)
         _TOTALS.reset(totals)
+        _WORK.reset(worked)
 
 
 def count_values(

@@ -195,7 +195,11 @@ def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | No
     families: list[IndexFamily] = []
     if isinstance(document, nx.Graph):
         graph = graph_from_networkx(document, str(path))
-        document, names, settings = {}, dict(params or {}), {}
+        document, settings = {}, {}
+        names = {  # for a task file: values, like a YAML file's parameters
+            str(key): scope.at("params", str(key)).evaluate(value)
+            for key, value in (params or {}).items()
+        }
     else:
         names = read_parameters(document, params or {}, scope)
         scope = scope.bind(names)

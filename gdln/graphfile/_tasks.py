@@ -31,6 +31,7 @@ from ._document import (
     sequence,
     text,
 )
+from ._expressions import as_sympy
 from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
 from ._gates import Gating, in_unit_interval, read_random_gates
 from ._limits import count_entries, count_values
@@ -277,7 +278,7 @@ def _read_examples(raw: Any, gating: Gating, scope: Scope) -> list[_Example]:
             }
             gates = gating.values(entry, local)
             weight = local.at("weight").number(entry.get("weight", 1))
-            if not isinstance(weight, (int, sp.Expr)) or sp.sympify(weight).is_negative:
+            if not isinstance(weight, (int, sp.Expr)) or as_sympy(weight).is_negative:
                 raise local.at("weight").fail(
                     f"weight must be a non-negative number, got {weight!r}"
                 )
@@ -428,7 +429,7 @@ def _group_examples(
         _check_example(row, graph, ends, scope)
         pattern = tuple(sorted((str(k), str(v)) for k, v in row.gates.items()))
         groups.setdefault(pattern, []).append(row)
-    total = sum(sp.nsimplify(r.weight) for r in rows)
+    total = sum(r.weight if isinstance(r.weight, float) else as_sympy(r.weight) for r in rows)
     if total == 0:
         raise scope.fail("the example weights sum to 0")
     contexts, datasets, keys = [], {}, []

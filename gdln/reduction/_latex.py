@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import sympy as sp
 
 from .._edge import edge_name
+from ..graphfile._expressions import as_sympy
 from ..paths._latex import display_math, latex_name, latex_text
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def reduction_latex(reduction: Reduction) -> str:
         One display-math block; each system starts with a row naming its modes.
     """
     name = reduction.problem.name
-    constant = sp.latex(sp.sympify(reduction.constant))
+    constant = sp.latex(as_sympy(reduction.constant))
     rows = [
         rf"&{latex_text(f'{name}: lump={reduction.lump}; time in units of tau')}",
         rf"\mathcal{{L}} &= {constant} + \sum_\alpha \mathcal{{L}}_\alpha",
@@ -87,7 +88,7 @@ def _orbit_row(system: ReducedSystem, variable: sp.Symbol) -> str:
     edges = system.edges[variable]
     shown = ",\\ ".join(latex_name(edge_name(e)) for e in edges[:_SHOWN_EDGES])
     more = r",\ \ldots" if len(edges) > _SHOWN_EDGES else ""
-    initial = sp.latex(sp.sympify(system.initial[variable]))
+    initial = sp.latex(as_sympy(system.initial[variable]))
     return (
         rf"{sp.latex(variable)} &: {latex_text(f'orbit {system.orbit(variable)}')}\ "
         rf"[{shown}{more}],\ {sp.latex(variable)}(0) = {initial}"
@@ -96,5 +97,5 @@ def _orbit_row(system: ReducedSystem, variable: sp.Symbol) -> str:
 
 def _symbol_row(symbol: sp.Symbol, values: tuple[Any, ...]) -> str:
     """A data symbol's value in each mode of the system, as a tuple."""
-    shown = ",\\ ".join(sp.latex(sp.sympify(x)) for x in values)
+    shown = ",\\ ".join(sp.latex(as_sympy(x)) for x in values)
     return rf"{sp.latex(symbol)} &= \left({shown}\right)\ {latex_text('per mode')}"

@@ -30,6 +30,7 @@ import numpy as np
 import sympy as sp
 
 from .._edge import Edge
+from ..graphfile._expressions import as_sympy
 from ..graphfile._reader import Problem
 from ..paths._statistics import ActivePaths
 from ..task._task import Context, Task
@@ -117,7 +118,7 @@ def context_constants(task: Task) -> list[Any]:
 
 def _exact(value: Any) -> bool:
     """Whether sums of ``value`` are independent of their order (exact, no floats)."""
-    return isinstance(value, (int, sp.Basic)) and not sp.sympify(value).has(sp.Float)
+    return isinstance(value, (int, sp.Basic)) and not as_sympy(value).has(sp.Float)
 
 
 def _binding(c: Context) -> tuple[str, tuple[str, ...]]:

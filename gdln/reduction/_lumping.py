@@ -22,6 +22,7 @@ import numpy as np
 import sympy as sp
 
 from .._edge import Edge
+from ..graphfile._expressions import as_sympy
 from ._bases import generic_values
 from ._closed_form import closed_form
 from ._conserved import conserved_quadratics, eliminate, tidy
@@ -162,7 +163,7 @@ def _split_exactly(
         mapping = {i: members[0] for members in blocks for i in members}
         grads = loss.gradient(range(n_edges), mapping)
         if any(n != 1 for n in sizes):
-            grads = {i: g * (1 / sp.sympify(sizes[i])) for i, g in grads.items()}
+            grads = {i: g * (1 / as_sympy(sizes[i])) for i, g in grads.items()}
         new_blocks = []
         for members in blocks:
             groups: list[list[int]] = []
@@ -213,7 +214,7 @@ def lumped_system(
     mapping |= {n_edges + j: len(variables) + j for j in range(len(data_symbols))}
     tied_loss = mode_loss.loss.rename(mapping)
     size = [1] * n_edges if sizes is None else list(sizes)
-    block_size = [sp.sympify(sum(size[i] for i in members)) for members in blocks]
+    block_size = [as_sympy(sum(size[i] for i in members)) for members in blocks]
     rhs_poly = {k: tied_loss.diff(k) * (-1 / block_size[k]) for k in range(len(blocks))}
     rhs = {variables[k]: tidy(p.to_sympy(generators)) for k, p in rhs_poly.items()}
     initial = {variables[k]: init[edges[members[0]]] for k, members in enumerate(blocks)}

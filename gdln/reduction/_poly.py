@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from ..graphfile._expressions import as_sympy
+
 __all__: list[str] = []  # package-internal: the loss polynomials of both routes
 
 Monomial = tuple[tuple[int, int], ...]
@@ -37,7 +39,7 @@ def coefficient(value: Any) -> Any:
         return Fraction(value)
     if isinstance(value, sp.Rational):
         return Fraction(int(value.p), int(value.q))
-    value = sp.sympify(value)
+    value = as_sympy(value)
     if isinstance(value, sp.Rational):
         return Fraction(int(value.p), int(value.q))
     return value

@@ -45,7 +45,7 @@ import networkx as nx
 import sympy as sp
 
 from .._edge import EDGE_SEPARATOR, Edge
-from ..graphfile._expressions import ExpressionError, evaluate
+from ..graphfile._expressions import ExpressionError, as_sympy, evaluate
 from ..graphfile._families import ContextFamily, IndexFamily, names_in
 from ..graphfile._reader import Problem
 from ..task._task import Context, Task
@@ -420,7 +420,7 @@ class _Rules:
         try:
             for var, expression in family.lets:
                 names[var] = evaluate(expression, names)
-            self.probability = sp.sympify(evaluate(family.entry["probability"], names))
+            self.probability = as_sympy(evaluate(family.entry["probability"], names))
         except ExpressionError as err:
             raise NoSymmetry(f"{family.scope.key}: {err}") from err
         self.names = names
@@ -435,7 +435,7 @@ class _Rules:
     def written(self, written: Any, count: int) -> Any:
         """A count as written, when it names a symbolic parameter; else its value."""
         if self.symbols and names_in(written) & set(self.symbols):
-            return sp.sympify(evaluate(written, self.names))
+            return as_sympy(evaluate(written, self.names))
         return count
 
     def named_families(self) -> list[IndexFamily]:
@@ -475,7 +475,7 @@ class _Rules:
         try:
             for template, value in self.items():
                 if value is not None and not isinstance(value, (int, float)):
-                    expr = sp.sympify(evaluate(value, self.names))
+                    expr = as_sympy(evaluate(value, self.names))
                     if sp.simplify(expr.subs(v, v + 1) - expr) != 0:
                         return False
                 ends = template.split(EDGE_SEPARATOR) if EDGE_SEPARATOR in template else [template]
@@ -499,7 +499,7 @@ class _Rules:
         if family is None:
             return False
         count = self.written(family.written[0], family.counts[0])
-        expr = sp.sympify(evaluate(inner, self.names)).subs(at)
+        expr = as_sympy(evaluate(inner, self.names)).subs(at)
         if not self._in_range(expr, count):
             return False
         step = 1 if family in shift.families else 0
@@ -591,4 +591,4 @@ def _written(value: Any, problem: Problem, symbols: Mapping[str, sp.Symbol]) -> 
         return value
     names = dict(problem.params)
     names.update(symbols)
-    return sp.sympify(evaluate(value, names))
+    return as_sympy(evaluate(value, names))

@@ -53,7 +53,7 @@ import sympy as sp
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
-from ..graphfile._expressions import ExpressionError, evaluate, exact
+from ..graphfile._expressions import ExpressionError, as_sympy, evaluate, exact
 from ..graphfile._reader import Problem
 from ..paths._statistics import (
     ActivePaths,
@@ -304,7 +304,7 @@ def _initial_number(problem: Problem, value: Any, key: str) -> Any:
         isinstance(number, sp.Expr) and not number.free_symbols and not number.is_extended_real
     ):
         raise GdlnError(f"{problem.source}: {key} {value!r}: expected a real number")
-    return sp.sympify(number)
+    return as_sympy(number)
 
 
 # ---------------------------------------------------------------------------------------

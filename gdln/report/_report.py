@@ -15,6 +15,7 @@ import sympy as sp
 
 from .._edge import edge_name
 from .._errors import GdlnError
+from ..graphfile._expressions import as_sympy
 from ..graphfile._reader import Problem
 from ..paths._latex import latex_name
 from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
@@ -165,7 +166,9 @@ def format_statistics(
                     {"j": str(j), "p": str(p), "value": _matrix_json(m)}
                     for (j, p), m in stats.input.items()
                 ],
-                "components": bases,
+                "components": [
+                    {k: v for k, v in comp.items() if k != "matrices"} for comp in bases
+                ],
                 "mode_values": {
                     k: [_str(v) for v in vals]
                     for k, vals in (_mode_values(reduction, stats).items() if reduction else [])
@@ -191,11 +194,11 @@ def format_statistics(
     for k, comp in enumerate(bases):
         lines.append("")
         lines.append(f"component {k}: {len(comp['modes'])} live modes")
-        for space, matrix in comp["bases"].items():
+        for space, matrix in comp["matrices"].items():
             name = "U" if space.startswith("out") else "V"
             lines += [
                 f"  {name}[{space}] (columns: modes {comp['columns'][space]}) =",
-                _indent(_matrix_text(sp.Matrix(matrix) if comp["exact"] else np.array(matrix)), 4),
+                _indent(_matrix_text(matrix), 4),
             ]
     return "\n".join(lines)
 
@@ -219,19 +222,14 @@ def _statistics_latex(stats: Any, reduction: Reduction | None, bases: list[dict[
             r"% diagonal values per mode: S(p) = U^T \Sigma^{yx}(p) V, D(j,p) = V^T \Sigma^x(j,p) V"
         )
         for kind, paths, vals in _mode_value_rows(reduction, stats):
-            row = sp.Matrix([[sp.sympify(v) for v in vals]])
+            row = sp.Matrix([[as_sympy(v) for v in vals]])
             inner = r",\ ".join(latex_name(p) for p in paths)
             lines.append(rf"{kind}({inner}) = {_latex_matrix(row)}")
     for k, comp in enumerate(bases):
         lines.append("")
         lines.append(f"% component {k}: {len(comp['modes'])} live modes")
-        for space, matrix in comp["bases"].items():
+        for space, value in comp["matrices"].items():
             name = "U" if space.startswith("out") else "V"
-            value = (
-                sp.Matrix([[sp.sympify(x) for x in row] for row in matrix])
-                if comp["exact"]
-                else np.array(matrix, dtype=float)
-            )
             lines.append(f"% columns: modes {comp['columns'][space]}")
             lines.append(rf"{name}_{{{latex_name(space)}}} = {_latex_matrix(value)}")
     return "\n".join(lines)
@@ -274,7 +272,7 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
     out = []
     for modes in reduction.modes:
         exact = modes.exact_vectors is not None
-        bases, columns = {}, {}
+        bases, columns, matrices = {}, {}, {}
         for space in modes.spaces:
             matrix, owners = modes.basis(space)
             label = "/".join(str(x) for x in space)  # type: ignore[attr-defined]
@@ -286,16 +284,26 @@ def _bases(reduction: Reduction) -> list[dict[str, Any]]:
                 if rest is None:  # no exact completion found: float dead directions
                     rest = sp.Matrix(np.round(matrix[:, len(cols) :], 12))
                 full = sp.Matrix.hstack(*cols, rest) if cols else sp.Matrix(rest)
+                matrices[label] = full
                 bases[label] = [[str(x) for x in row] for row in full.tolist()]
             else:
                 bases[label] = np.round(matrix, 12).tolist()
+                matrices[label] = np.array(bases[label], dtype=float)
         mode_values = []
         for alpha in range(len(modes)):
             entry = {}
             for space, _vec in modes.vectors[alpha].items():
                 entry["/".join(str(x) for x in space)] = "present"  # type: ignore[attr-defined]
             mode_values.append(entry)
-        out.append({"exact": exact, "bases": bases, "columns": columns, "modes": mode_values})
+        out.append(
+            {
+                "exact": exact,
+                "bases": bases,
+                "columns": columns,
+                "modes": mode_values,
+                "matrices": matrices,  # the bases as sympy (exact) or numpy; not in JSON
+            }
+        )
     return out
 
 

@@ -149,7 +149,10 @@ class Dataset:
             elif (b, a) in self.moments_given:
                 value = self.moments_given[(b, a)].T
             else:
-                raise KeyError(f"dataset {self.name!r} gives no moment <{a} {b}^T>")
+                raise TaskSpecError(
+                    f"dataset {self.name!r} gives no moment <{a} {b}^T>: add it "
+                    f"(moments: {{{a}: {{{b}: ...}}}}) or bind other fields"
+                )
         else:
             assert self.examples is not None
             value = _weighted_outer(self.examples[a], self.examples[b], self.weights)
@@ -333,6 +336,11 @@ class Task:
         gate_cols: dict[Hashable, list[np.ndarray]] = {g: [] for g in gated}
         weights, context = [], []
         for index, c in enumerate(self.contexts):
+            for value in (c.probability, *c.gates.values()):  # numbers only from here on
+                if _symbolic(value):
+                    raise TaskSpecError(
+                        f"context {c.label!r}: " + unbound_message(value.free_symbols)
+                    )
             arrays, w = realized[c.dataset]
             n = len(w)
             for v, bound in ((v, c.inputs) for v in inputs):

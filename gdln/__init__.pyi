@@ -9,6 +9,7 @@ from . import simulation as simulation
 from . import solution as solution
 from . import sweep as sweep
 from . import task as task
+from . import stages as stages
 from ._errors import GdlnError as GdlnError
 from ._errors import GraphSpecError as GraphSpecError
 from ._errors import NotDiagonalizableError as NotDiagonalizableError
@@ -66,5 +67,9 @@ from .task import Context as Context
 from .task import Dataset as Dataset
 from .task import ExampleSet as ExampleSet
 from .task import Task as Task
+from .stages import Stage as Stage
+from .stages import Timescales as Timescales
+from .stages import format_timescales as format_timescales
+from .stages import timescales as timescales
 
 __version__: str

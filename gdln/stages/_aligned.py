@@ -16,7 +16,7 @@ the stage completes reach half their plateau values.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -329,21 +329,21 @@ def ode_half_time(
     progress is $\\sum_p b_p(t) b_p^* / \\sum_p (b_p^*)^2$ over the pathways the stage
     completes ($b_p^*$ their plateau values; the escaping variables if none).
     """
-    terms: list[tuple[object, list[tuple[np.ndarray, float, np.ndarray | None]]]] = []
+    terms: list[tuple[object, list[tuple[np.ndarray, float]]]] = []
     norm = 0.0
     for stage, solution in parts:
         rows = []
         for i in stage.new_paths:
             p = stage.network.paths[i]
             target = p.value(stage.plateau)
-            rows.append((p.powers, target * p.factor, None))
+            rows.append((p.powers, target * p.factor))
             norm += target**2
         if not stage.new_paths:
             for i in stage.escaping:
                 target = float(stage.plateau[i])
                 unit = np.zeros(len(stage.plateau), dtype=int)
                 unit[i] = 1
-                rows.append((unit, target, None))
+                rows.append((unit, target))
                 norm += target**2
         terms.append((solution, rows))
     if norm == 0:
@@ -353,7 +353,7 @@ def ode_half_time(
         total = np.zeros(np.shape(t))
         for solution, rows in terms:
             xs = np.asarray(solution(t))  # type: ignore[operator]
-            for powers, weight, _ in rows:
+            for powers, weight in rows:
                 total = total + weight * np.prod(xs ** powers[:, None], axis=0)
         return np.asarray(total / norm - 0.5)
 
@@ -405,7 +405,7 @@ def path_maps(
     return out
 
 
-def edge_bases(reduction: Reduction) -> dict[Hashable, tuple] | None:
+def edge_bases(reduction: Reduction) -> dict[Edge, tuple] | None:
     """Every edge's mode vectors (Eq. 9), or ``None`` on the symmetry quotient."""
     try:
         return {e: reduction.edge_bases(e) for e in reduction.problem.graph.edges}

@@ -41,8 +41,8 @@ from ..task._task import as_float
 from ._aligned import FORCED, path_name
 from ._escape import EXPONENTIAL, Sizes, escape
 from ._flow import settle
-from ._polynomial import combine
-from ._result import LeadingTime, Stage, Timescales
+from ._polynomial import Polynomial, combine
+from ._result import LeadingTime, Stage, Timescales, tidy_loss
 
 __all__ = ["asymptotic_timescales"]
 
@@ -50,9 +50,10 @@ SEED = 1e-4  # size of a rank-one escape direction when the settling flow starts
 ALTERNATIONS = 200  # sweeps of the alternating maximisation of a multi-segment path
 
 ASSUMPTIONS = (
-    "asymptotic: the statistics have no common bases, so there is no exact reduced ODE; "
-    "stages are rank-one, each small pathway growing along the top singular direction of "
-    "its residual correlation (leading order as u0 -> 0, O(1) corrections left out)",
+    "asymptotic: no exact reduced ODE is used (the route for statistics without common "
+    "bases); stages are rank-one, each small pathway growing along the top singular "
+    "direction of its residual correlation (leading order as u0 -> 0, O(1) corrections "
+    "left out)",
     "every trainable edge starts at size u0 along the direction it grows in (no exact "
     "cancellations), and what an edge grew in one stage carries over to its new top "
     "direction in the next",
@@ -191,7 +192,8 @@ def _rank_one(net: _Network, p: Path, small: set[Edge]) -> _Form:
             u[i] = _unit(pieces[i + 1].T @ v[i + 1] * others)
             v[i + 1] = _unit(pieces[i + 1] @ u[i] * others)
         new = float(
-            (u[k - 1] @ outer @ v[0]) * np.prod([v[i + 1] @ pieces[i + 1] @ u[i] for i in range(k - 1)])
+            (u[k - 1] @ outer @ v[0])
+            * np.prod([v[i + 1] @ pieces[i + 1] @ u[i] for i in range(k - 1)])
         )
         if abs(new - value) <= 1e-13 * max(abs(new), 1e-300):
             value = new
@@ -233,7 +235,7 @@ def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
                 pathways=tuple(path_name(p) for p in new),
                 time=time.value(u0),
                 time_formula=time.expression(),
-                loss=net.loss(),
+                loss=tidy_loss(net.loss(), net.constant),
                 maps=maps,
                 mechanism=mechanism,
             )
@@ -293,7 +295,7 @@ def _potential(
     active: np.ndarray,
     position: dict[Edge, int],
     local: dict[int, int],
-) -> object:
+) -> Polynomial:
     r"""$\Phi = \sum_p r_p\prod_{e\,\mathrm{small}}\varepsilon_e$ in the small edges."""
     coefficients, powers = [], []
     for p, form in forms.items():

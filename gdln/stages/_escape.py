@@ -27,6 +27,7 @@ $\ln(1/u_0)$ or of a power of $u_0$: the leading order, without $O(1)$ correctio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -290,7 +291,7 @@ def _blow_up(
         out[n] = slow
         return out
 
-    def reach(radius: float):  # noqa: ANN202 - an event function for solve_ivp
+    def reach(radius: float) -> Callable[[float, np.ndarray], float]:
         def event(_sigma: float, y: np.ndarray) -> float:
             return float(np.log(np.max(np.abs(y[:n])) + 1e-300) - np.log(radius))
 

@@ -16,11 +16,18 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-__all__ = ["LeadingTime", "Stage", "Timescales", "format_timescales"]
+__all__ = ["LeadingTime", "Stage", "Timescales", "format_timescales", "tidy_loss"]
 
 U0 = sp.Symbol("u0", positive=True)
 """The initial scale $u_0$ in the printed formulas."""
 DIGITS = 6  # significant digits of the coefficients in a printed formula
+MAPS_SHOWN = 8  # maps listed per stage in the text printout
+ROUND_OFF = 1e-12  # relative size below which a loss or a map entry is printed as 0
+
+
+def tidy_loss(loss: float, initial: float) -> float:
+    """``loss``, or 0.0 where it is round-off next to the loss at zero weights."""
+    return 0.0 if abs(loss) <= ROUND_OFF * max(1.0, abs(initial)) else float(loss)
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,18 @@ class Stage:
     mechanism: str = "exponential"
     modes: tuple[int, ...] = ()
     ode_time: float | None = None
+
+    def __post_init__(self) -> None:
+        maps = {}
+        for path, matrix in self.maps.items():
+            m = np.array(matrix, dtype=float)
+            m[np.abs(m) <= ROUND_OFF * max(float(np.abs(m).max(initial=0.0)), 1e-300)] = 0.0
+            maps[path] = m
+        object.__setattr__(self, "maps", maps)
+        object.__setattr__(self, "time", float(self.time))
+        object.__setattr__(self, "loss", float(self.loss))
+        if self.ode_time is not None:
+            object.__setattr__(self, "ode_time", float(self.ode_time))
 
     def __repr__(self) -> str:
         return (
@@ -225,22 +244,29 @@ def format_timescales(result: Timescales, fmt: str = "text") -> str:
         "",
     ]
     header = ["stage", "time", "formula (u0 -> 0)"] + (["ODE half"] if exact else [])
-    rows = [header + ["loss after", "active"]]
+    rows = [[*header, "loss after", "active"]]
     for k, s in enumerate(result.stages, 1):
         ode = [] if not exact else ["-" if s.ode_time is None else f"{s.ode_time:.6g}"]
-        rows.append(
-            [str(k), f"{s.time:.6g}", str(s.time_formula)]
-            + ode
-            + [f"{s.loss:.6g}", ", ".join(s.pathways or s.active)]
-        )
+        pathways = _shortened(s.pathways or s.active)
+        rows.append([str(k), f"{s.time:.6g}", str(s.time_formula), *ode, f"{s.loss:.6g}", pathways])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         lines.append("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]))
     for k, s in enumerate(result.stages, 1):
         lines += ["", f"stage {k} ({s.mechanism}): active {', '.join(s.active)}"]
-        lines += [f"  {path}: {_matrix_text(m)}" for path, m in s.maps.items()]
+        shown = list(s.maps.items())[:MAPS_SHOWN]
+        lines += [f"  {path}: {_matrix_text(m)}" for path, m in shown]
+        if len(s.maps) > MAPS_SHOWN:
+            lines.append(f"  ... {len(s.maps) - MAPS_SHOWN} more maps (--format json lists all)")
     lines += ["", "assumptions:"] + [f"  - {a}" for a in result.assumptions]
     return "\n".join(lines)
+
+
+def _shortened(names: tuple[str, ...], shown: int = 3) -> str:
+    """The first few names, and how many there are in all."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return ", ".join(names[:shown]) + f", ... ({len(names)} in all)"
 
 
 def _matrix_text(matrix: np.ndarray) -> str:

@@ -29,12 +29,10 @@ from ._aligned import (
     path_maps,
     path_name,
 )
-from ._result import LeadingTime, Stage, Timescales
+from ._result import Stage, Timescales, tidy_loss
+from ._routes import ROUTES
 
-__all__ = ["ROUTES", "timescales"]
-
-ROUTES = ("auto", "aligned", "asymptotic")
-"""``auto``: aligned when the statistics share bases, else asymptotic."""
+__all__ = ["timescales"]
 
 ALIGNED_ASSUMPTIONS = (
     "leading order as u0 -> 0: every reduced variable starts at b(0) = u0 (a decoupled, "
@@ -178,14 +176,14 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
                 ),
                 time=first.time.value(u0),
                 time_formula=first.time.expression(),
-                loss=float(loss),
+                loss=tidy_loss(float(loss), constant),
                 maps=maps,
                 mechanism=first.mechanism,
                 modes=tuple(sorted({s.network.mode for s in group})),
                 ode_time=ode_time,
             )
         )
-    assumptions = ALIGNED_ASSUMPTIONS
+    assumptions: tuple[str, ...] = ALIGNED_ASSUMPTIONS
     if bases is None:
         assumptions += ("maps: not available on the symmetry quotient (no bases per edge)",)
     return Timescales(
@@ -203,8 +201,10 @@ def _merge(stages: list[ModeStage], u0: float) -> list[list[ModeStage]]:
     ordered = sorted(stages, key=lambda s: s.time.value(u0))
     groups: list[list[ModeStage]] = []
     for s in ordered:
-        if groups and groups[-1][0].time.close_to(s.time) and all(
-            g.network is not s.network for g in groups[-1]
+        if (
+            groups
+            and groups[-1][0].time.close_to(s.time)
+            and all(g.network is not s.network for g in groups[-1])
         ):
             groups[-1].append(s)
         else:

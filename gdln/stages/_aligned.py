@@ -32,7 +32,13 @@ from ._flow import settle
 from ._polynomial import Polynomial, from_sympy
 from ._result import LeadingTime
 
-__all__ = ["ModeNetwork", "ModeStage", "mode_networks", "mode_stages", "ode_half_time"]
+__all__ = [
+    "ModeNetwork",
+    "ModeStage",
+    "mode_networks",
+    "mode_stages",
+    "ode_half_time",
+]
 
 FORCED = 1e-7  # a first-order force above this fraction of the potential's terms is real
 SEED = 1e-4  # size at which an escaping direction starts the settling flow (see _seed)
@@ -125,8 +131,11 @@ def mode_networks(reduction: Reduction) -> list[ModeNetwork]:
             if product is not None:
                 products.append(product)
         for j, mode in enumerate(system.modes):
-            values = {s: float(v[j]) for s, v in system.symbols.items()}
-            loss = from_sympy(system.loss, variables, values)
+            try:
+                values = {s: _number(v[j]) for s, v in system.symbols.items()}
+                loss = from_sympy(system.loss, variables, values)
+            except GdlnError as err:
+                raise GdlnError(f"{reduction.problem.source}: {err}") from err
             out.append(
                 ModeNetwork(
                     system=k,
@@ -139,6 +148,17 @@ def mode_networks(reduction: Reduction) -> list[ModeNetwork]:
                 )
             )
     return out
+
+
+def _number(value: object) -> float:
+    """A data value as a float; one that still holds symbols is refused, naming them."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except TypeError:
+        names = ", ".join(sorted(str(x) for x in getattr(value, "free_symbols", ())))
+        raise GdlnError(
+            f"the data still hold the symbols {names}; give them values (--param NAME=VALUE)"
+        ) from None
 
 
 def _path_product(
@@ -176,6 +196,9 @@ class ModeStage:
         Every variable's value on the plateau after the stage.
     new_paths
         The paths (indices into ``network.paths``) the stage completes.
+    realized
+        Whether the exact start $b_e(0) = +u_0$ reaches the stage (see
+        :class:`~gdln.stages._escape.Escape`).
     """
 
     network: ModeNetwork
@@ -184,34 +207,35 @@ class ModeStage:
     escaping: tuple[int, ...]
     plateau: np.ndarray
     new_paths: tuple[int, ...]
+    realized: bool = True
 
 
 def mode_stages(network: ModeNetwork, *, source: str) -> list[ModeStage]:
-    """The stages of one mode from $b_e(0) = u_0 \\to 0$, in order."""
+    """The stages of one mode from $b_e(0) = u_0 \to 0$, in order."""
     n = len(network.names)
     x = np.zeros(n)
     active = np.zeros(n, dtype=bool)
-    sizes = Sizes(np.ones(n), np.ones(n))
+    sizes = Sizes.start(np.ones(n))  # every b_e(0) = u0, kept over the small variables
     time = LeadingTime()
     stages: list[ModeStage] = []
     what = f"{source}: mode {network.mode}"
     forced = _forced(network, x, active)
     if forced.size:
+        small = np.flatnonzero(~active)
         x, active, more = _absorb_forced(network, x, active, forced, what)
-        stages.append(_stage(network, time, "immediate", more, x, stages))
+        sizes = sizes.take(_positions(small, active))
+        stages.append(_stage(network, time, "immediate", more, x, stages, True))
     while not active.all():
-        inactive = np.flatnonzero(~active)
+        small = np.flatnonzero(~active)
         potential = _potential(network, x, active)
-        found = escape(potential, network.weights[inactive], sizes.take(inactive))
+        found = escape(potential, network.weights[small], sizes)
         if found is None or not found.escaping:
             break
         if found.mechanism == EXPONENTIAL:
             time = time.plus_log(found.coefficient)
         else:
             time = time.plus_power(found.power, found.coefficient)
-        sizes.order[inactive] = found.after.order
-        sizes.scale[inactive] = found.after.scale
-        new = inactive[list(found.escaping)]
+        new = small[list(found.escaping)]
         start = x.copy()
         start[new] = _seed(found.direction[list(found.escaping)], found.degree)
         active[new] = True
@@ -221,8 +245,15 @@ def mode_stages(network: ModeNetwork, *, source: str) -> list[ModeStage]:
         if forced.size:
             x, active, more = _absorb_forced(network, x, active, forced, what)
             escaped += more
-        stages.append(_stage(network, time, found.mechanism, escaped, x, stages))
+        sizes = found.after.take(_positions(small, active))
+        stage = _stage(network, time, found.mechanism, escaped, x, stages, found.realized)
+        stages.append(stage)
     return stages
+
+
+def _positions(small: np.ndarray, active: np.ndarray) -> list[int]:
+    """Where the variables still small sit among ``small`` (the previous small ones)."""
+    return [k for k, i in enumerate(small) if not active[i]]
 
 
 def _stage(
@@ -232,6 +263,7 @@ def _stage(
     escaping: tuple[int, ...],
     x: np.ndarray,
     before: Sequence[ModeStage],
+    realized: bool,
 ) -> ModeStage:
     done = {p for s in before for p in s.new_paths}
     live = x != 0
@@ -240,7 +272,7 @@ def _stage(
         for i, p in enumerate(network.paths)
         if i not in done and np.all(live[p.powers > 0]) and p.value(x) != 0
     ]
-    return ModeStage(network, time, mechanism, escaping, x.copy(), tuple(complete))
+    return ModeStage(network, time, mechanism, escaping, x.copy(), tuple(complete), realized)
 
 
 def _seed(direction: np.ndarray, degree: int) -> np.ndarray:
@@ -250,10 +282,19 @@ def _seed(direction: np.ndarray, degree: int) -> np.ndarray:
 
 
 def _potential(network: ModeNetwork, x: np.ndarray, active: np.ndarray) -> Polynomial:
-    r"""$\Phi(\varepsilon) = -\mathcal{L}_\alpha(b^*, \varepsilon)$ in the small variables."""
+    r"""$\Phi(\varepsilon) = -\mathcal{L}_\alpha(b^*, \varepsilon)$ in the small variables.
+
+    Terms below :data:`FORCED` of the largest (of $\Phi$ or of the loss) are round-off of
+    a residual that the plateau cancels, and are dropped.
+    """
     fixed = np.flatnonzero(active)
     restricted = network.loss.restrict(list(fixed), x[fixed])
-    return Polynomial(-restricted.coefficients, restricted.powers)
+    live = restricted.degrees() >= 1
+    scale = max(
+        float(np.abs(restricted.coefficients[live]).max(initial=0.0)),
+        float(np.abs(network.loss.coefficients).max(initial=0.0)),
+    )
+    return Polynomial(-restricted.coefficients, restricted.powers).pruned(FORCED * scale)
 
 
 def _forced(network: ModeNetwork, x: np.ndarray, active: np.ndarray) -> np.ndarray:
@@ -261,15 +302,9 @@ def _forced(network: ModeNetwork, x: np.ndarray, active: np.ndarray) -> np.ndarr
     inactive = np.flatnonzero(~active)
     if not inactive.size:
         return inactive
-    potential = _potential(network, x, active)
-    live = potential.degrees() >= 1
-    if not live.any():
-        return np.zeros(0, dtype=int)
-    scale = float(np.abs(potential.coefficients[live]).max())
-    linear = potential.part(1)
-    strong = np.abs(linear.coefficients) > FORCED * scale
-    hit = (linear.powers[strong] > 0).any(axis=0) if strong.any() else np.zeros(len(inactive), bool)
-    return inactive[np.asarray(hit, bool)]
+    linear = _potential(network, x, active).part(1)  # round-off already dropped
+    hit = (linear.powers > 0).any(axis=0) if len(linear.coefficients) else np.zeros(0, bool)
+    return inactive[np.asarray(hit, bool)] if hit.size else np.zeros(0, dtype=int)
 
 
 def _absorb_forced(

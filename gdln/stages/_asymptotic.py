@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._edge import Edge, edge_name
+from .._errors import TaskSpecError
 from ..graphfile._reader import Problem
 from ..paths._paths import Path
 from ..paths._statistics import PathStatistics, path_statistics
@@ -72,6 +73,7 @@ class _Form:
     segments: tuple[tuple[int, int], ...]  # (first, last) edge positions of each segment
     left: tuple[np.ndarray, ...]  # u_i, at each segment's end node
     right: tuple[np.ndarray, ...]  # v_i, at each segment's start node
+    sign: float = 1.0  # -1: the same rank-one line as before, with the opposite sign
 
 
 class _Network:
@@ -83,8 +85,11 @@ class _Network:
         exact = path_statistics(graph, problem.require_task())
         self.paths: tuple[Path, ...] = exact.paths
         self.size = {v: int(graph.nodes[v]["size"]) for v in graph.nodes}
-        self.syx = {p: as_float(exact.input_output[p]) for p in self.paths}
-        self.sx = {k: as_float(m) for k, m in exact.input.items()}
+        try:
+            self.syx = {p: as_float(exact.input_output[p]) for p in self.paths}
+            self.sx = {k: as_float(m) for k, m in exact.input.items()}
+        except TaskSpecError as err:
+            raise TaskSpecError(str(err), source=problem.source) from err
         # float statistics once, so that each call of the flow does no conversion
         self.stats = PathStatistics(self.paths, self.syx, self.sx, exact=False)
         on_paths = {e for p in self.paths for e in p.edges}
@@ -96,6 +101,9 @@ class _Network:
             fixed = graph.edges[e].get("fixed")
             self.W[e] = float(fixed) * np.eye(rows) if fixed is not None else np.zeros((rows, cols))
         self.constant = _zero_weight_loss(problem)
+        self.reference: dict[Path, _Form] = {}  # each path's first rank-one form
+        # the size of a rate: the largest input-output correlation
+        self.scale = max((float(np.linalg.norm(m, 2)) for m in self.syx.values()), default=0.0)
 
     def product(self, edges: Sequence[Edge], start: Hashable) -> np.ndarray:
         """The ordered product of ``edges`` (target on the left); identity if empty."""
@@ -215,7 +223,7 @@ def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
     n = len(net.edges)
     position = {e: i for i, e in enumerate(net.edges)}
     active = np.zeros(n, dtype=bool)
-    sizes = Sizes(np.ones(n), np.ones(n))
+    sizes = Sizes.start(np.ones(n))
     time = LeadingTime()
     stages: list[Stage] = []
     done: set[Path] = set()
@@ -244,21 +252,21 @@ def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
     forms = _forms(net, active, position)
     forced = _forced(net, forms, active, position)
     if forced:
+        small = np.flatnonzero(~active)
         record("immediate", _absorb(net, forms, forced, active, position))
+        sizes = sizes.take([k for k, i in enumerate(small) if not active[i]])
     while not active.all():
         inactive = np.flatnonzero(~active)
         local = {int(e): i for i, e in enumerate(inactive)}
         forms = _forms(net, active, position)
         potential = _potential(net, forms, active, position, local)
-        found = escape(potential, np.ones(len(inactive)), sizes.take(inactive))
+        found = escape(potential, np.ones(len(inactive)), sizes)
         if found is None or not found.escaping:
             break
         if found.mechanism == EXPONENTIAL:
             time = time.plus_log(found.coefficient)
         else:
             time = time.plus_power(found.power, found.coefficient)
-        sizes.order[inactive] = found.after.order
-        sizes.scale[inactive] = found.after.scale
         new = [int(inactive[i]) for i in found.escaping]
         strength = {e: abs(found.direction[local[e]]) for e in new}
         _seed(net, forms, new, strength, found.degree)
@@ -268,6 +276,7 @@ def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
         forced = _forced(net, forms, active, position)
         if forced:
             new += _absorb(net, forms, forced, active, position)
+        sizes = found.after.take([k for k, i in enumerate(inactive) if not active[i]])
         record(found.mechanism, new)
     return Timescales(
         source=problem.source,
@@ -284,9 +293,32 @@ def _trained(net: _Network, p: Path) -> list[Edge]:
 
 
 def _forms(net: _Network, active: np.ndarray, position: dict[Edge, int]) -> dict[Path, _Form]:
-    """The rank-one form of every path with a small edge."""
+    """The rank-one form of every path with a small edge, signed against its first one.
+
+    A path whose new top direction is its old rank-one line with the opposite sign (as
+    happens with scalar modalities, Zhang, Latham & Saxe 2024) must grow the component
+    that shrank before: its rate enters the potential with a minus sign, which the
+    max-plus bookkeeping of :func:`~gdln.stages._escape.escape` turns into the lost
+    budget. Any other new direction overlaps the old one generically and keeps it.
+    """
     small = {e for e in net.edges if not active[position[e]]}
-    return {p: _rank_one(net, p, small) for p in net.paths if any(e in small for e in p.edges)}
+    out = {}
+    for p in net.paths:
+        if not any(e in small for e in p.edges):
+            continue
+        form = _rank_one(net, p, small)
+        before = net.reference.setdefault(p, form)
+        if before.segments == form.segments:
+            overlap = float(
+                np.prod([u @ w for u, w in zip(form.left, before.left, strict=True)])
+                * np.prod([v @ w for v, w in zip(form.right, before.right, strict=True)])
+            )
+            if overlap < -1 + 1e-9:
+                form = _Form(form.rate, form.segments, form.left, form.right, sign=-1.0)
+        else:
+            net.reference[p] = form
+        out[p] = form
+    return out
 
 
 def _potential(
@@ -296,14 +328,20 @@ def _potential(
     position: dict[Edge, int],
     local: dict[int, int],
 ) -> Polynomial:
-    r"""$\Phi = \sum_p r_p\prod_{e\,\mathrm{small}}\varepsilon_e$ in the small edges."""
+    r"""$\Phi = \sum_p r_p\prod_{e\,\mathrm{small}}\varepsilon_e$ in the small edges.
+
+    Rates below :data:`FORCED` of the largest input-output correlation are round-off of
+    a residual that the plateau cancels, and are left out.
+    """
     coefficients, powers = [], []
     for p, form in forms.items():
+        if form.rate <= FORCED * net.scale:
+            continue
         row = np.zeros(len(local), dtype=int)
         for e in _trained(net, p):
             if not active[position[e]]:
                 row[local[position[e]]] += 1
-        coefficients.append(form.rate)
+        coefficients.append(form.sign * form.rate)
         powers.append(row)
     return combine(np.array(coefficients), np.array(powers).reshape(len(powers), len(local)))
 
@@ -312,11 +350,10 @@ def _forced(
     net: _Network, forms: dict[Path, _Form], active: np.ndarray, position: dict[Edge, int]
 ) -> list[int]:
     """Small edges that are the only small edge of a path with a residual (force at once)."""
-    top = max((f.rate for f in forms.values()), default=0.0)
     out = []
     for p, form in forms.items():
         small = [position[e] for e in _trained(net, p) if not active[position[e]]]
-        if len(small) == 1 and form.rate > FORCED * max(top, 1e-300) and small[0] not in out:
+        if len(small) == 1 and form.rate > FORCED * net.scale and small[0] not in out:
             out.append(small[0])
     return out
 

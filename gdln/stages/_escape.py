@@ -7,27 +7,34 @@ Eq. 10 of Saxe et al. 2022 with the $1/|O|$ of tying, Eqs. 44-46). Its lowest ho
 part decides what escapes first and when:
 
 * **degree 2** (two small edges on a path): $\dot\varepsilon = WH\varepsilon$ is linear,
-  each eigen-direction grows as $e^{\lambda t}$, so a variable of size $u_0^{q}$ escapes
-  after $t = q\ln(1/u_0)/\lambda$. Sizes are tracked as orders $q$ (the exponent of $u_0$)
-  with prefactors: after a stage of length $\tau\ln(1/u_0)$ the component of eigenvalue
-  $\lambda_k$ has order $q_k - \lambda_k\tau$ (a max-plus recursion). With one pathway
-  this is the logistic escape of Eq. (21); with several it is the budget bookkeeping of
-  Zhang, Latham & Saxe (2024): the weaker pathway spends $\lambda t$ of its $\ln(1/u_0)$
-  while the stronger one escapes.
+  each eigen-direction grows as $e^{\lambda t}$, so a component of size $u_0^{q}$ escapes
+  after $t = q\ln(1/u_0)/\lambda$. The small variables are kept as a sum of components
+  $\varepsilon = \sum_j u_0^{q_j} g_j$; after a stage of length $\tau\ln(1/u_0)$ the part
+  of $g_j$ of eigenvalue $\lambda_k$ has order $q_j - \lambda_k\tau$ (a max-plus
+  recursion). With one pathway this is the logistic escape of Eq. (21); with several it
+  is the budget of Zhang, Latham & Saxe (2024): the weaker pathway spends $\lambda t$ of
+  its $\ln(1/u_0)$ while the stronger one escapes (or, where its residual changed sign,
+  regains what it lost).
 * **degree $m\ge3$** (deeper pathways): with $\varepsilon = u_0^{q}\eta$ and
   $t = u_0^{-q(m-2)}s$, $\eta$ obeys the degree-$m$ flow, which blows up at a finite
-  $s^*$; so the escape time is $s^*u_0^{-q(m-2)}$ (for one balanced pathway of rate $r$,
+  $s^*$; the escape time is $s^*u_0^{-q(m-2)}$ (for one balanced pathway of rate $r$,
   $s^* = 1/((m-2)r)$). Variables that grow with the escaping ones, but slower, leave with a
   smaller order: near the blow-up $\eta_e \propto \lVert\eta\rVert^{\kappa_e}$, so their
   order becomes $q(1-\kappa_e)$.
 
-Orders are measured in units of $\ln(1/u_0)$ and times are returned as a coefficient of
-$\ln(1/u_0)$ or of a power of $u_0$: the leading order, without $O(1)$ corrections.
+Two kinds of components are tracked. *Exact* ones are the actual start $u_0\eta$ and what
+the flow makes of it; they reproduce the exact reduced ODE, including the exact
+cancellations of a symmetric start (equal starting values keep a product's sign).
+*Generic* ones stand for small random weights: every direction present at order 1, none
+cancelling. An escape that only generic components reach is reported as not *realized*
+by the exact start. Orders are in units of $\ln(1/u_0)$; times are returned as a
+coefficient of $\ln(1/u_0)$ or of a power of $u_0$: the leading order, without $O(1)$
+corrections.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,30 +49,74 @@ EXPONENTIAL = "exponential"
 POWER = "power"
 """Escape through a degree $m\\ge3$ potential: time proportional to $u_0^{-q(m-2)}$."""
 
-CANCEL = 1e-9  # a component below this fraction of its terms' sizes cancels exactly
+CANCEL = 1e-9  # a vector below this fraction of its terms' sizes cancels exactly
+SAME = 1e-9  # orders closer than this are equal
 RADII = (1e6, 1e12)  # the blow-up is followed from |eta| = 1 to these sizes
 SLOPE_TOL = 1e-3  # growth exponents within this of 1 escape, within this of 0 do not grow
 MAX_SCALED_TIME = 1e12
 
+Component = tuple[float, np.ndarray]
+
 
 @dataclass(frozen=True)
 class Sizes:
-    r"""Sizes of the small variables: $\varepsilon_e \approx \eta_e\,u_0^{q_e}$.
+    r"""The small variables as $\varepsilon \approx \sum_j u_0^{q_j} g_j$.
 
     Parameters
     ----------
-    order
-        The exponents $q_e$ (``inf`` for a variable that is exactly zero).
-    scale
-        The prefactors $\eta_e$.
+    exact
+        Components $(q_j, g_j)$ of the actual start and its evolution.
+    generic
+        Components $(q_j, G_j)$ of a generic start: the columns of $G_j$ span directions
+        present at order $q_j$ (each with an independent coefficient).
     """
 
-    order: np.ndarray
-    scale: np.ndarray
+    exact: tuple[Component, ...]
+    generic: tuple[Component, ...]
 
-    def take(self, keep: np.ndarray) -> Sizes:
-        """The sizes of the variables selected by ``keep`` (indices or a mask)."""
-        return Sizes(self.order[keep], self.scale[keep])
+    @classmethod
+    def start(cls, eta: np.ndarray) -> Sizes:
+        """$u_0\\eta$, with every direction also present generically at order 1."""
+        eta = np.asarray(eta, float)
+        return cls(((1.0, eta),), ((1.0, np.eye(len(eta))),))
+
+    def take(self, keep: Sequence[int] | np.ndarray) -> Sizes:
+        """The sizes of the variables ``keep`` (indices) only."""
+        keep = np.asarray(keep, dtype=int)
+        exact = tuple((q, g[keep]) for q, g in self.exact if np.any(g[keep]))
+        generic = tuple((q, _span(G[keep])) for q, G in self.generic)
+        return Sizes(exact, tuple((q, G) for q, G in generic if G.shape[1]))
+
+    def orders(self) -> np.ndarray:
+        """Each variable's order: its largest component ($\\infty$ if none)."""
+        n = _size(self)
+        out = np.full(n, np.inf)
+        for q, g in self.exact:
+            out[g != 0] = np.minimum(out[g != 0], q)
+        for q, G in self.generic:
+            rows = np.abs(G).max(axis=1) > CANCEL
+            out[rows] = np.minimum(out[rows], q)
+        return out
+
+
+def _size(sizes: Sizes) -> int:
+    for _, g in sizes.exact:
+        return len(g)
+    for _, G in sizes.generic:
+        return G.shape[0]
+    return 0
+
+
+def _span(G: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """An orthonormal basis of the columns of ``G``: the directions above ``CANCEL * scale``.
+
+    ``scale`` is the size of what ``G`` was computed from (orthonormal inputs: 1), so
+    round-off of an exact cancellation is not mistaken for a direction.
+    """
+    if not G.size:
+        return np.zeros((G.shape[0], 0))
+    U, s, _ = np.linalg.svd(G, full_matrices=False)
+    return U[:, s > CANCEL * scale]
 
 
 @dataclass(frozen=True)
@@ -81,25 +132,25 @@ class Escape:
     coefficient, power
         The duration is ``coefficient * ln(1/u0)`` (exponential) or
         ``coefficient * u0**(-power)`` (power).
-    rate
-        The growth rate $\lambda$ of an exponential escape (0 for a power escape).
     escaping
         Indices of the escaping variables.
     direction
         The escape direction over all the small variables (zero except on ``escaping``).
     after
-        The sizes of every small variable when the escape completes (order 0 for those
-        that escape).
+        The small variables when the escape completes (those escaping at order 0).
+    realized
+        Whether the exact start reaches this escape (``False``: only a generic start
+        does, the exact one being pinned by its symmetry).
     """
 
     mechanism: str
     degree: int
     coefficient: float
     power: float
-    rate: float
     escaping: tuple[int, ...]
     direction: np.ndarray
     after: Sizes
+    realized: bool = True
 
 
 def escape(potential: Polynomial, weights: np.ndarray, sizes: Sizes) -> Escape | None:
@@ -113,7 +164,7 @@ def escape(potential: Polynomial, weights: np.ndarray, sizes: Sizes) -> Escape |
     weights
         The tying weights $w_i$ ($1/|O|$ for a variable standing for $|O|$ edges).
     sizes
-        The current sizes of the small variables.
+        The small variables' components.
 
     Returns
     -------
@@ -157,24 +208,23 @@ def _eigen_groups(H: np.ndarray, weights: np.ndarray) -> list[tuple[float, np.nd
     return groups
 
 
-def _leading(projector: np.ndarray, sizes: Sizes) -> tuple[np.ndarray, np.ndarray]:
-    r"""Per variable $e$, the order and prefactor of $(P\varepsilon)_e$ at leading order.
+def _project_exact(P: np.ndarray, sizes: Sizes) -> list[Component]:
+    """$P$ applied to the exact components, equal orders summed, cancellations dropped."""
+    out: list[Component] = []
+    for q in sorted({q for q, _ in sizes.exact}):
+        parts = [g for r, g in sizes.exact if abs(r - q) <= SAME]
+        value = sum(P @ g for g in parts)
+        magnitude = sum(np.abs(P) @ np.abs(g) for g in parts)
+        value = np.where(np.abs(value) > CANCEL * magnitude, value, 0.0)
+        if np.any(value):
+            out.append((q, value))
+    return out
 
-    Terms of equal order add up; where they cancel exactly (a symmetric start), the next
-    order leads. ``inf`` order: the component is zero.
-    """
-    n = projector.shape[0]
-    order = np.full(n, np.inf)
-    coef = np.zeros(n)
-    finite = np.isfinite(sizes.order) & (sizes.scale != 0)
-    for q in np.unique(sizes.order[finite]):
-        mask = finite & (np.abs(sizes.order - q) <= 1e-12)
-        value = projector[:, mask] @ sizes.scale[mask]
-        magnitude = np.abs(projector[:, mask]) @ np.abs(sizes.scale[mask])
-        new = np.isinf(order) & (np.abs(value) > CANCEL * magnitude) & (magnitude > 0)
-        order[new] = q
-        coef[new] = value[new]
-    return order, coef
+
+def _project_generic(P: np.ndarray, sizes: Sizes) -> list[Component]:
+    """$P$ applied to the generic spans (orthonormal columns), directions that vanish dropped."""
+    scale = float(np.abs(P).sum(axis=1).max(initial=0.0))
+    return [(q, B) for q, G in sizes.generic if (B := _span(P @ G, scale)).shape[1]]
 
 
 def _linear_escape(part: Polynomial, weights: np.ndarray, sizes: Sizes) -> Escape | None:
@@ -183,46 +233,54 @@ def _linear_escape(part: Polynomial, weights: np.ndarray, sizes: Sizes) -> Escap
         return None
     groups = _eigen_groups(H, weights)
     top = max(abs(lam) for lam, _ in groups)
-    leading = [(lam, *_leading(P, sizes)) for lam, P in groups]
+    projected = [(lam, _project_exact(P, sizes), _project_generic(P, sizes)) for lam, P in groups]
     candidates = [
-        float(np.min(order[np.isfinite(order)] / lam))
-        for lam, order, _ in leading
-        if lam > 1e-9 * top and np.isfinite(order).any()
+        min(q for q, _ in exact + generic) / lam
+        for lam, exact, generic in projected
+        if lam > 1e-9 * top and exact + generic
     ]
     if not candidates:
         return None
     tau = min(candidates)
-    n = len(weights)
-    new_order = np.full(n, np.inf)
-    new_scale = np.zeros(n)
-    for lam, order, coef in leading:
-        shifted = order - lam * tau
-        lower = shifted < new_order - 1e-9
-        with np.errstate(invalid="ignore"):  # inf - inf: neither lower nor tied
-            tie = np.isfinite(shifted) & (np.abs(shifted - new_order) <= 1e-9)
-        new_scale = np.where(lower, coef, np.where(tie, new_scale + coef, new_scale))
-        new_order = np.where(lower, shifted, new_order)
-    escaping = np.flatnonzero(np.isfinite(new_order) & (new_order <= 1e-9))
-    new_order[escaping] = 0.0
-    direction = np.zeros(n)
-    direction[escaping] = new_scale[escaping]
-    rate = min(lam for lam, order, _ in leading if lam > 1e-9 * top and _hits(order, lam, tau))
+    exact_after = [(q - lam * tau, g) for lam, exact, _ in projected for q, g in exact]
+    generic_after = [(q - lam * tau, G) for lam, _, generic in projected for q, G in generic]
+    after = _merge(exact_after, generic_after)
+    orders = after.orders()
+    escaping = np.flatnonzero(orders <= SAME)
+    direction = np.zeros(len(weights))
+    leading = [g for q, g in after.exact if q <= SAME]
+    realized = bool(leading) and all(any(g[e] != 0 for g in leading) for e in escaping)
+    if leading:
+        direction = np.sum(leading, axis=0)
+    else:
+        G = np.hstack([G for q, G in after.generic if q <= SAME])
+        direction = G @ np.ones(G.shape[1])
+    direction = np.where(np.isin(np.arange(len(weights)), escaping), direction, 0.0)
     return Escape(
         mechanism=EXPONENTIAL,
         degree=2,
         coefficient=tau,
         power=0.0,
-        rate=rate,
         escaping=tuple(int(i) for i in escaping),
         direction=direction,
-        after=Sizes(new_order, new_scale),
+        after=after,
+        realized=realized,
     )
 
 
-def _hits(order: np.ndarray, lam: float, tau: float) -> bool:
-    """Whether a component of eigenvalue ``lam`` reaches order 0 at ``tau``."""
-    finite = np.isfinite(order)
-    return bool(finite.any() and np.min(order[finite] / lam) <= tau * (1 + 1e-9))
+def _merge(exact: list[Component], generic: list[Component]) -> Sizes:
+    """Components with equal orders summed (exact) or spanned together (generic)."""
+    exact_out: list[Component] = []
+    for q in sorted({round(q, 12) for q, _ in exact}):
+        g = sum(v for r, v in exact if abs(r - q) <= SAME)
+        if np.any(g):
+            exact_out.append((max(q, 0.0), np.asarray(g, float)))
+    generic_out: list[Component] = []
+    for q in sorted({round(q, 12) for q, _ in generic}):
+        G = _span(np.hstack([V for r, V in generic if abs(r - q) <= SAME]))
+        if G.shape[1]:
+            generic_out.append((max(q, 0.0), G))
+    return Sizes(tuple(exact_out), tuple(generic_out))
 
 
 # --------------------------------------------------------------------------- degree >= 3
@@ -232,30 +290,41 @@ def _power_escape(
     part: Polynomial, degree: int, weights: np.ndarray, sizes: Sizes
 ) -> Escape | None:
     support = part.support()
-    seeded = support & np.isfinite(sizes.order) & (sizes.scale != 0)
+    orders = sizes.orders()
+    seeded = support & np.isfinite(orders)
     if not seeded.any():
         return None
-    q = float(sizes.order[seeded].min())
-    eta0 = np.where(seeded & (np.abs(sizes.order - q) <= 1e-12), sizes.scale, 0.0)
+    q = float(orders[seeded].min())
+    eta0 = sum((g for r, g in sizes.exact if abs(r - q) <= SAME), np.zeros(len(weights)))
+    eta0 = np.where(support, eta0, 0.0)
+    realized = bool(np.any(eta0))
+    if not realized:  # only a generic start reaches it: a unit vector per variable there
+        spans = [G for r, G in sizes.generic if abs(r - q) <= SAME]
+        eta0 = np.where(support, np.abs(np.hstack(spans)).sum(axis=1), 0.0)
     blowup = _blow_up(part, degree, weights, eta0)
     if blowup is None:
         return None
     s_star, (r1, eta1), (r2, eta2) = blowup
     n = len(weights)
-    new_order = sizes.order.copy()
-    new_scale = sizes.scale.copy()
+    driven = eta2 != 0
+    new_orders = np.full(n, np.inf)
+    values = np.zeros(n)
     escaping = []
-    for e in range(n):
-        if eta2[e] == 0:
-            continue  # not driven: keeps its size
-        kappa = (np.log(abs(eta2[e])) - np.log(abs(eta1[e]) or 1e-300)) / (np.log(r2 / r1))
+    for e in np.flatnonzero(driven):
+        kappa = (np.log(abs(eta2[e])) - np.log(abs(eta1[e]) or 1e-300)) / np.log(r2 / r1)
         if kappa >= 1 - SLOPE_TOL:
-            escaping.append(e)
-            new_order[e], new_scale[e] = 0.0, eta2[e] / r2
+            escaping.append(int(e))
+            new_orders[e], values[e] = 0.0, eta2[e] / r2
         elif abs(kappa) <= SLOPE_TOL:
-            new_order[e], new_scale[e] = q, eta2[e]
+            new_orders[e], values[e] = q, eta2[e]
         else:
-            new_order[e], new_scale[e] = q * (1 - kappa), eta2[e] / r2**kappa
+            new_orders[e], values[e] = q * (1 - kappa), eta2[e] / r2**kappa
+    # driven variables restart from their new sizes; the others keep their components
+    rest = ~driven
+    exact = [(r, np.where(rest, g, 0.0)) for r, g in sizes.exact]
+    exact += [(float(new_orders[e]), values[e] * np.eye(n)[e]) for e in np.flatnonzero(driven)]
+    generic = [(r, G * rest[:, None]) for r, G in sizes.generic]
+    generic += [(float(new_orders[e]), np.eye(n)[:, [e]]) for e in np.flatnonzero(driven)]
     direction = np.zeros(n)
     direction[escaping] = eta2[escaping] / r2
     return Escape(
@@ -263,10 +332,10 @@ def _power_escape(
         degree=degree,
         coefficient=s_star,
         power=q * (degree - 2),
-        rate=0.0,
         escaping=tuple(escaping),
         direction=direction,
-        after=Sizes(new_order, new_scale),
+        after=_merge(exact, generic),
+        realized=realized,
     )
 
 
@@ -277,8 +346,8 @@ def _blow_up(
 
     The time is reparametrised, $ds/d\sigma = 1/(1+\lVert\eta\rVert^{m-2})$, so the
     solver's steps stay finite as $\eta$ diverges. Returns $s^*$ and the states when
-    $\lVert\eta\rVert_\infty$ passes the two :data:`RADII`, or ``None`` if it does not
-    blow up within :data:`MAX_SCALED_TIME`.
+    $\lVert\eta\rVert_\infty$ passes the two :data:`RADII` (times the start's size), or
+    ``None`` if it does not blow up within :data:`MAX_SCALED_TIME`.
     """
     n = len(eta0)
     power = degree - 2

@@ -18,7 +18,7 @@ from .._errors import GdlnError
 __all__ = ["settle"]
 
 REST = 1e-10  # at rest: speed below this fraction of the largest speed on the way
-MAX_CHUNKS = 80
+MAX_CHUNKS = 60
 
 
 def settle(flow: Callable[[np.ndarray], np.ndarray], start: np.ndarray, *, what: str) -> np.ndarray:
@@ -36,7 +36,7 @@ def settle(flow: Callable[[np.ndarray], np.ndarray], start: np.ndarray, *, what:
     Raises
     ------
     GdlnError
-        If the flow does not come to rest within $2^{80}$ time units.
+        If the flow does not come to rest within $2^{60}$ time units.
     """
     x = np.asarray(start, float).copy()
     peak = float(np.linalg.norm(flow(x)))

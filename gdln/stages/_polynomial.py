@@ -88,6 +88,11 @@ class Polynomial:
         keep = self.degrees() == degree
         return Polynomial(self.coefficients[keep], self.powers[keep])
 
+    def pruned(self, tolerance: float) -> Polynomial:
+        """The terms whose coefficient exceeds ``tolerance`` in size (round-off dropped)."""
+        keep = np.abs(self.coefficients) > tolerance
+        return Polynomial(self.coefficients[keep], self.powers[keep])
+
     def support(self) -> np.ndarray:
         """Whether each variable appears in a term with a nonzero coefficient."""
         live = self.coefficients != 0

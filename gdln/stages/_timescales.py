@@ -35,8 +35,9 @@ from ._routes import ROUTES
 __all__ = ["timescales"]
 
 ALIGNED_ASSUMPTIONS = (
-    "leading order as u0 -> 0: every reduced variable starts at b(0) = u0 (a decoupled, "
-    "balanced start, Eq. 9) and O(1) corrections to the times are left out",
+    "leading order as u0 -> 0 from b(0) = u0 on every edge (a decoupled start, Eq. 9), "
+    "with every other direction also present at order u0, as from small random weights; "
+    "O(1) corrections to the times are left out",
     "a pathway escaping through two small edges takes ln(1/u0)/rate; through m >= 3 small "
     "edges a time proportional to u0^-(m-2) (the blow-up time of its flow)",
     "on each plateau the active variables sit at the fixed point of the flow restricted to "
@@ -51,7 +52,7 @@ def timescales(
     *,
     b0: Any = None,
     route: str = "auto",
-    lump: str = "balanced",
+    lump: str = "none",
     ode: bool = True,
 ) -> Timescales:
     r"""The stages of learning from small initial weights: order, times, plateaus, maps.
@@ -70,8 +71,10 @@ def timescales(
         statistics (:mod:`gdln.stages._asymptotic`); ``"auto"`` (default): aligned
         when :func:`gdln.reduce` finds common bases, else asymptotic.
     lump
-        The lumping of the reduction on the aligned route (``"none"``, ``"symmetry"`` or
-        ``"balanced"``, the default; all are exact from $b_e(0) = u_0$).
+        The lumping of the reduction on the aligned route: ``"none"`` (the default: one
+        variable per edge, so that every direction a generic start has is seen),
+        ``"symmetry"`` or ``"balanced"`` (fewer variables; exact from $b_e(0) = u_0$, but
+        blind to directions that break the symmetry they tie).
     ode
         On the aligned route, also solve the exact reduced ODE from $b_e(0) = u_0$ for
         each stage's time to half-completion.
@@ -161,7 +164,8 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
         if solutions:
             t_end = solutions["t_end"]
             parts = [(s, solutions[id(s.network)]) for s in group]
-            ode_time = ode_half_time(parts, previous_ode, t_end)  # type: ignore[arg-type]
+            if all(s.realized for s in group):
+                ode_time = ode_half_time(parts, previous_ode, t_end)  # type: ignore[arg-type]
             previous_ode = ode_time if ode_time is not None else previous_ode
         first = group[0]
         stages.append(
@@ -178,14 +182,20 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
                 time_formula=first.time.expression(),
                 loss=tidy_loss(float(loss), constant),
                 maps=maps,
-                mechanism=first.mechanism,
+                mechanism=first.mechanism if all(s.realized for s in group) else "generic only",
                 modes=tuple(sorted({s.network.mode for s in group})),
                 ode_time=ode_time,
             )
         )
     assumptions: tuple[str, ...] = ALIGNED_ASSUMPTIONS
-    if bases is None:
-        assumptions += ("maps: not available on the symmetry quotient (no bases per edge)",)
+    pinned = [st.pathways or st.active for st in stages if st.mechanism == "generic only"]
+    if pinned:
+        names = ", ".join(n for names in pinned for n in names)
+        assumptions += (
+            "stages marked 'generic only' happen from small random weights but not in the "
+            "exact reduced ODE from b(0) = +u0, whose symmetric start cannot change the sign "
+            f"of a product that must change sign: {names} (no ODE half time)",
+        )
     return Timescales(
         source=source,
         u0=u0,

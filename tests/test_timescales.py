@@ -117,19 +117,24 @@ def test_late_fusion_exact_ode_approaches_the_limit_from_below() -> None:
     assert ratios[0] < ratios[1] < ratios[2] < 5
 
 
-def test_a_product_that_must_change_sign_is_learned_generically_and_flagged() -> None:
+def test_a_product_that_must_change_sign_is_learned_and_the_ode_starts_with_its_sign() -> None:
     # k = 3, rho = -0.4: Syx_B = 1 + rho k < 0 while the residual after A, (1 - rho^2), is
-    # positive, so B's product changes sign between the stages. A generic start learns it at
-    # the paper's time; the exact reduced ODE from b(0) = +u0 (a symmetric start) cannot.
+    # positive, so B's product changes sign between the stages (B regains the budget it
+    # lost). From +u0 on every edge the reduced ODE cannot; it starts B at the final sign.
     k, rho = 3, -0.4
+    formula = 1 + (k**2 - 1) / (1 - rho**2)
     for route in ("aligned", "asymptotic"):
         a, b = gdln.timescales(late_fusion(k, rho), b0=1e-6, route=route).stages
-        assert b.time / a.time == pytest.approx(1 + (k**2 - 1) / (1 - rho**2), rel=1e-6)
+        assert b.time / a.time == pytest.approx(formula, rel=1e-6)
         assert b.maps["xB->hB->y"][0, 0] == pytest.approx(1, rel=1e-7)
-    aligned = gdln.timescales(late_fusion(k, rho), b0=1e-6)
-    assert aligned.stages[1].mechanism == "generic only"
-    assert aligned.stages[1].ode_time is None
-    assert "xB->hB->y[0]" in aligned.assumptions[-1]
+    gaps = []
+    for u0 in (1e-6, 1e-12):
+        result = gdln.timescales(late_fusion(k, rho), b0=u0)
+        a, b = result.stages
+        assert b.mechanism == "exponential"
+        gaps.append(abs(b.ode_time / a.ode_time / formula - 1))
+    assert gaps[1] < gaps[0] < 0.01
+    assert "starts at b(0) = -u0 on b_xB_hB[0]" in result.assumptions[-1]
 
 
 # -------------------------------------------------- vector modalities (asymptotic route)

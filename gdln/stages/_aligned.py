@@ -35,6 +35,7 @@ from ._result import LeadingTime
 __all__ = [
     "ModeNetwork",
     "ModeStage",
+    "final_signs",
     "mode_networks",
     "mode_stages",
     "ode_half_time",
@@ -210,12 +211,15 @@ class ModeStage:
     realized: bool = True
 
 
-def mode_stages(network: ModeNetwork, *, source: str) -> list[ModeStage]:
-    """The stages of one mode from $b_e(0) = u_0 \to 0$, in order."""
+def mode_stages(
+    network: ModeNetwork, *, source: str, signs: np.ndarray | None = None
+) -> list[ModeStage]:
+    r"""The stages of one mode from $b_e(0) = \pm u_0 \to 0$ (``signs``, default +), in order."""
     n = len(network.names)
     x = np.zeros(n)
     active = np.zeros(n, dtype=bool)
-    sizes = Sizes.start(np.ones(n))  # every b_e(0) = u0, kept over the small variables
+    start = np.ones(n) if signs is None else np.asarray(signs, float)
+    sizes = Sizes.start(start)  # b_e(0) = +-u0, kept over the small variables
     time = LeadingTime()
     stages: list[ModeStage] = []
     what = f"{source}: mode {network.mode}"
@@ -249,6 +253,12 @@ def mode_stages(network: ModeNetwork, *, source: str) -> list[ModeStage]:
         stage = _stage(network, time, found.mechanism, escaped, x, stages, found.realized)
         stages.append(stage)
     return stages
+
+
+def final_signs(stages: Sequence[ModeStage], n: int) -> np.ndarray:
+    """The sign of each variable on the last plateau (+1 where it is zero)."""
+    x = stages[-1].plateau if stages else np.zeros(n)
+    return np.where(x < 0, -1.0, 1.0)
 
 
 def _positions(small: np.ndarray, active: np.ndarray) -> list[int]:
@@ -338,13 +348,16 @@ def _settle(network: ModeNetwork, start: np.ndarray, active: np.ndarray, what: s
 # ------------------------------------------------------------------- the exact reduced ODE
 
 
-def mode_trajectory(network: ModeNetwork, u0: float, t_end: float) -> object:
-    r"""The dense solution of the mode's reduced ODE from $b_e(0) = u_0$ on ``[0, t_end]``."""
+def mode_trajectory(
+    network: ModeNetwork, u0: float, t_end: float, signs: np.ndarray | None = None
+) -> object:
+    r"""The dense solution of the mode's reduced ODE from $b_e(0) = \pm u_0$ on ``[0, t_end]``."""
     n = len(network.names)
+    start = np.full(n, u0) if signs is None else u0 * np.asarray(signs, float)
     result = solve_ivp(
         lambda _t, x: network.flow(x),
         (0.0, t_end),
-        np.full(n, u0),
+        start,
         method="LSODA",
         rtol=1e-10,
         atol=1e-12 * u0,

@@ -22,6 +22,7 @@ from ._aligned import (
     ModeStage,
     edge_bases,
     edge_values,
+    final_signs,
     mode_networks,
     mode_stages,
     mode_trajectory,
@@ -147,9 +148,18 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
     source = reduction.problem.source
     networks = mode_networks(reduction)
     per_mode = [mode_stages(net, source=source) for net in networks]
+    signs: dict[int, np.ndarray] = {}
+    for i, (net, stages_i) in enumerate(zip(networks, per_mode, strict=True)):
+        if all(s.realized for s in stages_i):
+            continue
+        # +u0 everywhere cannot change a product's sign: start from the final signs instead
+        flipped = final_signs(stages_i, len(net.names))
+        again = mode_stages(net, source=source, signs=flipped)
+        if all(s.realized for s in again) and _same_times(again, stages_i):
+            per_mode[i], signs[id(net)] = again, flipped
     groups = _merge([s for stages in per_mode for s in stages], u0)
     bases = edge_bases(reduction)
-    solutions = _solutions(networks, groups, u0) if ode else {}
+    solutions = _solutions(networks, groups, u0, signs) if ode else {}
     constant = float(reduction.constant)
     plateaus = [np.zeros(len(net.names)) for net in networks]
     index = {id(net): i for i, net in enumerate(networks)}
@@ -188,6 +198,20 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
             )
         )
     assumptions: tuple[str, ...] = ALIGNED_ASSUMPTIONS
+    if signs:
+        flipped_names = [
+            f"{net.names[i]}[{net.mode}]"
+            for net in networks
+            if id(net) in signs
+            for i in np.flatnonzero(signs[id(net)] < 0)
+        ]
+        assumptions += (
+            "from b(0) = +u0 on every edge the exact reduced ODE could not change the sign "
+            "of a product that must change sign; for those modes the ODE (and the exact "
+            "part of the leading order) starts at b(0) = -u0 on "
+            + ", ".join(flipped_names)
+            + " (the signs of the final weights), which the leading order does not depend on",
+        )
     pinned = [st.pathways or st.active for st in stages if st.mechanism == "generic only"]
     if pinned:
         names = ", ".join(n for names in pinned for n in names)
@@ -222,11 +246,17 @@ def _merge(stages: list[ModeStage], u0: float) -> list[list[ModeStage]]:
     return groups
 
 
-def _solutions(networks: list, groups: list[list[ModeStage]], u0: float) -> dict[Any, Any]:
+def _same_times(a: list[ModeStage], b: list[ModeStage]) -> bool:
+    return len(a) == len(b) and all(x.time.close_to(y.time) for x, y in zip(a, b, strict=True))
+
+
+def _solutions(
+    networks: list, groups: list[list[ModeStage]], u0: float, signs: dict[int, np.ndarray]
+) -> dict[Any, Any]:
     """The dense reduced ODE of every mode with a stage, to well past the last stage."""
     last = max((g[0].time.value(u0) for g in groups), default=0.0)
     t_end = 3.0 * last + 50.0
     out: dict[Any, Any] = {"t_end": t_end}
     for net in {id(s.network): s.network for g in groups for s in g}.values():
-        out[id(net)] = mode_trajectory(net, u0, t_end)
+        out[id(net)] = mode_trajectory(net, u0, t_end, signs.get(id(net)))
     return out

@@ -73,7 +73,8 @@ class _Form:
     segments: tuple[tuple[int, int], ...]  # (first, last) edge positions of each segment
     left: tuple[np.ndarray, ...]  # u_i, at each segment's end node
     right: tuple[np.ndarray, ...]  # v_i, at each segment's start node
-    sign: float = 1.0  # -1: the same rank-one line as before, with the opposite sign
+    line: np.ndarray | None = None  # the unit rank-one map W_p / |W_p| this choice makes
+    sign: float = 1.0  # -1: the same line as the path's first one, with the opposite sign
 
 
 class _Network:
@@ -183,7 +184,8 @@ def _rank_one(net: _Network, p: Path, small: set[Edge]) -> _Form:
     if k == 1:
         M = pieces[1].T @ R @ pieces[0].T
         U, s, Vt = np.linalg.svd(M)
-        return _Form(float(s[0]), tuple(segments), (U[:, 0],), (Vt[0],))
+        line = _line(pieces[1] @ U[:, 0], pieces[0].T @ Vt[0], 1.0)
+        return _Form(float(s[0]), tuple(segments), (U[:, 0],), (Vt[0],), line)
     rng = np.random.default_rng(0)
     u = [_unit(rng.standard_normal(net.size[nodes[b + 1]])) for _, b in segments]
     v = [_unit(rng.standard_normal(net.size[nodes[a]])) for a, _ in segments]
@@ -209,7 +211,16 @@ def _rank_one(net: _Network, p: Path, small: set[Edge]) -> _Form:
         value = new
     if value < 0:
         u[k - 1] = -u[k - 1]
-    return _Form(abs(value), tuple(segments), tuple(u), tuple(v))
+    middle = np.prod([v[i + 1] @ pieces[i + 1] @ u[i] for i in range(k - 1)])
+    line = _line(pieces[k] @ u[k - 1], pieces[0].T @ v[0], float(np.sign(middle)))
+    return _Form(abs(value), tuple(segments), tuple(u), tuple(v), line)
+
+
+def _line(out: np.ndarray, into: np.ndarray, sign: float) -> np.ndarray | None:
+    """The unit matrix ``sign * out into^T / |...|``, or ``None`` if it vanishes."""
+    W = sign * np.outer(out, into)
+    norm = float(np.linalg.norm(W))
+    return W / norm if norm > 0 else None
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -308,15 +319,13 @@ def _forms(net: _Network, active: np.ndarray, position: dict[Edge, int]) -> dict
             continue
         form = _rank_one(net, p, small)
         before = net.reference.setdefault(p, form)
-        if before.segments == form.segments:
-            overlap = float(
-                np.prod([u @ w for u, w in zip(form.left, before.left, strict=True)])
-                * np.prod([v @ w for v, w in zip(form.right, before.right, strict=True)])
-            )
-            if overlap < -1 + 1e-9:
-                form = _Form(form.rate, form.segments, form.left, form.right, sign=-1.0)
-        else:
-            net.reference[p] = form
+        flipped = (
+            form.line is not None
+            and before.line is not None
+            and float(np.sum(form.line * before.line)) < -1 + 1e-9
+        )
+        if flipped:
+            form = _Form(form.rate, form.segments, form.left, form.right, form.line, -1.0)
         out[p] = form
     return out
 

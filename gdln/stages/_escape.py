@@ -306,37 +306,78 @@ def _power_escape(
         return None
     s_star, (r1, eta1), (r2, eta2) = blowup
     n = len(weights)
-    driven = eta2 != 0
-    new_orders = np.full(n, np.inf)
-    values = np.zeros(n)
-    escaping = []
-    for e in np.flatnonzero(driven):
-        kappa = (np.log(abs(eta2[e])) - np.log(abs(eta1[e]) or 1e-300)) / np.log(r2 / r1)
-        if kappa >= 1 - SLOPE_TOL:
-            escaping.append(int(e))
-            new_orders[e], values[e] = 0.0, eta2[e] / r2
-        elif abs(kappa) <= SLOPE_TOL:
-            new_orders[e], values[e] = q, eta2[e]
-        else:
-            new_orders[e], values[e] = q * (1 - kappa), eta2[e] / r2**kappa
-    # driven variables restart from their new sizes; the others keep their components
-    rest = ~driven
-    exact = [(r, np.where(rest, g, 0.0)) for r, g in sizes.exact]
-    exact += [(float(new_orders[e]), values[e] * np.eye(n)[e]) for e in np.flatnonzero(driven)]
-    generic = [(r, G * rest[:, None]) for r, G in sizes.generic]
-    generic += [(float(new_orders[e]), np.eye(n)[:, [e]]) for e in np.flatnonzero(driven)]
-    direction = np.zeros(n)
-    direction[escaping] = eta2[escaping] / r2
+    escaping = [
+        int(e)
+        for e in np.flatnonzero(eta2 != 0)
+        if np.log(abs(eta2[e]) / (abs(eta1[e]) or 1e-300)) / np.log(r2 / r1) >= 1 - SLOPE_TOL
+    ]
+    xi = np.zeros(n)
+    xi[escaping] = eta2[escaping] / r2  # the self-similar shape of the blow-up
+    small = np.flatnonzero(support & ~np.isin(np.arange(n), escaping))
+    after = _after_blow_up(part, degree, weights, sizes, q, xi, escaping, small, (r2, eta2))
     return Escape(
         mechanism=POWER,
         degree=degree,
         coefficient=s_star,
         power=q * (degree - 2),
         escaping=tuple(escaping),
-        direction=direction,
-        after=_merge(exact, generic),
+        direction=xi,
+        after=after,
         realized=realized,
     )
+
+
+def _after_blow_up(
+    part: Polynomial,
+    degree: int,
+    weights: np.ndarray,
+    sizes: Sizes,
+    q: float,
+    xi: np.ndarray,
+    escaping: list[int],
+    small: np.ndarray,
+    end: tuple[float, np.ndarray],
+) -> Sizes:
+    r"""The small variables when the blow-up completes.
+
+    Near the blow-up the escaping variables are $R\xi$ with
+    $R^{m-2} = 1/((m-2)\lambda(s^*-s))$, $W\nabla\Phi_m(\xi) = \lambda\xi$, and the small
+    ones obey $\dot\eta_I = K\eta_I/(s^*-s)$ with
+    $K = W_I\,\partial_I^2\Phi_m(\xi)/((m-2)\lambda)$: the part of eigenvalue $\mu_k$
+    grows like $R^{\kappa_k}$, $\kappa_k = (m-2)\mu_k$, up to $R = u_0^{-q}$, so a component
+    of order $r$ leaves with order $r - q\kappa_k$. The exact part starts from the
+    integrated state at the last radius; variables outside the potential keep theirs.
+    """
+    n = len(weights)
+    radius, eta = end
+    outside = ~np.isin(np.arange(n), [*escaping, *small.tolist()])
+    exact: list[Component] = [(r, np.where(outside, g, 0.0)) for r, g in sizes.exact]
+    generic: list[Component] = [(r, G * outside[:, None]) for r, G in sizes.generic]
+    exact.append((0.0, xi))
+    if not small.size:
+        return _merge(exact, generic)
+    rate = float(np.median((weights * part.gradient(xi))[escaping] / xi[escaping]))
+    fixed = [i for i in range(n) if i not in set(small.tolist())]
+    local = part.restrict(fixed, xi[fixed])  # a polynomial in the small variables only
+    H = local.hessian_of_quadratic() / ((degree - 2) * rate)
+    for mu, P in _eigen_groups(H, weights[small]):
+        kappa = (degree - 2) * mu
+        for r, g in [(q, eta), *((r, g) for r, g in sizes.exact if r > q + SAME)]:
+            value = P @ g[small]
+            magnitude = np.abs(P) @ np.abs(g[small])
+            value = np.where(np.abs(value) > CANCEL * magnitude, value, 0.0)
+            if np.any(value):
+                full = np.zeros(n)
+                full[small] = value / (radius**kappa if r == q else 1.0)
+                exact.append((r - q * kappa, full))
+        scale = float(np.abs(P).sum(axis=1).max(initial=0.0))
+        for r, G in sizes.generic:
+            B = _span(P @ G[small], scale)
+            if B.shape[1]:
+                full_B = np.zeros((n, B.shape[1]))
+                full_B[small] = B
+                generic.append((r - q * kappa, full_B))
+    return _merge(exact, generic)
 
 
 def _blow_up(

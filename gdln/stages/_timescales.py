@@ -155,7 +155,7 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
         # +u0 everywhere cannot change a product's sign: start from the final signs instead
         flipped = final_signs(stages_i, len(net.names))
         again = mode_stages(net, source=source, signs=flipped)
-        if all(s.realized for s in again) and _same_times(again, stages_i):
+        if all(s.realized for s in again) and len(again) == len(stages_i):
             per_mode[i], signs[id(net)] = again, flipped
     groups = _merge([s for stages in per_mode for s in stages], u0)
     bases = edge_bases(reduction)
@@ -207,10 +207,11 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
         ]
         assumptions += (
             "from b(0) = +u0 on every edge the exact reduced ODE could not change the sign "
-            "of a product that must change sign; for those modes the ODE (and the exact "
-            "part of the leading order) starts at b(0) = -u0 on "
+            "of a product that must change sign; for those modes the leading order and the "
+            "ODE both start at b(0) = -u0 on "
             + ", ".join(flipped_names)
-            + " (the signs of the final weights), which the leading order does not depend on",
+            + " (the signs of the final weights; an escape through two small edges does not "
+            "depend on the signs, the blow-up time of a deeper one does)",
         )
     pinned = [st.pathways or st.active for st in stages if st.mechanism == "generic only"]
     if pinned:
@@ -244,10 +245,6 @@ def _merge(stages: list[ModeStage], u0: float) -> list[list[ModeStage]]:
         else:
             groups.append([s])
     return groups
-
-
-def _same_times(a: list[ModeStage], b: list[ModeStage]) -> bool:
-    return len(a) == len(b) and all(x.time.close_to(y.time) for x, y in zip(a, b, strict=True))
 
 
 def _solutions(

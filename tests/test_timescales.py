@@ -134,7 +134,7 @@ def test_a_product_that_must_change_sign_is_learned_and_the_ode_starts_with_its_
         assert b.mechanism == "exponential"
         gaps.append(abs(b.ode_time / a.ode_time / formula - 1))
     assert gaps[1] < gaps[0] < 0.01
-    assert "start at b(0) = -u0 on b_xB_hB[0]" in result.assumptions[-1]
+    assert "ODE both start at b(0) = -u0 on" in result.assumptions[-1]
 
 
 # -------------------------------------------------- vector modalities (asymptotic route)

@@ -53,7 +53,7 @@ def timescales(
     *,
     b0: Any = None,
     route: str = "auto",
-    lump: str = "none",
+    lump: str = "symmetry",
     ode: bool = True,
 ) -> Timescales:
     r"""The stages of learning from small initial weights: order, times, plateaus, maps.
@@ -72,10 +72,11 @@ def timescales(
         statistics (:mod:`gdln.stages._asymptotic`); ``"auto"`` (default): aligned
         when :func:`gdln.reduce` finds common bases, else asymptotic.
     lump
-        The lumping of the reduction on the aligned route: ``"none"`` (the default: one
-        variable per edge, so that every direction a generic start has is seen),
-        ``"symmetry"`` or ``"balanced"`` (fewer variables; exact from $b_e(0) = u_0$, but
-        blind to directions that break the symmetry they tie).
+        The lumping of the reduction on the aligned route: ``"symmetry"`` (the default:
+        edges tied only where the graph's symmetry ties them, e.g. routing's $M$ input
+        edges), ``"none"`` (one variable per edge: every direction a generic start has) or
+        ``"balanced"`` (fewest variables, but the edges of one pathway tied together, so
+        that a product cannot change sign). All are exact from $b_e(0) = u_0$.
     ode
         On the aligned route, also solve the exact reduced ODE from $b_e(0) = u_0$ for
         each stage's time to half-completion.

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._edge import edge_name
 from .._errors import GdlnError, NotDiagonalizableError
 from ..graphfile._reader import Problem
 from ..reduction._reduce import reduce
@@ -201,7 +202,7 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
     assumptions: tuple[str, ...] = ALIGNED_ASSUMPTIONS
     if signs:
         flipped_names = [
-            f"{net.names[i]}[{net.mode}]"
+            f"{net.names[i]}[{net.mode}] ({', '.join(edge_name(e) for e in net.edges[i])})"
             for net in networks
             if id(net) in signs
             for i in np.flatnonzero(signs[id(net)] < 0)

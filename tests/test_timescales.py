@@ -493,3 +493,18 @@ def test_unbound_symbols_are_named(tmp_path) -> None:
     problem = gdln.load(write(tmp_path, "symbols: [q]\n" + text.replace("[1, 1]", "[1, 0]")))
     with pytest.raises(gdln.GdlnError, match=r"g\.yaml: .*q"):
         gdln.timescales(problem)
+
+
+def test_ode_half_times_are_those_of_gdln_solve() -> None:
+    # the half-times come from the same reduced ODE that gdln.solve integrates (here read
+    # off its trajectory: the A map b_xA b_hA, then the B map, reaching half their plateaus)
+    problem = late_fusion(2, 0.5)
+    result = gdln.timescales(problem, b0=1e-3, lump="none")
+    reduction = gdln.reduce(problem, lump="none", init=1e-3)
+    trajectory = gdln.solve(reduction, t_max=10, n_points=20001)
+    s = trajectory.series
+    a_map = s["b_xA_hA"][:, 0] * s["b_hA_y"][:, 0]
+    b_map = s["b_xB_hB"][:, 0] * s["b_hB_y"][:, 0]
+    for stage, values, target in zip(result.stages, (a_map, b_map), (1.25, 1.0), strict=True):
+        crossing = trajectory.t[np.argmax(np.abs(values) >= target / 2)]
+        assert stage.ode_time == pytest.approx(crossing, abs=10 / 20000)

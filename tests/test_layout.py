@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"paths"},
     {"reduction"},
     {"report", "solution"},
-    {"simulation"},
+    {"simulation", "stages"},
     {"comparison"},
     {"sweep"},
     {"kernels", "sd", "balanced"},

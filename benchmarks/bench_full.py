@@ -139,11 +139,11 @@ def main() -> None:
               f"{n_weights} weights; t = {T_MAX:g} tau, {N_POINTS} points, init {INIT}")  # fmt: skip
         rows = []
         ode_time, ode = timings(
-            lambda: _full.solve_full(problem, weights, t_max=T_MAX, n_points=N_POINTS), repeats
+            lambda: _full.solve_full(problem, weights, t_max=T_MAX, points=N_POINTS), repeats
         )
         rows.append(("solve_full, DOP853 (rtol 1e-10)", ode_time))
         map_time, gd_map = timings(
-            lambda: _full.solve_full(problem, weights, t_max=T_MAX, n_points=N_POINTS, lr=LR),
+            lambda: _full.solve_full(problem, weights, t_max=T_MAX, points=N_POINTS, dynamics="gd-map", lr=LR),
             repeats,
         )
         steps = round(T_MAX / LR)

@@ -111,7 +111,7 @@ def _dense_routing(problem, dtype, device, seeds=None):
     )
     y = side_by_side(ex.targets, outs, lambda v: ("h2", v))
     w = torch.as_tensor(ex.weights, dtype=dtype, device=device)
-    init = gdln.initial_weights(graph, init=0.2, seeds=list(range(seeds or 1)))
+    init = gdln.initial_weights(graph, init_scale=0.2, seeds=list(range(seeds or 1)))
     W = [
         torch.cat([torch.as_tensor(init[(v, "h1")]) for v in ins], -1),
         torch.as_tensor(init[("h1", "h2")]),
@@ -204,7 +204,7 @@ def _call_seconds(problem, *, steps, seeds, device, dtype, threads) -> float:
     run = SimulationSettings(dtype=dtype, device=device, threads=threads, record_every=10**6)
     _sync(device)
     start = time.perf_counter()
-    simulate(problem.graph, problem.examples(), steps=steps, lr=0.02, init=0.2, seeds=seeds,
+    simulate(problem.graph, problem.examples(), steps=steps, lr=0.02, init_scale=0.2, seeds=seeds,
              settings=run)  # fmt: skip
     _sync(device)
     return time.perf_counter() - start
@@ -364,10 +364,10 @@ def main() -> None:
     print("\n## 3. Fig. 4e horizon (M=7, K=4, hidden 64, t=40 tau): reduced ODE vs simulation")
     problem = gdln.load(ROUTING, params={"M": 7, "K": 4, "hidden": 64})
     start = time.perf_counter()
-    reduction = gdln.reduce(problem, lump="full", init=0.1)
+    reduction = gdln.reduce(problem, lump="full", b0=0.1)
     t_reduce = time.perf_counter() - start
-    gdln.solve(reduction, t_max=1.0, n_points=11)  # warm-up (lambdify caches)
-    t_ode = _median_seconds(lambda: gdln.solve(reduction, t_max=40.0, n_points=201), 7)
+    gdln.solve(reduction, t_max=1.0, points=11)  # warm-up (lambdify caches)
+    t_ode = _median_seconds(lambda: gdln.solve(reduction, t_max=40.0, points=201), 7)
     lr = 0.05
     steps = round(40 / lr)
     timings = {}

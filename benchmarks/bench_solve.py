@@ -86,7 +86,7 @@ def odeint_seconds(reduction: gdln.Reduction, repeats: int) -> float:
 def separate_seconds(problem: gdln.Problem, lump: str, sample: np.ndarray) -> float:
     """One ``gdln.solve`` per scale of ``sample``, each on its own (untimed) reduction:
     the first solve of a system, LSODA, lambdify included."""
-    reductions = [gdln.reduce(problem, lump=lump, init=f"{scale:.3g}") for scale in sample]
+    reductions = [gdln.reduce(problem, lump=lump, b0=f"{scale:.3g}") for scale in sample]
     start = time.perf_counter()
     for reduction in reductions:
         gdln.solve(reduction, t_max=T_MAX)
@@ -109,7 +109,7 @@ def lump_rows(
     """The rows for one lumping, and the time of ``gdln.solve``."""
     rows: list[tuple[str, Timing]] = []
     start = time.perf_counter()
-    reduction = gdln.reduce(problem, lump=lump, init=INIT)
+    reduction = gdln.reduce(problem, lump=lump, b0=INIT)
     rows.append((f"{lump}: reduce (symbolic, once)", time.perf_counter() - start))
     start = time.perf_counter()
     gdln.solve(reduction, t_max=T_MAX)  # LSODA; compiles the right-hand side for it
@@ -128,7 +128,7 @@ def lump_rows(
     rows.append(
         (f"{lump}:   stepping by solve_ivp (before)", solve_ivp_seconds(reduction, repeats))
     )
-    unit = gdln.reduce(problem, lump=lump, init=1)
+    unit = gdln.reduce(problem, lump=lump, b0=1)
     scales = np.geomspace(0.01, 0.5, 1000)
     batch_repeats = 3 if repeats < 5 else 7
     solve_batch(unit, scales[:20], t_max=1.0)  # compiles for this system (with numba)

@@ -90,15 +90,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs: dict[int, dict[str, Any]] = {}
     for pathways in (1, 2):
         problem = gdln.load(GRAPH, params={"pathways": str(pathways), "hidden": str(hidden)})
-        reduction = gdln.reduce(problem, lump="none", init=0.1)
-        theory = gdln.solve(reduction, t_max=t_max, n_points=201)
+        reduction = gdln.reduce(problem, lump="none", b0=0.1)
+        theory = gdln.solve(reduction, t_max=t_max, points=201)
         sim = gdln.simulate(
             problem.graph,
             problem.examples(),
             steps=round(t_max / lr),
             lr=lr,
             init_scheme="xavier",
-            init=sigma0,
+            init_scale=sigma0,
             seeds=seeds,
             seed=args.seed,
             settings=gdln.SimulationSettings(

@@ -58,7 +58,7 @@ def train(
         steps=steps,
         lr=lr,
         init_scheme="singular",
-        init=scale,
+        init_scale=scale,
         seeds=[seed],
         eval_examples=everything,
         settings=gdln.SimulationSettings(record_every=every, record_weights=True, threads=1),

@@ -156,7 +156,7 @@ def accuracy(
             steps=steps,
             lr=lr,
             init_scheme="xavier",
-            init=scale,
+            init_scale=scale,
             seeds=[seed],
             eval_examples=test_set,
             settings=gdln.SimulationSettings(record_every=steps, threads=1),

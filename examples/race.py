@@ -53,8 +53,8 @@ GRAPHS = ROOT / "graphs"
 def race_theory(*, M: int, P: int, init: float, t_max: float) -> dict[str, np.ndarray]:
     """Reduced dynamics of ``graphs/race.yaml`` (Eqs. 16-17): t, B1, B2, B3, strength."""
     problem = gdln.load(GRAPHS / "race.yaml", params={"M": str(M), "P": str(P)})
-    reduction = gdln.reduce(problem, lump="symmetry", init=init)
-    trajectory = gdln.solve(reduction, t_max=t_max, n_points=4001)
+    reduction = gdln.reduce(problem, lump="symmetry", b0=init)
+    trajectory = gdln.solve(reduction, t_max=t_max, points=4001)
     series = {name: np.asarray(trajectory.series[name]) for name in ("B1", "B2", "B3")}
     return {
         "t": np.asarray(trajectory.t),
@@ -84,7 +84,7 @@ def race_simulation(
         steps=steps,
         lr=lr,
         init_scheme="xavier",
-        init=scale,
+        init_scale=scale,
         seeds=[seed],
         settings=gdln.SimulationSettings(record_steps=tuple(record), threads=1),
     )
@@ -115,7 +115,7 @@ def route_errors(
         steps=steps,
         lr=lr,
         init_scheme="xavier",
-        init=scale,
+        init_scale=scale,
         seeds=[seed],
         eval_examples=everything,
         settings=gdln.SimulationSettings(record_every=steps, threads=1),

@@ -114,9 +114,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         i, j = (int(part[1:]) for part in label.split("->"))
         trained[i, j] = True
 
-    reduction = gdln.reduce(problem, lump="symmetry", init=init_b)
-    theory = gdln.solve(reduction, t_max=t_max, n_points=401)
-    gd_map = gdln.solve(reduction, t_max=t_max, lr=lr, n_points=steps + 1)
+    reduction = gdln.reduce(problem, lump="symmetry", b0=init_b)
+    theory = gdln.solve(reduction, t_max=t_max, points=401)
+    gd_map = gdln.solve(reduction, t_max=t_max, dynamics="gd-map", lr=lr, points=steps + 1)
     settings = gdln.SimulationSettings(record_every=record_every, record_weights=True, threads=1)
     common = {"steps": steps, "lr": lr, "eval_examples": eval_examples, "settings": settings}
     decoupled = gdln.simulate(
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         problem.graph,
         examples,
         init_scheme="xavier",
-        init=sigma0,
+        init_scale=sigma0,
         seeds=reps,
         seed=args.seed,
         **common,

@@ -152,9 +152,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     t_fine = np.linspace(0.0, t_max, 801)
 
     problem = gdln.load(GRAPH, params={"hidden": str(hidden)})
-    reduction = gdln.reduce(problem, lump="full", init=math.sqrt(a0))  # balanced: a = B1^2
-    ode = gdln.solve(reduction, t_max=t_max, n_points=801)
-    gd_map = gdln.solve(reduction, t_max=t_max, lr=lr, n_points=steps + 1)
+    reduction = gdln.reduce(problem, lump="full", b0=math.sqrt(a0))  # balanced: a = B1^2
+    ode = gdln.solve(reduction, t_max=t_max, points=801)
+    gd_map = gdln.solve(reduction, t_max=t_max, dynamics="gd-map", lr=lr, points=steps + 1)
 
     mean_loss = relu["loss"].mean(axis=1)
     gap_mean = float(np.max(np.abs(mean_loss - theory)) / theory[0])

@@ -7,12 +7,14 @@ from . import paths as paths
 from . import reduction as reduction
 from . import report as report
 from . import sd as sd
+from . import settings as settings
 from . import simulation as simulation
 from . import solution as solution
 from . import stages as stages
 from . import sweep as sweep
 from . import task as task
 from ._errors import DegenerateStartWarning as DegenerateStartWarning
+from ._errors import GdlnDeprecationWarning as GdlnDeprecationWarning
 from ._errors import GdlnError as GdlnError
 from ._errors import GdlnWarning as GdlnWarning
 from ._errors import GraphSpecError as GraphSpecError

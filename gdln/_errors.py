@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "MAX_MESSAGE",
     "DegenerateStartWarning",
+    "GdlnDeprecationWarning",
     "GdlnError",
     "GdlnWarning",
     "GraphSpecError",
@@ -132,6 +133,14 @@ class GdlnWarning(UserWarning):
     """Base class of every warning gdln gives: the run goes on, but likely not as meant.
 
     The command line prints each as one line, ``gdln: warning: <message>``.
+    """
+
+
+class GdlnDeprecationWarning(GdlnWarning, FutureWarning):
+    """An old spelling (an option, a keyword or a file key) still works for this release.
+
+    The message names the new spelling; shown by default (a :class:`FutureWarning`), and
+    on the command line as one ``gdln: warning: ...`` line.
     """
 
 

@@ -20,19 +20,22 @@ from pathlib import Path
 from typing import Any
 
 
-def _exports(stub: Path) -> tuple[dict[str, str], set[str]]:
-    """Map each re-exported name of ``stub`` to its submodule; list re-exported submodules."""
+def _exports(stub: Path, package: str) -> tuple[dict[str, str], set[str]]:
+    """Map each re-exported name of ``stub`` to the absolute name of its module; list the
+    re-exported submodules. Relative imports of any level are read (``from ..settings
+    import X`` re-exports a name of a sibling package)."""
     attributes: dict[str, str] = {}
     submodules: set[str] = set()
     for node in ast.parse(stub.read_text(encoding="utf-8"), filename=str(stub)).body:
-        if not isinstance(node, ast.ImportFrom) or node.level != 1:
+        if not isinstance(node, ast.ImportFrom) or not node.level:
             continue
+        base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
         for alias in node.names:
             name = alias.asname or alias.name
             if node.module is None:
                 submodules.add(alias.name)
             else:
-                attributes[name] = node.module
+                attributes[name] = f"{base}.{node.module}"
     return attributes, submodules
 
 
@@ -48,7 +51,7 @@ def attach_stub(
     init_file
         The package's ``__file__``; the stub is the ``.pyi`` file beside it.
     """
-    attributes, submodules = _exports(Path(init_file).with_suffix(".pyi"))
+    attributes, submodules = _exports(Path(init_file).with_suffix(".pyi"), package)
     names = sorted(set(attributes) | submodules)
 
     def __getattr__(name: str) -> Any:
@@ -57,7 +60,7 @@ def attach_stub(
         module = attributes.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(module), name)
         # Later look-ups find the name directly, without this hook.
         importlib.import_module(package).__dict__[name] = value
         return value

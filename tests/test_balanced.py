@@ -177,8 +177,8 @@ def test_decoupled_lambda_zero_starts_follow_the_reduced_solve(
 ) -> None:
     """Decoupled weights (Eq. 9) are λ = 0 starts; gdln.reduce + gdln.solve is Eq. (10)."""
     problem = dedicated_routes(tmp_path) if name == "routes" else load(name, **params)
-    reduction = gdln.reduce(problem, init=0.2)
-    reduced = gdln.solve(reduction, t_max=20.0, n_points=21)
+    reduction = gdln.reduce(problem, b0=0.2)
+    reduced = gdln.solve(reduction, t_max=20.0, points=21)
     along = gdln.balanced.weights_along(reduction, reduced, seed=4)
     exact = gdln.solve_balanced(problem, reduction.decoupled_weights(seed=4), t_max=20.0, points=21)
     assert all(abs(lam) < 1e-14 for lam in exact.meta["lambda"].values())
@@ -194,8 +194,8 @@ def test_aligned_unbalanced_modes_follow_the_reduced_solve(lam: float, tmp_path:
     b_2^2 - b_1^2 = λ on every mode are λ-balanced, and alignment=1 draws such a start."""
     problem = dense_problem(tmp_path, 3, 3, 3, seed=2)
     b1, b2 = (0.3, math.sqrt(0.09 + lam)) if lam > 0 else (math.sqrt(0.09 - lam), 0.3)
-    reduction = gdln.reduce(problem, init={"x->h": b1, "h->y": b2})
-    reduced = gdln.solve(reduction, t_max=15.0, n_points=16)
+    reduction = gdln.reduce(problem, b0={"x->h": b1, "h->y": b2})
+    reduced = gdln.solve(reduction, t_max=15.0, points=16)
     exact = gdln.solve_balanced(problem, reduction.decoupled_weights(seed=1), t_max=15.0, points=16)
     np.testing.assert_allclose(exact.loss, reduced.loss, rtol=0, atol=1e-9 * reduced.loss[0])
     drawn = gdln.balanced_weights(problem, lam=lam, scale=0.3, alignment=1.0, seed=5)

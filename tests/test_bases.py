@@ -70,7 +70,7 @@ def test_exact_bases_diagonalise_the_statistics_symbolically(two_by_two) -> None
 
 
 def test_exact_reduction_still_equals_autograd_of_the_full_network(two_by_two) -> None:
-    reduction = gdln.reduce(two_by_two, init=0.3)
+    reduction = gdln.reduce(two_by_two, b0=0.3)
     loss, _ = full_loss_and_gradient(two_by_two, reduction.decoupled_weights(seed=1))
     (system,) = reduction.systems
     fn = sp.lambdify(list(system.variables) + list(system.symbols), system.loss, "numpy")

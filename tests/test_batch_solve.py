@@ -20,7 +20,7 @@ CASES = [("routing", "symmetry"), ("routing", "full"), ("race", "symmetry"), ("x
 
 def own_solution(problem: gdln.Problem, lump: str, scale: float, times: np.ndarray):
     """The scale's own reduction solved by scipy's DOP853 at rtol 1e-13: ``(vars*modes, T)``."""
-    flow = _solve._reduction_flow(gdln.reduce(problem, lump=lump, init=repr(float(scale))))
+    flow = _solve._reduction_flow(gdln.reduce(problem, lump=lump, b0=repr(float(scale))))
     result = solve_ivp(
         lambda t, y: flow.rhs(y), (0, times[-1]), flow.y0, method="DOP853", t_eval=times,
         rtol=1e-13, atol=1e-16,
@@ -51,7 +51,7 @@ def test_batch_within_1e9_of_each_scale_solved_alone(
         pytest.importorskip("numba")
     monkeypatch.setattr(_batch, "FAST_BATCH", 1 if path == "numba" else 10**9)
     problem = load(name)
-    reduction = gdln.reduce(problem, lump=lump, init=1)
+    reduction = gdln.reduce(problem, lump=lump, b0=1)
     (system,) = reduction.systems
     trajectories = solve_batch(reduction, SPREAD, t_max=30, n_points=61)
     for scale, trajectory in zip(SPREAD, trajectories, strict=True):
@@ -67,7 +67,7 @@ def test_batch_within_1e9_of_each_scale_solved_alone(
 def test_numpy_batch_takes_the_steps_of_the_compiled_single_solve(name: str, lump: str) -> None:
     # the same DOP853 step control per system: agreement far below the tolerance
     pytest.importorskip("numba")
-    reduction = gdln.reduce(load(name), lump=lump, init=1)
+    reduction = gdln.reduce(load(name), lump=lump, b0=1)
     numerics = [_solve._compiled(s) for s in reduction.systems]
     times = np.linspace(0.0, 30.0, 61)
     alone = _solve.fast_states(numerics, SPREAD, times, 1e-10, 1e-12)  # (scales, T, state)
@@ -83,7 +83,7 @@ def test_numpy_batch_takes_the_steps_of_the_compiled_single_solve(name: str, lum
 
 def test_xor_batch_matches_the_explicit_closed_form() -> None:
     # lump="full" on xor: tau dB/dt = pB + qB^3, whose explicit solution is Eq. (21)'s logistic
-    reduction = gdln.reduce(load("xor"), lump="full", init=1)
+    reduction = gdln.reduce(load("xor"), lump="full", b0=1)
     (system,) = reduction.systems
     (B,) = system.variables
     t = sp.Symbol("t", nonnegative=True)
@@ -97,7 +97,7 @@ def test_xor_batch_matches_the_explicit_closed_form() -> None:
 
 def test_routing_batch_matches_the_separable_closed_form() -> None:
     # lump="full" on routing: t = int_{B0}^{B(t)} dx / f(x), with C of Eq. (15) ~ scale**2
-    reduction = gdln.reduce(load("routing"), lump="full", init=1)
+    reduction = gdln.reduce(load("routing"), lump="full", b0=1)
     (system,) = reduction.systems
     (B,), (C,) = system.variables, system.constants
     scales = np.array([1.0, 0.3, 0.1])
@@ -121,7 +121,7 @@ def test_routing_batch_matches_the_separable_closed_form() -> None:
 
 def test_stiff_or_long_batch_falls_back_to_lsoda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_batch, "FAST_BATCH", 10**9)
-    reduction = gdln.reduce(load("routing"), lump="symmetry", init=1)
+    reduction = gdln.reduce(load("routing"), lump="symmetry", b0=1)
     scales = np.array([0.3, 0.05])
     stepped = solve_batch(reduction, scales, t_max=20, n_points=21)
     monkeypatch.setattr(_batch, "VECTOR_STEPS", -(10**6))  # gives up at once
@@ -135,7 +135,7 @@ def test_stiff_or_long_batch_falls_back_to_lsoda(monkeypatch: pytest.MonkeyPatch
 def test_numba_available_flag_is_respected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GDLN_NO_NUMBA", "1")
     monkeypatch.setattr(_batch, "FAST_BATCH", 1)
-    reduction = gdln.reduce(load("xor"), lump="full", init=1)
+    reduction = gdln.reduce(load("xor"), lump="full", b0=1)
     assert not _fast.available()
     (trajectory,) = solve_batch(reduction, [0.1], t_max=1, n_points=3)
     assert trajectory.meta["integrator"] == "dop853-numpy"

@@ -152,23 +152,28 @@ def _truncated_graphml(folder) -> None:
 TWO_NODES = "nodes: [{id: x, size: 2}, {id: y, size: 1}]\nedges: [{source: x, target: y}]\n"
 # Bad command lines and bad data files: (file text or None for routing, setup, args, match).
 BAD_RUNS = {
-    "init not a number": (None, None, ["solve", "--init", "abc"], "--init 'abc': unknown name"),
+    "init not a number": (
+        None,
+        None,
+        ["solve", "--b0", "abc"],
+        r"b0 \(--b0\): expected a real number, got 'abc' \(unknown name",
+    ),
     "gd map overflows": (
         None,
         None,
-        ["solve", "--lr", "100", "--t-max", "1000"],
+        ["solve", "--dynamics", "gd-map", "--lr", "100", "--t-max", "1000"],
         r"gradient-descent map diverged at step \d+ \(t = [\d.]+ tau, lr=100.0\), where B\d",
     ),
     "ode overflows": (
         None,
         None,
-        ["solve", "--init", "1e200"],
+        ["solve", "--b0", "1e200"],
         r"the ODE overflowed at t = 0 tau, where B\d = 1e\+200",
     ),
     "ode solver stalls": (
         None,
         None,
-        ["solve", "--init", "1e40", "--t-max", "100"],
+        ["solve", "--b0", "1e40", "--t-max", "100"],
         r"the ODE solver made no progress in \d+ right-hand-side calls at t = [\d.e+-]+ tau",
     ),
     "huge parameter": (None, None, ["derive", "--param", "hidden=9**9**9"], "is too large"),
@@ -282,7 +287,7 @@ def test_solve_output_has_the_loss_of_each_context(fmt, tmp_path, capsys) -> Non
     digits = 1e-12 if fmt == "json" else 1e-10  # the CSV prints 12 significant digits
     np.testing.assert_allclose(per_context @ p, loss, rtol=digits)
     assert np.ptp(per_context[-1]) > 1e-3  # the contexts really differ
-    reduction = gdln.reduce(problem, lump="none", init=0.2)
+    reduction = gdln.reduce(problem, lump="none", b0=0.2)
     edges = {str(v): s.edges[v][0] for s in reduction.systems for v in s.variables}
     modes = {str(v): s.modes for s in reduction.systems for v in s.variables}
     for k in range(len(t)):
@@ -437,7 +442,10 @@ def test_the_format_follows_the_extension(command, extension, fmt, tmp_path, cap
             "-o missing/out.json: the folder missing does not exist",
         ),
         (["solve", XOR, "-o", "folder.json"], "-o folder.json: is a folder; expected a file"),
-        (["solve", XOR, "--ode", "--lr", "0.1"], "--ode and --lr 0.1: give one"),
+        (
+            ["solve", XOR, "--route", "matrix", "--lump", "full"],
+            "--lump full and --route matrix: the full matrices are not lumped",
+        ),
     ],
 )
 def test_output_refusals_are_one_line_and_write_nothing(
@@ -463,7 +471,8 @@ def test_refusal_comes_before_any_computation(tmp_path, capsys) -> None:
 
 def test_an_error_leaves_no_partial_output(tmp_path, capsys) -> None:
     out_file = tmp_path / "out.json"
-    diverging = ["solve", str(GRAPHS / "routing.yaml"), "--lr", "100", "--t-max", "1000"]
+    diverging = ["solve", str(GRAPHS / "routing.yaml"), "--dynamics", "gd-map", "--lr", "100"]
+    diverging += ["--t-max", "1000"]
     code, _, err = run([*diverging, "-o", str(out_file)], capsys)
     assert code == 2 and "diverged" in err
     assert list(tmp_path.iterdir()) == []  # no output and no temporary file
@@ -485,7 +494,7 @@ def test_written_files_get_the_usual_permissions(tmp_path, capsys) -> None:
 
 # ------------------------------------------------------------------ file defaults
 
-XOR_SETTINGS = "solve: {init: 0.01, t_max: 10}"
+XOR_SETTINGS = "solve: {b0: 0.01, t_max: 10}"
 
 
 def _xor_with(tmp_path, settings: str):
@@ -502,9 +511,9 @@ def test_solve_honours_the_files_lr_and_the_command_line_overrides_it(tmp_path, 
 
     import gdln
 
-    path = _xor_with(tmp_path, "init: 0.01, t_max: 10, lr: 0.5")
+    path = _xor_with(tmp_path, "b0: 0.01, t_max: 10, lr: 0.5, dynamics: gd-map")
     problem = gdln.load(path)
-    reduction = gdln.reduce(problem, lump="symmetry", init=0.01)
+    reduction = gdln.reduce(problem, lump="symmetry", b0=0.01)
 
     def loss(*extra: str) -> np.ndarray:
         code, out, err = run(["solve", str(path), "--points", "11", *extra], capsys)
@@ -512,16 +521,19 @@ def test_solve_honours_the_files_lr_and_the_command_line_overrides_it(tmp_path, 
         return np.array(json.loads(out)["loss"])
 
     expected = {
-        lr: gdln.solve(reduction, t_max=10, lr=lr, n_points=11).loss for lr in (0.5, 0.25, None)
+        lr: gdln.solve(
+            reduction, t_max=10, dynamics="flow" if lr is None else "gd-map", lr=lr, points=11
+        ).loss
+        for lr in (0.5, 0.25, None)
     }
     np.testing.assert_allclose(loss(), expected[0.5], rtol=1e-12)
     np.testing.assert_allclose(loss("--lr", "0.25"), expected[0.25], rtol=1e-12)
-    np.testing.assert_allclose(loss("--ode"), expected[None], rtol=1e-10)
+    np.testing.assert_allclose(loss("--dynamics", "flow"), expected[None], rtol=1e-10)
     assert np.max(np.abs(expected[0.5] - expected[None])) > 1e-3  # the file's lr matters
 
 
 def test_derive_and_solve_honour_the_files_lump_and_init(tmp_path, capsys) -> None:
-    path = _xor_with(tmp_path, "init: 0.25, t_max: 2, lump: none")
+    path = _xor_with(tmp_path, "b0: 0.25, t_max: 2, lump: none")
     code, out, _ = run(["derive", str(path), "--format", "json"], capsys)
     names = [v["name"] for system in json.loads(out)["systems"] for v in system["variables"]]
     assert code == 0 and len(names) == 8 and all(name.startswith("b_") for name in names)

@@ -72,7 +72,7 @@ def test_npk_files_match_library(tmp_path, capsys):
 
 def test_ntk_split_in_json(tmp_path, capsys):
     argv = ["kernel", "--kind", "ntk", "--dataset", "uniform2d", "-n", "10", "--width", "6"]
-    argv += ["--depth", "3", "--mode", "dnpfl", "--gate", "soft", "--chunk-size", "3"]
+    argv += ["--depth", "3", "--gating", "dnpfl", "--gate", "soft", "--chunk-size", "3"]
     code, _, err = run_cli([*argv, "-o", str(tmp_path), "--no-plot"], capsys)
     assert code == 0, err
     info = json.loads((tmp_path / "kernel.json").read_text())
@@ -119,14 +119,14 @@ def _digits_trained() -> tuple[np.ndarray, torch.Tensor]:
 @pytest.mark.parametrize(
     ("args", "reference"),
     [
-        (["--dataset", "identical", "-n", "12", "--mode", "frg", "--width", "10"], _frg),
+        (["--dataset", "identical", "-n", "12", "--gating", "frg", "--width", "10"], _frg),
         (
             [
                 "--dataset",
                 "digits47",
                 "-n",
                 "20",
-                "--mode",
+                "--gating",
                 "flnpf",
                 "--width",
                 "8",
@@ -177,11 +177,11 @@ def test_refuses_a_used_folder_without_force(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        (["--kind", "h", "--mode", "frnpf_ii", "-n", "4"], r"kind h: got mode frnpf_ii"),
+        (["--kind", "h", "--gating", "frnpf_ii", "-n", "4"], r"kind h: got mode frnpf_ii"),
         (["--kind", "h", "--width", "64", "--depth", "6", "-n", "4"], r"summands per entry"),
         (["-n", "3"], r"n: got 3, expected an even number"),
         (["--train-epochs", "-1"], r"train_epochs: got -1"),
-        (["--mode", "frg", "--gate", "relu"], r"gate: got kind 'relu' for mode 'frg'"),
+        (["--gating", "frg", "--gate", "relu"], r"gate: got kind 'relu' for mode 'frg'"),
         (["--gate", "soft", "--beta", "-1"], r"gate beta: got -1.0"),
         (["--width", "0"], r"width: got 0"),
     ],

@@ -50,7 +50,16 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 def test_json_equals_brute_force_at_small_depth(mask, capsys) -> None:
     p = np.array([0.9, 0.7, 0.5, 0.3])
     b = np.array([0.1, -0.2, 0.3, 0.4])
-    args = ["-L", "4", "--mode", "per_layer", "--p", "0.9,0.7,0.5,0.3", "--b", "0.1,-0.2,0.3,0.4"]
+    args = [
+        "-L",
+        "4",
+        "--survival",
+        "per_layer",
+        "--p",
+        "0.9,0.7,0.5,0.3",
+        "--b",
+        "0.1,-0.2,0.3,0.4",
+    ]
     args += ["--s", "1.5", "--d", "0.8", "--scaling", "stable", "--mask", mask]
     code, out, err = run([*args, "--format", "json"], capsys)
     assert code == 0, err
@@ -72,8 +81,8 @@ def test_json_equals_brute_force_at_small_depth(mask, capsys) -> None:
 
 
 def test_text_prints_the_numbers_of_the_library(capsys) -> None:
-    args = ["-L", "3", "--mode", "uniform", "--p", "0.5", "--b", "0.2", "--scaling", "plain"]
-    code, out, err = run([*args, "--symbolic"], capsys)
+    args = ["-L", "3", "--survival", "uniform", "--p", "0.5", "--b", "0.2", "--scaling", "plain"]
+    code, out, err = run([*args, "--expression"], capsys)
     assert code == 0, err
     ref = gdln.sd.expected_chain(np.full(3, 0.2), np.full(3, 0.5), s=1.0, scaling="plain")
     brute = brute_force(np.full(3, 0.2), np.full(3, 0.5), s=1.0, d=1.0, kappa=1.0, inverted=False)
@@ -91,10 +100,14 @@ def test_text_prints_the_numbers_of_the_library(capsys) -> None:
 
 
 def test_one_p_is_p_L_and_budget_sets_the_average_depth(capsys) -> None:
-    code, out, _ = run(["-L", "4", "--mode", "linear", "--p", "0.2", "--format", "json"], capsys)
+    code, out, _ = run(
+        ["-L", "4", "--survival", "linear", "--p", "0.2", "--format", "json"], capsys
+    )
     # linear mode: p_l = 1 - (l/L)(1 - p_L)
     assert code == 0 and json.loads(out)["p"] == pytest.approx([0.8, 0.6, 0.4, 0.2])
-    code, out, _ = run(["-L", "9", "--mode", "linear", "--budget", "7", "--format", "json"], capsys)
+    code, out, _ = run(
+        ["-L", "9", "--survival", "linear", "--budget", "7", "--format", "json"], capsys
+    )
     p = np.array(json.loads(out)["p"])
     assert code == 0 and p.sum() == pytest.approx(7.0) and np.allclose(np.diff(p), p[1] - p[0])
     code, out, _ = run(["-L", "5", "--format", "json"], capsys)  # default: linear, p_L = 0.5
@@ -103,7 +116,7 @@ def test_one_p_is_p_L_and_budget_sets_the_average_depth(capsys) -> None:
 
 def test_output_file_by_extension_and_force(tmp_path, capsys) -> None:
     out = tmp_path / "sd.json"
-    args = ["-L", "3", "--mode", "uniform", "--p", "0.5"]
+    args = ["-L", "3", "--survival", "uniform", "--p", "0.5"]
     code, printed, _ = run([*args, "--format", "json"], capsys)
     assert run([*args, "-o", str(out)], capsys)[0] == 0
     assert json.loads(out.read_text()) == json.loads(printed)
@@ -121,18 +134,18 @@ def test_output_file_by_extension_and_force(tmp_path, capsys) -> None:
     [
         (["--p", "1.5"], r"p_L = 1\.5 is outside \[0, 1\]"),
         (["--b", "x,y"], r"--b 'x,y': expected a comma-separated list of numbers"),
-        (["-L", "8", "--symbolic"], r"the symbolic expected loss needs L <= 6, got L = 8"),
+        (["-L", "8", "--expression"], r"the symbolic expected loss needs L <= 6, got L = 8"),
         (["--p", "0.5", "--budget", "3"], r"--p and --budget both set the survival probabilities"),
         (["--p", "0.5,0.4"], r"--p: survival mode linear takes one number, p_L; got 2 numbers"),
         (
-            ["--mode", "sensemode", "--sensitivities", "1,2,3", "-L", "3", "--p", "0.5"],
+            ["--survival", "sensemode", "--sensitivities", "1,2,3", "-L", "3", "--p", "0.5"],
             r"--p: survival mode sensemode sets p from --sensitivities",
         ),
         (
-            ["-L", "3", "--mode", "per_layer", "--p", "0.5,0.5"],
+            ["-L", "3", "--survival", "per_layer", "--p", "0.5,0.5"],
             r"p has shape \(2,\); expected \(3,\), one survival probability per block",
         ),
-        (["-L", "3", "--mode", "per_layer"], r"survival mode 'per_layer' needs p"),
+        (["-L", "3", "--survival", "per_layer"], r"survival mode 'per_layer' needs p"),
         (["-L", "3", "--b", "0.1,0.2"], r"b has 2 values; expected one, or one per block \(3\)"),
     ],
 )

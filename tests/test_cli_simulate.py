@@ -77,7 +77,7 @@ def test_simulate_orthogonal_init_with_a_gain(tmp_path: Path, capsys) -> None:
     assert traj.meta["init_scheme"] == "orthogonal"
     problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
     drawn = gdln.simulation.initial_weights(
-        problem.graph, init_scheme="orthogonal", init=0.5, seeds=2, seed=3
+        problem.graph, init_scheme="orthogonal", init_scale=0.5, seeds=2, seed=3
     )
     for s in range(2):
         for (u, v), w in drawn.items():
@@ -90,12 +90,18 @@ def test_simulate_orthogonal_init_with_a_gain(tmp_path: Path, capsys) -> None:
 def test_simulate_decoupled_equals_reduced_map(tmp_path: Path, capsys) -> None:
     out = tmp_path / "dec.json"
     argv = ["simulate", ROUTING, *SMALL, "--lr", "0.05", "--t-max", "5"]
-    argv += ["--init-scheme", "decoupled", "--init", "0.1"]
+    argv += ["--init-scheme", "decoupled", "--b0", "0.1"]
     code, err = run([*argv, "--points", "11", "--project", "-o", str(out)], capsys)
     assert code == 0, err
     sim = gdln.Trajectory.load(out)
     problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
-    theory = gdln.solve(gdln.reduce(problem, init=0.1), t_max=5, lr=0.05, n_points=11)
+    theory = gdln.solve(
+        gdln.reduce(problem, lump="none", route="contexts", b0=0.1),
+        t_max=5,
+        dynamics="gd-map",
+        lr=0.05,
+        points=11,
+    )
     np.testing.assert_allclose(sim.loss[:, 0], theory.loss, rtol=1e-10)
     np.testing.assert_allclose(
         sim.series["proj/h1->h2"][:, 0], theory.series["b_h1_h2"], rtol=1e-10
@@ -125,15 +131,24 @@ def test_simulate_eval_task_and_rsm(tmp_path: Path, capsys) -> None:
     [
         (["-o", "x.txt"], r"-o x\.txt: expected a file ending in \.npz or \.json"),
         (["-o", "no/x.npz"], r"-o no/x\.npz: the folder no does not exist"),
-        (["--init", "0", "-o", "x.npz"], r"--init: expected a finite number > 0, got 0\.0"),
-        (["--points", "1", "-o", "x.npz"], r"--points: expected an int >= 2, got 1"),
-        (["--lr", "-1", "-o", "x.npz"], r"--lr: expected a finite number > 0, got -1.0"),
+        (
+            ["--init-scale", "-1", "-o", "x.npz"],
+            r"init_scale \(--init-scale\): expected a finite number >= 0, got '-1'",
+        ),
+        (["--points", "1", "-o", "x.npz"], r"points \(--points\): expected an integer >= 2, got"),
+        (["--lr", "-1", "-o", "x.npz"], r"lr \(--lr\): expected a finite number > 0, got '-1'"),
         (["--param", "Q=3", "-o", "x.npz"], r"unknown parameter 'Q'"),
         (["--optimizer", "sgd", "-o", "x.npz"], r"batch_size: expected an int > 0, got None"),
-        (["--momentum", "1", "-o", "x.npz"], r"--momentum: expected a number in \[0, 1\), got 1.0"),
-        (["--record-steps", "log:0", "-o", "x.npz"], r"--record-steps: expected 'log:N' with"),
-        (["--record-steps", "3,a", "-o", "x.npz"], r"--record-steps: expected 'log:N' or a comma"),
-        (["--record-steps", "0,99", "-o", "x.npz"], r"--record-steps: step 99 is outside 0\.\.20"),
+        (
+            ["--momentum", "1", "-o", "x.npz"],
+            r"momentum \(--momentum\): expected a number in \[0, 1\), got '1'",
+        ),
+        (["--record-steps", "log:0", "-o", "x.npz"], r"record_steps: expected 'log:N' with"),
+        (["--record-steps", "3,a", "-o", "x.npz"], r"record_steps: expected 'log:N' or a comma"),
+        (
+            ["--record-steps", "0,99", "-o", "x.npz"],
+            r"record_steps: expected a non-empty list of ints in \[0, steps=20\], got \[0, 99\]",
+        ),
     ],
 )
 def test_simulate_bad_input_is_one_line(
@@ -198,12 +213,13 @@ def test_help_has_an_example(command: str, capsys) -> None:
     assert "--force" in text and "--seed" in text and "--device" in text and "--dtype" in text
 
 
-def test_compare_bad_theory_init_is_one_line(tmp_path: Path, capsys) -> None:
-    argv = ["compare", ROUTING, *SMALL, "--t-max", "1", "--theory-init", "small"]
+def test_compare_bad_b0_is_one_line(tmp_path: Path, capsys) -> None:
+    argv = ["compare", ROUTING, *SMALL, "--t-max", "1", "--b0", "small"]
     code, err = run([*argv, "-o", str(tmp_path)], capsys)
     assert code == 2
     assert err.strip().splitlines() == [
-        "gdln: error: --theory-init: expected 'auto', 'file' or a number, got 'small'"
+        "gdln: error: b0 (--b0): expected a real number, got 'small' (unknown name 'small' in "
+        "'small' (known: none))"
     ]
 
 
@@ -213,7 +229,7 @@ def test_compare_help_explains_the_default_start(capsys) -> None:
     except SystemExit as exc:
         assert not exc.code
     text = " ".join(capsys.readouterr().out.split())
-    assert "auto: b_e(0) read off the random runs' initial weights" in text
+    assert "(--theory-start auto) the theory starts from the mode strengths of the random" in text
 
 
 def test_compare_refuses_existing_outputs(tmp_path: Path, capsys) -> None:
@@ -264,28 +280,32 @@ def test_compare_line_counts_every_seed_and_never_prints_none(tmp_path: Path, ca
 def _routing_with(tmp_path: Path, settings: str) -> Path:
     """routing.yaml with its ``solve:`` section replaced by ``settings``."""
     text = (GRAPHS / "routing.yaml").read_text()
-    assert "solve: {init: 0.1, t_max: 40}" in text
+    assert "solve: {b0: 0.1, t_max: 40}" in text
     path = tmp_path / "routing_settings.yaml"
-    path.write_text(text.replace("solve: {init: 0.1, t_max: 40}", f"solve: {{{settings}}}"))
+    path.write_text(text.replace("solve: {b0: 0.1, t_max: 40}", f"solve: {{{settings}}}"))
     return path
 
 
 def test_simulate_takes_lr_t_max_and_init_from_the_file(tmp_path: Path, capsys) -> None:
-    graph = _routing_with(tmp_path, "init: 0.05, t_max: 1, lr: 0.1")
+    graph = _routing_with(tmp_path, "b0: 0.05, t_max: 1, lr: 0.1")
     out = tmp_path / "dec.npz"
     argv = ["simulate", str(graph), *SMALL, "--init-scheme", "decoupled", "--points", "11"]
     code, err = run([*argv, "-o", str(out)], capsys)
     assert code == 0, err
     sim = gdln.Trajectory.load(out)
     problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 8})
-    theory = gdln.solve(gdln.reduce(problem, init=0.05), t_max=1, lr=0.1, n_points=11)
+    theory = gdln.solve(
+        gdln.reduce(problem, b0=0.05), t_max=1, dynamics="gd-map", lr=0.1, points=11
+    )
     assert sim.meta["steps"] == 10
     np.testing.assert_allclose(sim.t, theory.t, rtol=1e-12)
     np.testing.assert_allclose(sim.loss[:, 0], theory.loss, rtol=1e-10)
     # the command line overrides the file
     code, err = run([*argv, "--lr", "0.05", "--init", "0.2", "-o", str(out), "--force"], capsys)
     assert code == 0, err
-    theory = gdln.solve(gdln.reduce(problem, init=0.2), t_max=1, lr=0.05, n_points=11)
+    theory = gdln.solve(
+        gdln.reduce(problem, b0=0.2), t_max=1, dynamics="gd-map", lr=0.05, points=11
+    )
     np.testing.assert_allclose(gdln.Trajectory.load(out).loss[:, 0], theory.loss, rtol=1e-10)
 
 

@@ -24,7 +24,7 @@ CASES = [
 
 
 def system_of(params: dict, init: object) -> gdln.ReducedSystem:
-    (system,) = gdln.reduce(load("routing", **params), lump="full", init=init).systems
+    (system,) = gdln.reduce(load("routing", **params), lump="full", b0=init).systems
     return system
 
 
@@ -50,9 +50,9 @@ def test_theta_form_is_the_ode_in_theta(params: dict, init: object) -> None:
 @pytest.mark.parametrize(("params", "init"), CASES)
 def test_theta_closed_form_matches_the_numeric_solve(params: dict, init: object) -> None:
     system = system_of(params, init)
-    reduction = gdln.reduce(load("routing", **params), lump="full", init=init)
+    reduction = gdln.reduce(load("routing", **params), lump="full", b0=init)
     (B,) = system.variables
-    trajectory = gdln.solve(reduction, t_max=12, n_points=13, rtol=1e-12, atol=1e-14)
+    trajectory = gdln.solve(reduction, t_max=12, points=13, rtol=1e-12, atol=1e-14)
     form = {key: f.expr for key, f in system.closed_form.items()}
     (C,) = system.constants
     integral = form["t_theta"]
@@ -98,7 +98,7 @@ def test_no_theta_form_without_a_conserved_constant() -> None:
 
 
 def test_derive_prints_the_theta_form() -> None:
-    reduction = gdln.reduce(load("routing", M=3, K=2), lump="full", init=0.1)
+    reduction = gdln.reduce(load("routing", M=3, K=2), lump="full", b0=0.1)
     (system,) = reduction.systems
     text = gdln.format_derivation(reduction, "text")
     assert "  closed form theta(B2) = asinh(B2/sqrt(C))" in text

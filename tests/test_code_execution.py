@@ -167,10 +167,10 @@ def test_a_param_override_of_a_networkx_graph_never_runs_code(
     assert not sentinel.exists()
 
 
-def test_an_init_option_never_runs_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_b0_option_never_runs_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sentinel = tmp_path / "SENTINEL"
     init = _text(sentinel)
-    _one_line_refusal(*run_cli(["derive", str(GRAPHS / "xor.yaml"), "--init", init], capsys))
+    _one_line_refusal(*run_cli(["derive", str(GRAPHS / "xor.yaml"), "--b0", init], capsys))
     assert not sentinel.exists()
 
 

@@ -45,7 +45,7 @@ task:
     - {inputs: {x: [1, -1]},  targets: {y: [-1]}, active: [h1]}
     - {inputs: {x: [-1, 1]},  targets: {y: [-1]}, active: [h2]}
     - {inputs: {x: [-1, -1]}, targets: {y: [1]},  active: [h3]}
-solve: {init: 0.01, t_max: 10}
+solve: {b0: 0.01, t_max: 10}
 """
 
 # Paths of different lengths share edges and cross: x->a->y, x->b->y and x->a->b->y are
@@ -71,7 +71,7 @@ task:
     - {inputs: {x: [0, 1]}, targets: {y: [0, 2]},  active: [b]}
     - {inputs: {x: [1, 0]}, targets: {y: [2, 0]},  active: [a, b]}
     - {inputs: {x: [0, 1]}, targets: {y: [0, 1]},  active: [a, b]}
-solve: {init: 0.1, t_max: 10}
+solve: {b0: 0.1, t_max: 10}
 """
 
 
@@ -94,8 +94,8 @@ def test_decoupled_simulation_equals_reduced_gd_map(case: str, tmp_path: Path) -
     """float64 CPU: full network from Eq. (9) weights == reduced map, to 1e-10 relative."""
     problem = load_case(case, tmp_path)
     init, lr, steps, points = 0.1, 0.05, 200, 11
-    reduction = gdln.reduce(problem, lump="none", init=init)
-    theory = gdln.solve(reduction, t_max=steps * lr, lr=lr, n_points=points)
+    reduction = gdln.reduce(problem, lump="none", b0=init)
+    theory = gdln.solve(reduction, t_max=steps * lr, dynamics="gd-map", lr=lr, points=points)
     sim = simulate(
         problem.graph,
         problem.examples(),
@@ -137,8 +137,8 @@ def test_gd_approaches_the_ode_at_first_order_in_lr() -> None:
     """max_t |L_sim(lr) - L_ode| halves when lr halves (two step sizes, routing)."""
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 3, "K": 2, "hidden": 8})
     init, t_max = 0.1, 8.0
-    reduction = gdln.reduce(problem, lump="none", init=init)
-    ode = gdln.solve(reduction, t_max=t_max, n_points=17, rtol=1e-12, atol=1e-14)
+    reduction = gdln.reduce(problem, lump="none", b0=init)
+    ode = gdln.solve(reduction, t_max=t_max, points=17, rtol=1e-12, atol=1e-14)
     weights = reduction.decoupled_weights(init, seed=0)
     gaps = []
     for lr in (0.02, 0.01):
@@ -235,9 +235,7 @@ def test_metrics_report_seeds_that_never_halve_as_censored() -> None:
 def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 3, "K": 2, "hidden": 8})
     out = tmp_path / "cmp"
-    result = compare(
-        problem, out, lr=0.05, t_max=20.0, theory_init=0.1, init=0.2, seeds=3, n_points=41
-    )
+    result = compare(problem, out, lr=0.05, t_max=20.0, b0=0.1, init_scale=0.2, seeds=3, points=41)
     for name in ("loss.png", "loss.svg", "singular_values.png", "singular_values.svg"):
         assert (out / name).stat().st_size > 1000
     metrics = json.loads((out / "metrics.json").read_text())
@@ -259,23 +257,22 @@ def test_compare_writes_figures_and_metrics(tmp_path: Path) -> None:
     back = gdln.Trajectory.load(out / "sim_random.npz")
     np.testing.assert_allclose(back.loss, result.random.loss, rtol=1e-15)
     with pytest.raises(FileExistsError, match=r"loss\.png exists; pass force=True"):
-        compare(problem, out, lr=0.05, t_max=12.0, theory_init=0.1, seeds=3, n_points=25)
+        compare(problem, out, lr=0.05, t_max=12.0, b0=0.1, seeds=3, points=25)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"lr": -1.0}, r"lr: expected a finite number > 0, got -1.0"),
-        ({"n_points": 1}, r"n_points: expected an int >= 2, got 1"),
-        ({"init_scheme": "given"}, r"init_scheme: expected one of .*got 'given'"),
+        ({"lr": -1.0}, r"lr \(--lr\): expected a finite number > 0, got -1.0"),
+        ({"points": 1}, r"points \(--points\): expected an integer >= 2, got 1"),
+        ({"init_scheme": "given"}, r"init_scheme: the random runs take one of .*got 'given'"),
         ({"t_max": 0.001}, r"t_max: 0.001 is less than one step of lr=0.05"),
-        ({"init": -0.1}, r"init: expected a finite number >= 0 \(the initial scale sigma0\)"),
-        ({"seeds": 0}, r"seeds: expected a count >= 1, got 0"),
+        ({"init_scale": -0.1}, r"init_scale \(--init-scale\): expected a finite number >= 0"),
+        ({"seeds": 0}, r"seeds \(--seeds\): expected an integer >= 1, got 0"),
         (
-            {"theory_init": "small"},
-            r"theory_init: expected 'auto', 'file' or a number, got 'small'",
+            {"theory_start": "small"},
+            r"theory_start \(--theory-start\): expected one of auto, b0, random; got 'small'",
         ),
-        ({"theory_init": True}, r"theory_init: expected 'auto', 'file' or a number, got True"),
         (
             {"settings": SimulationSettings(momentum=0.5)},
             r"settings: compare uses only dtype, device, threads, progress; got momentum=0.5",
@@ -310,14 +307,14 @@ def test_random_init_tracks_theory_fig4e() -> None:
     model.
     """
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 7, "K": 4, "hidden": 64})
-    ode = gdln.solve(gdln.reduce(problem, lump="full", init=0.1), t_max=40.0, n_points=401)
+    ode = gdln.solve(gdln.reduce(problem, lump="full", b0=0.1), t_max=40.0, points=401)
     sim = simulate(
         problem.graph,
         problem.examples(),
         steps=800,
         lr=0.05,
         init_scheme="xavier",
-        init=0.2,
+        init_scale=0.2,
         seeds=10,
         settings=SimulationSettings(record_every=4, threads=1),
     )
@@ -337,7 +334,7 @@ def test_initial_mode_strengths_read_back_decoupled_weights(case: str, tmp_path:
     problem = load_case(case, tmp_path)
     edges = list(problem.graph.edges)
     values = {e: 0.05 + 0.01 * i for i, e in enumerate(edges)}
-    reduction = gdln.reduce(problem, lump="none", init=values)
+    reduction = gdln.reduce(problem, lump="none", b0=values)
     weights = reduction.decoupled_weights(seed=4)
     got = initial_mode_strengths(reduction, weights, seed=4)
     assert got
@@ -350,7 +347,7 @@ def test_initial_mode_strengths_two_layer_closed_form(tmp_path: Path) -> None:
     growing part, b1 + b2 = |w1 + w2|, and the conserved b1^2 - b2^2 = |w1|^2 - |w2|^2."""
     problem = load_case("xor", tmp_path)
     reduction = gdln.reduce(problem, lump="none")
-    weights = {e: w[0] for e, w in initial_weights(problem.graph, init=0.3, seed=7).items()}
+    weights = {e: w[0] for e, w in initial_weights(problem.graph, init_scale=0.3, seed=7).items()}
     got = initial_mode_strengths(reduction, weights)
     for k in range(4):
         first, second = ("x", f"h{k}"), (f"h{k}", "y")
@@ -385,13 +382,13 @@ def test_default_compare_starts_theory_from_the_random_weights(
     problem = gdln.load(GRAPHS / f"{name}.yaml", params=params)
     settings = SimulationSettings(threads=1)
     result = compare(
-        problem, tmp_path, lr=0.05, t_max=t_max, seeds=10, n_points=41, settings=settings
+        problem, tmp_path, lr=0.05, t_max=t_max, seeds=10, points=41, settings=settings
     )
     m = result.metrics
-    assert m["theory_init"] == "auto"
-    drawn = initial_weights(problem.graph, init=0.2, seeds=10)
-    expected = initial_mode_strengths(gdln.reduce(problem), drawn)
-    assert m["init_b"] == pytest.approx({edge_name(e): b for e, b in expected.items()})
+    assert m["theory_start"] == "random"
+    drawn = initial_weights(problem.graph, init_scale=0.2, seeds=10)
+    expected = initial_mode_strengths(gdln.reduce(problem, lump="none", route="contexts"), drawn)
+    assert m["b0"] == pytest.approx({edge_name(e): b for e, b in expected.items()})
     assert m["decoupled_vs_map"] < 1e-10  # the decoupled run starts from the same b(0)
     half = m["time_to_half_loss"]
     assert half["ode"] is not None and half["random"]["censored"] == 0
@@ -428,8 +425,8 @@ task:
 
 def _runs(problem: gdln.Problem, *, lump: str = "none") -> tuple[gdln.Reduction, Runs]:
     """Theory and both simulations of a short comparison, as :func:`compare` makes them."""
-    reduction = gdln.reduce(problem, lump=lump, init=0.1)
-    ode = gdln.solve(reduction, t_max=1.0, n_points=11)
+    reduction = gdln.reduce(problem, lump=lump, b0=0.1)
+    ode = gdln.solve(reduction, t_max=1.0, points=11)
     settings = SimulationSettings(record_every=2, progress=False)
     common = dict(steps=20, lr=0.05, settings=settings)
     decoupled = simulate(
@@ -444,8 +441,8 @@ def _runs(problem: gdln.Problem, *, lump: str = "none") -> tuple[gdln.Reduction,
     return reduction, Runs(ode, ode, decoupled, random)
 
 
-METRICS = {"graph": "g", "params": {}, "init_b": {"e": 0.1}, "theory_init": "given", "lr": 0.05}
-METRICS |= {"init_scheme": "xavier", "init": 0.2}
+METRICS = {"graph": "g", "params": {}, "b0": {"e": 0.1}, "theory_start": "b0", "lr": 0.05}
+METRICS |= {"init_scheme": "xavier", "init_scale": 0.2}
 
 
 def test_singular_value_figure_draws_every_trained_edge(tmp_path: Path) -> None:
@@ -507,7 +504,7 @@ def test_compare_gaps_are_taken_at_the_same_steps(
     and the map solved at every step, on their default grids."""
     problem = gdln.load(GRAPHS / "chain.yaml")
     result = compare(
-        problem, tmp_path / "cmp", lr=lr, t_max=t_max, n_points=n_points, seeds=2, theory_init=0.1
+        problem, tmp_path / "cmp", lr=lr, t_max=t_max, points=n_points, seeds=2, b0=0.1
     )
     steps = result.metrics["steps"]
     assert steps % (n_points - 1) != 0
@@ -517,9 +514,9 @@ def test_compare_gaps_are_taken_at_the_same_steps(
     assert result.metrics["decoupled_vs_ode"] == pytest.approx(
         result.metrics["map_vs_ode"], abs=1e-13
     )
-    reduction = gdln.reduce(problem, lump="symmetry", init=0.1, quotient=False)
-    ode = gdln.solve(reduction, t_max=steps * lr, n_points=steps + 1)
-    gd_map = gdln.solve(reduction, t_max=steps * lr, lr=lr, n_points=steps + 1)
+    reduction = gdln.reduce(problem, lump="symmetry", b0=0.1, route="contexts")
+    ode = gdln.solve(reduction, t_max=steps * lr, points=steps + 1)
+    gd_map = gdln.solve(reduction, t_max=steps * lr, dynamics="gd-map", lr=lr, points=steps + 1)
     recorded = np.rint(result.ode.t / lr).astype(int)
     expected = np.max(np.abs(gd_map.loss[recorded] - ode.loss[recorded])) / ode.loss[0]
     assert result.metrics["map_vs_ode"] == pytest.approx(expected, rel=1e-6)
@@ -546,19 +543,21 @@ def test_gaps_are_not_interpolated_between_recorded_points() -> None:
     ],
 )
 def test_solve_refuses_malformed_times(times: list, lr: float | None, match: str) -> None:
-    reduction = gdln.reduce(gdln.load(GRAPHS / "chain.yaml"), init=0.1)
+    reduction = gdln.reduce(gdln.load(GRAPHS / "chain.yaml"), b0=0.1)
     with pytest.raises(gdln.GdlnError, match=match):
-        gdln.solve(reduction, t_max=1.0, lr=lr, times=times)
+        gdln.solve(reduction, t_max=1.0, dynamics="gd-map", lr=lr, times=times)
 
 
 def test_solve_at_given_times_is_solve_on_its_own_grid() -> None:
     """The ODE and the map recorded at chosen times equal their values on the default grids."""
-    reduction = gdln.reduce(gdln.load(GRAPHS / "chain.yaml"), init=0.1)
-    full_ode = gdln.solve(reduction, t_max=10.0, n_points=101)
-    full_map = gdln.solve(reduction, t_max=10.0, lr=0.1, n_points=101)
+    reduction = gdln.reduce(gdln.load(GRAPHS / "chain.yaml"), b0=0.1)
+    full_ode = gdln.solve(reduction, t_max=10.0, points=101)
+    full_map = gdln.solve(reduction, t_max=10.0, dynamics="gd-map", lr=0.1, points=101)
     pick = [0, 3, 4, 50, 97, 100]
     ode = gdln.solve(reduction, t_max=10.0, times=full_ode.t[pick])
-    gd_map = gdln.solve(reduction, t_max=10.0, lr=0.1, times=np.array(pick) * 0.1)
+    gd_map = gdln.solve(
+        reduction, t_max=10.0, dynamics="gd-map", lr=0.1, times=np.array(pick) * 0.1
+    )
     np.testing.assert_allclose(ode.loss, full_ode.loss[pick], rtol=1e-8)
     np.testing.assert_array_equal(gd_map.loss, full_map.loss[pick])
     np.testing.assert_allclose(gd_map.t, np.array(pick) * 0.1, rtol=1e-15)

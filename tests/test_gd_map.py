@@ -110,8 +110,11 @@ def test_gd_map_is_exact_under_every_lumping(name: str, tmp_path: Path) -> None:
     problem = make(tmp_path)
     runs = {}
     for lump in LUMPS:
-        reduction = gdln.reduce(problem, lump=lump, init=init)
-        runs[lump] = (reduction, gdln.solve(reduction, t_max=t_max, lr=lr, n_points=21))
+        reduction = gdln.reduce(problem, lump=lump, b0=init)
+        runs[lump] = (
+            reduction,
+            gdln.solve(reduction, t_max=t_max, dynamics="gd-map", lr=lr, points=21),
+        )
     reference, free = runs["none"][1], edge_values(*runs["none"])
     scale = reference.loss[0]
     assert reference.loss[-1] < 0.5 * scale  # the run passes a learning transition
@@ -146,12 +149,13 @@ def test_balanced_lumping_only_ties() -> None:
 def test_full_lumping_records_its_eliminated_variable_under_the_map() -> None:
     # the eliminated variable is iterated by the map, not taken from the conserved Q:
     # Q = M B1^2 - B2^2 drifts at O(lr^2) per step under GD, while the flow keeps it
-    reduction = gdln.reduce(load("routing", M=3, K=2), lump="full", init=0.3)
+    reduction = gdln.reduce(load("routing", M=3, K=2), lump="full", b0=0.3)
     (system,) = reduction.systems
     assert set(system.eliminated) and system.conserved
     q = system.conserved[0]
     for lr, drifts in [(None, False), (0.05, True)]:
-        trajectory = gdln.solve(reduction, t_max=15, lr=lr, n_points=16)
+        dynamics = "flow" if lr is None else "gd-map"
+        trajectory = gdln.solve(reduction, t_max=15, dynamics=dynamics, lr=lr, points=16)
         values = {v: trajectory.series[str(v)][:, 0] for v in system.edges}
         fn = sp.lambdify(list(values), q, "numpy")
         drift = np.abs(fn(*values.values()) - fn(*[v[0] for v in values.values()])).max()

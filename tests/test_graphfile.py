@@ -697,7 +697,10 @@ def context_file(fields: str = "", data: str = DATA) -> str:
         ("derived: {false: 1}\n" + BASE, r"derived\.False: expected a derived name, got the"),
         ("symbols: [true]\n" + BASE, r"symbols\[0\]: expected a symbol name, got the boolean"),
         ("name: true\n" + BASE, r"g\.yaml: name: expected text, got the boolean true"),
-        (BASE + "solve: {lump: false}\n", r"solve\.lump: expected text, got the boolean false"),
+        (
+            BASE + "solve: {lump: false}\n",
+            r"solve\.lump: expected one of none, symmetry, balanced, full; got False",
+        ),
     ],
 )
 def test_text_fields_refuse_booleans_and_numbers(tmp_path: Path, text: str, match: str) -> None:

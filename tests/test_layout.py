@@ -22,7 +22,7 @@ PACKAGE = Path(gdln.__file__).parent
 LAYERS: list[set[str]] = [
     {"_errors", "_edge", "_lazy", "_device", "outputs"},
     {"task"},
-    {"graphfile"},
+    {"graphfile", "settings"},
     {"paths"},
     {"reduction"},
     {"report", "solution"},

@@ -25,20 +25,20 @@ CASES = [("chain", {}), ("xor", {}), ("routing", {"M": 3, "K": 2}), ("crosspath"
 def test_a_converged_solve_reports_no_negative_loss(
     name: str, params: dict, lr: float | None
 ) -> None:
-    reduction = gdln.reduce(load(name, **params), init=0.1)
-    trajectory = gdln.solve(reduction, t_max=200, lr=lr, n_points=401)
+    reduction = gdln.reduce(load(name, **params), b0=0.1)
+    trajectory = gdln.solve(reduction, t_max=200, dynamics="gd-map", lr=lr, points=401)
     assert trajectory.loss[-1] < 1e-12 * trajectory.loss[0]  # converged: only rounding left
     assert np.all(trajectory.loss >= 0)
     assert np.all(trajectory.series["context_loss"] >= 0)
 
 
 def test_the_batched_solve_and_the_moment_route_report_no_negative_loss() -> None:
-    reduction = gdln.reduce(load("chain"), init=0.1)
+    reduction = gdln.reduce(load("chain"), b0=0.1)
     for trajectory in solve_batch(reduction, np.array([1.0, 0.5]), t_max=200, n_points=201):
         assert trajectory.loss[-1] < 1e-12 and np.all(trajectory.loss >= 0)
         assert np.all(trajectory.series["context_loss"] >= 0)
-    moments = gdln.expected_dynamics(load("chain"), init=0.1)
-    trajectory = gdln.solve(moments, t_max=200, n_points=201)
+    moments = gdln.expected_dynamics(load("chain"), b0=0.1)
+    trajectory = gdln.solve(moments, t_max=200, points=201)
     assert trajectory.loss[-1] < 1e-12 and np.all(trajectory.loss >= 0)
     assert np.all(trajectory.series["context_loss"] >= 0)
     final = {str(v): trajectory.series[str(v)][-1] for v in moments.variables}

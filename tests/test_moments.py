@@ -204,6 +204,6 @@ def test_loss_falls_at_rate_minus_squared_flow(seed: int, name: str) -> None:
 
 @pytest.mark.parametrize("name", ["routing", "resnet_sd", "xor"])
 def test_loss_never_increases_along_the_solved_flow(name: str) -> None:
-    trajectory = gdln.solve(shipped(name), t_max=15, n_points=61)
+    trajectory = gdln.solve(shipped(name), t_max=15, points=61)
     assert np.all(np.diff(trajectory.loss) <= 1e-12)
     assert trajectory.loss[-1] < trajectory.loss[0] - 1e-3

@@ -138,9 +138,11 @@ def test_the_refused_decoupled_trajectory_is_one_gradient_descent_leaves(
     # the reduced GD map and goes far below its loss floor
     problem = gdln.load(modules_graph(tmp_path, hidden=2))
     monkeypatch.setattr(reduce_module, "check_narrow_nodes", lambda *a, **k: None)
-    reduction = gdln.reduce(problem, init=0.001)
+    reduction = gdln.reduce(problem, b0=0.001)
     lr, steps = 0.1, 1200
-    theory = gdln.solve(reduction, t_max=lr * steps, lr=lr, n_points=steps + 1).loss
+    theory = gdln.solve(
+        reduction, t_max=lr * steps, dynamics="gd-map", lr=lr, points=steps + 1
+    ).loss
     network = autograd_gd(problem, reduction.decoupled_weights(seed=0), lr=lr, steps=steps)
     assert theory[-1] == pytest.approx(2.0, rel=1e-9)  # 4/7 of L(0) = 7/2: modes 3-8 unlearnt
     assert network[-1] < 1e-6 * network[0]
@@ -149,9 +151,11 @@ def test_the_refused_decoupled_trajectory_is_one_gradient_descent_leaves(
 def test_wide_parallel_modules_match_autograd_gd(tmp_path: Path) -> None:
     # wide enough for all 8 modes: no node drops one, and the reduction is exact
     problem = gdln.load(modules_graph(tmp_path, hidden=8))
-    reduction = gdln.reduce(problem, init=0.001)
+    reduction = gdln.reduce(problem, b0=0.001)
     lr, steps = 0.1, 400
-    theory = gdln.solve(reduction, t_max=lr * steps, lr=lr, n_points=steps + 1).loss
+    theory = gdln.solve(
+        reduction, t_max=lr * steps, dynamics="gd-map", lr=lr, points=steps + 1
+    ).loss
     network = autograd_gd(problem, reduction.decoupled_weights(seed=0), lr=lr, steps=steps)
     np.testing.assert_allclose(network, theory, rtol=0, atol=1e-10 * theory[0])
     assert network[-1] < 1e-3 * network[0]
@@ -161,9 +165,11 @@ def test_single_bottleneck_is_accepted_and_matches_autograd_gd(tmp_path: Path) -
     # one pathway, h narrower than the 2 modes, keeping the mode with the larger gain
     # (1 > 1/4): exact, and stable: GD from the decoupled weights, nudged by 1e-12, stays
     problem = gdln.load(bottleneck(tmp_path, second_target=1.0))
-    reduction = gdln.reduce(problem, init=0.01)
+    reduction = gdln.reduce(problem, b0=0.01)
     lr, steps = 0.05, 3000
-    theory = gdln.solve(reduction, t_max=lr * steps, lr=lr, n_points=steps + 1).loss
+    theory = gdln.solve(
+        reduction, t_max=lr * steps, dynamics="gd-map", lr=lr, points=steps + 1
+    ).loss
     weights = nudged(reduction.decoupled_weights(seed=0))
     network = autograd_gd(problem, weights, lr=lr, steps=steps)
     np.testing.assert_allclose(network, theory, rtol=0, atol=1e-10 * theory[0])
@@ -177,9 +183,11 @@ def test_race_with_narrow_pathways_is_accepted(tmp_path: Path) -> None:
         Path(__file__).parent.parent / "graphs" / "race.yaml",
         params={"M": "4", "P": "4", "hidden": "2"},
     )
-    reduction = gdln.reduce(problem, init=0.3)
+    reduction = gdln.reduce(problem, b0=0.3)
     lr, steps = 0.2, 300
-    theory = gdln.solve(reduction, t_max=lr * steps, lr=lr, n_points=steps + 1).loss
+    theory = gdln.solve(
+        reduction, t_max=lr * steps, dynamics="gd-map", lr=lr, points=steps + 1
+    ).loss
     network = autograd_gd(problem, reduction.decoupled_weights(seed=0), lr=lr, steps=steps)
     np.testing.assert_allclose(network, theory, rtol=0, atol=1e-10 * theory[0])
 
@@ -206,9 +214,11 @@ def test_keeping_the_weaker_mode_is_a_trajectory_gradient_descent_leaves(
     # 1e-12 leaves it for the floor L(0) - 9/4 of keeping mode 2, below L(0) - 1
     problem = gdln.load(bottleneck(tmp_path, second_target=3.0))
     monkeypatch.setattr(reduce_module, "check_narrow_nodes", lambda *a, **k: None)
-    reduction = gdln.reduce(problem, init=0.01)
+    reduction = gdln.reduce(problem, b0=0.01)
     lr, steps = 0.05, 3000
-    theory = gdln.solve(reduction, t_max=lr * steps, lr=lr, n_points=steps + 1).loss
+    theory = gdln.solve(
+        reduction, t_max=lr * steps, dynamics="gd-map", lr=lr, points=steps + 1
+    ).loss
     network = autograd_gd(problem, nudged(reduction.decoupled_weights(seed=0)), lr=lr, steps=steps)
     start = 0.5 * (0.5 * 4 + 0.5 * 9)
     assert theory[-1] == pytest.approx(start - 1, rel=1e-9)

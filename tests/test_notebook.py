@@ -83,7 +83,7 @@ def test_routing_reduction_shows_eqs_44_to_46_and_its_conserved_quantities() -> 
 def test_reduction_latex_shows_every_expression_of_every_system(
     name: str, params: dict[str, int], lump: str
 ) -> None:
-    reduction = gdln.reduce(load(name, **params), lump=lump, init=0.1)
+    reduction = gdln.reduce(load(name, **params), lump=lump, b0=0.1)
     rows = check_display_math(reduction._repr_latex_())
     shown = equations(rows)
     expected: dict[str, list[str]] = {}
@@ -134,7 +134,7 @@ def test_closed_forms_are_labelled_by_what_they_are_in_both_latex_printouts(
     """The notebook display and ``derive --format latex`` print the same equations, and
     a closed form is labelled as what it is: never theta_{rhs}(t), t_{theta}(t) or
     theta(t) for tau dtheta/dt, t(theta) and theta(B) (issue 23)."""
-    reduction = gdln.reduce(load(name, **params), lump=lump, init=0.1)
+    reduction = gdln.reduce(load(name, **params), lump=lump, b0=0.1)
     derived = gdln.format_derivation(reduction, "latex").split("\n% system ")[1:]
     assert len(derived) == len(reduction.systems)
     for system, printed in zip(reduction.systems, derived, strict=True):
@@ -259,8 +259,8 @@ def close(text: str, value: float) -> bool:
 
 
 def test_trajectory_html_table_holds_its_values_and_a_loss_plot() -> None:
-    reduction = gdln.reduce(load("routing", M=4, K=2), lump="symmetry", init=0.1)
-    trajectory = gdln.solve(reduction, t_max=5, n_points=11)
+    reduction = gdln.reduce(load("routing", M=4, K=2), lump="symmetry", b0=0.1)
+    trajectory = gdln.solve(reduction, t_max=5, points=11)
     tables = parse(trajectory._repr_html_())
     rows = tables.rows
     assert tables.captions == ["Trajectory"]

@@ -39,7 +39,7 @@ def test_fortran_lsoda_is_as_accurate_as_solve_ivp(
 ) -> None:
     # against a tight DOP853 reference, today's fast path must be within 1e-10 relative of
     # it or no further from it than solve_ivp's LSODA at the same tolerances
-    reduction = gdln.reduce(load(name, **params), lump=lump, init=init)
+    reduction = gdln.reduce(load(name, **params), lump=lump, b0=init)
     flow = _solve._reduction_flow(reduction)
     times, states = _solve._integrate_ode(flow, 20.0, n_points=101, rtol=1e-10, atol=1e-12)
     exact = reference(flow, times, 1e-13, "DOP853")
@@ -53,7 +53,7 @@ def test_fortran_lsoda_is_as_accurate_as_solve_ivp(
 
 @pytest.mark.parametrize("lump", ["none", "symmetry"])
 def test_analytic_jacobian_matches_finite_differences(lump: str) -> None:
-    reduction = gdln.reduce(load("routing", M=4, K=2), lump=lump, init=0.3)
+    reduction = gdln.reduce(load("routing", M=4, K=2), lump=lump, b0=0.3)
     numeric = _solve._compiled(reduction.systems[0])
     rng = np.random.default_rng(0)
     y = rng.normal(size=numeric.y0.size)
@@ -67,7 +67,7 @@ def test_analytic_jacobian_matches_finite_differences(lump: str) -> None:
 
 def test_large_initial_value_through_the_stiff_end() -> None:
     # a large initial value: fast race, then slow convergence (where LSODA may go to BDF)
-    reduction = gdln.reduce(load("routing", M=4, K=2), lump="symmetry", init=3.0)
+    reduction = gdln.reduce(load("routing", M=4, K=2), lump="symmetry", b0=3.0)
     flow = _solve._reduction_flow(reduction)
     times, states = _solve._integrate_ode(flow, 40.0, n_points=41, rtol=1e-10, atol=1e-12)
     exact = reference(flow, times, 1e-13, "Radau")
@@ -88,11 +88,11 @@ def test_batch_of_scales_matches_one_solve_per_scale(
     monkeypatch.setattr(_batch, "FAST_BATCH", 1 if compiled else 10**9)
     problem = load("routing", M=7, K=4)
     scales = np.array([0.3, 0.05, 0.12, 0.02])  # unsorted on purpose
-    trajectories = solve_batch(gdln.reduce(problem, lump=lump, init=1), scales, t_max=30)
+    trajectories = solve_batch(gdln.reduce(problem, lump=lump, b0=1), scales, t_max=30)
     assert len(trajectories) == len(scales)
     for scale, trajectory in zip(scales, trajectories, strict=True):
         assert trajectory.meta["init_scale"] == scale
-        one = gdln.reduce(problem, lump=lump, init=str(scale))
+        one = gdln.reduce(problem, lump=lump, b0=str(scale))
         flow = _solve._reduction_flow(one)
         exact = reference(flow, trajectory.t, 1e-13, "DOP853")
         (system,) = one.systems
@@ -110,24 +110,24 @@ def test_batch_spanning_several_runs_keeps_the_order(monkeypatch: pytest.MonkeyP
     from gdln.solution import _batch
 
     monkeypatch.setattr(_batch, "CHUNK", 2)
-    reduction = gdln.reduce(load("xor"), lump="full", init=1)
+    reduction = gdln.reduce(load("xor"), lump="full", b0=1)
     scales = np.array([0.2, 0.01, 0.1, 0.05, 0.3])
     trajectories = solve_batch(reduction, scales, t_max=10, n_points=11)
     for scale, trajectory in zip(scales, trajectories, strict=True):
-        single = gdln.solve(gdln.reduce(load("xor"), lump="full", init=str(scale)), t_max=10,
-                            n_points=11)  # fmt: skip
+        single = gdln.solve(gdln.reduce(load("xor"), lump="full", b0=str(scale)), t_max=10,
+                            points=11)  # fmt: skip
         np.testing.assert_allclose(trajectory.loss, single.loss, rtol=1e-7)
 
 
 @pytest.mark.parametrize("scales", [[], [0.1, -0.1], [[0.1]], [0.1, float("nan")], ["a"]])
 def test_bad_scales(scales: object) -> None:
-    reduction = gdln.reduce(load("xor"), lump="full", init=1)
+    reduction = gdln.reduce(load("xor"), lump="full", b0=1)
     with pytest.raises(gdln.GdlnError, match=r"xor\.yaml: scales must be"):
         solve_batch(reduction, scales, t_max=1)
 
 
 def test_batch_overflow_names_the_scale() -> None:
-    reduction = gdln.reduce(load("routing"), lump="symmetry", init=1)
+    reduction = gdln.reduce(load("routing"), lump="symmetry", b0=1)
     with pytest.raises(
         gdln.GdlnError,
         match=r"routing\.yaml: the ODE overflowed at t = [\d.e+-]+ tau, where B\d = "
@@ -141,7 +141,7 @@ def test_compiled_stepper_within_1e10_of_tight_solve_ivp(
     name: str, params: dict, lump: str, init: float
 ) -> None:
     pytest.importorskip("numba")
-    reduction = gdln.reduce(load(name, **params), lump=lump, init=init)
+    reduction = gdln.reduce(load(name, **params), lump=lump, b0=init)
     flow = _solve._reduction_flow(reduction)
     assert flow.fast is not None
     times = np.linspace(0.0, 20.0, 101)
@@ -152,7 +152,7 @@ def test_compiled_stepper_within_1e10_of_tight_solve_ivp(
     scale = np.abs(exact).max(axis=1, keepdims=True)
     assert (np.abs(states.T - exact) / scale).max() <= 1e-10
     # and gdln.solve takes this path from now on
-    trajectory = gdln.solve(reduction, t_max=20.0, n_points=101)
+    trajectory = gdln.solve(reduction, t_max=20.0, points=101)
     (system, *_) = reduction.systems
     m = len(system.modes)
     for i, v in enumerate(system.variables):
@@ -164,7 +164,7 @@ def test_compiled_stepper_within_1e10_of_tight_solve_ivp(
 
 def test_compiled_stepper_failing_leaves_the_error_to_lsoda() -> None:
     pytest.importorskip("numba")
-    reduction = gdln.reduce(load("routing"), lump="full", init=1e200)
+    reduction = gdln.reduce(load("routing"), lump="full", b0=1e200)
     match = r"routing\.yaml: the ODE overflowed at t = 0 tau, where B\d = 1e\+200 in mode \d"
     for _ in range(3):  # LSODA, then the compiled stepper, which stops and hands over
         with pytest.raises(gdln.GdlnError, match=match):
@@ -174,5 +174,5 @@ def test_compiled_stepper_failing_leaves_the_error_to_lsoda() -> None:
 def test_no_numba_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GDLN_NO_NUMBA", "1")
     assert not _fast.available()
-    flow = _solve._reduction_flow(gdln.reduce(load("xor"), lump="full", init=0.1))
+    flow = _solve._reduction_flow(gdln.reduce(load("xor"), lump="full", b0=0.1))
     assert flow.fast is None

@@ -407,7 +407,7 @@ def test_two_commands_racing_for_one_output_never_both_succeed(tmp_path: Path) -
     runs = [
         subprocess.Popen(
             [sys.executable, "-c", RACING_SOLVE, str(gate), str(k), "solve", CHAIN,
-             "--t-max", "1", "--points", "3", "--init", f"0.{k + 1}", "-o", str(out)],
+             "--t-max", "1", "--points", "3", "--b0", f"0.{k + 1}", "-o", str(out)],
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -429,6 +429,7 @@ WRITERS = {  # every command that writes, with its -o
     "stats": ["stats", CHAIN, "-o", "{folder}/out.tex"],
     "derive": ["derive", CHAIN, "-o", "{folder}/out.txt"],
     "solve": ["solve", CHAIN, "-o", "{folder}/out.json"],
+    "timescales": ["timescales", CHAIN, "-o", "{folder}/out.json"],
     "simulate": ["simulate", CHAIN, "-o", "{folder}/out.npz"],
     "compare": ["compare", CHAIN, "-o", "{folder}/gdln-compare-out"],
     "kernel": ["kernel", "-n", "10", "-o", "{folder}/gdln-kernel-out"],

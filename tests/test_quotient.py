@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -73,8 +74,8 @@ def _cases(sizes, lumps):
 )
 def test_quotient_equals_every_context(M, K, lump):
     problem = gdln.load(ROUTING, params={"M": str(M), "K": str(K)})
-    general = gdln.reduce(problem, lump=lump, quotient=False)
-    quotient = gdln.reduce(problem, lump=lump, quotient=True)
+    general = gdln.reduce(problem, lump=lump, route="contexts")
+    quotient = gdln.reduce(problem, lump=lump, route="auto")
     assert quotient.route.startswith("symmetry quotient")
     assert len(quotient.problem.require_task().contexts) == 1
     assert_same(general, quotient)
@@ -88,7 +89,7 @@ def test_quotient_equals_every_context(M, K, lump):
 def test_symbolic_family_substitutes_back(M, K, lump):
     family = gdln.reduce(gdln.load(ROUTING), lump=lump, symbolic=("M", "K"))
     numeric = gdln.reduce(
-        gdln.load(ROUTING, params={"M": str(M), "K": str(K)}), lump=lump, quotient=False
+        gdln.load(ROUTING, params={"M": str(M), "K": str(K)}), lump=lump, route="contexts"
     )
     m, k = sp.symbols("M K", integer=True, positive=True)  # as reduce(symbolic=) makes them
     assert family.symbolic == ("M", "K")
@@ -120,8 +121,8 @@ def test_every_shipped_graph_unchanged_by_the_quotient():
         if problem.task is None or "resnet" in path:
             continue
         for lump in ("symmetry", "full"):
-            general = gdln.reduce(problem, lump=lump, quotient=False)
-            tried = gdln.reduce(problem, lump=lump, quotient=True)
+            general = gdln.reduce(problem, lump=lump, route="contexts")
+            tried = gdln.reduce(problem, lump=lump, route="auto")
             families = getattr(problem.require_task().contexts, "families", ())
             # a file with a context family says which route it took; one without has none
             assert bool(tried.route) == bool(families), (path, tried.route)
@@ -131,10 +132,10 @@ def test_every_shipped_graph_unchanged_by_the_quotient():
 
 def test_random_pick_falls_back_and_says_why():
     problem = gdln.load(ROUTING, params={"seed": "3"})
-    tried = gdln.reduce(problem, lump="symmetry", quotient=True)
+    tried = gdln.reduce(problem, lump="symmetry", route="auto")
     assert tried.route.startswith("every context (no symmetry quotient")
     assert "pick() with seed=3 draws at random" in tried.route
-    assert_same(gdln.reduce(problem, lump="symmetry", quotient=False), tried)
+    assert_same(gdln.reduce(problem, lump="symmetry", route="contexts"), tried)
     with pytest.raises(GdlnError, match="no symmetry quotient"):
         gdln.reduce(problem, lump="symmetry", symbolic=("M",))
 
@@ -154,9 +155,9 @@ def test_representatives_that_differ_are_each_derived(tmp_path):
         tmp_path, 'active: ["x{i}->h1", "h2->y{j}"]', 'active: ["x{i}->h1", "h2->y{j}", "h2->y{i}"]'
     )
     problem = gdln.load(path, params={"M": "5", "K": "3"})
-    quotient = gdln.reduce(problem, lump="symmetry", quotient=True)
+    quotient = gdln.reduce(problem, lump="symmetry", route="auto")
     assert "3 representatives" in quotient.route
-    assert_same(gdln.reduce(problem, lump="symmetry", quotient=False), quotient)
+    assert_same(gdln.reduce(problem, lump="symmetry", route="contexts"), quotient)
     with pytest.raises(GdlnError, match="differ along K"):
         gdln.reduce(problem, lump="symmetry", symbolic=("M", "K"))
 
@@ -164,9 +165,9 @@ def test_representatives_that_differ_are_each_derived(tmp_path):
 def test_probability_that_depends_on_the_residual_index(tmp_path):
     path = _variant(tmp_path, "probability: 1/(K*M)", "probability: 2*(k+1)/(K*(K+1)*M)")
     problem = gdln.load(path, params={"M": "6", "K": "3"})
-    quotient = gdln.reduce(problem, lump="symmetry", quotient=True)
+    quotient = gdln.reduce(problem, lump="symmetry", route="auto")
     assert "3 representatives" in quotient.route
-    assert_same(gdln.reduce(problem, lump="symmetry", quotient=False), quotient)
+    assert_same(gdln.reduce(problem, lump="symmetry", route="contexts"), quotient)
 
 
 def test_symbolic_parameter_in_a_size_is_refused(tmp_path):
@@ -248,12 +249,20 @@ def test_cli_symbolic_json_gives_orbit_expressions():
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_quotient_reduction_has_no_whole_network_weights():
-    quotient = gdln.reduce(gdln.load(ROUTING), lump="symmetry", quotient=True)
-    with pytest.raises(GdlnError, match="quotient=False"):
-        quotient.decoupled_weights()
-    general = gdln.reduce(gdln.load(ROUTING), lump="symmetry")  # default: every context here
-    assert general.route == "" and len(general.decoupled_weights()) == 2 * 7 + 1
+def test_quotient_reduction_gives_the_whole_networks_weights():
+    """The decoupled weights of Eq. (9) of a reduction derived on the quotient are those of
+    the whole network (its bases from every context), and a family kept symbolic has none."""
+    quotient = gdln.reduce(gdln.load(ROUTING), lump="symmetry")  # the rule: the quotient
+    assert quotient.route.startswith("symmetry quotient")
+    general = gdln.reduce(gdln.load(ROUTING), lump="symmetry", route="contexts")
+    assert general.route == "" and general.whole is general
+    ours, theirs = quotient.decoupled_weights(seed=3), general.decoupled_weights(seed=3)
+    assert len(ours) == 2 * 7 + 1 and set(ours) == set(theirs)
+    for edge, weight in theirs.items():
+        np.testing.assert_array_equal(ours[edge], weight)
+    symbolic = gdln.reduce(gdln.load(ROUTING), lump="symmetry", symbolic=("M", "K"))
+    with pytest.raises(GdlnError, match=r"keeps M, K as symbols and has no bases for every"):
+        symbolic.decoupled_weights()
 
 
 def test_problems_with_families_pickle(monkeypatch):

@@ -95,8 +95,8 @@ def test_reduced_loss_and_odes_equal_those_of_the_expanded_mixture(
         problem = coactive(tmp_path, p_xy="3/4")
     else:
         problem = resnet(3, p_L="q", survival="linear", scaling="stable", width=2)
-    ours = gdln.reduce(problem, lump="none", init=0.1)
-    theirs = gdln.reduce(expanded(problem), lump="none", init=0.1)
+    ours = gdln.reduce(problem, lump="none", b0=0.1)
+    theirs = gdln.reduce(expanded(problem), lump="none", b0=0.1)
     assert sp.simplify(ours.constant - theirs.constant) == 0
     checked = 0
     for a in ours.systems:
@@ -267,10 +267,10 @@ def test_expected_dynamics_equal_mask_average_of_autograd(which: str, tmp_path: 
 def test_full_matrix_dynamics_are_the_expected_flow_and_keep_fixed_edges() -> None:
     """Eqs. (3)-(4) with the expected statistics, from decoupled weights, vs the moment route."""
     problem = resnet(2, width=3, survival="linear")
-    dynamics = gdln.expected_dynamics(problem, init=0.2)
+    dynamics = gdln.expected_dynamics(problem, b0=0.2)
     weights = dynamics.decoupled_weights(seed=2)  # from dynamics.initial
-    full = gdln.solve_full(problem, weights, t_max=5, n_points=6)
-    reduced = gdln.solve(dynamics, t_max=5, n_points=6)
+    full = gdln.solve_full(problem, weights, t_max=5, points=6)
+    reduced = gdln.solve(dynamics, t_max=5, points=6)
     np.testing.assert_allclose(full.loss, reduced.loss, rtol=1e-6)
     for e in problem.graph.edges:
         series = full.series[f"W[{e[0]}->{e[1]}]"]
@@ -353,14 +353,14 @@ def test_simulator_refuses_symbolic_survival_probability() -> None:
 
 def test_solve_accepts_expected_dynamics_and_matches_the_reduced_ode() -> None:
     problem = resnet(3, width=3)
-    by_moments = gdln.solve(gdln.expected_dynamics(problem), t_max=20, n_points=11)
-    by_symbols = gdln.solve(gdln.reduce(problem, lump="none"), t_max=20, n_points=11)
+    by_moments = gdln.solve(gdln.expected_dynamics(problem), t_max=20, points=11)
+    by_symbols = gdln.solve(gdln.reduce(problem, lump="none"), t_max=20, points=11)
     np.testing.assert_allclose(by_moments.loss, by_symbols.loss, rtol=1e-6)
     np.testing.assert_allclose(
         by_moments.series["b_h1_r1"], by_symbols.series["b_h1_r1"], rtol=1e-6, atol=1e-9
     )
-    gd_moments = gdln.solve(gdln.expected_dynamics(problem), t_max=5, lr=0.5)
-    gd_symbols = gdln.solve(gdln.reduce(problem, lump="none"), t_max=5, lr=0.5)
+    gd_moments = gdln.solve(gdln.expected_dynamics(problem), t_max=5, dynamics="gd-map", lr=0.5)
+    gd_symbols = gdln.solve(gdln.reduce(problem, lump="none"), t_max=5, dynamics="gd-map", lr=0.5)
     np.testing.assert_allclose(gd_moments.loss, gd_symbols.loss, rtol=1e-12)
     assert np.all(np.diff(by_moments.loss) <= 1e-12)  # gradient flow never increases the loss
 
@@ -507,7 +507,7 @@ task:
     - {inputs: {x: [0, 1]}, targets: {y: [1, 3]}}
 """
     problem = gdln.load(write(tmp_path, text))
-    reduction = gdln.reduce(problem, lump="none", init=0.3)
+    reduction = gdln.reduce(problem, lump="none", b0=0.3)
     weights = reduction.decoupled_weights(seed=1)
     np.testing.assert_array_equal(weights[("x", "y")], np.eye(2))
     loss, grad = full_loss_and_gradient(problem, weights)

@@ -35,7 +35,7 @@ def test_the_python_example_runs_and_simulation_is_the_reduced_map(monkeypatch) 
     trajectory, simulated = names["trajectory"], names["simulated"]
     assert trajectory.t[-1] == pytest.approx(40)
     # From decoupled weights, full-batch GD on the full network is the reduced GD map (Eq. 9).
-    reduced_map = gdln.solve(names["reduction"], t_max=40, lr=0.05, n_points=41)
+    reduced_map = gdln.solve(names["reduction"], t_max=40, dynamics="gd-map", lr=0.05, points=41)
     np.testing.assert_allclose(simulated.t, reduced_map.t, rtol=1e-12)
     np.testing.assert_allclose(simulated.loss[:, 0], reduced_map.loss, rtol=1e-10)
 

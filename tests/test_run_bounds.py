@@ -62,35 +62,44 @@ def nothing_starts(monkeypatch):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"n_points": 0}, r"^n_points: expected an int >= 2, got 0$"),
-        ({"n_points": 1}, r"^n_points: expected an int >= 2, got 1$"),
-        ({"n_points": -3}, r"^n_points: expected an int >= 2, got -3$"),
-        ({"n_points": 2.5}, r"^n_points: expected an int >= 2, got 2.5$"),
+        ({"points": 0}, r"chain\.yaml: points \(--points\): expected an integer >= 2, got 0$"),
+        ({"points": 1}, r"chain\.yaml: points \(--points\): expected an integer >= 2, got 1$"),
+        ({"points": -3}, r"chain\.yaml: points \(--points\): expected an integer >= 2, got -3$"),
+        ({"points": 2.5}, r"chain\.yaml: points \(--points\): expected an integer >= 2, got 2.5$"),
         (
-            {"n_points": 100_000_000},
-            r"^n_points=100000000 exceeds the limit points=100000 \(raise it: GDLN_MAX_POINTS=N\)$",
+            {"points": 100_000_000},
+            r"^points=100000000 exceeds the limit points=100000 \(raise it: GDLN_MAX_POINTS=N\)$",
         ),
         (
-            {"t_max": 1e12, "lr": 0.05},
+            {"t_max": 1e12, "lr": 0.05, "dynamics": "gd-map"},
             r"^t_max/lr = 1e\+12/0.05 = 2e\+13 steps exceeds the limit steps=10000000 "
             r"\(raise it: GDLN_MAX_STEPS=N\); raise lr or lower t_max$",
         ),
-        ({"lr": 1e-300}, r"= 1e\+301 steps exceeds the limit steps=10000000"),
-        ({"lr": 1e-320}, r"= inf steps exceeds the limit steps=10000000"),
+        ({"lr": 1e-300, "dynamics": "gd-map"}, r"= 1e\+301 steps exceeds the limit steps=10000000"),
+        ({"lr": 1e-320, "dynamics": "gd-map"}, r"= inf steps exceeds the limit steps=10000000"),
         (
-            {"lr": 100},
+            {"lr": 100, "dynamics": "gd-map"},
             r"^t_max: 10 is less than one step of lr=100 \(t_max/lr = 0.1 rounds to 0 steps\); "
             r"lower lr or raise t_max$",
         ),
-        ({"t_max": 10**400}, r"^t_max: expected a finite number > 0, got 1000.*\(401 digits\)$"),
-        ({"t_max": float("nan")}, r"^t_max: expected a finite number > 0, got nan$"),
-        ({"lr": float("inf")}, r"^lr: expected a finite number > 0, got inf$"),
+        (
+            {"t_max": 10**400},
+            r"chain\.yaml: t_max \(--t-max\): expected a finite number > 0, got 1000.*\(401 digits\)$",
+        ),
+        (
+            {"t_max": float("nan")},
+            r"chain\.yaml: t_max \(--t-max\): expected a finite number > 0, got nan$",
+        ),
+        (
+            {"lr": float("inf"), "dynamics": "gd-map"},
+            r"chain\.yaml: lr \(--lr\): expected a finite number > 0, got inf$",
+        ),
     ],
 )
 def test_solve_refuses_numbers_that_imply_no_work_or_absurd_work(
     kwargs, match, monkeypatch
 ) -> None:
-    reduction = gdln.reduce(load("chain"), init=0.1)
+    reduction = gdln.reduce(load("chain"), b0=0.1)
     options = {"t_max": 10} | kwargs
     monkeypatch.setattr(solve_module, "_integrate_ode", _started)
     monkeypatch.setattr(solve_module, "_iterate_gd_map", _started)
@@ -99,32 +108,34 @@ def test_solve_refuses_numbers_that_imply_no_work_or_absurd_work(
 
 
 def test_solve_bounds_follow_the_environment(monkeypatch) -> None:
-    reduction = gdln.reduce(load("chain"), init=0.1)
+    reduction = gdln.reduce(load("chain"), b0=0.1)
     monkeypatch.setenv("GDLN_MAX_STEPS", "99")
     with pytest.raises(gdln.GdlnError, match=r"= 100 steps exceeds the limit steps=99"):
-        gdln.solve(reduction, t_max=10, lr=0.1)
+        gdln.solve(reduction, t_max=10, dynamics="gd-map", lr=0.1)
     monkeypatch.setenv("GDLN_MAX_STEPS", "100")
     monkeypatch.setenv("GDLN_MAX_POINTS", "3")
-    assert len(gdln.solve(reduction, t_max=10, lr=0.1, n_points=3).t) == 3
-    with pytest.raises(gdln.GdlnError, match=r"n_points=4 exceeds the limit points=3"):
-        gdln.solve(reduction, t_max=10, n_points=4)
+    assert len(gdln.solve(reduction, t_max=10, dynamics="gd-map", lr=0.1, points=3).t) == 3
+    with pytest.raises(gdln.GdlnError, match=r"points=4 exceeds the limit points=3"):
+        gdln.solve(reduction, t_max=10, points=4)
 
 
 def test_a_horizon_of_one_step_is_one_step() -> None:
     # t_max/lr = 0.6 rounds to one step: the map takes it (t = lr), the first record is 0
-    trajectory = gdln.solve(gdln.reduce(load("chain"), init=0.1), t_max=0.6, lr=1.0)
+    trajectory = gdln.solve(
+        gdln.reduce(load("chain"), b0=0.1), t_max=0.6, dynamics="gd-map", lr=1.0
+    )
     assert trajectory.t.tolist() == [0.0, 1.0]
 
 
 def test_zero_init_warns_that_the_start_is_a_fixed_point() -> None:
-    reduction = gdln.reduce(load("chain"), init=0)
+    reduction = gdln.reduce(load("chain"), b0=0)
     with pytest.warns(gdln.DegenerateStartWarning, match=r"chain\.yaml: b\(0\) = 0 is a fixed"):
         trajectory = gdln.solve(reduction, t_max=10)
     # what the warning says is so: nothing moves
     assert np.ptp(trajectory.loss) == 0
     assert all(np.all(v == 0) for k, v in trajectory.series.items() if k != "context_loss")
     with pytest.warns(gdln.DegenerateStartWarning):
-        gdln.solve(reduction, t_max=10, lr=0.1)
+        gdln.solve(reduction, t_max=10, dynamics="gd-map", lr=0.1)
 
 
 def test_no_warning_where_zero_is_not_a_fixed_point(tmp_path: Path) -> None:
@@ -132,8 +143,8 @@ def test_no_warning_where_zero_is_not_a_fixed_point(tmp_path: Path) -> None:
     problem = gdln.load(write(tmp_path, ONE_LAYER))
     with warnings.catch_warnings():
         warnings.simplefilter("error", gdln.GdlnWarning)
-        trajectory = gdln.solve(gdln.reduce(problem, init=0), t_max=5)
-        gdln.solve(gdln.reduce(load("chain"), init=0.001), t_max=5)
+        trajectory = gdln.solve(gdln.reduce(problem, b0=0), t_max=5)
+        gdln.solve(gdln.reduce(load("chain"), b0=0.001), t_max=5)
     assert trajectory.loss[-1] < trajectory.loss[0] / 10
 
 
@@ -185,13 +196,15 @@ def test_simulate_refuses_absurd_work_before_allocating(kwargs, match, nothing_s
 def test_simulate_warns_when_zero_weights_cannot_move(tmp_path: Path) -> None:
     problem = load("chain")
     with pytest.warns(gdln.DegenerateStartWarning, match="fixed point of gradient descent"):
-        run = gdln.simulate(problem.graph, problem.examples(), steps=20, lr=0.1, init=0.0)
+        run = gdln.simulate(problem.graph, problem.examples(), steps=20, lr=0.1, init_scale=0.0)
     assert np.ptp(run.loss) == 0  # the warning is right: the loss never moves
     one_layer = gdln.load(write(tmp_path, ONE_LAYER))
     with warnings.catch_warnings():
         warnings.simplefilter("error", gdln.GdlnWarning)
-        moving = gdln.simulate(one_layer.graph, one_layer.examples(), steps=20, lr=0.1, init=0.0)
-        gdln.simulate(problem.graph, problem.examples(), steps=2, lr=0.1, init=0.01)
+        moving = gdln.simulate(
+            one_layer.graph, one_layer.examples(), steps=20, lr=0.1, init_scale=0.0
+        )
+        gdln.simulate(problem.graph, problem.examples(), steps=2, lr=0.1, init_scale=0.01)
     assert moving.loss[-1, 0] < moving.loss[0, 0] / 2
 
 
@@ -199,7 +212,7 @@ def test_compare_refuses_before_computing(tmp_path: Path, monkeypatch) -> None:
     problem = load("routing", M=2, K=1, hidden=4)
     monkeypatch.setattr(compare_module, "reduce", _started)
     cases = [
-        ({"n_points": 10**6}, r"^n_points=1000000 exceeds the limit points=100000"),
+        ({"points": 10**6}, r"^points=1000000 exceeds the limit points=100000"),
         ({"t_max": 10**300}, r"^t_max/lr = 1e\+300/0.05 = 2e\+301 steps exceeds the limit"),
         ({"seeds": 10**6}, r"numbers per step exceeds the limit batch_elements="),
     ]
@@ -213,19 +226,25 @@ def test_compare_refuses_before_computing(tmp_path: Path, monkeypatch) -> None:
 
 
 def _graph_with(tmp_path: Path, solve: str) -> str:
-    text = (GRAPHS / "chain.yaml").read_text().replace("solve: {init: 0.1, t_max: 40}", solve)
+    text = (GRAPHS / "chain.yaml").read_text().replace("solve: {b0: 0.1, t_max: 40}", solve)
     return str(write(tmp_path, text))
 
 
 @pytest.mark.parametrize(
     ("argv", "match"),
     [
-        (["--points", "0"], "n_points: expected an int >= 2, got 0"),
-        (["--points", "-3"], "n_points: expected an int >= 2, got -3"),
-        (["--points", "100000000"], "n_points=100000000 exceeds the limit points=100000"),
-        (["--t-max", "1e12", "--lr", "0.05"], "2e+13 steps exceeds the limit steps=10000000"),
-        (["--lr", "1e-320"], "inf steps exceeds the limit steps=10000000 (raise it: GDLN_MAX"),
-        (["--lr", "100"], "t_max: 40 is less than one step of lr=100"),
+        (["--points", "0"], "points (--points): expected an integer >= 2, got 0"),
+        (["--points", "-3"], "points (--points): expected an integer >= 2, got '-3'"),
+        (["--points", "100000000"], "points=100000000 exceeds the limit points=100000"),
+        (
+            ["--t-max", "1e12", "--lr", "0.05", "--dynamics", "gd-map"],
+            "2e+13 steps exceeds the limit steps=10000000",
+        ),
+        (
+            ["--lr", "1e-320", "--dynamics", "gd-map"],
+            "inf steps exceeds the limit steps=10000000 (raise it: GDLN_MAX",
+        ),
+        (["--lr", "100", "--dynamics", "gd-map"], "t_max: 40 is less than one step of lr=100"),
     ],
 )
 def test_solve_command_refuses_absurd_numbers(
@@ -241,9 +260,15 @@ def test_solve_command_refuses_absurd_numbers(
 @pytest.mark.parametrize(
     ("solve", "match"),
     [
-        ("solve: {t_max: '10**300', lr: 0.05}", "1e+300/0.05 = 2e+301 steps exceeds the limit"),
-        ("solve: {t_max: '10**400'}", "t_max: expected a finite number > 0, got 1000"),
-        ("solve: {t_max: 40, lr: 1e-300}", "4e+301 steps exceeds the limit steps="),
+        (
+            "solve: {t_max: '10**300', lr: 0.05, dynamics: gd-map}",
+            "1e+300/0.05 = 2e+301 steps exceeds the limit",
+        ),
+        ("solve: {t_max: '10**400'}", "solve.t_max: expected a finite number > 0, got 1000"),
+        (
+            "solve: {t_max: 40, lr: 1e-300, dynamics: gd-map}",
+            "4e+301 steps exceeds the limit steps=",
+        ),
     ],
 )
 def test_the_files_solve_section_is_bounded_too(
@@ -254,7 +279,7 @@ def test_the_files_solve_section_is_bounded_too(
 
 
 def test_solve_command_warns_on_init_zero(capsys) -> None:
-    code, out, err = run_cli(["solve", CHAIN, "--init", "0", "--t-max", "1"], capsys)
+    code, out, err = run_cli(["solve", CHAIN, "--b0", "0", "--t-max", "1"], capsys)
     assert code == 0 and '"loss"' in out
     assert err.startswith("gdln: warning: ") and "b(0) = 0 is a fixed point" in err
     assert err.count("\n") == 1
@@ -284,7 +309,7 @@ def test_simulate_command_refuses_absurd_numbers(
 
 def test_simulate_command_warns_on_a_zero_decoupled_start(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run.json"
-    argv = ["simulate", CHAIN, "--init-scheme", "decoupled", "--init", "0", "--t-max", "1"]
+    argv = ["simulate", CHAIN, "--init-scheme", "decoupled", "--b0", "0", "--t-max", "1"]
     code, _, err = run_cli([*argv, "--no-progress", "-o", str(out)], capsys)
     assert code == 0 and out.exists()
     assert err.splitlines()[0].startswith("gdln: warning: the initial weights are a fixed point")

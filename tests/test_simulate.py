@@ -192,7 +192,8 @@ def numpy_loss_and_grad(
 def test_loss_and_gradient_match_numpy_backprop() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     W0 = {
-        e: w[0] for e, w in initial_weights(graph, init_scheme="xavier", init=0.7, seed=3).items()
+        e: w[0]
+        for e, w in initial_weights(graph, init_scheme="xavier", init_scale=0.7, seed=3).items()
     }
     lr = 0.05
     traj = simulate(
@@ -240,7 +241,7 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
         graph, ex = routing(3, 2, 5, gated_out_node=case.endswith("outputs"))
         plan = compile_plan(graph)  # the cases do exercise the grouped code paths
         assert plan.fan_out and (case == "fan") == (plan.output_group is None)
-    W0 = {e: w[0] for e, w in initial_weights(graph, init=0.8, seed=3).items()}
+    W0 = {e: w[0] for e, w in initial_weights(graph, init_scale=0.8, seed=3).items()}
     lr = 0.05
     settings = SimulationSettings(record_weights=True)
     traj = simulate(graph, ex, steps=1, lr=lr, init_scheme="given", weights=W0, settings=settings)
@@ -258,7 +259,7 @@ def test_sparse_plan_equals_dense_plan() -> None:
     net = compile_plan(graph)
     data = tensorise(net, ex, "examples", torch.float64, torch.device("cpu"))
     assert data.rows
-    drawn = initial_weights(graph, init=0.9, seeds=2)
+    drawn = initial_weights(graph, init_scale=0.9, seeds=2)
     W = [torch.as_tensor(drawn[e]) for e in net.edges]
     assert data.sparse_outputs == net.outputs
     h_sparse, sparse = forward(net, W, data, outputs=True)
@@ -284,7 +285,8 @@ def test_gradient_descent_is_euler_map_over_many_steps() -> None:
     """Ten GD steps equal ten numpy steps W <- W - lr dL/dW; t = lr * step."""
     graph, ex = tiny_graph(), tiny_examples(seed=4)
     W = {
-        e: w[0] for e, w in initial_weights(graph, init_scheme="singular", init=0.5, seed=1).items()
+        e: w[0]
+        for e, w in initial_weights(graph, init_scheme="singular", init_scale=0.5, seed=1).items()
     }
     lr = 0.1
     settings = SimulationSettings(record_every=5)
@@ -301,7 +303,7 @@ def test_gradient_descent_is_euler_map_over_many_steps() -> None:
 def test_seed_batching_equals_per_seed_runs() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     settings = SimulationSettings(record_every=4, device="cpu")
-    kw = dict(steps=20, lr=0.05, init_scheme="xavier", init=0.5, settings=settings)
+    kw = dict(steps=20, lr=0.05, init_scheme="xavier", init_scale=0.5, settings=settings)
     batched = simulate(graph, ex, seeds=4, seed=10, **kw)
     for r in range(4):
         single = simulate(graph, ex, seeds=[10 + r], **kw)
@@ -323,7 +325,7 @@ def test_sgd_seed_batching_equals_per_seed_runs() -> None:
 def test_gd_momentum_matches_numpy_heavy_ball() -> None:
     """Full-batch 'gd' with momentum: b <- mu b + grad, W <- W - lr b, against numpy."""
     graph, ex = tiny_graph(), tiny_examples()
-    W = {e: w[0] for e, w in initial_weights(graph, init=0.5, seed=2).items()}
+    W = {e: w[0] for e, w in initial_weights(graph, init_scale=0.5, seed=2).items()}
     lr, mu = 0.05, 0.9
     settings = SimulationSettings(momentum=mu)
     traj = simulate(graph, ex, steps=6, lr=lr, init_scheme="given", weights=W, settings=settings)
@@ -367,7 +369,7 @@ def test_minibatch_sgd_momentum_matches_numpy_heavy_ball() -> None:
         lr=lr,
         seeds=seeds,
         init_scheme="singular",
-        init=0.5,
+        init_scale=0.5,
         settings=SimulationSettings(
             optimizer="sgd", batch_size=batch, momentum=mu, record_weights=True
         ),
@@ -375,7 +377,7 @@ def test_minibatch_sgd_momentum_matches_numpy_heavy_ball() -> None:
     rows = minibatch_indices(ex, steps=steps, batch_size=batch, seeds=seeds)
     assert rows.shape == (steps, 2, batch)
     assert len(np.unique(rows)) > batch  # the batches really differ between steps
-    start = initial_weights(graph, init_scheme="singular", init=0.5, seeds=seeds)
+    start = initial_weights(graph, init_scheme="singular", init_scale=0.5, seeds=seeds)
     for r in range(len(seeds)):
         W = {e: w[r] for e, w in start.items()}
         buf = {e: np.zeros_like(w) for e, w in W.items()}
@@ -403,8 +405,8 @@ def test_momentum_tracks_the_flow_in_tau() -> None:
     """
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 3, "K": 2, "hidden": 8})
     init, t_max, mu = 0.1, 8.0, 0.9
-    reduction = gdln.reduce(problem, lump="none", init=init)
-    ode = gdln.solve(reduction, t_max=t_max, n_points=3201, rtol=1e-12, atol=1e-14)
+    reduction = gdln.reduce(problem, lump="none", b0=init)
+    ode = gdln.solve(reduction, t_max=t_max, points=3201, rtol=1e-12, atol=1e-14)
     half = time_to_half_loss(ode.t, ode.loss)
     assert half is not None
     weights = reduction.decoupled_weights(init, seed=0)
@@ -436,7 +438,7 @@ def test_momentum_tracks_the_flow_in_tau() -> None:
 def test_sgd_gradient_is_unbiased_on_average() -> None:
     """A minibatch of one example drawn with probability w_i: E[step] = full-batch step."""
     graph, ex = tiny_graph(), tiny_examples()
-    W = {e: w[0] for e, w in initial_weights(graph, init=0.5, seed=2).items()}
+    W = {e: w[0] for e, w in initial_weights(graph, init_scale=0.5, seed=2).items()}
     lr = 1e-3
     seeds = list(range(400))
     traj = simulate(
@@ -458,7 +460,7 @@ def test_sgd_gradient_is_unbiased_on_average() -> None:
 
 def test_float32_close_to_float64() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    kw = dict(steps=30, lr=0.05, init=0.5, seeds=2)
+    kw = dict(steps=30, lr=0.05, init_scale=0.5, seeds=2)
     t64 = simulate(graph, ex, settings=SimulationSettings(dtype="float64", record_every=10), **kw)
     t32 = simulate(graph, ex, settings=SimulationSettings(dtype="float32", record_every=10), **kw)
     assert t32.meta["dtype"] == "float32"
@@ -481,7 +483,7 @@ def test_reproducible_under_seed_and_different_across_seeds() -> None:
 def test_singular_init_has_all_singular_values_sigma0() -> None:
     graph = tiny_graph()
     for name in ("singular", "orthogonal"):
-        for w in initial_weights(graph, init_scheme=name, init=0.3, seeds=3).values():
+        for w in initial_weights(graph, init_scheme=name, init_scale=0.3, seeds=3).values():
             np.testing.assert_allclose(np.linalg.svd(w, compute_uv=False), 0.3, rtol=1e-12)
 
 
@@ -493,17 +495,17 @@ def test_orthogonal_init_is_gain_times_orthogonal(rows: int, cols: int) -> None:
     g.add_node("y", size=rows)
     g.add_edge("x", "y")
     gain = 0.7
-    w = initial_weights(g, init_scheme="orthogonal", init=gain, seeds=3, seed=4)[("x", "y")]
+    w = initial_weights(g, init_scheme="orthogonal", init_scale=gain, seeds=3, seed=4)[("x", "y")]
     assert w.shape == (3, rows, cols)
     k = min(rows, cols)
     for m in w:
         gram = m.T @ m if rows >= cols else m @ m.T
         np.testing.assert_allclose(gram, gain**2 * np.eye(k), rtol=0, atol=1e-12)
-    again = initial_weights(g, init_scheme="orthogonal", init=gain, seeds=[5], seed=0)
+    again = initial_weights(g, init_scheme="orthogonal", init_scale=gain, seeds=[5], seed=0)
     np.testing.assert_array_equal(again[("x", "y")][0], w[1])  # seed 5 is repetition 1
     assert not np.allclose(w[0], w[1])
     assert not np.allclose(
-        w[0], initial_weights(g, init_scheme="singular", init=gain, seed=4)[("x", "y")][0]
+        w[0], initial_weights(g, init_scheme="singular", init_scale=gain, seed=4)[("x", "y")][0]
     )
 
 
@@ -512,7 +514,7 @@ def test_xavier_init_variance() -> None:
     g.add_node("x", size=300)
     g.add_node("y", size=200)
     g.add_edge("x", "y")
-    w = initial_weights(g, init_scheme="xavier", init=0.2, seeds=2)[("x", "y")]
+    w = initial_weights(g, init_scheme="xavier", init_scale=0.2, seeds=2)[("x", "y")]
     assert w.shape == (2, 200, 300)
     # sample std of 120000 normals: relative error ~ 0.2%
     assert w.std() == pytest.approx(0.2 * np.sqrt(2 / 500), rel=0.01)
@@ -525,7 +527,7 @@ def test_inits_table_has_descriptions() -> None:
 
 def test_name_tables_match_the_machinery() -> None:
     """The light tables the CLI reads name exactly what the simulator implements."""
-    assert set(INITS) == set(DRAWS)
+    assert set(INITS) - {"decoupled"} == set(DRAWS)  # decoupled: the reduction's weights
     assert set(OPTIMIZERS) == set(OPTIMIZER_CLASSES)
     assert set(DTYPES) == set(TORCH_DTYPES)
     assert {k for k, cls in OPTIMIZER_CLASSES.items() if cls.minibatch} == MINIBATCH
@@ -559,32 +561,50 @@ def test_name_tables_and_settings_load_without_torch_or_numpy() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"optimizer": "adam"}, r"optimizer: expected one of \['gd', 'sgd'\], got 'adam'"),
-        ({"optimizer": 3}, r"optimizer: expected one of \['gd', 'sgd'\], got 3"),
-        ({"optimizer": "sgd"}, r"batch_size: expected an int > 0, got None"),
-        ({"optimizer": "sgd", "batch_size": 0}, r"batch_size: expected an int > 0, got 0"),
-        ({"optimizer": "sgd", "batch_size": 2.0}, r"batch_size: expected an int > 0, got 2.0"),
-        ({"batch_size": 4}, r"batch_size: only used with optimizer='sgd', got 4 with 'gd'"),
-        ({"momentum": 1.0}, r"momentum: expected a number in \[0, 1\), got 1.0"),
-        ({"momentum": -0.1}, r"momentum: expected a number in \[0, 1\), got -0.1"),
-        ({"momentum": True}, r"momentum: expected a number in \[0, 1\), got True"),
-        ({"dtype": "float16"}, r"dtype: expected one of \['float32', 'float64'\], got 'float16'"),
-        ({"device": "tpu"}, r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'"),
-        ({"device": "cuda:x"}, r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'cuda:x'"),
-        ({"threads": 0}, r"threads: expected an int > 0, got 0"),
-        ({"threads": 1.5}, r"threads: expected an int > 0, got 1.5"),
+        ({"optimizer": "adam"}, r"optimizer \(--optimizer\): expected one of gd, sgd; got 'adam'"),
+        ({"optimizer": 3}, r"optimizer \(--optimizer\): expected one of gd, sgd; got 3"),
+        (
+            {"optimizer": "sgd", "batch_size": 0},
+            r"batch_size \(--batch-size\): expected an integer >= 1, got 0",
+        ),
+        (
+            {"optimizer": "sgd", "batch_size": 2.0},
+            r"batch_size \(--batch-size\): expected an integer >= 1, got 2.0",
+        ),
+        (
+            {"optimizer": "gd", "batch_size": 4},
+            r"batch_size: only used with optimizer='sgd', got 4 with 'gd'",
+        ),
+        ({"momentum": 1.0}, r"momentum \(--momentum\): expected a number in \[0, 1\), got 1.0"),
+        ({"momentum": -0.1}, r"momentum \(--momentum\): expected a number in \[0, 1\), got -0.1"),
+        ({"momentum": True}, r"momentum \(--momentum\): expected a number in \[0, 1\), got True"),
+        (
+            {"dtype": "float16"},
+            r"dtype \(--dtype\): expected one of float64, float32; got 'float16'",
+        ),
+        (
+            {"device": "tpu"},
+            r"device \(--device\): expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'",
+        ),
+        (
+            {"device": "cuda:x"},
+            r"device \(--device\): expected 'auto', 'cpu' or 'cuda\[:k\]', got 'cuda:x'",
+        ),
+        ({"threads": 0}, r"threads \(--threads\): expected an integer >= 1, got 0"),
+        ({"threads": 1.5}, r"threads \(--threads\): expected an integer >= 1, got 1.5"),
         ({"record_every": 0}, r"record_every: expected an int > 0, got 0"),
         ({"record_steps": []}, r"record_steps: expected a non-empty list of ints >= 0, got \[\]"),
         ({"record_steps": [3, -1]}, r"record_steps: expected a non-empty list of ints >= 0"),
         ({"record_steps": [0.5]}, r"record_steps: expected a non-empty list of ints >= 0"),
-        ({"record_steps": "0,3"}, r"record_steps: expected a non-empty list of ints >= 0"),
+        ({"record_steps": "x,3"}, r"record_steps: expected 'log:N' or a comma list"),
+        ({"record_steps": "log:0"}, r"record_steps: expected 'log:N' with an int N >= 1"),
         (
             {"record_steps": [1], "record_every": 2},
             r"record_steps: give either record_steps or record_every, got both \(record_every=2\)",
         ),
         ({"rsm": 1}, r"rsm: expected True or False, got 1"),
         ({"record_weights": "yes"}, r"record_weights: expected True or False, got 'yes'"),
-        ({"progress": None}, r"progress: expected True or False, got None"),
+        ({"progress": "maybe"}, r"progress \(--progress\): expected true or false, got 'maybe'"),
         ({"diverge_above": float("inf")}, r"diverge_above: expected a finite number > 0, got inf"),
         ({"diverge_above": 0}, r"diverge_above: expected a finite number > 0, got 0"),
     ],
@@ -601,9 +621,9 @@ def test_settings_store_record_steps_as_a_tuple_and_check_again_on_replace() -> 
     assert settings == SimulationSettings(record_steps=[5, 0, 2])
     assert hash(settings) == hash(SimulationSettings(record_steps=(5, 0, 2)))
     assert repr(SimulationSettings(momentum=0.5)).startswith(
-        "SimulationSettings(optimizer='gd', batch_size=None, momentum=0.5,"
+        "SimulationSettings(optimizer=None, batch_size=None, momentum=0.5,"
     )
-    with pytest.raises(SimulationSpecError, match=r"momentum: expected a number in \[0, 1\)"):
+    with pytest.raises(SimulationSpecError, match=r"momentum \(--momentum\): expected a number in"):
         replace(settings, momentum=2.0)
     for device in (None, "auto", "cpu", "cuda", "cuda:1"):
         assert SimulationSettings(device=device).device == device
@@ -659,7 +679,7 @@ def test_recorded_singular_values_projections_rsm_and_eval() -> None:
 def test_record_steps_records_exactly_the_chosen_steps(optimizer: str) -> None:
     """Log-spaced chosen steps, given unsorted: the same records as recording every step."""
     graph, ex = tiny_graph(), tiny_examples()
-    kw: dict = dict(steps=30, lr=0.05, init=0.5, seeds=2)
+    kw: dict = dict(steps=30, lr=0.05, init_scale=0.5, seeds=2)
     base = SimulationSettings(
         optimizer=optimizer, batch_size=2 if optimizer == "sgd" else None, momentum=0.5
     )
@@ -693,7 +713,7 @@ def test_trajectory_roundtrip_and_refuses_overwrite(tmp_path) -> None:
 def test_divergence_raises_with_step_and_value() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+ .*loss = ") as info:
-        simulate(graph, ex, steps=2000, lr=50.0, init=1.0)
+        simulate(graph, ex, steps=2000, lr=50.0, init_scale=1.0)
     err = info.value
     assert isinstance(err, GdlnError)
     assert err.step > 0
@@ -713,17 +733,17 @@ def test_non_finite_weights_at_a_recorded_step_raise_divergence(optimizer: str) 
         diverge_above=1e300,
     )
     with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+ ") as info:
-        simulate(graph, ex, steps=400, lr=50.0, init=1.0, settings=settings)
+        simulate(graph, ex, steps=400, lr=50.0, init_scale=1.0, settings=settings)
     assert not np.isfinite(info.value.value)
 
 
 def test_divergence_threshold_reports_first_bad_step() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    ok = simulate(graph, ex, steps=10, lr=0.05, init=0.5)
+    ok = simulate(graph, ex, steps=10, lr=0.05, init_scale=0.5)
     limit = float(ok.loss[0, 0]) * 0.999  # the loss decreases, so step 0 is the first bad
     settings = SimulationSettings(diverge_above=limit)
     with pytest.raises(SimulationDivergedError, match=r"step 0 ") as info:
-        simulate(graph, ex, steps=10, lr=0.05, init=0.5, settings=settings)
+        simulate(graph, ex, steps=10, lr=0.05, init_scale=0.5, settings=settings)
     assert info.value.value == pytest.approx(float(ok.loss[0, 0]), rel=1e-12)
 
 
@@ -731,25 +751,31 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
     ("kwargs", "match"),
     [
         ({"steps": -1}, r"steps: expected an int >= 0, got -1"),
-        ({"lr": 0.0}, r"lr: expected a finite number > 0, got 0.0"),
-        ({"lr": float("nan")}, r"lr: expected a finite number > 0, got nan"),
+        ({"lr": 0.0}, r"lr \(--lr\): expected a finite number > 0, got 0.0"),
+        ({"lr": float("nan")}, r"lr \(--lr\): expected a finite number, got nan"),
         ({"record_every": 0}, r"record_every: expected an int > 0, got 0"),
-        ({"dtype": "float16"}, r"dtype: expected one of \['float32', 'float64'\], got 'float16'"),
-        ({"init_scheme": "he"}, r"init_scheme: expected one of .*'xavier'.*got 'he'"),
-        ({"init": -1.0}, r"init: expected a finite number >= 0 \(the initial scale sigma0\)"),
-        ({"optimizer": "adam"}, r"optimizer: expected one of \['gd', 'sgd'\], got 'adam'"),
+        ({"dtype": "float16"}, r"dtype \(--dtype\): expected one of float64, float32"),
+        (
+            {"init_scheme": "he"},
+            r"init_scheme \(--init-scheme\): expected one of xavier, .*got 'he'",
+        ),
+        ({"init_scale": -1.0}, r"init_scale \(--init-scale\): expected a finite number >= 0"),
+        ({"optimizer": "adam"}, r"optimizer \(--optimizer\): expected one of gd, sgd; got 'adam'"),
         ({"optimizer": "sgd"}, r"batch_size: expected an int > 0, got None"),
         ({"batch_size": 4}, r"batch_size: only used with optimizer='sgd', got 4"),
-        ({"momentum": 1.0}, r"momentum: expected a number in \[0, 1\), got 1.0"),
-        ({"seeds": 0}, r"seeds: expected a count >= 1, got 0"),
+        ({"momentum": 1.0}, r"momentum \(--momentum\): expected a number in \[0, 1\), got 1.0"),
+        ({"seeds": 0}, r"seeds \(--seeds\): expected an integer >= 1, got 0"),
         ({"seeds": [1, -2]}, r"seeds: expected a non-empty list of non-negative ints"),
-        ({"device": "tpu"}, r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'"),
+        (
+            {"device": "tpu"},
+            r"device \(--device\): expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'",
+        ),
         (
             {"init_scheme": "given"},
             r"weights: init_scheme='given' needs weights \{edge: array\}, got None",
         ),
         (
-            {"weights": {}},
+            {"init_scheme": "xavier", "weights": {}},
             r"weights: only used with init_scheme='given', got init_scheme='xavier'",
         ),
         (
@@ -866,7 +892,9 @@ def test_threads_option_is_restored() -> None:
     b = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05)
     assert torch.get_num_threads() == before
     np.testing.assert_allclose(a.loss, b.loss, rtol=1e-13)
-    with pytest.raises(SimulationSpecError, match=r"threads: expected an int > 0, got 0"):
+    with pytest.raises(
+        SimulationSpecError, match=r"threads \(--threads\): expected an integer >= 1, got 0"
+    ):
         SimulationSettings(threads=0)
 
 
@@ -883,7 +911,8 @@ def test_gd_converges_to_the_flow_at_first_order_in_lr() -> None:
     """Richardson check without theory: |L_lr - L_lr/2| / |L_lr/2 - L_lr/4| -> 2 at fixed t."""
     graph, ex = tiny_graph(), tiny_examples()
     W = {
-        e: w[0] for e, w in initial_weights(graph, init_scheme="singular", init=0.5, seed=2).items()
+        e: w[0]
+        for e, w in initial_weights(graph, init_scheme="singular", init_scale=0.5, seed=2).items()
     }
     t_end, losses = 1.0, []
     for lr in (0.01, 0.005, 0.0025):

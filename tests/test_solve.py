@@ -13,8 +13,8 @@ import gdln
 
 
 def test_ode_matches_logistic_closed_form() -> None:
-    reduction = gdln.reduce(load("xor"), lump="full", init=0.05)
-    trajectory = gdln.solve(reduction, t_max=12, n_points=25)
+    reduction = gdln.reduce(load("xor"), lump="full", b0=0.05)
+    trajectory = gdln.solve(reduction, t_max=12, points=25)
     (system,) = reduction.systems
     (B,) = system.variables
     closed = system.closed_form[str(B)].expr.subs({k: v[0] for k, v in system.symbols.items()})
@@ -26,8 +26,8 @@ def test_ode_matches_logistic_closed_form() -> None:
 @pytest.mark.parametrize("lump", ["none", "symmetry", "balanced", "full"])
 def test_every_lumping_gives_the_same_loss(lump: str) -> None:
     problem = load("routing", M=4, K=2)
-    reference = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=30, n_points=31)
-    trajectory = gdln.solve(gdln.reduce(problem, lump=lump, init=0.1), t_max=30, n_points=31)
+    reference = gdln.solve(gdln.reduce(problem, lump="none", b0=0.1), t_max=30, points=31)
+    trajectory = gdln.solve(gdln.reduce(problem, lump=lump, b0=0.1), t_max=30, points=31)
     np.testing.assert_allclose(trajectory.loss, reference.loss, rtol=RTOL_ODE, atol=1e-9)
 
 
@@ -40,9 +40,19 @@ def test_scalar_and_vectorised_right_hand_sides_agree(
     from gdln.solution import _solve
 
     problem = load("routing", M=4, K=2)
-    scalar = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=20, lr=lr)
+    scalar = gdln.solve(
+        gdln.reduce(problem, lump="none", b0=0.1),
+        t_max=20,
+        dynamics="flow" if lr is None else "gd-map",
+        lr=lr,
+    )
     monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
-    vectorised = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=20, lr=lr)
+    vectorised = gdln.solve(
+        gdln.reduce(problem, lump="none", b0=0.1),
+        t_max=20,
+        dynamics="flow" if lr is None else "gd-map",
+        lr=lr,
+    )
     # the map agrees to rounding; the adaptive ODE steps may differ at the solver tolerance
     rtol = 1e-12 if lr else RTOL_ODE
     np.testing.assert_allclose(scalar.loss, vectorised.loss, rtol=rtol, atol=1e-12)
@@ -51,7 +61,7 @@ def test_scalar_and_vectorised_right_hand_sides_agree(
 
 
 def test_loss_never_increases_under_gradient_flow() -> None:
-    trajectory = gdln.solve(gdln.reduce(load("crosspath"), init=0.1), t_max=20, n_points=400)
+    trajectory = gdln.solve(gdln.reduce(load("crosspath"), b0=0.1), t_max=20, points=400)
     assert np.all(np.diff(trajectory.loss) <= 1e-9)
     assert trajectory.loss[-1] < trajectory.loss[0]
 
@@ -71,8 +81,10 @@ def test_context_losses_average_to_the_loss(tmp_path: Path, lr: float | None) ->
     problem = unequal_routing(tmp_path)
     p = np.array([float(c.probability) for c in problem.task.contexts])
     assert p.sum() == pytest.approx(1) and p.max() == pytest.approx(3 * p.min())
-    reduction = gdln.reduce(problem, lump="symmetry", init=0.2)
-    trajectory = gdln.solve(reduction, t_max=10, n_points=11, lr=lr)
+    reduction = gdln.reduce(problem, lump="symmetry", b0=0.2)
+    trajectory = gdln.solve(
+        reduction, t_max=10, points=11, dynamics="flow" if lr is None else "gd-map", lr=lr
+    )
     context_loss = trajectory.series["context_loss"]
     np.testing.assert_allclose(context_loss @ p, trajectory.loss, rtol=1e-12)
     assert np.abs(context_loss.mean(axis=1) - trajectory.loss).max() > 1e-3  # p matters
@@ -91,27 +103,31 @@ def test_context_losses_average_to_the_loss(tmp_path: Path, lr: float | None) ->
 
 
 def test_gd_map_approaches_ode_at_first_order_in_lr() -> None:
-    reduction = gdln.reduce(load("routing", M=4, K=2), lump="symmetry", init=0.2)
-    ode = gdln.solve(reduction, t_max=8, n_points=9)
+    reduction = gdln.reduce(load("routing", M=4, K=2), lump="symmetry", b0=0.2)
+    ode = gdln.solve(reduction, t_max=8, points=9)
     errors = []
     for lr in (0.02, 0.01):
-        gd = gdln.solve(reduction, t_max=8, lr=lr, n_points=9)
+        gd = gdln.solve(
+            reduction, t_max=8, dynamics="flow" if lr is None else "gd-map", lr=lr, points=9
+        )
         errors.append(np.abs(gd.loss - ode.loss).max())
     assert 1.7 < errors[0] / errors[1] < 2.3  # halving lr halves the error
 
 
 def test_bad_solve_settings() -> None:
     reduction = gdln.reduce(load("chain"))
-    with pytest.raises(gdln.GdlnError, match="t_max: expected a finite number > 0, got -1"):
+    with pytest.raises(
+        gdln.GdlnError, match=r"t_max \(--t-max\): expected a finite number > 0, got -1"
+    ):
         gdln.solve(reduction, t_max=-1)
     with pytest.raises(gdln.GdlnError, match="lr: expected a finite number > 0, got 0"):
-        gdln.solve(reduction, t_max=1, lr=0)
+        gdln.solve(reduction, t_max=1, dynamics="gd-map", lr=0)
     with pytest.raises(
         gdln.GdlnError,
         match=r"chain\.yaml: the gradient-descent map diverged at step \d+ \(t = [\d.]+ tau, "
         r"lr=0\.9\), where b_\w+ = -?(inf|nan|[\d.e+]+) in mode \d; lower lr",
     ):
-        gdln.solve(gdln.reduce(load("chain"), init=3), t_max=50, lr=0.9)
+        gdln.solve(gdln.reduce(load("chain"), b0=3), t_max=50, dynamics="gd-map", lr=0.9)
 
 
 @pytest.mark.parametrize("scalar", [True, False])
@@ -125,18 +141,18 @@ def test_overflow_is_one_clear_error(
 
     if not scalar:
         monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
-    reduction = gdln.reduce(load("routing"), lump="full", init=1e200 if lr is None else 0.1)
+    reduction = gdln.reduce(load("routing"), lump="full", b0=1e200 if lr is None else 0.1)
     match = (
         r"routing\.yaml: the ODE overflowed at t = 0 tau, where B\d = 1e\+200 in mode \d"
         if lr is None
         else r"routing\.yaml: the gradient-descent map diverged at step \d+ \(t = \d+ tau"
     )
     with pytest.raises(gdln.GdlnError, match=match):
-        gdln.solve(reduction, t_max=1000, lr=lr)
+        gdln.solve(reduction, t_max=1000, dynamics="flow" if lr is None else "gd-map", lr=lr)
 
 
 def test_stalled_ode_solver_is_one_clear_error() -> None:
-    reduction = gdln.reduce(load("routing"), lump="full", init=1e40)
+    reduction = gdln.reduce(load("routing"), lump="full", b0=1e40)
     with pytest.raises(
         gdln.GdlnError,
         match=r"routing\.yaml: the ODE solver made no progress in \d+ right-hand-side calls "
@@ -150,14 +166,14 @@ def test_every_lumping_gives_the_same_variables_for_either_sign(init: float) -> 
     # the variable that lump="full" eliminates with the conserved quantity keeps the sign
     # of its initial value (Eq. 15 takes a square root)
     problem = load("routing", M=4, K=2)
-    free = gdln.reduce(problem, lump="none", init=init)
-    reference = gdln.solve(free, t_max=20, n_points=21)
+    free = gdln.reduce(problem, lump="none", b0=init)
+    reference = gdln.solve(free, t_max=20, points=21)
     (free_system,) = free.systems
     by_edge = {free_system.edges[v][0]: reference.series[str(v)] for v in free_system.variables}
     for lump in ("symmetry", "balanced", "full"):
-        reduction = gdln.reduce(problem, lump=lump, init=init)
+        reduction = gdln.reduce(problem, lump=lump, b0=init)
         (system,) = reduction.systems
-        trajectory = gdln.solve(reduction, t_max=20, n_points=21)
+        trajectory = gdln.solve(reduction, t_max=20, points=21)
         for v in [*system.variables, *system.eliminated]:
             for edge in system.edges[v]:
                 np.testing.assert_allclose(
@@ -169,15 +185,15 @@ def test_every_lumping_gives_the_same_variables_for_either_sign(init: float) -> 
 @pytest.mark.parametrize(
     ("init", "match"),
     [
-        ("abc", r"chain\.yaml: init 'abc': unknown name 'abc'"),
-        (float("nan"), r"chain\.yaml: init nan: number nan is not finite"),
-        ({"x->h1": "1/"}, r"chain\.yaml: init\[x->h1\] '1/': cannot parse"),
-        (1j, r"chain\.yaml: init 1j: 1j is not a number"),
+        ("abc", r"b0 \(--b0\): expected a real number, got 'abc' \(unknown name 'abc'"),
+        (float("nan"), r"b0 \(--b0\): expected a real number, got nan \(number nan is not"),
+        ({"x->h1": "1/"}, r"b0 \(--b0\): \['x->h1'\]: expected a real number, got '1/' \(cannot"),
+        (1j, r"b0 \(--b0\): expected a real number, got 1j \(1j is not a number\)"),
     ],
 )
 def test_bad_initial_values(init: object, match: str) -> None:
     with pytest.raises(gdln.GdlnError, match=match):
-        gdln.reduce(load("chain"), init=init)
+        gdln.reduce(load("chain"), b0=init)
 
 
 @pytest.mark.parametrize(
@@ -189,8 +205,8 @@ def test_formal_separable_solution_inverts_the_ode(name: str, params: dict, init
     # by quadrature at the ODE's B(t) it must give back t, in every mode
     from scipy.integrate import quad
 
-    reduction = gdln.reduce(load(name, **params), lump="full", init=init)
-    trajectory = gdln.solve(reduction, t_max=6, n_points=7)
+    reduction = gdln.reduce(load(name, **params), lump="full", b0=init)
+    trajectory = gdln.solve(reduction, t_max=6, points=7)
     checked = 0
     for k, system in enumerate(reduction.systems):
         if "t" not in system.closed_form:
@@ -225,12 +241,18 @@ def test_more_than_64_variables(
     if not scalar:
         monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
     problem = load("race", M=8, P=4, hidden=2)
-    free = gdln.reduce(problem, lump="none", init=0.4)
+    free = gdln.reduce(problem, lump="none", b0=0.4)
     (system,) = free.systems
     assert len(system.variables) > 64
-    trajectory = gdln.solve(free, t_max=12, lr=lr, n_points=7)
+    trajectory = gdln.solve(
+        free, t_max=12, dynamics="flow" if lr is None else "gd-map", lr=lr, points=7
+    )
     lumped = gdln.solve(
-        gdln.reduce(problem, lump="symmetry", init=0.4), t_max=12, lr=lr, n_points=7
+        gdln.reduce(problem, lump="symmetry", b0=0.4),
+        t_max=12,
+        dynamics="flow" if lr is None else "gd-map",
+        lr=lr,
+        points=7,
     )
     rtol = 1e-12 if lr else RTOL_ODE
     np.testing.assert_allclose(trajectory.loss, lumped.loss, rtol=rtol)

@@ -123,7 +123,7 @@ def test_a_product_that_must_change_sign_is_learned_and_the_ode_starts_with_its_
     # lost). From +u0 on every edge the reduced ODE cannot; it starts B at the final sign.
     k, rho = 3, -0.4
     formula = 1 + (k**2 - 1) / (1 - rho**2)
-    for route in ("aligned", "asymptotic"):
+    for route in ("contexts", "matrix"):  # the aligned and the asymptotic analysis
         a, b = gdln.timescales(late_fusion(k, rho), b0=1e-6, route=route).stages
         assert b.time / a.time == pytest.approx(formula, rel=1e-6)
         assert b.maps["xB->hB->y"][0, 0] == pytest.approx(1, rel=1e-7)
@@ -292,7 +292,7 @@ def test_deep_fusion_asymptotic_route_converges_to_the_exact_ode() -> None:
     lag_gaps = []
     for u0 in (1e-3, 1e-6):
         ta, tb = _deep_fusion_ode(2, 0.5, u0)
-        a, b = gdln.timescales(problem, b0=u0, route="asymptotic").stages
+        a, b = gdln.timescales(problem, b0=u0, route="matrix").stages
         assert a.mechanism == "power" and b.mechanism == "exponential"
         assert a.time / ta - 1 == pytest.approx(0, abs=2 * u0)  # t_A = c/u0 + O(1)
         lag_gaps.append(abs((b.time - a.time) / (tb - ta) - 1))
@@ -308,7 +308,7 @@ def test_deep_fusion_lag_is_the_authors_depth_formula(rho) -> None:
     k = 2.0
     wa, wb = k * k + rho * k, 1 + rho * k
     expected = (1 - wb / wa) * (1 + rho / k) ** (2 / 3 - 1) / (1 - rho * rho)
-    for route in ("aligned", "asymptotic"):
+    for route in ("contexts", "matrix"):  # the aligned and the asymptotic analysis
         problem = load("late_fusion_deep", k=k, rho=rho)
         a, b = gdln.timescales(problem, b0=1e-6, route=route, ode=False).stages
         for u in (1e-6, 1e-40):  # the formula's lag is a multiple of ln(1/u0)
@@ -402,10 +402,15 @@ def test_routing_stages_follow_eqs_47_48(M, K) -> None:
         assert stage.ode_time == pytest.approx(
             _balanced_pair_half_time(1 / M, 1.0, s, D_HIERARCHY, u0), rel=1e-5
         )
+    # derived on the symmetry quotient (the rule of every command): the representative
+    # route's map; every context's route (route contexts) has the same stages and map
+    assert any("symmetry quotient" in a for a in result.assumptions)
+    every = gdln.timescales(load("routing", M=M, K=K), b0=u0, route="contexts")
+    assert [s.time for s in every.stages] == pytest.approx([s.time for s in result.stages])
     # every trained route ends with the dataset's map Sigma_yx Sigma_x^-1 = Y^T
-    final = result.stages[-1].maps
-    assert len(final) == K * M
-    for W in final.values():
+    final = every.stages[-1].maps
+    assert len(final) == K * M and len(result.stages[-1].maps) == 1
+    for W in [*final.values(), *result.stages[-1].maps.values()]:
         np.testing.assert_allclose(W, HIERARCHY.T, atol=1e-7)
     assert result.stages[-1].loss == pytest.approx(0, abs=1e-9)
 
@@ -464,9 +469,10 @@ def test_an_immediate_stage_for_a_one_edge_path() -> None:
     [
         ({"b0": 2}, r"late_fusion\.yaml: b0 2: the initial scale u0 must be between 0 and 1"),
         ({"b0": 0}, r"b0 0: the initial scale u0 must be between 0 and 1"),
-        ({"b0": "x + 1"}, r"b0 'x \+ 1': expected one number \(the initial scale u0\)"),
-        ({"route": "fast"}, r"route='fast': expected one of auto, aligned, asymptotic"),
-        ({"lump": "full"}, r"lump='full': expected none, symmetry or balanced"),
+        ({"b0": "x + 1"}, r"b0 \(--b0\): expected a real number, got 'x \+ 1'"),
+        ({"route": "fast"}, r"route \(--route\): expected one of auto, quotient, contexts"),
+        ({"route": "moments"}, r"route 'moments' lists no pathways; timescales takes auto"),
+        ({"lump": "full"}, r"lump='full': timescales takes none, symmetry or balanced"),
     ],
 )
 def test_bad_settings_are_one_clear_error(kwargs, match) -> None:
@@ -476,7 +482,7 @@ def test_bad_settings_are_one_clear_error(kwargs, match) -> None:
 
 def test_an_initial_value_per_edge_is_refused() -> None:
     with pytest.raises(
-        gdln.GdlnError, match=r"late_fusion\.yaml: b0 \{'default': 0\.1\}: expected one"
+        gdln.GdlnError, match=r"late_fusion\.yaml: b0 \{'default': 1/10\}: expected one"
     ):
         gdln.timescales(late_fusion(2, 0.5), b0={"default": 0.1})
 
@@ -484,7 +490,7 @@ def test_an_initial_value_per_edge_is_refused() -> None:
 def test_aligned_route_refuses_statistics_without_common_bases(tmp_path) -> None:
     problem = gdln.load(write(tmp_path, NOT_DIAGONALIZABLE))
     with pytest.raises(gdln.NotDiagonalizableError, match=r"g\.yaml"):
-        gdln.timescales(problem, route="aligned")
+        gdln.timescales(problem, route="contexts")
     assert gdln.timescales(problem).route == "asymptotic"
 
 
@@ -500,8 +506,8 @@ def test_ode_half_times_are_those_of_gdln_solve() -> None:
     # off its trajectory: the A map b_xA b_hA, then the B map, reaching half their plateaus)
     problem = late_fusion(2, 0.5)
     result = gdln.timescales(problem, b0=1e-3, lump="none")
-    reduction = gdln.reduce(problem, lump="none", init=1e-3)
-    trajectory = gdln.solve(reduction, t_max=10, n_points=20001)
+    reduction = gdln.reduce(problem, lump="none", b0=1e-3)
+    trajectory = gdln.solve(reduction, t_max=10, points=20001)
     s = trajectory.series
     a_map = s["b_xA_hA"][:, 0] * s["b_hA_y"][:, 0]
     b_map = s["b_xB_hB"][:, 0] * s["b_hB_y"][:, 0]

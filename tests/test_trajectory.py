@@ -68,7 +68,7 @@ def test_inconsistent_lengths_are_refused(kwargs: dict, match: str) -> None:
 
 
 def test_trajectory_round_trip(tmp_path: Path) -> None:
-    trajectory = gdln.solve(gdln.reduce(load("chain")), t_max=2, n_points=5)
+    trajectory = gdln.solve(gdln.reduce(load("chain")), t_max=2, points=5)
     for suffix in (".npz", ".json"):
         path = trajectory.save(tmp_path / f"t{suffix}")
         again = gdln.Trajectory.load(path)

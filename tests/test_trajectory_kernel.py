@@ -87,9 +87,9 @@ def test_decoupled_kernels_equal_torch_func_on_the_simulated_network(
     """From decoupled weights the simulation is the reduced GD map (exact), so the theory's
     kernel at each recorded step equals the autograd NTK of the simulated weights."""
     problem = load(name, **params)
-    reduction = gdln.reduce(problem, init=0.3, quotient=False)
+    reduction = gdln.reduce(problem, b0=0.3, route="contexts")
     lr, steps = 0.05, 100
-    theory = gdln.solve(reduction, t_max=lr * steps, lr=lr, n_points=3)
+    theory = gdln.solve(reduction, t_max=lr * steps, dynamics="gd-map", lr=lr, points=3)
     kernels = gdln.decoupled_kernels(reduction, theory, seed=1)
     simulated = gdln.simulate(
         problem.graph,
@@ -123,8 +123,8 @@ def test_lumped_trajectories_give_the_simulated_representations(lump: str) -> No
     """Lumped variables (and those lump="full" eliminates) stand for every edge of their
     orbit; the representations rebuilt from them are the simulated network's."""
     problem = load("routing", M=3, K=2, hidden=4)
-    reduction = gdln.reduce(problem, lump=lump, init=0.3, quotient=False)
-    theory = gdln.solve(reduction, t_max=5.0, lr=0.05, n_points=3)
+    reduction = gdln.reduce(problem, lump=lump, b0=0.3, route="contexts")
+    theory = gdln.solve(reduction, t_max=5.0, dynamics="gd-map", lr=0.05, points=3)
     kernels = gdln.decoupled_kernels(reduction, theory, seed=1)
     simulated = gdln.simulate(
         problem.graph,
@@ -142,11 +142,11 @@ def test_lumped_trajectories_give_the_simulated_representations(lump: str) -> No
 
 def test_the_moment_route_is_refused() -> None:
     problem = load("xor", hidden=2)
-    dynamics = gdln.expected_dynamics(problem, init=0.1)
+    dynamics = gdln.expected_dynamics(problem, b0=0.1)
     with pytest.raises(
         gdln.GdlnError, match=r"expected a Reduction from gdln.reduce, got ExpectedDynamics"
     ):
-        gdln.balanced.weights_along(dynamics, gdln.solve(dynamics, t_max=1.0, n_points=2))  # type: ignore[arg-type]
+        gdln.balanced.weights_along(dynamics, gdln.solve(dynamics, t_max=1.0, points=2))  # type: ignore[arg-type]
 
 
 BALANCED = [
@@ -237,8 +237,8 @@ def test_a_trajectory_of_another_problem_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(BalancedSpecError, match=r"the trajectory has no series 'W1TW1/x->h\d->y'"):
         balanced_kernels(problem, other)
-    reduction = gdln.reduce(problem, init=0.1)
-    with pytest.raises(gdln.GdlnError, match=r"the trajectory has no series 'b_x_h0'"):
+    reduction = gdln.reduce(problem, b0=0.1)
+    with pytest.raises(gdln.GdlnError, match=r"the trajectory has no series 'B1'"):
         gdln.decoupled_kernels(reduction, other)
 
 
@@ -278,7 +278,7 @@ def test_too_many_kernel_entries_are_refused(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_reduction_on_the_symmetry_quotient_is_refused() -> None:
     problem = load("routing", M=3, K=2, hidden=4)
-    reduction = gdln.reduce(problem, lump="symmetry", init=0.1, quotient=True)
-    trajectory = gdln.solve(reduction, t_max=1.0, n_points=2)
+    reduction = gdln.reduce(problem, lump="symmetry", b0=0.1, route="auto")
+    trajectory = gdln.solve(reduction, t_max=1.0, points=2)
     with pytest.raises(gdln.GdlnError, match=r"symmetry quotient"):
         gdln.decoupled_kernels(reduction, trajectory)

@@ -159,6 +159,12 @@ def weights_along(
         raise GdlnError(
             f"weights_along: expected a Reduction from gdln.reduce, got {type(reduction).__name__}"
         )
+    if reduction.whole is not reduction:  # its modes are the representatives' only
+        raise GdlnError(
+            f"{reduction.problem.source}: this reduction was derived on the symmetry quotient "
+            "(one context per orbit); reduce with route='contexts' for the weights of every "
+            "edge along the trajectory"
+        )
     graph = reduction.problem.graph
     T = len(trajectory.t)
     values = _mode_values(reduction, trajectory)

@@ -12,6 +12,7 @@ Nothing heavy is imported here: ``gdln <command> --help`` stays instant.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,14 +33,6 @@ EXTENSIONS: Mapping[str, str] = {
     "csv": ".csv",
     "npz": ".npz",
 }
-
-#: The lumping used when neither the command line nor the file names one: exact for the
-#: ODE and for the gradient-descent map alike (DESIGN: tying by symmetry).
-DEFAULT_LUMP = "symmetry"
-LUMP_HELP = (
-    "How far to lump the reduced ODEs (default: the file's solve.lump, else symmetry, "
-    "which is exact for the ODE and the gradient-descent map)."
-)
 
 
 class CommandLineError(gdln.GdlnError, ValueError):
@@ -75,27 +68,101 @@ def load_problem(
     return gdln.load(file, params=gdln.parse_params(list(params)), task=task_file or task)
 
 
-def setting(problem: gdln.Problem, name: str, given: Any, default: Any) -> Any:
-    """The command line's value, else the file's ``solve: {name: ...}``, else ``default``.
+#: The declared settings (:class:`gdln.settings.Settings`) each command takes as options.
+#: Each option is built from its declaration, means the same in every command, and
+#: defaults to the graph file's value, else the declared default: the library resolves it.
+COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "derive": ("lump", "b0", "route"),
+    "solve": ("lump", "b0", "route", "t_max", "lr", "dynamics", "points", "method"),
+    "timescales": ("lump", "b0", "route"),
+    "simulate": (
+        "t_max",
+        "lr",
+        "points",
+        "init_scheme",
+        "init_scale",
+        "b0",
+        "seeds",
+        "seed",
+        "optimizer",
+        "batch_size",
+        "momentum",
+        "dtype",
+        "device",
+        "threads",
+        "progress",
+    ),
+    "compare": (
+        "lump",
+        "route",
+        "b0",
+        "t_max",
+        "lr",
+        "points",
+        "init_scheme",
+        "init_scale",
+        "theory_start",
+        "seeds",
+        "seed",
+        "dtype",
+        "device",
+        "threads",
+        "progress",
+    ),
+}
 
-    The one rule for every option that a graph file can preset (``init``, ``t_max``,
-    ``lr``, ``lump``).
-    """
-    if given is not None:
-        return given
-    return problem.settings.get(name, default)
+
+def setting_help(name: str) -> str:
+    """An option's help, from its declaration: its meaning and where its default comes from."""
+    declaration = gdln.settings.declarations()[name]
+    where = f"the file's {declaration.file_key}, else " if declaration.file_key else ""
+    return f"{declaration.meaning} (default: {where}{declaration.shown})"
 
 
-def initial_value(file: str, text: str | None) -> Any:
-    """``--init`` of the theory commands: a number or an expression such as ``1/10``."""
-    if text is None:
-        return None
-    try:
-        return gdln.evaluate(text, {})
-    except gdln.GdlnError as err:
-        raise CommandLineError(
-            f"{file}: --init {text!r}: {err}; expected a number such as 0.1"
-        ) from err
+def setting_options(command: str) -> Callable[[F], F]:
+    """The options of ``command``'s declared settings (:data:`COMMAND_SETTINGS`), each
+    passed on as given (``None`` when absent) for the library to read and resolve."""
+
+    def decorate(fn: F) -> F:
+        declared = gdln.settings.declarations()
+        for name in reversed(COMMAND_SETTINGS[command]):
+            declaration = declared[name]
+            option = declaration.option
+            assert option is not None
+            if name == "progress":
+                fn = click.option(
+                    f"{option}/--no-{option[2:]}", name, default=None, help=setting_help(name)
+                )(fn)
+                continue
+            choices = declaration.choices
+            fn = click.option(
+                option,
+                name,
+                type=click.Choice(list(choices)) if choices else None,
+                default=None,
+                metavar=None if choices else "VALUE",
+                help=setting_help(name),
+            )(fn)
+        return fn
+
+    return decorate
+
+
+def old_option(old: str, new: str, value: Any) -> Any:
+    """``value`` of an option of an earlier release, with one warning line naming the new
+    spelling (kept working for one release)."""
+    if value is not None and value is not False:
+        warnings.warn(
+            f"{old} is now {new}; the old spelling works this release",
+            gdln.GdlnDeprecationWarning,
+            stacklevel=2,
+        )
+    return value
+
+
+def hidden(*decls: str, **kwargs: Any) -> Callable[[F], F]:
+    """A hidden option: the old spelling of a renamed one (see :func:`old_option`)."""
+    return click.option(*decls, hidden=True, default=None, **kwargs)
 
 
 def positive(option: str, value: Any) -> float:

@@ -14,7 +14,7 @@ import click
 
 import gdln
 
-from ._common import atomic_folder, output_folder
+from ._common import atomic_folder, hidden, old_option, output_folder
 
 __all__ = ["kernel"]
 
@@ -38,18 +38,18 @@ GATES = ("relu", "soft", "bernoulli")
 @click.option("--width", type=int, default=64, show_default=True)
 @click.option("--depth", type=int, default=4, show_default=True, help="Weight layers d.")
 @click.option(
-    "--mode",
+    "--gating",
     type=click.Choice(gdln.kernels.MODES),
-    default="relu",
-    show_default=True,
-    help="The network's mode (how its gates are made).",
+    default=None,
+    help="How the network's gates are made (the DGN's gating, NPF paper Sec. 4; default relu).",
 )
+@hidden("--mode", "old_mode", type=click.Choice(gdln.kernels.MODES))
 @click.option(
     "--gate",
     "gate_kind",
     type=click.Choice(GATES),
     default=None,
-    help="Gate function; default relu (bernoulli for --mode frg).",
+    help="Gate function; default relu (bernoulli for --gating frg).",
 )
 @click.option("--beta", type=float, default=4.0, show_default=True, help="Soft-gate slope.")
 @click.option("--epsilon", type=float, default=0.0, show_default=True, help="Soft-gate overshoot.")
@@ -96,7 +96,8 @@ def kernel(
     n: int,
     width: int,
     depth: int,
-    mode: str,
+    gating: str | None,
+    old_mode: str | None,
     gate_kind: str | None,
     beta: float,
     epsilon: float,
@@ -120,9 +121,10 @@ def kernel(
     \b
     Example:
       gdln kernel --kind ntk --dataset digits47 -n 200 --width 100 --depth 5 \\
-          --mode dnpfl --gate soft -o out/ntk
+          --gating dnpfl --gate soft -o out/ntk
     """
     folder = None if out is None else output_folder(out, force)
+    mode = gating or old_option("--mode", "--gating", old_mode) or "relu"
     gate = gdln.kernels.Gate(
         gate_kind or ("bernoulli" if mode == "frg" else "relu"),  # type: ignore[arg-type]
         beta=beta,

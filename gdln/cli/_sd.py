@@ -13,7 +13,15 @@ import click
 
 import gdln
 
-from ._common import CommandLineError, number_list, output_file, output_options, write
+from ._common import (
+    CommandLineError,
+    hidden,
+    number_list,
+    old_option,
+    output_file,
+    output_options,
+    write,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,12 +38,12 @@ DEFAULT_P_L = 0.5
     "-L", "--depth", "L", type=int, default=10, show_default=True, help="Residual blocks L."
 )
 @click.option(
-    "--mode",
+    "--survival",
     type=click.Choice(list(gdln.sd.SURVIVAL_MODES)),
-    default="linear",
-    show_default=True,
-    help="Survival mode: how the probabilities p_l are set.",
+    default=None,
+    help="The survival rule: how the probabilities p_l are set (default linear).",
 )
+@hidden("--mode", "old_mode", type=click.Choice(list(gdln.sd.SURVIVAL_MODES)))
 @click.option(
     "--p",
     "p_text",
@@ -65,11 +73,13 @@ DEFAULT_P_L = 0.5
 )
 @click.option("--s", "s", type=float, default=1.0, show_default=True, help="Mode strength s.")
 @click.option("--d", "d", type=float, default=1.0, show_default=True, help="Input strength d.")
-@click.option("--symbolic", is_flag=True, help="Also print the sympy expression (L <= 6).")
+@click.option("--expression", is_flag=True, help="Also print the sympy expression (L <= 6).")
+@hidden("--symbolic", "old_symbolic", is_flag=True)
 @output_options(("text", "json"), default="text", what="summary")
 def sd(
     L: int,
-    mode: str,
+    survival: str | None,
+    old_mode: str | None,
     p_text: str | None,
     budget: float | None,
     sensitivities: str | None,
@@ -79,7 +89,8 @@ def sd(
     b_text: str,
     s: float,
     d: float,
-    symbolic: bool,
+    expression: bool,
+    old_symbolic: bool | None,
     fmt: str | None,
     out: str | None,
     force: bool,
@@ -88,11 +99,13 @@ def sd(
 
     \b
     Example:
-      gdln sd -L 20 --mode linear --budget 14 --scaling stable --b 0.3 --symbolic
+      gdln sd -L 20 --survival linear --budget 14 --scaling stable --b 0.3 --expression
     """
     import numpy as np  # here, not at the top: --help stays instant
 
     output = output_file(out, fmt, force, formats=("text", "json"))
+    mode = survival or old_option("--mode", "--survival", old_mode) or "linear"
+    symbolic = expression or bool(old_option("--symbolic", "--expression", old_symbolic))
     p = _probabilities(
         mode,
         L,
@@ -124,7 +137,7 @@ def _probabilities(
     sensitivities: tuple[float, ...] | None,
     p_min: float | None,
 ) -> np.ndarray:
-    """The survival probabilities that ``--mode`` and its settings describe."""
+    """The survival probabilities that ``--survival`` and its settings describe."""
     import numpy as np
 
     if budget is not None:

@@ -7,30 +7,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 import click
 
 import gdln
 
 from ._common import (
-    DEFAULT_LUMP,
-    LUMP_HELP,
     CommandLineError,
     graph_arguments,
-    initial_value,
+    hidden,
     load_problem,
+    old_option,
     output_file,
     output_options,
-    setting,
+    setting_options,
     write,
 )
 
 __all__ = ["derive", "paths", "solve", "stats"]
-
-INIT_HELP = (
-    "Initial value b(0) of every reduced variable (default: the file's solve.init, else 0.001)."
-)
 
 
 @click.command()
@@ -77,7 +71,7 @@ def stats(
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
     problem = load_problem(file, params, task)
     try:
-        reduction = gdln.reduce(problem)
+        reduction = gdln.reduce(problem, lump="none", route="contexts")  # every path's
     except gdln.NotDiagonalizableError as err:
         write(output, _without_bases(problem, err, output.format))
         raise
@@ -102,8 +96,7 @@ def _without_bases(problem: gdln.Problem, err: gdln.NotDiagonalizableError, fmt:
 
 @click.command()
 @graph_arguments
-@click.option("--lump", type=click.Choice(gdln.LUMPINGS), default=None, help=LUMP_HELP)
-@click.option("--init", default=None, metavar="VALUE", help=INIT_HELP)
+@setting_options("derive")
 @click.option(
     "--symbolic",
     default=None,
@@ -111,27 +104,28 @@ def _without_bases(problem: gdln.Problem, err: gdln.NotDiagonalizableError, fmt:
     help="Keep these integer parameters as symbols (e.g. M,K): orbit sizes, counts and "
     "the equations become expressions in them (the symmetry quotient of a repeat: family).",
 )
-@click.option(
-    "--quotient/--no-quotient",
-    default=None,
-    help="Derive from one context per orbit of the file's symmetry (the default when the "
-    "task has a repeat: family of contexts; the output names the route, or why the "
-    "symmetry does not hold), or from every context.",
-)
+@hidden("--init", "old_init")
+@hidden("--quotient/--no-quotient", "old_quotient")
 @output_options(("text", "latex", "json"), default="text", what="derivation")
 def derive(
     file: str,
     params: tuple[str, ...],
     task: str | None,
     lump: str | None,
-    init: str | None,
+    b0: str | None,
+    route: str | None,
     symbolic: str | None,
-    quotient: bool | None,
+    old_init: str | None,
+    old_quotient: bool | None,
     fmt: str | None,
     out: str | None,
     force: bool,
 ) -> None:
     """Derive the reduced singular-value ODEs (Eq 10), lumped and simplified.
+
+    The route is chosen by the one rule of every command (--route auto): the symmetry
+    quotient where the task has a repeat: family of contexts, else every context; the
+    first line after the title says which.
 
     \b
     Example:
@@ -139,109 +133,75 @@ def derive(
       gdln derive graphs/routing.yaml --symbolic M,K
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
+    b0 = b0 or old_option("--init", "--b0", old_init)
+    if old_quotient is not None:
+        new = "auto" if old_quotient else "contexts"
+        route = route or old_option("--quotient/--no-quotient", f"--route {new}", new)
     names = tuple(n.strip() for n in (symbolic or "").split(",") if n.strip())
-    if names and quotient is False:
-        raise CommandLineError("--symbolic needs the symmetry quotient; drop --no-quotient")
-    problem = load_problem(file, params, task)
     reduction = gdln.reduce(
-        problem,
-        lump=setting(problem, "lump", lump, DEFAULT_LUMP),
-        init=setting(problem, "init", initial_value(file, init), None),
-        quotient=True if quotient is None else quotient,
-        symbolic=names,
+        load_problem(file, params, task), lump=lump, b0=b0, route=route, symbolic=names
     )
     write(output, gdln.format_derivation(reduction, output.format))
 
 
 @click.command()
 @graph_arguments
-@click.option("--lump", type=click.Choice(gdln.LUMPINGS), default=None, help=LUMP_HELP)
-@click.option(
-    "--t-max",
-    type=float,
-    default=None,
-    help="Final time in units of tau (default: the file's solve.t_max, else 10).",
-)
-@click.option("--init", default=None, metavar="VALUE", help=INIT_HELP)
-@click.option(
-    "--lr",
-    type=float,
-    default=None,
-    help="Iterate the exact gradient-descent map with this learning rate instead of the "
-    "ODE (default: the file's solve.lr, else the ODE).",
-)
-@click.option("--ode", is_flag=True, help="Solve the ODE even if the file sets solve.lr.")
-@click.option(
-    "--points", type=int, default=201, show_default=True, help="Number of recorded times."
-)
-@click.option(
-    "--route",
-    type=click.Choice(["auto", "symbolic", "moments", "matrix"]),
-    default="auto",
-    show_default=True,
-    help="symbolic: the reduced ODE of `derive`; moments: the same expected dynamics "
-    "evaluated without listing paths (one variable per edge, no lumping); auto: symbolic "
-    "unless the problem has too many paths; matrix: the full-matrix flow (Eqs. 3-4), which "
-    "needs no common bases, from random weights whose singular values all equal the "
-    "initial value (writes each edge's singular values).",
-)
+@setting_options("solve")
+@hidden("--init", "old_init")
+@hidden("--ode", "old_ode", is_flag=True)
 @output_options(("json", "csv"), default="json", what="trajectory")
 def solve(
     file: str,
     params: tuple[str, ...],
     task: str | None,
     lump: str | None,
-    t_max: float | None,
-    init: str | None,
-    lr: float | None,
-    ode: bool,
-    points: int,
-    route: str,
+    b0: str | None,
+    route: str | None,
+    t_max: str | None,
+    lr: str | None,
+    dynamics: str | None,
+    points: str | None,
+    method: str | None,
+    old_init: str | None,
+    old_ode: bool | None,
     fmt: str | None,
     out: str | None,
     force: bool,
 ) -> None:
-    """Solve the reduced dynamics numerically; write t, loss and every variable.
+    """Solve the dynamics numerically; write t, loss and every variable.
+
+    The route is that of `gdln derive` (one rule for every command); auto takes the moment
+    route where the paths are too many to list, and --route matrix solves the full-matrix
+    flow (Eqs. 3-4), which needs no common bases, from random weights whose singular values
+    all equal b0 (it writes each edge's singular values).
 
     \b
     Example:
       gdln solve graphs/routing.yaml --t-max 30 -o routing.json
+      gdln solve graphs/routing.yaml --dynamics gd-map --lr 0.05 -o map.json
       gdln solve graphs/resnet_sd.yaml --param L=1000    # moment route
       gdln solve graphs/chain.yaml --route matrix       # full matrices, no bases needed
     """
     output = output_file(out, fmt, force, formats=("json", "csv"))
-    if ode and lr is not None:
-        raise CommandLineError(f"--ode and --lr {lr}: give one (the ODE or the map)")
+    b0 = b0 or old_option("--init", "--b0", old_init)
+    if old_ode:
+        dynamics = dynamics or old_option("--ode", "--dynamics flow", "flow")
     if route == "matrix" and lump is not None:
         raise CommandLineError(
             f"--lump {lump} and --route matrix: the full matrices are not lumped"
         )
-    problem = load_problem(file, params, task)
-    initial = setting(problem, "init", initial_value(file, init), None)
-    horizon, rate = gdln.solution.check_solve_settings(  # before reducing
-        setting(problem, "t_max", t_max, 10),
-        lr=None if ode else setting(problem, "lr", lr, None),
-        n_points=points,
+    trajectory = gdln.solve(
+        load_problem(file, params, task),
+        t_max=t_max,
+        lr=lr,
+        dynamics=dynamics,
+        points=points,
+        method=method,
+        route=route,
+        lump=lump,
+        b0=b0,
     )
-    if route == "matrix":
-        full = gdln.solve_full(problem, t_max=horizon, n_points=points, lr=rate, init=initial)
-        kept = {k: v for k, v in full.series.items() if not k.startswith("W[")}
-        trajectory = dataclasses.replace(full, series=kept)
-    else:
-        model = _model(problem, route, lump, initial)
-        trajectory = gdln.solve(model, t_max=horizon, lr=rate, n_points=points)
-    write(output, gdln.format_trajectory(trajectory, output.format))
-
-
-def _model(
-    problem: gdln.Problem, route: str, lump: str | None, init: Any
-) -> gdln.Reduction | gdln.ExpectedDynamics:
-    """The reduction (symbolic route) or the expected dynamics (moment route) to solve."""
-    if route == "moments":
-        return gdln.expected_dynamics(problem, init=init)
-    try:
-        return gdln.reduce(problem, lump=setting(problem, "lump", lump, DEFAULT_LUMP), init=init)
-    except gdln.TooManyPathsError:
-        if route == "symbolic":
-            raise
-        return gdln.expected_dynamics(problem, init=init)
+    kept = {k: v for k, v in trajectory.series.items() if not k.startswith("W[")}  # sv[] stay
+    write(
+        output, gdln.format_trajectory(dataclasses.replace(trajectory, series=kept), output.format)
+    )

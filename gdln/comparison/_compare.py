@@ -15,8 +15,8 @@ $t/\tau = \mathrm{lr}\cdot\mathrm{step}$ throughout.
 
 By default the theory (and the decoupled run) starts from the initial mode strengths of
 the random weights themselves (:func:`initial_mode_strengths`), so that theory and
-random-init simulation start from the same place whatever $\sigma_0$ is; a number for
-``theory_init`` (or ``"file"``: the graph file's ``solve.init``) fixes $b(0)$ instead, as in
+random-init simulation start from the same place whatever $\sigma_0$ is; ``b0`` (given for
+the call, or ``theory_start="b0"``: the problem's ``b0`` setting) fixes $b(0)$ instead, as in
 Fig. 4e ($b(0) = 0.1$ against $\sigma_0 = 0.2$).
 """
 
@@ -31,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from .._edge import Edge, edge_name
-from ..graphfile._limits import current_limits
+from .._edge import edge_name
+from ..graphfile._reader import Problem
 from ..outputs import atomic_folder, check_folder
 from ..reduction import Reduction, reduce
+from ..reduction._reduce import initial_values
+from ..settings._declared import NOT_GIVEN, SettingError, Settings, renamed
 from ..simulation import (
     INITS,
     SimulationSettings,
@@ -45,8 +47,9 @@ from ..simulation import (
 )
 from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
-from ..solution import Trajectory, solve
-from ..solution._bounds import beyond
+from ..solution import Trajectory, dynamics_of, solve
+from ..solution._bounds import check_count
+from ..solution._dynamics import route_of
 from ._figures import plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
@@ -110,61 +113,78 @@ class CompareResult:
 
 
 def compare(
-    problem: Any,
-    out_dir: str | Path,
+    problem: Problem,
+    out_dir: str | Path | None = None,
     *,
-    lr: float,
+    lr: float | None = None,
     t_max: float | None = None,
-    init_scheme: str = "xavier",
-    init: float = 0.2,
-    theory_init: float | str = "auto",
-    seeds: int = 10,
-    seed: int = 0,
-    lump: str = "symmetry",
-    n_points: int = 201,
+    init_scheme: str | None = None,
+    init_scale: float | None = None,
+    theory_start: str | None = None,
+    b0: Any = None,
+    seeds: int | None = None,
+    seed: int | None = None,
+    lump: str | None = None,
+    route: str | None = None,
+    points: int | None = None,
     settings: SimulationSettings | None = None,
     force: bool = False,
+    init: Any = NOT_GIVEN,
+    theory_init: Any = NOT_GIVEN,
+    n_points: Any = NOT_GIVEN,
 ) -> CompareResult:
-    r"""Run theory and simulation on one problem and write figures and ``metrics.json``.
+    r"""Run theory and simulation on one problem; with ``out_dir``, write figures and files.
+
+    Every setting left ``None`` takes the problem's value (``problem.settings``: its graph
+    file's ``solve:`` and ``simulate:`` sections over the declared defaults,
+    :class:`gdln.settings.Settings`).
 
     Parameters
     ----------
     problem
         A :class:`gdln.Problem` (from :func:`gdln.load`) with a task.
     out_dir
-        Directory to write into (created, with missing folders above it). Existing
+        ``None`` (default): write nothing, return the result (a notebook shows it).
+        Else the directory to write into (created, with missing folders above it). Existing
         :data:`FILES` in it are refused unless ``force``; other entries are kept. It is
         checked (writable, nothing to refuse) before anything is computed, and written
         whole or not at all (:func:`gdln.outputs.atomic_folder`: a new folder beside it
         is swapped into its place).
     lr
-        Learning rate of the simulations and of the reduced map; time step in $\tau$.
+        Learning rate of the simulations and of the reduced map; time step in $\tau$
+        (default 0.05).
     t_max
-        Horizon in units of $\tau$ (default: the file's ``solve.t_max``, else 10).
-    init_scheme, init
-        The random runs' initialisation (a random scheme of :data:`gdln.simulation.INITS`)
-        and its initial scale $\sigma_0$.
-    theory_init
-        Initial values $b_e(0)$ of the theory and the decoupled simulation. ``"auto"``
-        (default): read off the random runs' initial weights by
-        :func:`initial_mode_strengths` (one value per edge, averaged over the seeds), so
-        theory and random init start from the same mode strengths. ``"file"``: the
-        graph file's ``solve.init`` (else 0.001). A number: that value for every edge.
+        Horizon in units of $\tau$ (default 10).
+    init_scheme, init_scale
+        The random runs' initialisation (a random scheme of :data:`gdln.simulation.INITS`,
+        default ``"xavier"``) and its initial scale $\sigma_0$ (default 0.2).
+    theory_start, b0
+        Where the theory and the decoupled simulation start
+        (:data:`gdln.settings.THEORY_STARTS`). ``"auto"`` (default): $b(0)$ = ``b0`` when
+        ``b0`` is given for this call, else ``"random"``: read off the random runs' initial
+        weights by :func:`initial_mode_strengths` (one value per edge, averaged over the
+        seeds), so theory and random init start from the same mode strengths. ``"b0"``:
+        the ``b0`` setting (given, else the file's ``solve.b0``).
     seeds, seed
         Number of random-init repetitions and the first seed (the decoupled run's hidden
-        bases $R_v$ use ``seed`` too).
-    lump
-        Lumping for the reduction (:func:`gdln.reduce`); the default ``"symmetry"`` is
-        exact for the ODE and the gradient-descent map alike.
-    n_points
+        bases $R_v$ use ``seed`` too; default 10 and 0).
+    lump, route
+        Lumping and route of the theory, by the same rule as :func:`gdln.solve` (default
+        ``"symmetry"``, exact for the ODE and the gradient-descent map alike, and
+        ``"auto"``); the decoupled weights of Eq. (9) come from the whole network's bases.
+    points
         Number of recorded steps, from 2 to :class:`gdln.graphfile.Limits` ``points``: the
         same steps in all four runs (every step if there are fewer); the gaps in
         ``metrics`` are taken at them, never interpolated.
     settings
         Only ``dtype``, ``device``, ``threads`` and ``progress`` are used (as in
-        :func:`gdln.simulate`); the others must keep their defaults.
+        :func:`gdln.simulate`); the others must keep their defaults (the runs are full-batch
+        gradient descent, the dynamics the theory describes).
     force
         Replace existing output files.
+    init, theory_init, n_points
+        The keywords of an earlier release for ``init_scale``, ``theory_start``/``b0`` and
+        ``points`` (a deprecation warning).
 
     Returns
     -------
@@ -177,15 +197,15 @@ def compare(
         mean loss), ``time_to_half_loss`` (first $t$ with $L\le L(0)/2$; ``None`` if not
         within ``t_max``) for each run, and ``time_to_half_loss["random"]``, its summary
         over all seeds with the censored ones (never within ``t_max``) counted and
-        reported as ``"> t_max"``; ``theory_init`` and ``init_b`` (edge -> $b_e(0)$) say
+        reported as ``"> t_max"``; ``theory_start`` and ``b0`` (edge -> $b_e(0)$) say
         where the theory started; ``modes`` (edge -> the reduction's numbers of the
         modes it carries) is the numbering of the figure's legends and the text report.
 
     Raises
     ------
     SimulationSpecError
-        An option is malformed (``lr``, ``t_max``, ``seeds``, ``n_points``, ``settings``,
-        ``theory_init``), ``out_dir`` is not a directory, or the runs imply more steps,
+        An option is malformed (``lr``, ``t_max``, ``seeds``, ``points``, ``settings``,
+        ``theory_start``), ``out_dir`` is not a directory, or the runs imply more steps,
         records or numbers per step than :class:`gdln.graphfile.Limits` allows (all
         checked before anything is computed).
     gdln.outputs.OutputExistsError
@@ -201,57 +221,70 @@ def compare(
     decoupled initial conditions and compared with random initialisation as in Figs. 3-4;
     the loss Eq. (1) and the gradient flow Eq. (2) of the full network.
     """
-    out = _check_outputs(out_dir, force=force)
-    steps = _check_options(
+    if init is not NOT_GIVEN:
+        old = renamed("compare", "init", "init_scale", init)
+        init_scale = old if init_scale is None else init_scale
+    if n_points is not NOT_GIVEN:
+        points = renamed("compare", "n_points", "points", n_points) if points is None else points
+    if theory_init is not NOT_GIVEN:
+        old = renamed("compare", "theory_init", "theory_start (and b0)", theory_init)
+        if isinstance(old, str) and old in ("auto", "file"):
+            theory_start = theory_start or {"auto": "random", "file": "b0"}[old]
+        else:
+            b0 = old if b0 is None else b0
+    out = None if out_dir is None else _check_outputs(out_dir, force=force)
+    chosen = _settings(
         problem,
         lr=lr,
         t_max=t_max,
         init_scheme=init_scheme,
-        init=init,
-        seeds=seeds,
-        n_points=n_points,
-    )
-    base = _simulation_settings(settings)
-    _check_workload(problem, base, steps=steps, seeds=seeds, n_points=n_points)
-    rule, b0 = _theory_start(
-        problem, theory_init, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
-    )
-    reduction = reduce(problem, lump=lump, init=b0, quotient=False)  # every edge has bases
-    # One set of steps for all four runs, so that every gap compares equal times.
-    record = _recorded_steps(steps, n_points)
-    times = record * lr
-    ode = solve(reduction, t_max=steps * lr, times=times)
-    gd_map = solve(reduction, t_max=steps * lr, lr=lr, times=times)
-    sim_settings = replace(base, record_steps=tuple(int(k) for k in record))
-    decoupled, random = _simulations(
-        problem,
-        reduction,
-        steps=steps,
-        lr=lr,
-        init_scheme=init_scheme,
-        init=init,
+        init_scale=init_scale,
+        theory_start=theory_start,
+        b0=b0,
         seeds=seeds,
         seed=seed,
-        settings=sim_settings,
+        lump=lump,
+        route=route,
+        points=points,
     )
+    lr, seeds, seed = chosen.lr, chosen.seeds, chosen.seed
+    steps = horizon_steps(chosen.t_max, lr=lr)
+    base = _simulation_settings(settings)
+    _check_workload(problem, base, steps=steps, seeds=seeds, n_points=chosen.points)
+    rule = chosen.theory_start
+    if rule == "auto":
+        rule = "random" if b0 is None else "b0"
+    start = _theory_start(problem, chosen, rule)
+    model = dynamics_of(problem, route=chosen.route, lump=chosen.lump, b0=start)
+    # One set of steps for all four runs, so that every gap compares equal times.
+    record = _recorded_steps(steps, chosen.points)
+    times = record * lr
+    ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
+    gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")
+    sim_settings = replace(base, record_steps=tuple(int(k) for k in record))
+    whole = _bases_of(model)
+    decoupled, random = _simulations(problem, whole, chosen, steps=steps, settings=sim_settings)
     runs = Runs(ode, gd_map, decoupled, random)
     metrics: dict[str, Any] = {
-        **_description(problem, runs, lr=lr, steps=steps, rule=rule, b0=b0),
-        "init_scheme": init_scheme,
-        "init": float(init),
+        **_description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start),
+        "init_scheme": chosen.init_scheme,
+        "init_scale": float(chosen.init_scale),
         "seeds": list(random.meta["seeds"]),
-        "lump": lump,
+        "lump": chosen.lump,
+        "route": route_of(model),
         "modes": {
-            edge_name(e): [int(a) for a in reduction.edge_bases(e, seed=seed)[2]]
+            edge_name(e): [int(a) for a in whole.edge_bases(e, seed=seed)[2]]
             for e in trained_edges(problem.graph)
         },
-        "dtype": base.dtype,
+        "dtype": decoupled.meta["dtype"],
         "device": decoupled.meta["device"],
         **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),
         "definitions": dict(DEFINITIONS),
     }
+    if out is None:
+        return CompareResult(metrics, ode, gd_map, decoupled, random, ())
     with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
-        written = _write(temporary, metrics, reduction, runs)
+        written = _write(temporary, metrics, whole, runs)
     files = [out / f.name for f in written]
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
 
@@ -282,36 +315,19 @@ def _check_outputs(out_dir: str | Path, *, force: bool) -> Path:
     return check_folder(out, force=force, names=FILES, parents=True)
 
 
-def _check_options(
-    problem: Any,
-    *,
-    lr: float,
-    t_max: float | None,
-    init_scheme: str,
-    init: float,
-    seeds: int,
-    n_points: int,
-) -> int:
-    """Check the options before computing anything; return the number of steps."""
-    if not (isinstance(n_points, int) and n_points >= 2):
-        raise SimulationSpecError(f"n_points: expected an int >= 2, got {n_points!r}")
-    if init_scheme not in RANDOM_SCHEMES:
+def _settings(problem: Problem, **given: Any) -> Settings:
+    """The problem's settings with the call's, checked before anything is computed."""
+    try:
+        chosen = problem.settings.given(**given)
+    except SettingError as err:
+        raise SimulationSpecError(str(err)) from None
+    check_count("points", chosen.points, least=2, limit="points", cls=SimulationSpecError)
+    if chosen.init_scheme not in RANDOM_SCHEMES:
         raise SimulationSpecError(
-            f"init_scheme: expected one of {sorted(RANDOM_SCHEMES)}, got {init_scheme!r}"
+            f"init_scheme: the random runs take one of {', '.join(RANDOM_SCHEMES)}, got "
+            f"{chosen.init_scheme!r} (the decoupled run is always made)"
         )
-    if not (_is_number(init) and init >= 0):
-        raise SimulationSpecError(
-            f"init: expected a finite number >= 0 (the initial scale sigma0), got {init!r}"
-        )
-    if not (isinstance(seeds, int) and not isinstance(seeds, bool) and seeds >= 1):
-        raise SimulationSpecError(f"seeds: expected a count >= 1, got {seeds!r}")
-    if not (_is_number(lr) and lr > 0):
-        raise SimulationSpecError(f"lr: expected a finite number > 0, got {lr!r}")
-    if n_points > current_limits().points:
-        raise SimulationSpecError(beyond("points", f"n_points={n_points}"))
-    file_settings = getattr(problem, "settings", {}) or {}
-    horizon = t_max if t_max is not None else file_settings.get("t_max", 10)
-    return horizon_steps(horizon, lr=lr)
+    return chosen
 
 
 def _check_workload(
@@ -336,9 +352,11 @@ def _is_number(value: Any) -> bool:
 
 
 def _simulation_settings(settings: SimulationSettings | None) -> SimulationSettings:
-    """The settings of both runs: only dtype, device, threads and progress may be chosen."""
+    """The settings of both runs: full-batch gradient descent (the dynamics the theory
+    describes); only dtype, device, threads and progress may be chosen."""
+    gradient_descent: dict[str, Any] = {"optimizer": "gd", "momentum": 0.0, "batch_size": None}
     if settings is None:
-        return SimulationSettings()
+        return SimulationSettings(**gradient_descent)
     if not isinstance(settings, SimulationSettings):
         raise SimulationSpecError(
             f"settings: expected a SimulationSettings, got {type(settings).__name__}"
@@ -350,78 +368,76 @@ def _simulation_settings(settings: SimulationSettings | None) -> SimulationSetti
             raise SimulationSpecError(
                 f"settings: compare uses only {', '.join(_USED_SETTINGS)}; got {f.name}={value!r}"
             )
-    return settings
+    return replace(settings, **gradient_descent)
 
 
-def _theory_start(
-    problem: Any, theory_init: float | str, *, init_scheme: str, init: float, seeds: int, seed: int
-) -> tuple[str, float | dict[Edge, float]]:
-    """Where the theory and the decoupled run start: the rule and $b(0)$ (one or per edge).
-
-    ``"auto"`` reads the mode strengths off the random runs' own initial weights
-    (:func:`initial_mode_strengths`, averaged over the seeds).
-    """
-    if theory_init == "auto":
-        drawn = initial_weights(
-            problem.graph, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
-        )
-        modes_only = reduce(problem, lump="none")
-        return "auto", initial_mode_strengths(modes_only, drawn, seed=seed)
-    if theory_init == "file":
-        file_settings = getattr(problem, "settings", {}) or {}
-        return "file", float(file_settings.get("init", 0.001))
-    if _is_number(theory_init):
-        return "given", float(theory_init)
-    raise SimulationSpecError(
-        f"theory_init: expected 'auto', 'file' or a number, got {theory_init!r}"
+def _theory_start(problem: Problem, chosen: Settings, rule: str) -> Any:
+    """$b(0)$ of the theory and the decoupled run: ``chosen.b0`` (rule ``"b0"``), or per
+    edge the mode strengths of the random runs' own initial weights (rule ``"random"``,
+    :func:`initial_mode_strengths`, averaged over the seeds)."""
+    if rule == "b0":
+        return chosen.b0
+    drawn = initial_weights(
+        problem.graph,
+        init_scheme=chosen.init_scheme,
+        init_scale=chosen.init_scale,
+        seeds=chosen.seeds,
+        seed=chosen.seed,
     )
+    modes_only = reduce(problem, lump="none", route="contexts")
+    return initial_mode_strengths(modes_only, drawn, seed=chosen.seed)
+
+
+def _bases_of(model: Any) -> Reduction:
+    """The reduction whose bases give the decoupled weights of Eq. (9): the whole network's
+    (:attr:`gdln.Reduction.whole`; every context, one variable per edge where the theory
+    was derived on the symmetry quotient)."""
+    whole = getattr(model, "whole", None)
+    if whole is None:
+        raise SimulationSpecError(
+            f"{model.problem.source}: the moment route has no bases for the decoupled run; "
+            "compare needs a problem whose paths can be listed"
+        )
+    return whole
 
 
 def _simulations(
-    problem: Any,
+    problem: Problem,
     reduction: Reduction,
+    chosen: Settings,
     *,
     steps: int,
-    lr: float,
-    init_scheme: str,
-    init: float,
-    seeds: int,
-    seed: int,
     settings: SimulationSettings,
 ) -> tuple[Trajectory, Trajectory]:
     """The full network from the decoupled weights of Eq. (9), and from random weights."""
-    graph, examples = problem.graph, problem.examples()
     decoupled = simulate(
-        graph,
-        examples,
+        problem,
         steps=steps,
-        lr=lr,
-        init_scheme="given",
-        weights={
-            (str(u), str(v)): w for (u, v), w in reduction.decoupled_weights(seed=seed).items()
-        },
-        bases=reduction.decoupled_bases(seed=seed),
+        lr=chosen.lr,
+        weights=reduction.decoupled_weights(seed=chosen.seed),
+        bases=reduction.decoupled_bases(seed=chosen.seed),
         settings=settings,
     )
     random = simulate(
-        graph,
-        examples,
+        problem,
         steps=steps,
-        lr=lr,
-        init_scheme=init_scheme,
-        init=init,
-        seeds=seeds,
-        seed=seed,
+        lr=chosen.lr,
+        init_scheme=chosen.init_scheme,
+        init_scale=chosen.init_scale,
+        seeds=chosen.seeds,
+        seed=chosen.seed,
         settings=settings,
     )
     return decoupled, random
 
 
 def _description(
-    problem: Any, runs: Runs, *, lr: float, steps: int, rule: str, b0: float | dict[Edge, float]
+    problem: Problem, runs: Runs, *, lr: float, steps: int, rule: str, b0: Any
 ) -> dict[str, Any]:
     """The problem, the time axis and where the theory started, for ``metrics.json``."""
     graph = problem.graph
+    drawn = isinstance(b0, dict) and all(isinstance(k, tuple) for k in b0)  # per-edge strengths
+    values = b0 if drawn else initial_values(problem, b0)
     return {
         "graph": str(graph.graph.get("name", "")),
         "source": str(getattr(problem, "source", "")),
@@ -430,12 +446,8 @@ def _description(
         "lr": float(lr),
         "t_max": float(steps * lr),
         "steps": steps,
-        "theory_init": rule,
-        "init_b": {
-            edge_name(e): float(b0[e] if isinstance(b0, dict) else b0)
-            for e in graph.edges
-            if not isinstance(b0, dict) or e in b0
-        },
+        "theory_start": rule,
+        "b0": {edge_name(e): float(values[e]) for e in graph.edges if e in values},
     }
 
 

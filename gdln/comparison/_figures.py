@@ -226,14 +226,14 @@ def _panel_title(names: Sequence[str], has_theory: bool) -> str:
 def _title(metrics: Mapping[str, Any]) -> str:
     """The problem, the learning rate and where theory and random runs start."""
     params = ", ".join(f"{k}={v}" for k, v in metrics["params"].items())
-    values = list(metrics["init_b"].values())
-    if metrics["theory_init"] == "auto":
+    values = list(metrics["b0"].values())
+    if metrics["theory_start"] == "random":
         start = f"b(0) from the random weights ({min(values):.3g}–{max(values):.3g})"
     else:
         start = f"b(0) = {values[0]:g}"
     return (
         f"{metrics['graph']}" + (f" ({params})" if params else "") + f"; lr = {metrics['lr']:g}, "
-        f"{start}, random: {metrics['init_scheme']} $\\sigma_0$ = {metrics['init']:g}"
+        f"{start}, random: {metrics['init_scheme']} $\\sigma_0$ = {metrics['init_scale']:g}"
     )
 
 

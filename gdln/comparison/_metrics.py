@@ -29,8 +29,8 @@ DEFINITIONS: Mapping[str, str] = {
     "random_vs_ode": "max_t |L_sim(t) - L_ode(t)| / L(0) of each random seed: median, "
     f"{SPREAD}, and the number of seeds",
     "random_mean_vs_ode": "max_t |mean over seeds of L_sim(t) - L_ode(t)| / L(0)",
-    "theory_init": "auto: b_e(0) read off the random initial weights "
-    "(gdln.comparison.initial_mode_strengths); file: solve.init; given: a number",
+    "theory_start": "random: b_e(0) read off the random initial weights "
+    "(gdln.comparison.initial_mode_strengths); b0: the b0 setting (b0 holds the values)",
     "modes": "edge -> the reduction's numbers of the modes it carries (Reduction.edge_bases), "
     "as in the figures' legends and in gdln reduce's text",
     "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation; null "

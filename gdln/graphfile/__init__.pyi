@@ -5,4 +5,5 @@ from ._reader import Problem as Problem
 from ._reader import load as load
 from ._reader import parse_params as parse_params
 from ._reader import read_graph as read_graph
+from ._reader import with_task as with_task
 from ._schema import schema as schema

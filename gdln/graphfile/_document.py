@@ -27,6 +27,7 @@ import networkx as nx
 import sympy as sp
 
 from .._errors import GraphSpecError, shorten, shorten_text
+from ..settings._declared import DEPRECATED_KEYS, SECTIONS, Settings, declarations
 from ._expressions import ExpressionError, evaluate, render
 from ._limits import count_entries
 from ._safe_read import parse_json, parse_yaml, read_bytes, read_text
@@ -55,7 +56,6 @@ YAML_SUFFIXES = (".yaml", ".yml")
 NETWORKX_SUFFIXES = (".json", ".graphml")
 SUFFIXES = (*YAML_SUFFIXES, *NETWORKX_SUFFIXES)
 """Every file extension :func:`gdln.load` accepts (in any letter case)."""
-SETTINGS = ("init", "lr", "lump", "t_max")  # the keys of ``solve:``
 
 
 def read_file(
@@ -444,14 +444,25 @@ def _check(doc: Mapping[str, Any], scope: Scope) -> None:
             raise here.fail(f"{message or 'check failed'}: {condition} is false for {shown}")
 
 
-def read_settings(doc: Mapping[str, Any], scope: Scope) -> dict[str, Any]:
-    """``solve:``: defaults for solving (``init``, ``t_max``, ``lr``: numbers; ``lump``: a name)."""
-    out: dict[str, Any] = {}
-    for key, value in mapping(doc.get("solve", {}), scope.at("solve")).items():
-        if key not in SETTINGS:
-            raise scope.at("solve").fail(
-                f"unknown setting {key!r}; expected one of {sorted(SETTINGS)}"
+def read_settings(doc: Mapping[str, Any], scope: Scope) -> Settings:
+    """``solve:`` and ``simulate:``: the settings a file presets (:class:`~gdln.settings.Settings`).
+
+    A numeric value may be an expression in the file's parameters (``t_max: 4*M``); every
+    value is then read and checked by its declaration, with errors naming the file and key.
+    """
+    known = declarations()
+    by_key = {d.file_key: d for d in known.values() if d.file_key}
+    sections: dict[str, dict[str, Any]] = {}
+    for section in SECTIONS:
+        out: dict[str, Any] = {}
+        for key, value in mapping(doc.get(section, {}), scope.at(section)).items():
+            file_key = f"{section}.{key}"
+            declaration = by_key.get(file_key) or (
+                known[DEPRECATED_KEYS[file_key]] if file_key in DEPRECATED_KEYS else None
             )
-        here = scope.at("solve", key)
-        out[key] = text(value, here) if key == "lump" else here.number(value)
-    return out
+            numeric = declaration is not None and declaration.choices is None
+            if numeric and isinstance(value, (str, bool)):
+                value = scope.at(section, key).number(value)
+            out[key] = value
+        sections[section] = out
+    return Settings.from_file(sections, source=scope.source)

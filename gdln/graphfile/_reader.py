@@ -30,6 +30,7 @@ naming the file, the key and the value.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from typing import Any
 import networkx as nx
 
 from .._errors import GraphSpecError, TaskSpecError
+from ..settings._declared import Settings
 from ..task._examples import ExampleSet
 from ..task._task import Task
 from ._document import Scope, read_file, read_parameters, read_settings
@@ -47,7 +49,7 @@ from ._graph import graph_from_networkx, read_architecture, validate_graph
 from ._limits import Limits, use_limits
 from ._tasks import read_task
 
-__all__ = ["Problem", "load", "parse_params", "read_graph"]
+__all__ = ["Problem", "load", "parse_params", "read_graph", "with_task"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,9 @@ class Problem:
     params
         The parameter values used (file defaults updated by overrides).
     settings
-        Defaults for solving (``init``, ``t_max``, ``lr``) given in the file's ``solve:``.
+        Every setting as the file presets it (its ``solve:`` and ``simulate:``
+        sections) over the declared defaults (:class:`gdln.settings.Settings`); the
+        public functions take each one as a keyword that overrides it.
     families
         The graph's ``repeat:`` entries (index sets and members), for the symmetry
         quotient of :func:`gdln.reduce`.
@@ -84,7 +88,7 @@ class Problem:
     task: Task | None
     source: str = "<memory>"
     params: Mapping[str, Any] = field(default_factory=dict)
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
     families: tuple[IndexFamily, ...] = field(default=(), repr=False)
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -170,7 +174,7 @@ def load(
     -------
     Problem
         The graph (node sizes, gates, fixed edges), its task (or ``None``), the
-        parameter values used and the file's ``solve:`` settings.
+        parameter values used and the file's settings.
 
     Raises
     ------
@@ -195,7 +199,7 @@ def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | No
     families: list[IndexFamily] = []
     if isinstance(document, nx.Graph):
         graph = graph_from_networkx(document, str(path))
-        document, settings = {}, {}
+        document, settings = {}, Settings()
         names = {  # for a task file: values, like a YAML file's parameters
             str(key): scope.at("params", str(key)).evaluate(value)
             for key, value in (params or {}).items()
@@ -238,6 +242,31 @@ def _read_task_file(
     scope = Scope(str(path), path.parent, names)
     scope = scope.bind(read_parameters(document, overrides, scope))
     return read_task(document, graph, _task_scope(scope))
+
+
+def with_task(problem: Problem, task: str | Path, *, limits: Limits | None = None) -> Problem:
+    """``problem`` with the task of a task file instead of its own (same graph, parameters
+    and settings), e.g. untrained routes to evaluate a run on (Fig. 4h).
+
+    Parameters
+    ----------
+    problem
+        A loaded problem.
+    task
+        A task file (YAML with ``datasets:`` and ``task:``), read against the problem's
+        graph with the problem's parameter values.
+    limits
+        As for :func:`load`.
+
+    Raises
+    ------
+    TaskSpecError
+        The task file is unreadable, malformed or does not fit the graph.
+    """
+    with use_limits(limits):
+        new_task = _read_task_file(Path(task), problem.graph, {}, dict(problem.params))
+        check_ends(problem.graph, new_task, source=str(task))
+    return dataclasses.replace(problem, task=new_task)
 
 
 def read_graph(path: str | Path, *, params: Mapping[str, Any] | None = None) -> nx.DiGraph:

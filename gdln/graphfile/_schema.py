@@ -16,6 +16,10 @@ sections that it reads as empty.
 'https://json-schema.org/draft/2020-12/schema'
 >>> sorted(schema()["$defs"]["node"]["required"])
 ['id', 'size']
+
+The ``solve:`` and ``simulate:`` sections are made from the declarations of the settings
+(:class:`gdln.settings.Settings`), so that their keys, choices, defaults and meanings are
+those every command and function reads.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import functools
 import json
 from importlib import resources
 from typing import Any
+
+from ..settings._declared import DEPRECATED_KEYS, SECTIONS, declarations
 
 __all__ = ["schema"]
 
@@ -53,4 +59,40 @@ def schema() -> dict[str, Any]:
     >>> sorted(schema()["properties"])[:4]
     ['checks', 'datasets', 'derived', 'description']
     """
-    return copy.deepcopy(_read())
+    document = copy.deepcopy(_read())
+    document["properties"].update(_setting_sections())
+    return document
+
+
+def _setting_sections() -> dict[str, Any]:
+    """The ``solve:`` and ``simulate:`` sections, from the declared settings."""
+    sections: dict[str, Any] = {
+        name: {
+            "type": "object",
+            "description": f"Settings of this file (see gdln.settings); {name}: section.",
+            "additionalProperties": False,
+            "properties": {},
+        }
+        for name in SECTIONS
+    }
+    for declaration in declarations().values():
+        if declaration.file_key is None:
+            continue
+        section, key = declaration.file_key.split(".")
+        entry: dict[str, Any] = {"description": declaration.meaning}
+        if declaration.choices is not None:
+            entry["enum"] = list(declaration.choices)
+        else:
+            entry["$ref"] = "#/$defs/expression"
+        entry["default"] = declaration.shown
+        sections[section]["properties"][key] = entry
+    for old, new in DEPRECATED_KEYS.items():
+        section, key = old.split(".")
+        meaning = declarations()[new].meaning
+        sections[section]["properties"][key] = {
+            "$ref": "#/$defs/expression",
+            "deprecated": True,
+            "description": f"The key of an earlier release for {declarations()[new].file_key}: "
+            f"{meaning}",
+        }
+    return sections

@@ -33,6 +33,7 @@ from .._edge import Edge
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..paths._statistics import ContextActivity, context_activity
+from ..settings._declared import NOT_GIVEN, renamed
 from ..task._task import Context, _symbolic
 from ._bases import Modes
 from ._decoupled import DecoupledBases, anchor_bases
@@ -269,7 +270,9 @@ class ExpectedDynamics(DecoupledBases):
         return out
 
 
-def expected_dynamics(source: Problem | Reduction, *, init: Any = None) -> ExpectedDynamics:
+def expected_dynamics(
+    source: Problem | Reduction, *, b0: Any = None, init: Any = NOT_GIVEN
+) -> ExpectedDynamics:
     r"""The expected reduced dynamics of a problem, without listing its paths.
 
     Parameters
@@ -279,9 +282,11 @@ def expected_dynamics(source: Problem | Reduction, *, init: Any = None) -> Expec
         classes directly, never from paths (needs each input and output node to see one
         dataset field per group of coupled edges). Or a :class:`~gdln.Reduction`: its
         bases (found from path statistics) are reused, for any task it handles.
-    init
+    b0
         Initial value of every $b_e$ (number or mapping, as for :func:`gdln.reduce`);
-        default: the file's ``solve.init``, else 0.001. With a Reduction, its own.
+        default: the problem's ``b0`` setting. With a Reduction, its own.
+    init
+        The keyword of an earlier release for ``b0`` (a deprecation warning).
 
     Returns
     -------
@@ -302,9 +307,11 @@ def expected_dynamics(source: Problem | Reduction, *, init: Any = None) -> Expec
     >>> dyn.tape_size < 20 * 1000  # O(L) terms for 2**1000 paths
     True
     """
+    if init is not NOT_GIVEN:
+        b0 = renamed("expected_dynamics", "init", "b0", init) if b0 is None else b0
     if isinstance(source, Reduction):
         problem = source.problem
-        init_values = dict(source._init) if init is None else initial_values(problem, init)
+        init_values = dict(source._init) if b0 is None else initial_values(problem, b0)
         task = problem.require_task()
         activity = context_activity(problem.graph, task)
         return _assemble(
@@ -331,7 +338,7 @@ def expected_dynamics(source: Problem | Reduction, *, init: Any = None) -> Expec
         component,
         space,
         modes,
-        initial_values(problem, init),
+        initial_values(problem, problem.settings.given(b0=b0).b0),
         anchor_bases(graph, space, modes),
     )
 

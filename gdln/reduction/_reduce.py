@@ -61,12 +61,12 @@ from ..paths._statistics import (
     active_paths,
     require_numbers_for_float_data,
 )
+from ..settings._declared import NOT_GIVEN, Settings, renamed
 from ..task._task import Task
 from ._bases import Modes
 from ._decoupled import anchor_bases
 from ._loss import LossBuilder, ModeLoss
 from ._lumping import lumped_system, partition
-from ._lumpings import LUMPINGS
 from ._modes import Space, alive_edges, component_modes, tidy_number
 from ._narrow import check_narrow_nodes
 from ._quotient import NoSymmetry, Quotient, find_quotient
@@ -76,41 +76,49 @@ __all__ = ["reduce"]
 
 MAX_SYMBOLIC_PAIRS = 100_000
 """Most co-active path pairs (summed over contexts and outputs) the symbolic route lists."""
-DEFAULT_INIT = sp.Rational(1, 1000)
-"""The initial value of every $b_e$ when neither the caller nor the file gives one."""
 
 
 def reduce(
     problem: Problem,
     *,
-    lump: str = "none",
-    init: Any = None,
-    quotient: bool | None = None,
+    lump: str | None = None,
+    b0: Any = None,
+    route: str | None = None,
     symbolic: Sequence[str] = (),
+    init: Any = NOT_GIVEN,
+    quotient: bool | None = NOT_GIVEN,
 ) -> Reduction:
     r"""Reduce a problem's learning dynamics to one small ODE per class of modes.
+
+    Every setting left ``None`` takes the problem's value (``problem.settings``: the
+    graph file's ``solve:`` section over the declared defaults, :class:`gdln.settings.Settings`).
 
     Parameters
     ----------
     problem
         A loaded graph file with a task.
     lump
-        ``"none"`` (one variable per edge, Eq. 10), ``"symmetry"`` (Eqs. 44-46),
-        ``"balanced"`` (Eqs. 47-48) or ``"full"`` (Eq. 15). See the module docstring.
-    init
+        ``"none"`` (one variable per edge, Eq. 10), ``"symmetry"`` (Eqs. 44-46, the
+        default), ``"balanced"`` (Eqs. 47-48) or ``"full"`` (Eq. 15). See the module
+        docstring.
+    b0
         Initial value of every $b_e$ (a number), or a mapping from edge (``(u, v)``
-        or ``"u->v"``) to value; default: the file's ``solve.init``, else 0.001.
-    quotient
-        Derive from one context per orbit of the file's cyclic symmetry
-        (:mod:`gdln.reduction._quotient`; any lumping but ``"none"``): ``None`` (default)
-        does so for a context family too large to expand when the file was read, and
-        falls back to every context (saying why in :attr:`Reduction.route`) when the
-        symmetry cannot be shown; ``True`` tries whenever the task has a ``repeat:``
-        family of contexts; ``False`` never.
+        or ``"u->v"``) to value with an optional ``"default"``.
+    route
+        ``"auto"`` (default): derive from one context per orbit of the file's cyclic
+        symmetry (:mod:`gdln.reduction._quotient`) where the task has a ``repeat:`` family
+        of contexts and a lumping other than ``"none"`` is asked for, falling back to
+        every context (saying why in :attr:`Reduction.route`) when the symmetry cannot be
+        shown; ``"quotient"``: the same, refused when the symmetry does not hold;
+        ``"contexts"``: every context. (``"moments"`` and ``"matrix"`` derive no
+        equations: see :func:`gdln.expected_dynamics` and :func:`gdln.solve`.)
     symbolic
         Integer parameters of the file kept as symbols: orbit sizes, counts and
         probabilities become expressions in them (implies the quotient; an error says
         why when it does not apply).
+    init, quotient
+        The keywords of an earlier release for ``b0`` and ``route``, read with a
+        :class:`~gdln.GdlnDeprecationWarning`.
 
     Returns
     -------
@@ -119,14 +127,16 @@ def reduce(
 
     Raises
     ------
-    GdlnError
-        If ``lump`` is not one of :data:`LUMPINGS`.
+    SettingError
+        A setting is malformed (:class:`gdln.settings.SettingError`).
     NotDiagonalizableError
         If the path statistics have no common bases.
     TooManyPathsError
-        If the co-active path pairs are too many to list (see :func:`gdln.expected_dynamics`).
+        If the co-active path pairs are too many to list (the moment route,
+        :func:`gdln.expected_dynamics`, gives the same dynamics).
     GdlnError
-        With ``symbolic``, if the family has no symmetry quotient (the reason is given).
+        With ``symbolic`` or ``route="quotient"``, if the family has no symmetry quotient
+        (the reason is given); with ``route`` ``"moments"`` or ``"matrix"``.
 
     References
     ----------
@@ -137,14 +147,24 @@ def reduce(
     --------
     >>> import gdln
     >>> problem = gdln.load("graphs/routing.yaml", params={"M": "3", "K": "2"})
-    >>> reduction = gdln.reduce(problem, lump="symmetry")
+    >>> reduction = gdln.reduce(problem)
     >>> [str(v) for v in reduction.systems[0].variables]
     ['B1', 'B2', 'B3']
     """
-    if lump not in LUMPINGS:
-        raise GdlnError(f"lump={lump!r}: expected one of {', '.join(LUMPINGS)}")
-    init_values = initial_values(problem, init)
-    work, orbits, route = _route(problem, lump, init_values, quotient, symbolic)
+    if init is not NOT_GIVEN:
+        b0 = renamed("reduce", "init", "b0", init) if b0 is None else b0
+    if quotient is not NOT_GIVEN:
+        old = renamed("reduce", "quotient", "route", quotient)
+        route = route or {True: "auto", False: "contexts", None: "auto"}[old]
+    settings = problem.settings.given(lump=lump, b0=b0, route=route)
+    if settings.route in ("moments", "matrix"):
+        raise GdlnError(
+            f"{problem.source}: route {settings.route!r} derives no symbolic equations; "
+            "reduce takes auto, quotient or contexts (gdln.solve takes every route)"
+        )
+    lump = settings.lump
+    init_values = initial_values(problem, settings.b0)
+    work, orbits, described = _route(problem, lump, init_values, settings.route, symbolic)
     _check_reducible(work)
     active = active_paths(work.graph, work.require_task())
     if not active.paths:
@@ -164,13 +184,14 @@ def reduce(
         modes=tuple(modes),
         lump=lump,
         active=active,
-        route=route,
+        route=described,
         symbolic=tuple(symbolic),
         _space=space,
         _edge_component=edge_component,
         _slot_edges=slot_edges,
         _init=init_values,
         _anchors=anchor_bases(work.graph, space, modes),
+        _network=None if orbits is None else (problem, settings.b0),
     )
 
 
@@ -178,22 +199,33 @@ def _route(
     problem: Problem,
     lump: str,
     init: Mapping[Edge, Any],
-    quotient: bool | None,
+    route: str,
     symbolic: Sequence[str],
 ) -> tuple[Problem, Quotient | None, str]:
-    """The problem to derive from: the symmetry quotient's representatives, or all."""
+    """The problem to derive from: the symmetry quotient's representatives, or all.
+
+    The one rule of every door (``derive``, ``solve``, ``compare``, ``timescales`` and the
+    Python API): the quotient wherever the task has a ``repeat:`` family of contexts and
+    the lumping ties edges, unless ``route="contexts"``.
+    """
     contexts = problem.require_task().contexts
     if symbolic and lump == "none":
         raise GdlnError(f"{problem.source}: symbolic parameters need a lumping (not 'none')")
-    large = not getattr(contexts, "expanded", True)
-    if lump == "none" or quotient is False or not (quotient or symbolic or large):
+    if symbolic and route == "contexts":
+        raise GdlnError(f"{problem.source}: symbolic parameters need the quotient route")
+    families = bool(getattr(contexts, "families", ()))
+    if route == "quotient" and lump == "none":
+        raise GdlnError(f"{problem.source}: route 'quotient' needs a lumping (not 'none')")
+    if route == "contexts" or lump == "none" or not (families or symbolic):
+        if route == "quotient":
+            raise GdlnError(
+                f"{problem.source}: route 'quotient' needs a task with a repeat: family of contexts"
+            )
         return problem, None, ""
-    if not getattr(contexts, "families", ()) and not symbolic:
-        return problem, None, ""  # nothing repeats: every context is the only route
     try:
         found = find_quotient(problem, init, symbolic=symbolic)
     except NoSymmetry as err:
-        if symbolic:
+        if symbolic or route == "quotient":
             raise GdlnError(f"{problem.source}: no symmetry quotient: {err}") from err
         return problem, None, f"every context (no symmetry quotient: {err})"
     return found.problem, found, found.route
@@ -281,17 +313,15 @@ def orbit_loss(
 # Initial values
 
 
-def initial_values(problem: Problem, init: Any) -> dict[Edge, Any]:
-    """Every edge's initial $b_e$ from ``init`` (number or mapping), the file, or 0.001."""
-    value = init if init is not None else problem.settings.get("init", DEFAULT_INIT)
+def initial_values(problem: Problem, b0: Any) -> dict[Edge, Any]:
+    """Every edge's initial $b_e$ from ``b0``: a number, or a mapping edge -> value whose
+    ``"default"`` (else the declared default of ``b0``) covers the edges it omits."""
     edges = list(problem.graph.edges)
-    if isinstance(value, Mapping):
-        out = {}
-        default = value.get("default", DEFAULT_INIT)
-        for e in edges:
-            out[e] = value.get(e, value.get(edge_name(e), default))
-        return {e: _initial_number(problem, v, f"init[{edge_name(e)}]") for e, v in out.items()}
-    return dict.fromkeys(edges, _initial_number(problem, value, "init"))
+    if isinstance(b0, Mapping):
+        default = b0.get("default", Settings().b0)
+        out = {e: b0.get(e, b0.get(edge_name(e), default)) for e in edges}
+        return {e: _initial_number(problem, v, f"b0[{edge_name(e)}]") for e, v in out.items()}
+    return dict.fromkeys(edges, _initial_number(problem, b0, "b0"))
 
 
 def _initial_number(problem: Problem, value: Any, key: str) -> Any:

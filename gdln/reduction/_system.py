@@ -5,6 +5,7 @@ See :mod:`gdln.reduction._reduce` for how they are built (Sec. 3.1 of Saxe et al
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,6 +170,8 @@ class Reduction(DecoupledBases):
     _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
         repr=False, default_factory=dict, compare=False
     )  # seed -> hidden-node bases, drawn once
+    _network: tuple[Problem, Any] | None = field(repr=False, default=None, compare=False)
+    # (the problem as loaded, b0) of a reduction derived on the symmetry quotient
 
     def __repr__(self) -> str:
         return f"Reduction({self.problem.name!r}, lump={self.lump!r}, systems={list(self.systems)})"
@@ -209,14 +212,23 @@ class Reduction(DecoupledBases):
         )
 
     # -- bases and decoupled weights (Eq. 9) -----------------------------------------
-    def _whole_network(self) -> None:
-        """Refuse what needs every edge's bases when derived on the symmetry quotient."""
-        if self.route.startswith(QUOTIENT_ROUTE):
+    @functools.cached_property
+    def whole(self) -> Reduction:
+        """The reduction that holds every edge's bases: this one, or for one derived on the
+        symmetry quotient, the whole network's (every context, one variable per edge, the
+        same $b(0)$), derived on first use; the decoupled weights of Eq. (9) need it."""
+        if not self.route.startswith(QUOTIENT_ROUTE):
+            return self
+        if self.symbolic or self._network is None:
             raise GdlnError(
-                f"{self.problem.source}: this reduction was derived on the symmetry quotient "
-                "(one context per orbit) and has no bases for every edge; reduce with "
-                "quotient=False for decoupled weights of the whole network"
+                f"{self.problem.source}: this reduction keeps {', '.join(self.symbolic)} as "
+                "symbols and has no bases for every edge; substitute numbers for decoupled "
+                "weights of the whole network"
             )
+        from ._reduce import reduce
+
+        problem, b0 = self._network
+        return reduce(problem, lump="none", route="contexts", b0=b0)
 
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Mode vectors at the two ends of ``edge``: ``(left, right, modes)``.
@@ -225,7 +237,8 @@ class Reduction(DecoupledBases):
         ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``. An edge
         on no active path carries no mode (no columns).
         """
-        self._whole_network()
+        if self.whole is not self:
+            return self.whole.edge_bases(edge, seed=seed)
         if edge not in self._edge_component:
             size = self.problem.graph.nodes
             return np.zeros((size[edge[1]]["size"], 0)), np.zeros((size[edge[0]]["size"], 0)), []
@@ -240,6 +253,8 @@ class Reduction(DecoupledBases):
         ``left[:, k] @ W @ right[:, k]`` (Eq. 9), as :func:`gdln.simulate` records it when
         given these as ``bases``; the modes are those of :meth:`edge_bases`.
         """
+        if self.whole is not self:
+            return self.whole.decoupled_bases(seed=seed)
         out = {}
         for edge in self.problem.graph.edges:
             left, right, slots = self.edge_bases(edge, seed=seed)
@@ -254,7 +269,8 @@ class Reduction(DecoupledBases):
         mode). Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
         shared by nodes joined by fixed edges; a fixed edge holds $W_e = c\\,I$.
         """
-        self._whole_network()
+        if self.whole is not self:
+            return self.whole.decoupled_weights(init, seed=seed)
         graph = self.problem.graph
         weights = {}
         for edge in graph.edges:

@@ -134,7 +134,9 @@ def format_statistics(
     problem
         The network and its task.
     reduction
-        A reduction of ``problem``, to add its bases and per-mode values (default: none).
+        A reduction of ``problem``, to add its bases and per-mode values (default: none);
+        one derived on the symmetry quotient shows the whole network's
+        (:attr:`gdln.Reduction.whole`).
     fmt
         ``"text"``, ``"latex"`` or ``"json"``.
 
@@ -155,6 +157,8 @@ def format_statistics(
     """
     _check(fmt)
     task = problem.require_task()
+    if reduction is not None:
+        reduction = reduction.whole  # every path's statistics, even from the quotient
     stats = path_statistics(problem.graph, task, reduction.active if reduction else None)
     bases = _bases(reduction) if reduction is not None else []
     if fmt == "json":

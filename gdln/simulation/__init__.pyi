@@ -1,9 +1,9 @@
+from ..settings._choices import DTYPES as DTYPES
+from ..settings._choices import INITS as INITS
+from ..settings._choices import OPTIMIZERS as OPTIMIZERS
 from ._errors import SimulationDivergedError as SimulationDivergedError
 from ._errors import SimulationSpecError as SimulationSpecError
 from ._init import initial_weights as initial_weights
-from ._names import DTYPES as DTYPES
-from ._names import INITS as INITS
-from ._names import OPTIMIZERS as OPTIMIZERS
 from ._sampling import minibatch_indices as minibatch_indices
 from ._settings import SimulationSettings as SimulationSettings
 from ._simulate import simulate as simulate

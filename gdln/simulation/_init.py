@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 
 from .._edge import Edge
+from ..settings._declared import NOT_GIVEN, Settings, renamed
 from ._errors import SimulationSpecError
 from ._plan import Plan, edge_order, node_sizes
 from ._seeds import seed_list
@@ -73,10 +74,11 @@ DRAWS: Mapping[str, Callable[[np.random.Generator, int, int, float], np.ndarray]
 def initial_weights(
     graph: nx.DiGraph,
     *,
-    init_scheme: str = "xavier",
-    init: float = 0.2,
-    seeds: int | Sequence[int] = 1,
-    seed: int = 0,
+    init_scheme: str | None = None,
+    init_scale: float | None = None,
+    seeds: int | Sequence[int] | None = None,
+    seed: int | None = None,
+    init: Any = NOT_GIVEN,
 ) -> dict[Edge, np.ndarray]:
     r"""Draw the random initial weights that :func:`gdln.simulate` would use.
 
@@ -85,12 +87,14 @@ def initial_weights(
     graph
         The architecture (node attribute ``size``).
     init_scheme
-        A random scheme of :data:`~gdln.simulation.INITS`: ``"xavier"``, ``"singular"`` or
-        ``"orthogonal"``.
-    init
-        The initial scale $\sigma_0$ (for ``"orthogonal"``: the gain).
+        A random scheme of :data:`~gdln.simulation.INITS`: ``"xavier"`` (the default),
+        ``"singular"`` or ``"orthogonal"``.
+    init_scale
+        The initial scale $\sigma_0$ (for ``"orthogonal"``: the gain; default 0.2).
     seeds, seed
-        As in :func:`gdln.simulate`.
+        As in :func:`gdln.simulate` (default 10 and 0).
+    init
+        The keyword of an earlier release for ``init_scale`` (a deprecation warning).
 
     Returns
     -------
@@ -101,28 +105,36 @@ def initial_weights(
     Raises
     ------
     SimulationSpecError
-        ``init_scheme`` is not a random scheme, or ``init`` or ``seeds`` is malformed.
+        ``init_scheme`` is not a random scheme, or ``init_scale`` or ``seeds`` is
+        malformed.
 
     References
     ----------
     Saxe, Sodhani & Lewallen (2022), Sec. 3: small random initial weights of scale
     $\sigma_0$, the regime in which the reduced dynamics of Eq. (9) describe learning.
     """
+    if init is not NOT_GIVEN:
+        old = renamed("initial_weights", "init", "init_scale", init)
+        init_scale = old if init_scale is None else init_scale
+    defaults = Settings()
+    init_scheme = defaults.init_scheme if init_scheme is None else init_scheme
     draw = DRAWS.get(init_scheme)
     if draw is None:
         random = sorted(k for k, v in DRAWS.items() if v is not None)
         raise SimulationSpecError(f"init_scheme: expected one of {random}, got {init_scheme!r}")
-    if not (isinstance(init, (int, float)) and math.isfinite(init) and init >= 0):
+    scale = defaults.init_scale if init_scale is None else init_scale
+    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale >= 0):
         raise SimulationSpecError(
-            f"init: expected a finite number >= 0 (the initial scale sigma0), got {init!r}"
+            f"init_scale: expected a finite number >= 0 (the initial scale sigma0), got {scale!r}"
         )
     sizes = node_sizes(graph)
     edges = edge_order(graph)
     out: dict[Edge, list[np.ndarray]] = {e: [] for e in edges}
-    for s in seed_list(seeds, seed):
+    repetitions = defaults.seeds if seeds is None else seeds
+    for s in seed_list(repetitions, defaults.seed if seed is None else seed):
         rng = np.random.default_rng(s)
         for e in edges:
-            out[e].append(draw(rng, sizes[e[1]], sizes[e[0]], float(init)))
+            out[e].append(draw(rng, sizes[e[1]], sizes[e[0]], float(scale)))
     return {e: np.stack(v) for e, v in out.items()}
 
 
@@ -147,7 +159,7 @@ def start_weights(
             raise SimulationSpecError(
                 f"weights: only used with init_scheme='given', got init_scheme={init_scheme!r}"
             )
-        drawn = initial_weights(net.graph, init_scheme=init_scheme, init=init, seeds=seeds)
+        drawn = initial_weights(net.graph, init_scheme=init_scheme, init_scale=init, seeds=seeds)
         w0 = [drawn[e] for e in net.edges]
     for i, c in fixed.items():  # W_e = c I, never trained
         w0[i] = np.broadcast_to(c * np.eye(net.sizes[net.edges[i][0]]), w0[i].shape)

@@ -1,24 +1,23 @@
 """How a simulation trains and what it records: :class:`SimulationSettings`.
 
-Only the standard library is imported here, so settings can be built and checked (by the
-command line, say) before torch is loaded.
+Nothing heavy is imported here, so settings can be built and checked (by the command line,
+say) before torch is loaded.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..graphfile._limits import current_limits
+from ..settings._declared import SettingError, read_setting
 from ._errors import SimulationSpecError
-from ._names import DTYPES, OPTIMIZERS
+from ._steps import log_spaced_steps
 
 __all__ = ["SimulationSettings", "check_positive"]
 
-_DEVICE = re.compile(r"auto|cpu(:\d+)?|cuda(:\d+)?")
 MINIBATCH = frozenset({"sgd"})
 """The optimisers that average Eq. (1) over minibatches, and so need a batch size."""
 
@@ -42,18 +41,29 @@ def check_positive(name: str, value: Any, *, integer: bool, allow_zero: bool = F
         )
 
 
-def _check_choice(name: str, value: Any, choices: Mapping[str, Any] | Sequence[str]) -> None:
-    if not (isinstance(value, str) and value in choices):
-        raise SimulationSpecError(f"{name}: expected one of {sorted(choices)}, got {value!r}")
-
-
 def _check_flag(name: str, value: Any) -> None:
     if not isinstance(value, bool):
         raise SimulationSpecError(f"{name}: expected True or False, got {value!r}")
 
 
-def _record_steps(value: Any) -> tuple[int, ...]:
-    """``record_steps`` as a tuple of ints >= 0, from any non-empty sequence of ints."""
+def _record_steps(value: Any) -> tuple[int, ...] | str:
+    """``record_steps`` as a tuple of ints >= 0, from any non-empty sequence of ints, or the
+    text ``"log:N"`` (N >= 1) or ``"3,10,40"``."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("log:"):
+            count = text[4:]
+            if count.isdigit() and int(count) >= 1:
+                return f"log:{int(count)}"
+            raise SimulationSpecError(
+                f"record_steps: expected 'log:N' with an int N >= 1, got {value!r}"
+            )
+        parts = [p.strip() for p in text.split(",")]
+        if not all(p.isdigit() for p in parts):
+            raise SimulationSpecError(
+                f"record_steps: expected 'log:N' or a comma list of step numbers, got {value!r}"
+            )
+        value = [int(p) for p in parts]
     iterable = hasattr(value, "__iter__") and not isinstance(value, str | bytes)
     items = list(value) if iterable else []
     steps = [int(k) for k in items if isinstance(k, numbers.Integral) and not isinstance(k, bool)]
@@ -64,20 +74,28 @@ def _record_steps(value: Any) -> tuple[int, ...]:
     return tuple(steps)
 
 
+#: The fields of :class:`SimulationSettings` that are declared settings of gdln
+#: (:class:`gdln.settings.Settings`): ``None`` takes the problem's value.
+DECLARED = ("optimizer", "batch_size", "momentum", "dtype", "device", "threads", "progress")
+
+
 @dataclass(frozen=True)
 class SimulationSettings:
     r"""How :func:`gdln.simulate` trains and what it records.
 
-    Every field is checked when the settings are made; a bad one raises
-    :class:`~gdln.simulation.SimulationSpecError` naming it. Change a field with
+    The first seven fields are settings of gdln (:class:`gdln.settings.Settings`, declared
+    there once with their defaults and meanings): ``None`` takes the problem's value (its
+    graph file's ``simulate:`` section, else the declared default); :meth:`resolved`
+    fills them in. Every field given is checked when the settings are made; a bad one
+    raises :class:`~gdln.simulation.SimulationSpecError` naming it. Change a field with
     :func:`dataclasses.replace`.
 
     Parameters
     ----------
     optimizer
-        A key of :data:`~gdln.simulation.OPTIMIZERS`: ``"gd"`` (full batch) or ``"sgd"``
-        (minibatches of ``batch_size`` examples drawn with probability equal to their
-        weight, per seed).
+        A key of :data:`~gdln.simulation.OPTIMIZERS`: ``"gd"`` (full batch, the default)
+        or ``"sgd"`` (minibatches of ``batch_size`` examples drawn with probability equal
+        to their weight, per seed).
     batch_size
         Minibatch size, for ``"sgd"`` only.
     momentum
@@ -87,17 +105,21 @@ class SimulationSettings:
     dtype
         One of :data:`~gdln.simulation.DTYPES`: ``"float64"`` or ``"float32"``.
     device
-        ``None``/``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
+        ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
     threads
-        CPU threads for torch during the run (restored afterwards); ``None`` leaves
-        torch's setting. Small networks run fastest on one thread, and on a busy machine
+        CPU threads for torch during the run (restored afterwards): ``"auto"`` chooses,
+        an int sets them. Small networks run fastest on one thread, and on a busy machine
         several threads can be orders of magnitude slower.
+    progress
+        Show a tqdm progress bar: ``"auto"`` when standard error is a terminal.
     record_every
-        Record at steps ``0, record_every, 2 record_every, ...`` and at the last step.
+        Record at steps ``0, record_every, 2 record_every, ...`` and at the last step;
+        default: about ``points`` evenly spaced steps (``simulate(points=...)``).
     record_steps
         Record at exactly these steps instead (ints in ``[0, steps]``, any order, e.g.
-        :func:`~gdln.simulation.log_spaced_steps`); any int sequence, stored as a tuple.
-        ``record_every`` must then stay 1.
+        :func:`~gdln.simulation.log_spaced_steps`; any int sequence, stored as a tuple), or
+        ``"log:N"``: step 0 and N log-spaced steps from 1 to the last. ``record_every``
+        must then be left out (or 1).
     rsm
         Record $h_v h_v^\top$ at hidden nodes (Fig. 4g), on the evaluation examples if
         given, else on the training examples.
@@ -106,8 +128,6 @@ class SimulationSettings:
     diverge_above
         The run stops with :class:`~gdln.simulation.SimulationDivergedError` once a loss
         is non-finite or above this value.
-    progress
-        Show a tqdm progress bar.
 
     Raises
     ------
@@ -127,26 +147,63 @@ class SimulationSettings:
     (0, 10, 100)
     """
 
-    optimizer: str = "gd"
+    optimizer: str | None = None
     batch_size: int | None = None
-    momentum: float = 0.0
-    dtype: str = "float64"
+    momentum: float | None = None
+    dtype: str | None = None
     device: str | None = None
-    threads: int | None = None
-    record_every: int = 1
-    record_steps: tuple[int, ...] | None = None
+    threads: Any = None
+    progress: Any = None
+    record_every: int | None = None
+    record_steps: tuple[int, ...] | str | None = None
     rsm: bool = False
     record_weights: bool = False
     diverge_above: float = 1e8
-    progress: bool = False
 
     def __post_init__(self) -> None:
-        self._check_training()
-        self._check_hardware()
+        for name in DECLARED:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                object.__setattr__(self, name, read_setting(name, value))
+            except SettingError as err:
+                raise SimulationSpecError(str(err)) from None
+        if self.batch_size is not None and self.optimizer is not None:
+            self._check_minibatch()
+        check_positive("diverge_above", self.diverge_above, integer=False)
         self._check_recording()
 
-    def _check_training(self) -> None:
-        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
+    def resolved(self, settings: Any, *, steps: int | None = None) -> SimulationSettings:
+        """These settings with every ``None`` of :data:`DECLARED` taken from ``settings``
+        (a :class:`gdln.settings.Settings`: the problem's) and, for a run of ``steps``
+        steps, the records: ``settings.points`` evenly spaced steps unless
+        ``record_every`` or ``record_steps`` says otherwise."""
+        chosen: dict[str, Any] = {
+            name: getattr(settings, name) for name in DECLARED if getattr(self, name) is None
+        }
+        if steps is not None:
+            if isinstance(self.record_steps, str):  # "log:N"
+                count = int(self.record_steps[4:])
+                if count >= current_limits().points:
+                    what = f"record_steps={self.record_steps}"
+                    raise SimulationSpecError(current_limits().exceeded("points", what))
+                chosen["record_steps"] = tuple(log_spaced_steps(steps, count))
+            if self.record_steps is None and self.record_every is None:
+                chosen["record_every"] = max(1, steps // (settings.points - 1))
+            elif self.record_every is None:
+                chosen["record_every"] = 1
+        if (
+            "batch_size" in chosen
+            and self.optimizer is not None
+            and self.optimizer not in MINIBATCH
+        ):
+            chosen["batch_size"] = None  # a file's batch size belongs to its own optimiser
+        out = replace(self, **chosen) if chosen else self
+        out._check_minibatch()
+        return out
+
+    def _check_minibatch(self) -> None:
         if self.optimizer in MINIBATCH:
             check_positive("batch_size", self.batch_size, integer=True)
         elif self.batch_size is not None:
@@ -154,33 +211,16 @@ class SimulationSettings:
                 f"batch_size: only used with optimizer='sgd', got {self.batch_size!r} with "
                 f"{self.optimizer!r}"
             )
-        momentum = self.momentum
-        if not (
-            isinstance(momentum, numbers.Real)
-            and not isinstance(momentum, bool)
-            and 0.0 <= momentum < 1.0
-        ):
-            raise SimulationSpecError(f"momentum: expected a number in [0, 1), got {momentum!r}")
-        check_positive("diverge_above", self.diverge_above, integer=False)
-
-    def _check_hardware(self) -> None:
-        _check_choice("dtype", self.dtype, DTYPES)
-        device = self.device
-        if device is not None and not (isinstance(device, str) and _DEVICE.fullmatch(device)):
-            raise SimulationSpecError(
-                f"device: expected 'auto', 'cpu' or 'cuda[:k]', got {device!r}"
-            )
-        if self.threads is not None:
-            check_positive("threads", self.threads, integer=True)
 
     def _check_recording(self) -> None:
-        check_positive("record_every", self.record_every, integer=True)
+        if self.record_every is not None:
+            check_positive("record_every", self.record_every, integer=True)
         if self.record_steps is not None:
             object.__setattr__(self, "record_steps", _record_steps(self.record_steps))
-            if self.record_every != 1:
+            if self.record_every not in (None, 1):
                 raise SimulationSpecError(
                     "record_steps: give either record_steps or record_every, got both "
                     f"(record_every={self.record_every!r})"
                 )
-        for name in ("rsm", "record_weights", "progress"):
+        for name in ("rsm", "record_weights"):
             _check_flag(name, getattr(self, name))

@@ -34,7 +34,9 @@ run equals the per-seed runs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -42,20 +44,22 @@ import numpy as np
 import torch
 
 from .._edge import Edge, edge_name
+from ..graphfile._reader import Problem
+from ..settings._choices import INITS
+from ..settings._declared import NOT_GIVEN, renamed
 from ..solution._trajectory import Trajectory
 from ..task._examples import ExampleSet
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
 from ._errors import SimulationSpecError
 from ._init import DRAWS, start_weights
-from ._names import INITS
 from ._optimizers import OPTIMIZER_CLASSES
 from ._plan import Plan, compile_plan, fixed_edges
 from ._random_gates import RandomGates
 from ._recording import Recorder, projection_bases, record_at
 from ._sampling import Sampler
-from ._seeds import seed_list
 from ._settings import SimulationSettings, check_positive
+from ._start import start_of
 from ._training import Divergence, train
 from ._workload import check_workload, warn_if_fixed_point
 
@@ -69,19 +73,25 @@ TIME_CONVENTION = (
 
 
 def simulate(
-    graph: nx.DiGraph,
-    examples: ExampleSet,
+    source: Problem | nx.DiGraph,
+    examples: ExampleSet | None = None,
     *,
-    steps: int,
-    lr: float,
-    init_scheme: str = "xavier",
-    init: float = 0.2,
+    steps: int | None = None,
+    t_max: float | None = None,
+    lr: float | None = None,
+    init_scheme: str | None = None,
+    init_scale: float | None = None,
+    b0: Any = None,
     weights: Mapping[Edge, Any] | None = None,
-    seeds: int | Sequence[int] = 1,
-    seed: int = 0,
+    seeds: int | Sequence[int] | None = None,
+    seed: int | None = None,
     eval_examples: ExampleSet | None = None,
+    eval_task: str | Path | None = None,
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None = None,
+    project: bool = False,
+    points: int | None = None,
     settings: SimulationSettings | None = None,
+    init: Any = NOT_GIVEN,
 ) -> Trajectory:
     r"""Train the full gated network by gradient descent and record its trajectory.
 
@@ -93,36 +103,56 @@ def simulate(
 
     Parameters
     ----------
-    graph
-        The architecture: node attribute ``size``; in-degree-0 nodes are inputs and
-        out-degree-0 nodes outputs.
+    source
+        A :class:`~gdln.Problem` (its graph and task; every setting left ``None`` takes the
+        problem's value, ``problem.settings``), or an architecture graph (node attribute
+        ``size``; in-degree-0 nodes are inputs and out-degree-0 nodes outputs) with its
+        ``examples`` (the settings then take their declared defaults).
     examples
-        The training examples, gates and weights.
+        The training examples, gates and weights (default: the problem's task).
     steps
-        Number of updates.
+        Number of updates; default: the steps that reach ``t_max``,
+        ``round(t_max (1 - mu) / lr)`` (:func:`~gdln.simulation.horizon_steps`). Give one
+        of ``steps`` and ``t_max``.
+    t_max
+        The horizon in units of $\tau$ (default 10).
     lr
         Learning rate = Euler time step in units of $\tau$ (with momentum $\mu$ one step
-        is $\mathrm{lr}/(1-\mu)$ of flow time).
+        is $\mathrm{lr}/(1-\mu)$ of flow time; default 0.05).
     init_scheme
-        Name in :data:`INITS`: ``"xavier"`` ($\sigma_0\times$ Xavier normal),
-        ``"singular"``/``"orthogonal"`` (all singular values $\sigma_0$) or ``"given"``.
-    init
-        The initial scale $\sigma_0$ of the random schemes.
+        Name in :data:`INITS`: ``"xavier"`` ($\sigma_0\times$ Xavier normal, the default),
+        ``"singular"``/``"orthogonal"`` (all singular values $\sigma_0$), ``"decoupled"``
+        (with a Problem: the weights of Eq. (9) at $b(0)$ = ``b0``, one run whose hidden
+        bases are drawn from ``seed``) or ``"given"`` (``weights``; implied by them).
+    init_scale
+        The initial scale $\sigma_0$ of the random schemes (default 0.2).
+    b0
+        $b(0)$ of the decoupled scheme (default: the problem's ``b0`` setting).
     weights
         For ``init_scheme="given"``: edge -> ``(|t|, |s|)`` (all seeds) or
         ``(S, |t|, |s|)``, e.g. the decoupled weights of Eq. (9).
     seeds, seed
-        A count ``S`` (repetitions use the seeds ``seed, ..., seed+S-1``) or an explicit
-        list of seeds. All repetitions run batched along a leading tensor axis.
-    eval_examples
-        A second ExampleSet (e.g. untrained routes, Fig. 4h) evaluated at each record.
-    bases
+        A count ``S`` (repetitions use the seeds ``seed, ..., seed+S-1``; default 10 and 0)
+        or an explicit list of seeds. All repetitions run batched along a leading tensor
+        axis.
+    eval_examples, eval_task
+        A second ExampleSet, or (with a Problem) a task file read against its graph
+        (:func:`gdln.graphfile.with_task`), e.g. untrained routes (Fig. 4h), evaluated at
+        each record.
+    bases, project
         Edge -> ``(left (|t|, k), right (|s|, k))``: the reduced variable of mode $a$,
         ``left[:, a] @ W @ right[:, a]``, is recorded as ``"proj/<edge>"`` (e.g.
-        ``Reduction.decoupled_bases``).
+        ``Reduction.decoupled_bases``); ``project=True`` (with a Problem) takes the bases
+        of the problem's reduction (every context, one variable per edge).
+    points
+        About how many evenly spaced steps to record (default 201), unless ``settings``
+        gives ``record_every`` or ``record_steps``.
     settings
         How to train and what to record (:class:`SimulationSettings`: optimiser, momentum,
-        dtype, device, threads, record steps...); default ``SimulationSettings()``.
+        dtype, device, threads, record steps...); a field left ``None`` takes the
+        problem's setting.
+    init
+        The keyword of an earlier release for ``init_scale`` (a deprecation warning).
 
     Returns
     -------
@@ -173,28 +203,45 @@ def simulate(
     >>> bool((run.loss[-1] < 1e-10).all())
     True
     """
-    if settings is None:
-        settings = SimulationSettings()
-    elif not isinstance(settings, SimulationSettings):
-        raise SimulationSpecError(
-            f"settings: expected a SimulationSettings, got {type(settings).__name__}"
-        )
+    if init is not NOT_GIVEN:
+        old = renamed("simulate", "init", "init_scale", init)
+        init_scale = old if init_scale is None else init_scale
+    start = start_of(
+        source,
+        examples,
+        steps=steps,
+        t_max=t_max,
+        lr=lr,
+        init_scheme=init_scheme,
+        init_scale=init_scale,
+        b0=b0,
+        weights=weights,
+        seeds=seeds,
+        seed=seed,
+        eval_examples=eval_examples,
+        eval_task=eval_task,
+        bases=bases,
+        project=project,
+        points=points,
+        settings=settings,
+    )
+    threads = start.settings.threads
     before = torch.get_num_threads()
-    if settings.threads is not None:
-        torch.set_num_threads(settings.threads)
+    if threads != "auto":
+        torch.set_num_threads(threads)
     try:
         return _run(
-            graph,
-            examples,
-            steps=steps,
-            lr=lr,
-            init_scheme=init_scheme,
-            init=init,
-            weights=weights,
-            seeds=seed_list(seeds, seed),
-            eval_examples=eval_examples,
-            bases=bases,
-            settings=settings,
+            start.graph,
+            start.examples,
+            steps=start.steps,
+            lr=start.lr,
+            init_scheme=start.init_scheme,
+            init=start.init_scale,
+            weights=start.weights,
+            seeds=start.seeds,
+            eval_examples=start.eval_examples,
+            bases=start.bases,
+            settings=start.settings,
         )
     finally:
         torch.set_num_threads(before)
@@ -215,6 +262,8 @@ def _run(
     settings: SimulationSettings,
 ) -> Trajectory:
     """The body of :func:`simulate`, with torch's thread count already set."""
+    dtype_name, optimizer_name, momentum = settings.dtype, settings.optimizer, settings.momentum
+    assert dtype_name and optimizer_name and momentum is not None  # resolved by start_of
     check_positive("steps", steps, integer=True, allow_zero=True)
     check_positive("lr", lr, integer=False)
     net = compile_plan(graph)
@@ -227,12 +276,14 @@ def _run(
         edges=net.edges,
         eval_rows=0 if eval_examples is None else _rows(eval_examples),
     )
-    recorded = record_at(steps, settings.record_every, settings.record_steps)
+    every, chosen_steps = settings.record_every, settings.record_steps
+    assert every is not None and not isinstance(chosen_steps, str)  # resolved by start_of
+    recorded = record_at(steps, every, chosen_steps)
     if init_scheme not in INITS:
         raise SimulationSpecError(
             f"init_scheme: expected one of {sorted(INITS)}, got {init_scheme!r}"
         )
-    dtype, device = TORCH_DTYPES[settings.dtype], torch_device(settings.device)
+    dtype, device = TORCH_DTYPES[dtype_name], torch_device(settings.device)
     data = tensorise(net, examples, "examples", dtype, device)
     evaluation = (
         None
@@ -256,13 +307,13 @@ def _run(
     warn_if_fixed_point(net.order, net.edges, trained, zero, net.outputs)
     W = [torch.tensor(np.array(a), dtype=dtype, device=device, requires_grad=True) for a in w0]
     gates = RandomGates(net, examples.random_gates, seeds, dtype, device)
-    kind = OPTIMIZER_CLASSES[settings.optimizer]
+    kind = OPTIMIZER_CLASSES[optimizer_name]
     sampler = None
     if kind.minibatch:
         assert settings.batch_size is not None  # SimulationSettings checked it
         sampler = Sampler(examples.weights, seeds, settings.batch_size, device)
-    optimizer = kind(net, data, W, lr=lr, momentum=settings.momentum, fixed=fixed, sampler=sampler)
-    dt = lr / (1.0 - settings.momentum)  # flow time per step (module docstring)
+    optimizer = kind(net, data, W, lr=lr, momentum=momentum, fixed=fixed, sampler=sampler)
+    dt = lr / (1.0 - momentum)  # flow time per step (module docstring)
     divergence = Divergence(seeds, dtype, device, limit=settings.diverge_above, dt=dt, lr=lr)
     train(
         optimizer,
@@ -271,7 +322,7 @@ def _run(
         recorder=recorder,
         record_at=recorded,
         divergence=divergence,
-        progress=settings.progress,
+        progress=sys.stderr.isatty() if settings.progress == "auto" else settings.progress,
     )
     steps_rec, loss_rec, series = recorder.arrays()
     meta = {
@@ -304,7 +355,7 @@ def _settings_meta(settings: SimulationSettings, device: torch.device) -> dict[s
     return {
         "optimizer": settings.optimizer,
         "batch_size": settings.batch_size,
-        "momentum": float(settings.momentum),
+        "momentum": float(settings.momentum or 0.0),
         "dtype": settings.dtype,
         "device": str(device),
     }

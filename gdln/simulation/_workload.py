@@ -64,9 +64,11 @@ def horizon_steps(t_max: float, *, lr: float, momentum: float = 0.0) -> int:
 
 def _records(settings: SimulationSettings, steps: int) -> int:
     """How many steps a run of ``steps`` steps records under ``settings``."""
+    if isinstance(settings.record_steps, str):  # "log:N": at most N + 1 steps
+        return int(settings.record_steps[4:]) + 1
     if settings.record_steps is not None:
         return len(set(settings.record_steps))
-    every = settings.record_every
+    every = settings.record_every or 1
     return steps // every + 1 + (steps % every != 0)
 
 

@@ -166,7 +166,7 @@ def check_solve_settings(
     (10.0, 0.05)
     """
     horizon = positive_number("t_max", t_max)
-    check_count("n_points", n_points, least=2, limit="points")
+    check_count("points", n_points, least=2, limit="points")
     if lr is None:
         return horizon, None
     steps_for(horizon, lr)

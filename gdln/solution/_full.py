@@ -22,6 +22,7 @@ from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
 from ..reduction._reduce import initial_values
+from ..settings._declared import NOT_GIVEN, renamed
 from ._flow import FlowPlan
 from ._trajectory import Trajectory
 
@@ -42,11 +43,14 @@ def solve_full(
     problem: Problem,
     weights: Mapping[Edge, np.ndarray] | None = None,
     *,
-    t_max: float,
-    n_points: int = 201,
+    t_max: float | None = None,
     lr: float | None = None,
-    init: Any = None,
-    seed: int = 0,
+    dynamics: str | None = None,
+    points: int | None = None,
+    b0: Any = None,
+    seed: int | None = None,
+    n_points: Any = NOT_GIVEN,
+    init: Any = NOT_GIVEN,
 ) -> Trajectory:
     r"""Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$.
 
@@ -58,20 +62,22 @@ def solve_full(
         Edge -> initial weight matrix $W_e(0)$, every edge of the graph; default:
         random weights whose singular values all equal ``init`` (the analogue, without
         common bases, of the decoupled start of Eq. 9), fixed edges $W_e = c\,I$.
-    t_max
-        The final time, in units of $\tau$.
-    n_points
-        Number of recorded times, evenly spaced on ``[0, t_max]`` (with ``lr``: the
-        nearest steps).
-    lr
-        Iterate plain gradient descent $W_e \leftarrow W_e + \mathrm{lr}\,\tau\dot W_e$
-        for ``round(t_max / lr)`` steps instead of integrating the flow.
-    init
+    t_max, lr, dynamics, points
+        As for :func:`gdln.solve` (each ``None`` takes the problem's setting): the final
+        time in units of $\tau$; ``dynamics="gd-map"`` iterates plain gradient descent
+        $W_e \leftarrow W_e + \mathrm{lr}\,\tau\dot W_e$ for ``round(t_max / lr)``
+        steps instead of integrating the flow; the number of recorded times, evenly spaced
+        on ``[0, t_max]`` (with the map: the nearest steps).
+    b0
         Without ``weights``: every trained edge's singular values (one number, or a
-        mapping from edge to number as for :func:`gdln.reduce`); default: the file's
-        ``solve.init``, else 0.001.
+        mapping from edge to number as for :func:`gdln.reduce`); default: the problem's
+        ``b0`` setting.
     seed
-        Without ``weights``: the seed of the random singular vectors.
+        Without ``weights``: the seed of the random singular vectors (default: the
+        problem's ``seed`` setting).
+    n_points, init
+        The keywords of an earlier release for ``points`` and ``b0`` (a deprecation
+        warning); an ``lr`` given without ``dynamics`` keeps its earlier meaning, the map.
 
     Returns
     -------
@@ -96,13 +102,24 @@ def solve_full(
     --------
     >>> import gdln
     >>> problem = gdln.load("graphs/chain.yaml")
-    >>> trajectory = gdln.solve_full(problem, t_max=100, n_points=3, init=0.1)
+    >>> trajectory = gdln.solve_full(problem, t_max=100, points=3, b0=0.1)
     >>> round(float(trajectory.loss[0]), 4), bool(trajectory.loss[-1] < 1e-10)
     (0.9998, True)
     """
-    t_max, steps = _horizon(t_max, lr, n_points)
+    if n_points is not NOT_GIVEN:
+        points = renamed("solve_full", "n_points", "points", n_points) if points is None else points
+    if init is not NOT_GIVEN:
+        b0 = renamed("solve_full", "init", "b0", init) if b0 is None else b0
+    if lr is not None and dynamics is None:
+        dynamics = renamed("solve_full", "lr", "dynamics='gd-map', lr", "gd-map")
+    settings = problem.settings.given(
+        t_max=t_max, lr=lr, dynamics=dynamics, points=points, b0=b0, seed=seed
+    )
+    n_points = settings.points
+    lr = settings.lr if settings.dynamics == "gd-map" else None
+    t_max, steps = _horizon(settings.t_max, lr, n_points)
     if weights is None:
-        weights = initial_full_weights(problem, init=init, seed=seed)
+        weights = initial_full_weights(problem, b0=settings.b0, seed=settings.seed)
     edges = list(weights)
     values = _checked(problem, weights, edges)
     plan = FlowPlan.of(problem, edges)
@@ -167,9 +184,7 @@ def _checked(
     return out
 
 
-def initial_full_weights(
-    problem: Problem, *, init: Any = None, seed: int = 0
-) -> dict[Edge, np.ndarray]:
+def initial_full_weights(problem: Problem, *, b0: Any, seed: int) -> dict[Edge, np.ndarray]:
     r"""Random weights whose singular values all equal the initial value $b_e(0)$.
 
     $W_e = b_e(0)\,Q_e$ with $Q_e$ a random matrix with orthonormal rows or columns (the
@@ -180,9 +195,8 @@ def initial_full_weights(
     ----------
     problem
         The network.
-    init
-        One number, or edge -> number (as for :func:`gdln.reduce`); default: the file's
-        ``solve.init``, else 0.001.
+    b0
+        One number, or edge -> number (as for :func:`gdln.reduce`).
     seed
         Seed of the random $Q_e$.
 
@@ -192,7 +206,7 @@ def initial_full_weights(
         Edge -> $W_e$, every edge of the graph.
     """
     graph = problem.graph
-    scale = initial_values(problem, init)
+    scale = initial_values(problem, b0)
     rng = np.random.default_rng(seed)
     out = {}
     for e in graph.edges:

@@ -36,7 +36,7 @@ from ._gd_map import map_reduction
 from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
 from ._trajectory import Trajectory
 
-__all__ = ["check_solve_settings", "solve"]
+__all__ = ["solve_model"]
 
 
 _SCALAR_STATE_MAX = 512  # largest state compiled into one scalar function (see _Numeric.scalar)
@@ -227,75 +227,17 @@ def _require_numbers(reduction: Reduction) -> None:
         raise GdlnError(f"{reduction.problem.source}: {unbound_message(free)}")
 
 
-def solve(
+def solve_model(
     reduction: Reduction | ExpectedDynamics,
     *,
     t_max: float,
-    lr: float | None = None,
-    n_points: int = 201,
-    times: npt.ArrayLike | None = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    lr: float | None,
+    n_points: int,
+    times: npt.ArrayLike | None,
+    rtol: float,
+    atol: float,
 ) -> Trajectory:
-    r"""Integrate the reduced dynamics from the reduction's initial values.
-
-    Parameters
-    ----------
-    reduction
-        From :func:`gdln.reduce`, or the expected dynamics of :func:`gdln.expected_dynamics`
-        (the same ODE and GD map, evaluated without listing paths; its variables are
-        recorded per trained edge as ``(T, modes)``).
-    t_max
-        Final time, in units of $\tau$.
-    lr
-        ``None``: solve the ODE (LSODA, ``scipy.integrate.odeint``; with numba installed,
-        the ``fast`` extra, compiled DOP853 from a system's second solve on, see
-        :mod:`gdln.solution._fast`). A number: iterate the exact gradient-descent map with
-        this learning rate (``round(t_max/lr)`` steps, at least 1 and at most
-        :class:`gdln.graphfile.Limits` ``steps``), under every lumping: variables that
-        ``lump="full"`` eliminated through a conserved quantity (Eq. 15, which holds for
-        gradient flow only) are iterated by the map itself, in the tied system before
-        elimination (``meta["system"] == "tied"``; otherwise ``"reduced"``). The recorded
-        variables are the same either way.
-    n_points
-        Number of recorded times: an int from 2 to :class:`gdln.graphfile.Limits`
-        ``points``.
-    times
-        The times to record instead (units of $\tau$; ``n_points`` is then not used):
-        increasing, from 0, the last at most ``t_max``; with ``lr``, each a whole number
-        of steps $t/\mathrm{lr}$. :func:`gdln.compare` records the theory and the
-        simulations at the same steps this way.
-    rtol, atol
-        Tolerances of the ODE solver.
-
-    Raises
-    ------
-    GdlnError
-        Before anything is computed, if ``t_max`` or ``lr`` is not a finite number > 0,
-        ``n_points`` is out of range, or ``t_max/lr`` rounds to no step or to more steps
-        than the limit (each message names the limit and its environment variable);
-        if ``times`` is malformed; during the solve, if the solution overflows or becomes
-        non-finite (naming the time or step, the variable and its value), or the ODE
-        solver fails.
-
-    Warns
-    -----
-    DegenerateStartWarning
-        The initial values are a fixed point of the dynamics (e.g. ``init=0``), so the
-        trajectory stays flat.
-
-    Returns
-    -------
-    Trajectory
-        ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
-        and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
-        $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``).
-
-    References
-    ----------
-    Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
-    variables) and Eq. (1) (the loss).
-    """
+    """Integrate (``lr`` ``None``) or iterate the dynamics of a reduction from its start."""
     t_max, lr = check_solve_settings(t_max, lr=lr, n_points=n_points)
     recorded = None if times is None else check_times(times, t_max, lr)
     system_used = "reduced"

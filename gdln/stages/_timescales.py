@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from .._edge import edge_name
-from .._errors import GdlnError, NotDiagonalizableError
+from .._errors import GdlnError, NotDiagonalizableError, shorten
 from ..graphfile._reader import Problem
+from ..reduction._quotient import QUOTIENT_ROUTE
 from ..reduction._reduce import reduce
 from ..reduction._system import Reduction
 from ._aligned import (
@@ -32,7 +33,6 @@ from ._aligned import (
     path_name,
 )
 from ._result import Stage, Timescales, tidy_loss
-from ._routes import ROUTES
 
 __all__ = ["timescales"]
 
@@ -53,8 +53,8 @@ def timescales(
     problem: Problem,
     *,
     b0: Any = None,
-    route: str = "auto",
-    lump: str = "symmetry",
+    route: str | None = None,
+    lump: str | None = None,
     ode: bool = True,
 ) -> Timescales:
     r"""The stages of learning from small initial weights: order, times, plateaus, maps.
@@ -63,15 +63,19 @@ def timescales(
     ----------
     problem
         A loaded graph file with a task.
+    Every setting left ``None`` takes the problem's value (``problem.settings``).
+
     b0
         The initial scale $u_0$ of every reduced variable, $0 < u_0 < 1$ (a number or an
-        expression such as ``"1/1000"``); default: the file's ``solve.init``, else 0.001.
+        expression such as ``"1/1000"``; default: the problem's ``b0`` setting).
     route
-        ``"aligned"``: the leading order of the exact reduced ODE (Eq. 10), mode by mode,
-        for statistics with common bases; ``"asymptotic"``: rank-one stages from the top
+        The route of every command (:data:`gdln.settings.ROUTES`): ``"quotient"`` or
+        ``"contexts"`` take the *aligned* analysis, the leading order of the exact reduced
+        ODE (Eq. 10) derived by that route, mode by mode, for statistics with common
+        bases; ``"matrix"`` takes the *asymptotic* analysis, rank-one stages from the top
         singular direction of each inactive pathway's residual correlation, for any
-        statistics (:mod:`gdln.stages._asymptotic`); ``"auto"`` (default): aligned
-        when :func:`gdln.reduce` finds common bases, else asymptotic.
+        statistics (:mod:`gdln.stages._asymptotic`); ``"auto"`` (default): aligned when
+        :func:`gdln.reduce` finds common bases, else asymptotic.
     lump
         The lumping of the reduction on the aligned route: ``"symmetry"`` (the default:
         edges tied only where the graph's symmetry ties them, e.g. routing's $M$ input
@@ -90,8 +94,9 @@ def timescales(
     Raises
     ------
     GdlnError
-        If ``b0`` is not a number in $(0, 1)$, ``route`` or ``lump`` is unknown, or
-        ``route="aligned"`` and the statistics have no common bases.
+        If ``b0`` is not a number in $(0, 1)$, ``route`` or ``lump`` is unknown or
+        unsupported (``"moments"``, ``"full"``), or an aligned route is asked for and the
+        statistics have no common bases.
 
     References
     ----------
@@ -106,19 +111,24 @@ def timescales(
     >>> [round(r, 3) for r in result.ratios()]
     [1.0, 5.0]
     """
-    if route not in ROUTES:
-        raise GdlnError(f"route={route!r}: expected one of {', '.join(ROUTES)}")
+    settings = problem.settings.given(route=route, lump=lump, b0=b0)
+    route, lump = settings.route, settings.lump
+    if route == "moments":
+        raise GdlnError(
+            f"{problem.source}: route 'moments' lists no pathways; timescales takes auto, "
+            "quotient, contexts (aligned) or matrix (asymptotic)"
+        )
     if lump not in ("none", "symmetry", "balanced"):
-        raise GdlnError(f"lump={lump!r}: expected none, symmetry or balanced")
-    u0 = initial_scale(problem, b0)
-    if route == "asymptotic":
+        raise GdlnError(f"lump={lump!r}: timescales takes none, symmetry or balanced")
+    u0 = initial_scale(problem, settings.b0)
+    if route == "matrix":
         from ._asymptotic import asymptotic_timescales
 
         return asymptotic_timescales(problem, u0)
     try:
-        reduction = reduce(problem, lump=lump, init=u0)
+        reduction = reduce(problem, lump=lump, b0=u0, route=route)
     except NotDiagonalizableError:
-        if route == "aligned":
+        if route != "auto":
             raise
         from ._asymptotic import asymptotic_timescales
 
@@ -127,20 +137,16 @@ def timescales(
 
 
 def initial_scale(problem: Problem, b0: Any) -> float:
-    """$u_0$ from ``b0``, else the file's ``solve.init``, else 0.001; refused unless in (0, 1)."""
-    from ..graphfile._expressions import ExpressionError, evaluate
-
-    given = b0 if b0 is not None else problem.settings.get("init", "1/1000")
-    key = "b0" if b0 is not None else "solve.init"
+    """$u_0$ from the resolved ``b0`` setting; refused unless one number in (0, 1)."""
     try:
-        value = float(evaluate(given, {}) if isinstance(given, str) else given)
-    except (ExpressionError, TypeError, ValueError) as err:
+        value = float(b0)
+    except (TypeError, ValueError) as err:
         raise GdlnError(
-            f"{problem.source}: {key} {given!r}: expected one number (the initial scale u0)"
+            f"{problem.source}: b0 {shorten(b0)}: expected one number (the initial scale u0)"
         ) from err
     if not (0 < value < 1 and math.isfinite(value)):
         raise GdlnError(
-            f"{problem.source}: {key} {given!r}: the initial scale u0 must be between 0 and 1"
+            f"{problem.source}: b0 {shorten(b0)}: the initial scale u0 must be between 0 and 1"
         )
     return value
 
@@ -214,6 +220,12 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
             + ", ".join(flipped_names)
             + " (the signs of the final weights; an escape through two small edges does not "
             "depend on the signs, the blow-up time of a deeper one does)",
+        )
+    if reduction.route.startswith(QUOTIENT_ROUTE):
+        assumptions += (
+            f"derived on the {reduction.route.split(';')[0]}: the maps listed are those of "
+            "the representative context's pathways; every pathway of one orbit learns the "
+            "same map at the same time (route contexts lists them all)",
         )
     pinned = [st.pathways or st.active for st in stages if st.mechanism == "generic only"]
     if pinned:

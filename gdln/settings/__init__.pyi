@@ -1,0 +1,12 @@
+from ._choices import DTYPES as DTYPES
+from ._choices import DYNAMICS as DYNAMICS
+from ._choices import INITS as INITS
+from ._choices import LUMPINGS as LUMPINGS
+from ._choices import METHODS as METHODS
+from ._choices import OPTIMIZERS as OPTIMIZERS
+from ._choices import ROUTES as ROUTES
+from ._choices import THEORY_STARTS as THEORY_STARTS
+from ._declared import Declaration as Declaration
+from ._declared import SettingError as SettingError
+from ._declared import Settings as Settings
+from ._declared import declarations as declarations

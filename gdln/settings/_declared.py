@@ -1,0 +1,612 @@
+r"""Every setting of gdln, declared once: name, type, default, meaning, file key, option.
+
+The fields of :class:`Settings` *are* the declarations. Each carries, beside its default,
+a :class:`Declaration`: what it means, how a value is read and checked, the graph-file key
+that presets it (``solve.lump``) and the command-line option that overrides it
+(``--lump``). From this one table
+
+* a graph file's ``solve:`` and ``simulate:`` sections are read into a :class:`Settings`
+  when the problem is loaded (:meth:`Settings.from_file`; ``Problem.settings``);
+* every public function takes each setting it uses as a keyword of the same name whose
+  default ``None`` means "the problem's value" (:meth:`Settings.given`): command line,
+  else the file, else the declared default, resolved in one place;
+* the command line builds its options (``gdln.cli``), the JSON Schema its ``solve:`` and
+  ``simulate:`` sections (``gdln schema``), and a test holds the graph-file reference
+  against it.
+
+>>> Settings().lump, Settings().t_max
+('symmetry', 10.0)
+>>> Settings().given(lump="full", t_max="2*20").t_max
+40.0
+>>> Settings().given(lump="fast")
+Traceback (most recent call last):
+...
+gdln.settings._declared.SettingError: lump: expected one of none, symmetry, balanced, full; got 'fast'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from typing import Any
+
+from .._errors import GdlnDeprecationWarning, GraphSpecError, shorten
+from ._choices import DTYPES, DYNAMICS, INITS, LUMPINGS, METHODS, OPTIMIZERS, ROUTES, THEORY_STARTS
+
+__all__ = [
+    "DEPRECATED_KEYS",
+    "NOT_GIVEN",
+    "SECTIONS",
+    "Declaration",
+    "SettingError",
+    "Settings",
+    "declarations",
+    "read_setting",
+    "renamed",
+]
+
+SECTIONS = ("solve", "simulate")
+"""The graph-file sections that preset settings."""
+
+
+class SettingError(GraphSpecError):
+    """A setting's value is malformed: the message names the setting (and the file key or
+    option it came from) and what was expected."""
+
+
+Parse = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What one setting means and how its values are read.
+
+    Attributes
+    ----------
+    meaning
+        One sentence: what the setting is (help text, schema description, reference).
+    parse
+        Reads a value (from a file, the command line or Python) into the setting's type,
+        raising ``ValueError`` with what was expected.
+    expected
+        What a value must be, in words (``"a finite number > 0"``).
+    choices
+        The names a choice setting takes, with their meanings.
+    file_key
+        ``"section.key"`` of a graph file, or ``None`` (not a file setting).
+    option
+        The command-line option, or ``None``.
+    shown
+        The default as the help and the reference show it.
+    """
+
+    meaning: str
+    parse: Parse
+    expected: str
+    choices: Mapping[str, str] | None = None
+    file_key: str | None = None
+    option: str | None = None
+    shown: str = ""
+
+
+def _declare(
+    default: Any,
+    meaning: str,
+    parse: Parse,
+    expected: str,
+    *,
+    choices: Mapping[str, str] | None = None,
+    file: bool = False,
+    section: str = "solve",
+    option: bool = True,
+    shown: str | None = None,
+) -> Any:
+    """A field of :class:`Settings` carrying its :class:`Declaration` (the name is the
+    field's; the file key is ``section.name``, the option ``--name`` with dashes)."""
+    declaration = Declaration(
+        meaning=meaning,
+        parse=parse,
+        expected=expected,
+        choices=choices,
+        file_key=section if file else None,  # completed with the name in declarations()
+        option="" if option else None,
+        shown=str(default) if shown is None else shown,
+    )
+    return field(default=default, metadata={"declaration": declaration})
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def _choice(names: Mapping[str, str]) -> Parse:
+    def parse(value: Any) -> str:
+        if isinstance(value, str) and value in names:
+            return value
+        raise ValueError(f"expected one of {', '.join(names)}; got {shorten(value)}")
+
+    return parse
+
+
+def _number(value: Any, expected: str = "a finite number") -> float:
+    """A finite real number from a number, a numeric string or an expression (``1/10``);
+    a ``ValueError`` says ``expected`` otherwise."""
+    from ..graphfile._expressions import ExpressionError, evaluate  # the safe interpreter
+
+    wrong = ValueError(f"expected {expected}, got {shorten(value)}")
+    if isinstance(value, str):
+        try:
+            value = evaluate(value, {})
+        except ExpressionError:
+            raise wrong from None
+    if isinstance(value, bool):
+        raise wrong
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    except (TypeError, ValueError):
+        raise wrong from None
+    if not math.isfinite(number):
+        raise wrong
+    return number
+
+
+def _positive(value: Any) -> float:
+    expected = "a finite number > 0"
+    number = _number(value, expected)
+    if number <= 0:
+        raise ValueError(f"expected {expected}, got {shorten(value)}")
+    return number
+
+
+def _non_negative(value: Any) -> float:
+    expected = "a finite number >= 0"
+    number = _number(value, expected)
+    if number < 0:
+        raise ValueError(f"expected {expected}, got {shorten(value)}")
+    return number
+
+
+def _unit_interval(value: Any) -> float:
+    expected = "a number in [0, 1)"
+    number = _number(value, expected)
+    if not 0 <= number < 1:
+        raise ValueError(f"expected {expected}, got {shorten(value)}")
+    return number
+
+
+def _count(least: int) -> Parse:
+    def parse(value: Any) -> int:
+        if isinstance(value, str):
+            value = value.strip()
+            if re.fullmatch(r"[+]?\d{1,18}", value):
+                value = int(value)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"expected an integer >= {least}, got {shorten(value)}")
+        if int(value) < least:
+            raise ValueError(f"expected an integer >= {least}, got {shorten(value)}")
+        return int(value)
+
+    return parse
+
+
+def _optional(parse: Parse) -> Parse:
+    def optional(value: Any) -> Any:
+        return None if value is None or value == "none" else parse(value)
+
+    return optional
+
+
+def _auto_or(parse: Parse) -> Parse:
+    def auto_or(value: Any) -> Any:
+        return "auto" if value is None or value == "auto" else parse(value)
+
+    return auto_or
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "yes", "on", "1"):
+        return True
+    if value in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {shorten(value)}")
+
+
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d{1,3})?")
+
+
+def _device(value: Any) -> str:
+    if isinstance(value, str) and _DEVICE.fullmatch(value):
+        return value
+    text = str(value) if type(value).__name__ == "device" else None  # a torch.device
+    if text is not None and _DEVICE.fullmatch(text):
+        return text
+    raise ValueError(f"expected 'auto', 'cpu' or 'cuda[:k]', got {shorten(value)}")
+
+
+def _initial_value(value: Any) -> Any:
+    """$b(0)$: an exact number (``1/10``), or a mapping edge -> value with ``default``."""
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            try:
+                out[key] = _exact_real(item)
+            except ValueError as err:
+                raise ValueError(f"[{shorten(key)}]: {err}") from None
+        return out
+    return _exact_real(value)
+
+
+def _exact_real(value: Any) -> Any:
+    from ..graphfile._expressions import ExpressionError, evaluate, exact
+
+    if isinstance(value, Fraction):
+        value = f"{value.numerator}/{value.denominator}"
+    try:
+        number = evaluate(value, {}) if isinstance(value, str) else exact(value)
+    except ExpressionError as err:
+        raise ValueError(f"expected a real number, got {shorten(value)} ({err})") from None
+    free = getattr(number, "free_symbols", None)
+    if isinstance(number, bool) or not (
+        isinstance(number, int) or (getattr(number, "is_extended_real", False) or free)
+    ):
+        raise ValueError(f"expected a real number, got {shorten(value)}")
+    return number
+
+
+_SEEDS = _count(1)
+_SEED = _count(0)
+_POINTS = _count(2)
+
+# ----------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Settings:
+    r"""The resolved value of every setting; the fields are the declarations.
+
+    Build it with :meth:`from_file` (a graph file's sections) or with keywords; override
+    with :meth:`given`. Every field is read and checked when the value is made.
+
+    Parameters
+    ----------
+    lump
+        How far the reduced ODEs are lumped (:data:`~gdln.settings.LUMPINGS`).
+    b0
+        The initial value $b(0)$ of every reduced variable (Eq. 9; a mapping edge -> value
+        for one per edge).
+    route
+        How the dynamics of the file are obtained (:data:`~gdln.settings.ROUTES`).
+    t_max
+        The horizon, in units of $\tau$.
+    lr
+        The learning rate of gradient descent: the step of the reduced gradient-descent
+        map and of every simulation, in units of $\tau$.
+    dynamics
+        What ``solve`` integrates (:data:`~gdln.settings.DYNAMICS`).
+    points
+        How many times are recorded.
+    method
+        The ODE stepper (:data:`~gdln.settings.METHODS`).
+    init_scheme
+        How a simulation's initial weights are made (:data:`~gdln.settings.INITS`).
+    init_scale
+        The scale $\sigma_0$ of random initial weights.
+    theory_start
+        Where ``compare`` starts the theory (:data:`~gdln.settings.THEORY_STARTS`).
+    seeds, seed
+        How many random repetitions, and the first seed.
+    optimizer, batch_size, momentum
+        The optimiser (:data:`~gdln.settings.OPTIMIZERS`), its minibatch size and its
+        heavy-ball momentum $\mu$.
+    dtype, device, threads
+        Where and how a simulation computes.
+    progress
+        Whether runs show a progress bar.
+    """
+
+    lump: str = _declare(
+        "symmetry",
+        "How far to lump the reduced ODEs; symmetry is exact for the ODE and the "
+        "gradient-descent map alike.",
+        _choice(LUMPINGS),
+        "one of the lumpings",
+        choices=LUMPINGS,
+        file=True,
+    )
+    b0: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
+        Fraction(1, 1000),
+        "The initial value b(0) of every reduced variable (the decoupled start of Eq. 9): "
+        "a number or an expression such as 1/10.",
+        _initial_value,
+        "a real number",
+        file=True,
+        shown="1/1000",
+    )
+    route: str = _declare(
+        "auto",
+        "How the dynamics are obtained: the symmetry quotient, every context, path-free "
+        "moments or the full matrices; auto chooses by one rule for every command.",
+        _choice(ROUTES),
+        "one of the routes",
+        choices=ROUTES,
+        file=True,
+    )
+    t_max: float = _declare(
+        10.0,
+        "The horizon, in units of tau.",
+        _positive,
+        "a finite number > 0",
+        file=True,
+        shown="10",
+    )
+    lr: float = _declare(
+        0.05,
+        "The learning rate of gradient descent: the step, in units of tau, of the reduced "
+        "gradient-descent map and of every simulation.",
+        _positive,
+        "a finite number > 0",
+        file=True,
+    )
+    dynamics: str = _declare(
+        "flow",
+        "What solve integrates: gradient flow (the ODE) or the exact gradient-descent map "
+        "with learning rate lr.",
+        _choice(DYNAMICS),
+        "one of the dynamics",
+        choices=DYNAMICS,
+        file=True,
+    )
+    points: int = _declare(
+        201,
+        "How many times are recorded, evenly spaced from 0 to t_max.",
+        _POINTS,
+        "an integer >= 2",
+        file=True,
+    )
+    method: str = _declare(
+        "auto",
+        "The ODE stepper.",
+        _choice(METHODS),
+        "one of the steppers",
+        choices=METHODS,
+        file=True,
+    )
+    init_scheme: str = _declare(
+        "xavier",
+        "How a simulation's initial weights are made: a random scheme at scale init_scale, "
+        "or the decoupled weights of Eq. (9) at b0.",
+        _choice(INITS),
+        "one of the initialisation schemes",
+        choices=INITS,
+        file=True,
+        section="simulate",
+    )
+    init_scale: float = _declare(
+        0.2,
+        "The scale sigma0 of random initial weights.",
+        _non_negative,
+        "a finite number >= 0",
+        file=True,
+        section="simulate",
+    )
+    theory_start: str = _declare(
+        "auto",
+        "Where compare starts the theory and the decoupled run: b0 where it is given for "
+        "the run, else the mode strengths of the random initial weights.",
+        _choice(THEORY_STARTS),
+        "one of the theory starts",
+        choices=THEORY_STARTS,
+        file=True,
+        section="simulate",
+    )
+    seeds: int = _declare(
+        10,
+        "How many runs from random initial weights, batched.",
+        _SEEDS,
+        "an integer >= 1",
+        file=True,
+        section="simulate",
+    )
+    seed: int = _declare(
+        0,
+        "The first seed; runs are reproducible under it.",
+        _SEED,
+        "an integer >= 0",
+        file=True,
+        section="simulate",
+    )
+    optimizer: str = _declare(
+        "gd",
+        "The optimiser of a simulation.",
+        _choice(OPTIMIZERS),
+        "one of the optimisers",
+        choices=OPTIMIZERS,
+        file=True,
+        section="simulate",
+    )
+    batch_size: int | None = _declare(
+        None,
+        "The minibatch size of the sgd optimiser.",
+        _optional(_count(1)),
+        "an integer >= 1",
+        file=True,
+        section="simulate",
+        shown="none",
+    )
+    momentum: float = _declare(
+        0.0,
+        "Heavy-ball momentum mu; each step then advances t by lr/(1-mu) tau.",
+        _unit_interval,
+        "a number in [0, 1)",
+        file=True,
+        section="simulate",
+        shown="0",
+    )
+    dtype: str = _declare(
+        "float64",
+        "The floating-point type of a simulation.",
+        _choice(DTYPES),
+        "one of the dtypes",
+        choices=DTYPES,
+    )
+    device: str = _declare(
+        "auto",
+        "Where a simulation runs: auto (CUDA when present, else the CPU), cpu or cuda[:k].",
+        _device,
+        "'auto', 'cpu' or 'cuda[:k]'",
+    )
+    threads: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
+        "auto",
+        "CPU threads for torch: auto chooses from the work per step (1 for small networks).",
+        _auto_or(_count(1)),
+        "'auto' or an integer >= 1",
+    )
+    progress: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
+        "auto",
+        "Show a progress bar: auto shows one when standard error is a terminal.",
+        _auto_or(_flag),
+        "'auto', true or false",
+    )
+
+    source: str | None = field(default=None, compare=False, repr=False)
+    """The file whose sections preset these settings (errors name it)."""
+
+    def __post_init__(self) -> None:
+        for name, declaration in declarations().items():
+            value = getattr(self, name)
+            object.__setattr__(self, name, _read(name, declaration, value, source=self.source))
+
+    @classmethod
+    def from_file(cls, sections: Mapping[str, Any], *, source: str | None = None) -> Settings:
+        """The settings a graph file presets in its ``solve:`` and ``simulate:`` sections.
+
+        ``sections`` maps a section name to its mapping (as read). Unknown keys are
+        refused, naming the file, the key and the keys known; old spellings
+        (:data:`DEPRECATED_KEYS`) are read with a :class:`~gdln.GdlnDeprecationWarning`.
+        """
+        values: dict[str, Any] = {}
+        by_key = {d.file_key: name for name, d in declarations().items() if d.file_key}
+        for section, mapping in sections.items():
+            if not isinstance(mapping, Mapping):
+                raise SettingError(
+                    f"expected a mapping of settings, got {shorten(mapping)}",
+                    source=source,
+                    key=section,
+                )
+            for key, value in mapping.items():
+                file_key = f"{section}.{key}"
+                if file_key in DEPRECATED_KEYS:
+                    new = DEPRECATED_KEYS[file_key]
+                    warnings.warn(
+                        f"{source}: {file_key} is now {declarations()[new].file_key} "
+                        "(the old key is read this release)",
+                        GdlnDeprecationWarning,
+                        stacklevel=3,
+                    )
+                    file_key = declarations()[new].file_key or file_key
+                name = by_key.get(file_key)
+                if name is None:
+                    known = sorted(k.split(".", 1)[1] for k in by_key if k.startswith(section))
+                    raise SettingError(
+                        f"unknown setting {shorten(key)}; expected one of {', '.join(known)}",
+                        source=source,
+                        key=section,
+                    )
+                values[name] = _read(
+                    name, declarations()[name], value, source=source, from_file=True
+                )
+        return cls(**values, source=source)
+
+    def given(self, **values: Any) -> Settings:
+        """These settings with the given values instead; ``None`` keeps a value.
+
+        The one rule of every public function and command: a value given for the call
+        (keyword or option), else the file's, else the declared default.
+        """
+        unknown = sorted(set(values) - set(declarations()))
+        if unknown:
+            raise TypeError(f"unknown settings: {', '.join(unknown)}")
+        chosen = {k: v for k, v in values.items() if v is not None}
+        return dataclasses.replace(self, **chosen) if chosen else self
+
+
+def _read(
+    name: str,
+    declaration: Declaration,
+    value: Any,
+    *,
+    source: str | None = None,
+    from_file: bool = False,
+) -> Any:
+    """``value`` read by the declaration; an error names the file (where known), and the
+    file key (a value from the file) or the setting and its option (a value given)."""
+    try:
+        return declaration.parse(value)
+    except (ValueError, TypeError, ArithmeticError) as err:
+        if from_file and declaration.file_key:
+            where = declaration.file_key
+        else:
+            where = f"{name} ({declaration.option})" if declaration.option else name
+        raise SettingError(str(err), source=source, key=where) from None
+
+
+def read_setting(name: str, value: Any) -> Any:
+    """``value`` read and checked by the declaration of setting ``name`` (an error names
+    the setting and its option); nothing else is read, so this stays light."""
+    return _read(name, declarations()[name], value)
+
+
+DEPRECATED_KEYS: Mapping[str, str] = {"solve.init": "b0"}
+"""Graph-file keys of an earlier release, read this release with a warning: key -> setting."""
+
+
+_DECLARATIONS: dict[str, Declaration] = {}
+
+
+def declarations() -> dict[str, Declaration]:
+    """Setting name -> its :class:`Declaration`, in the order of :class:`Settings`."""
+    if not _DECLARATIONS:
+        for item in fields(Settings):
+            if "declaration" not in item.metadata:
+                continue  # source
+            declaration: Declaration = item.metadata["declaration"]
+            _DECLARATIONS[item.name] = dataclasses.replace(
+                declaration,
+                file_key=None
+                if declaration.file_key is None
+                else f"{declaration.file_key}.{item.name}",
+                option=None if declaration.option is None else "--" + item.name.replace("_", "-"),
+            )
+    return _DECLARATIONS
+
+
+NOT_GIVEN: Any = object()
+"""The default of a keyword of an earlier release: tells "not given" from ``None``."""
+
+
+def renamed(function: str, old: str, new: str, value: Any) -> Any:
+    """``value`` of a keyword of an earlier release, with a warning naming the new one.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     renamed("reduce", "init", "b0", 0.1)
+    0.1
+    >>> str(caught[0].message)
+    'reduce(init=...) is now reduce(b0=...); the old keyword works this release'
+    """
+    warnings.warn(
+        f"{function}({old}=...) is now {function}({new}=...); the old keyword works this release",
+        GdlnDeprecationWarning,
+        stacklevel=3,
+    )
+    return value

@@ -1,0 +1,203 @@
+r"""What :func:`gdln.solve` solves: a problem's dynamics by its route, with its settings.
+
+The one place where the settings of a solve are resolved (the call's keywords, else the
+problem's :class:`~gdln.settings.Settings`) and where the route of a problem is chosen by
+the one rule of every command (:func:`dynamics_of`); the numbers are computed by
+:func:`~gdln.solution._solve.solve_model`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy.typing as npt
+
+from .._errors import GdlnDeprecationWarning, GdlnError, TooManyPathsError
+from ..graphfile._reader import Problem
+from ..reduction._moments import ExpectedDynamics, expected_dynamics
+from ..reduction._reduce import reduce
+from ..reduction._system import Reduction
+from ..settings._declared import NOT_GIVEN, renamed
+from ._bounds import check_solve_settings
+from ._solve import solve_model
+from ._trajectory import Trajectory
+
+__all__ = ["dynamics_of", "route_of", "solve"]
+
+
+def solve(
+    model: Problem | Reduction | ExpectedDynamics,
+    *,
+    t_max: float | str | None = None,
+    lr: float | str | None = None,
+    dynamics: str | None = None,
+    points: int | str | None = None,
+    method: str | None = None,
+    times: npt.ArrayLike | None = None,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+    route: str | None = None,
+    lump: str | None = None,
+    b0: Any = None,
+    n_points: Any = NOT_GIVEN,
+) -> Trajectory:
+    r"""Solve the dynamics of a problem: the reduced ODE, or its exact gradient-descent map.
+
+        Every setting left ``None`` takes the problem's value (``problem.settings``: the
+        graph file's ``solve:`` section over the declared defaults,
+        :class:`gdln.settings.Settings`).
+
+        Parameters
+        ----------
+        model
+            A :class:`~gdln.Problem`, whose dynamics are obtained by ``route``; or what a
+            route gave: a reduction from :func:`gdln.reduce`, or the expected dynamics of
+            :func:`gdln.expected_dynamics` (the same ODE and GD map, evaluated without listing
+            paths; its variables are recorded per trained edge as ``(T, modes)``).
+        t_max
+            Final time, in units of $	au$ (default 10).
+        lr
+            The learning rate of the gradient-descent map (default 0.05).
+        dynamics
+            ``"flow"`` (default): the ODE, stepped by ``method``. ``"gd-map"``: iterate the
+            exact gradient-descent map with learning rate ``lr`` (``round(t_max/lr)`` steps,
+            at least 1 and at most :class:`gdln.graphfile.Limits` ``steps``), under every
+            lumping: variables that ``lump="full"`` eliminated through a conserved quantity
+            (Eq. 15, which holds for gradient flow only) are iterated by the map itself, in
+            the tied system before elimination (``meta["system"] == "tied"``; otherwise
+            ``"reduced"``). The recorded variables are the same either way.
+        points
+            Number of recorded times: an int from 2 to :class:`gdln.graphfile.Limits`
+            ``points`` (default 201).
+        method
+            The ODE stepper (:data:`gdln.settings.METHODS`; default ``"auto"``).
+        times
+            The times to record instead (units of $	au$; ``points`` is then not used):
+            increasing, from 0, the last at most ``t_max``; with the map, each a whole number
+            of steps $t/\mathrm{lr}$. :func:`gdln.compare` records the theory and the
+            simulations at the same steps this way.
+        rtol, atol
+            Tolerances of the ODE solver.
+        route, lump, b0
+            With a Problem: how its dynamics are obtained (:data:`gdln.settings.ROUTES`; the
+            one rule of every command, see :func:`gdln.reduce`; ``"auto"`` takes the moment
+            route where the paths are too many to list, and ``"matrix"`` solves the
+            full-matrix flow, :func:`gdln.solve_full`), the lumping and $b(0)$.
+        n_points
+            The keyword of an earlier release for ``points`` (a deprecation warning). An
+            ``lr`` given without ``dynamics`` keeps its earlier meaning, the map, with a
+            warning.
+
+        Raises
+        ------
+        GdlnError
+            Before anything is computed, if a setting is malformed (``t_max`` or ``lr`` not a
+            finite number > 0, ``points`` out of range, ``t_max/lr`` rounding to no step or to
+            more steps than the limit: each message names the limit and its environment
+            variable), if ``times`` is malformed; during the solve, if the solution overflows
+            or becomes non-finite (naming the time or step, the variable and its value), or the
+            ODE solver fails.
+
+        Warns
+        -----
+        DegenerateStartWarning
+            The initial values are a fixed point of the dynamics (e.g. ``b0=0``), so the
+            trajectory stays flat.
+
+        Returns
+        -------
+        Trajectory
+            ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
+            and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
+            $	frac12\langle\lVert y-h
+    Vert^2
+    angle_c$, labels in ``meta``); ``meta["route"]``
+            says how the dynamics were obtained.
+
+        References
+        ----------
+        Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
+        variables) and Eq. (1) (the loss).
+    """
+    if n_points is not NOT_GIVEN:
+        points = renamed("solve", "n_points", "points", n_points) if points is None else points
+    if lr is not None and dynamics is None:
+        warnings.warn(
+            "solve(lr=...) without dynamics= no longer selects the gradient-descent map; pass "
+            "dynamics='gd-map' (lr alone keeps its earlier meaning this release)",
+            GdlnDeprecationWarning,
+            stacklevel=2,
+        )
+        dynamics = "gd-map"
+    problem = model if isinstance(model, Problem) else model.problem
+    settings = problem.settings.given(
+        t_max=t_max, lr=lr, dynamics=dynamics, points=points, method=method
+    )
+    step = settings.lr if settings.dynamics == "gd-map" else None
+    check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
+    if isinstance(model, Problem):
+        chosen = settings.given(route=route, lump=lump, b0=b0)
+        if chosen.route == "matrix":
+            from ._full import solve_full
+
+            full = solve_full(
+                model,
+                t_max=settings.t_max,
+                lr=settings.lr,
+                dynamics=settings.dynamics,
+                points=settings.points,
+                b0=chosen.b0,
+            )
+            return dataclasses.replace(full, meta={**full.meta, "route": "matrix"})
+        model = dynamics_of(model, route=chosen.route, lump=chosen.lump, b0=chosen.b0)
+    elif route is not None or lump is not None or b0 is not None:
+        raise GdlnError(
+            "solve: route, lump and b0 choose how a Problem's dynamics are obtained; "
+            "this model was obtained already"
+        )
+    trajectory = solve_model(
+        model,
+        t_max=settings.t_max,
+        lr=step,
+        n_points=settings.points,
+        times=times,
+        rtol=rtol,
+        atol=atol,
+    )
+    return dataclasses.replace(trajectory, meta={**trajectory.meta, "route": route_of(model)})
+
+
+def route_of(model: Reduction | ExpectedDynamics) -> str:
+    """How ``model`` was obtained, in words: the reduction's route (the symmetry quotient,
+    or why it did not apply), ``"every context"`` or ``"moments"``."""
+    if isinstance(model, ExpectedDynamics):
+        return "moments"
+    return model.route or "every context"
+
+
+def dynamics_of(
+    problem: Problem, *, route: str | None = None, lump: str | None = None, b0: Any = None
+) -> Reduction | ExpectedDynamics:
+    """The dynamics of ``problem`` by its route (:data:`gdln.settings.ROUTES`).
+
+    The one rule of :func:`solve`, ``gdln solve`` and :func:`gdln.compare`: ``auto``
+    reduces (:func:`gdln.reduce`, the quotient where it applies) unless the paths are too
+    many to list, then takes the moment route (:func:`gdln.expected_dynamics`), which
+    gives the same expected loss and dynamics without listing paths.
+    """
+    settings = problem.settings.given(route=route, lump=lump, b0=b0)
+    if settings.route == "moments":
+        return expected_dynamics(problem, b0=settings.b0)
+    if settings.route == "matrix":
+        raise GdlnError(
+            f"{problem.source}: route 'matrix' has no reduced dynamics; gdln.solve "
+            "(or gdln.solve_full) integrates the full matrices"
+        )
+    try:
+        return reduce(problem, lump=settings.lump, b0=settings.b0, route=settings.route)
+    except TooManyPathsError:
+        if settings.route != "auto":
+            raise
+        return expected_dynamics(problem, b0=settings.b0)

@@ -68,8 +68,10 @@ class SDResNet(torch.nn.Module):
     generator
         Seeds the initial weights (drawn on the generator's device).
     device
-        Where parameters and buffers live (``"cpu"``, ``"cuda[:k]"``); default: the
-        generator's device, else the CPU. Equivalent to ``.to(device)`` afterwards.
+        Where parameters and buffers live: ``None``/``"auto"`` (CUDA when present, else
+        the CPU; the rule of :func:`gdln.simulate`), ``"cpu"`` or ``"cuda[:k]"``. Give
+        ``"cpu"`` to keep the model beside CPU tensors on a machine with CUDA. The same
+        as ``.to(device)`` afterwards: the weights are drawn on the generator's device.
     dtype
         The parameters' floating-point type.
 
@@ -126,9 +128,9 @@ class SDResNet(torch.nn.Module):
         self.kappa = chain_scale(scaling, L)
         self.io_layers = io_layers
         # weights are drawn on the generator's device (the same numbers on every device)
-        # and moved to ``device``; without either, everything stays on the CPU
+        # and moved to ``device``
         draw = generator.device if generator is not None else torch.device("cpu")
-        target = dev if dev is not None else draw
+        target = dev
         self.register_buffer("p", torch.tensor(p_arr, dtype=dtype, device=target))
         var = (2.0 if activation == "relu" else 1.0) / width
         std = init_gain * float(np.sqrt(var))
@@ -413,7 +415,9 @@ def measure_gradient_growth(
     gen = torch.Generator(device="cpu").manual_seed(seed)
     ratios = np.empty((samples, L + 1))
     for i in range(samples):
-        model = SDResNet(width, width, d_out, L, p_arr, scaling=scaling, generator=gen)
+        model = SDResNet(
+            width, width, d_out, L, p_arr, scaling=scaling, generator=gen, device="cpu"
+        )
         x = torch.randn(1, width, generator=gen, device=gen.device)
         z = torch.randn(1, d_out, generator=gen, device=gen.device)
         out, hidden = model(x, model.sample_gates(generator=gen), return_hidden=True)

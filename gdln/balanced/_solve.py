@@ -19,7 +19,7 @@ import numpy as np
 from .._edge import edge_name
 from .._errors import GdlnError
 from ..graphfile._reader import Problem
-from ..solution._trajectory import Trajectory
+from ..solution._trajectory import CONTEXT_LOSS, Trajectory
 from ._pathways import context_losses, prepare
 from ._riccati import riccati_solution
 from ._weights import BALANCE_RTOL, balance_of, pathway_weights, read_weights, require_balanced
@@ -127,7 +127,7 @@ def solve_balanced(
         series[f"W1TW1/{pathway.name}"] = basis @ P[:, :r, :r] @ basis.T
         series[f"W2W2T/{pathway.name}"] = P[:, r:, r:]
     context_loss = context_losses(prepared, products)
-    series["context_loss"] = context_loss
+    series[CONTEXT_LOSS] = context_loss
     meta = {
         "source": problem.source,
         "params": {k: str(v) for k, v in problem.params.items()},

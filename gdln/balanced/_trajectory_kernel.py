@@ -186,17 +186,18 @@ def weights_along(
 def _mode_values(reduction: Reduction, trajectory: Trajectory) -> dict[tuple[Edge, int], Any]:
     """``(edge, mode)`` -> $b_e^\\alpha(t)$ ``(T,)``, from the series :func:`gdln.solve` writes
     (variable name, with ``@k`` after it when the reduction has several systems)."""
-    several = len(reduction.systems) > 1
     out = {}
     for k, system in enumerate(reduction.systems):
         for variable, edges in system.edges.items():
-            name = f"{variable}@{k}" if several else str(variable)
-            if name not in trajectory.series:
+            try:
+                series = np.asarray(trajectory.variable(str(variable), system=k), dtype=float)
+            except KeyError as err:
+                which = f" of system {k}" if len(reduction.systems) > 1 else ""
                 raise GdlnError(
-                    f"{reduction.problem.source}: the trajectory has no series {name!r}; pass "
-                    "the trajectory gdln.solve returned for this reduction"
-                )
-            series = np.asarray(trajectory.series[name], dtype=float)
+                    f"{reduction.problem.source}: the trajectory has no series "
+                    f"{str(variable)!r}{which}; pass the trajectory gdln.solve returned for "
+                    "this reduction"
+                ) from err
             for column, mode in enumerate(system.modes):
                 for e in edges:
                     out[(e, mode)] = series[:, column]

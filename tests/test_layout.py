@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 import gdln
@@ -140,3 +141,81 @@ def _cli_imports(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", sorted((PACKAGE / "cli").glob("*.py")), ids=lambda p: p.name)
 def test_cli_uses_only_the_public_api(path: Path) -> None:
     assert _cli_imports(path) == []
+
+
+# ---------------------------------------------------------------------------- import cycles
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _stub_exports(package: Path) -> dict[str, str]:
+    """Name -> the submodule that defines it, from a package's ``__init__.pyi``."""
+    stub = package / "__init__.pyi"
+    if not stub.exists():
+        return {}
+    out = {}
+    for node in ast.parse(stub.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            for alias in node.names:  # ``from . import kernels``: the submodule itself
+                out[alias.asname or alias.name] = node.module or alias.name
+    return out
+
+
+def import_graph() -> nx.DiGraph:
+    """Module -> the gdln modules it imports anywhere in its text.
+
+    Imports inside functions and under ``TYPE_CHECKING`` count too. ``from pkg import
+    name`` leads to the submodule ``pkg.name`` when there is one, else to the module the
+    package's stub names for ``name`` (what the lazy ``__init__`` imports on first use).
+    """
+    modules = {_module_name(p): p for p in _modules()}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+
+    def resolve(target: str, name: str | None) -> str | None:
+        if name is not None and f"{target}.{name}" in modules:
+            return f"{target}.{name}"
+        if name is not None and target in modules and modules[target].name == "__init__.py":
+            defined = _stub_exports(modules[target].parent).get(name)
+            if defined is not None:
+                return f"{target}.{defined}"
+        return target if target in modules else None
+
+    for name, path in modules.items():
+        if path.name == "__init__.py":  # the lazy __init__ imports what its stub lists
+            for defined in set(_stub_exports(path.parent).values()):
+                graph.add_edge(name, resolve(name, defined) or name)
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            found: list[str | None] = []
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + (node.module.split(".") if node.module else []))
+                found = [resolve(target, alias.name) for alias in node.names]
+            elif isinstance(node, ast.Import):
+                found = [resolve(alias.name, None) for alias in node.names]
+            graph.add_edges_from((name, t) for t in found if t is not None and t != name)
+    return graph
+
+
+def import_cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """Every group of modules that import each other, directly or around a loop."""
+    return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+
+
+def test_the_import_graph_sees_imports_in_functions_stubs_and_type_checking() -> None:
+    graph = import_graph()
+    # in a method (PathStatistics._repr_latex_, Trajectory._repr_html_)
+    assert graph.has_edge("gdln.paths._statistics", "gdln.paths._latex")
+    assert graph.has_edge("gdln.solution._trajectory", "gdln.report._notebook")
+    # through a package's stub, and the lazy __init__ to what its stub lists
+    assert graph.has_edge("gdln.balanced._weights", "gdln.graphfile._reader")
+    assert graph.has_edge("gdln.outputs", "gdln.outputs._atomic")
+    assert graph.has_edge("gdln", "gdln.kernels")
+    loop = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])
+    assert import_cycles(loop) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_among_gdln_modules() -> None:
+    assert import_cycles(import_graph()) == []

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -27,14 +27,7 @@ from ._errors import DGNSpecError
 from ._gates import Gate
 from ._names import MODES
 
-if TYPE_CHECKING:
-    from ._conv import ConvDGN
-    from ._dgn import DGN
-
 __all__: list[str] = []  # package-internal: the base of DGN and ConvDGN, and shared checks
-
-AnyDGN: TypeAlias = "DGN | ConvDGN"
-"""A fully connected or a convolutional deep gated network (for annotations)."""
 
 NetT = TypeVar("NetT", bound="FeatureValueNetwork")
 Weights = tuple[torch.Tensor, ...]

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._base import AnyDGN
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
+from ._networks import AnyDGN
 
 __all__ = [
     "NPK",

@@ -26,10 +26,10 @@ import numpy as np
 import torch
 from torch.func import jacfwd, jacrev, vmap
 
-from ._base import AnyDGN
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
+from ._networks import AnyDGN
 from ._npk import _conv_npv_tensor, _npv_tensor, _path_budget, _scalar_output, num_paths
 
 __all__ = ["NTK", "neural_tangent_kernel", "value_ntk_layerwise", "value_tangent_kernel"]

@@ -10,7 +10,7 @@ losses and outputs on a second set of examples.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -28,9 +28,6 @@ from ._errors import SimulationSpecError
 from ._forward import Activations, forward
 from ._plan import Plan
 from ._weights import Weights
-
-if TYPE_CHECKING:
-    from ._training import Divergence
 
 __all__ = ["Recorder", "projection_bases", "record_at"]
 
@@ -84,6 +81,13 @@ def projection_bases(
             torch.as_tensor(right, dtype=dtype, device=device),
         )
     return out
+
+
+class Divergence(Protocol):
+    """What :meth:`Recorder.record` checks: a :class:`~gdln.simulation._training.Divergence`."""
+
+    def state(self) -> list[torch.Tensor]: ...
+    def raise_if_bad(self, steps: np.ndarray, values: np.ndarray) -> None: ...
 
 
 class Recorder:

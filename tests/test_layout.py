@@ -210,7 +210,8 @@ def test_the_import_graph_sees_imports_in_functions_stubs_and_type_checking() ->
     assert graph.has_edge("gdln.paths._statistics", "gdln.paths._latex")
     assert graph.has_edge("gdln.solution._trajectory", "gdln.report._notebook")
     # through a package's stub, and the lazy __init__ to what its stub lists
-    assert graph.has_edge("gdln.balanced._weights", "gdln.graphfile._reader")
+    assert graph.has_edge("gdln.balanced._weights", "gdln.solution._trajectory")
+    assert graph.has_edge("gdln.cli._simulate", "gdln")
     assert graph.has_edge("gdln.outputs", "gdln.outputs._atomic")
     assert graph.has_edge("gdln", "gdln.kernels")
     loop = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])
@@ -219,3 +220,18 @@ def test_the_import_graph_sees_imports_in_functions_stubs_and_type_checking() ->
 
 def test_no_import_cycles_among_gdln_modules() -> None:
     assert import_cycles(import_graph()) == []
+
+
+# ------------------------------------------------------------------- Problem beside Task
+def test_problem_lives_beside_the_task() -> None:
+    from gdln.task import Problem, Task
+
+    assert gdln.Problem is Problem
+    assert Problem.__module__ == Task.__module__.rsplit(".", 1)[0] + "._problem"
+    assert "Problem" not in gdln.graphfile.__all__
+
+
+def test_the_old_name_still_imports_with_a_deprecation_warning() -> None:
+    with pytest.warns(DeprecationWarning, match=r"gdln.graphfile.Problem is now gdln.task.Problem"):
+        from gdln.graphfile import Problem
+    assert Problem is gdln.Problem

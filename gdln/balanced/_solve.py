@@ -18,8 +18,8 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..solution._trajectory import CONTEXT_LOSS, Trajectory
+from ..task._problem import Problem
 from ._pathways import context_losses, prepare
 from ._riccati import riccati_solution
 from ._weights import BALANCE_RTOL, balance_of, pathway_weights, read_weights, require_balanced

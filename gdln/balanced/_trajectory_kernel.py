@@ -40,10 +40,10 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..reduction._system import Reduction
 from ..solution._trajectory import Trajectory
 from ..task._examples import ExampleSet
+from ..task._problem import Problem
 from ._errors import BalancedSpecError
 from ._pathways import Pathway, prepare
 

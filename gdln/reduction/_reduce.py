@@ -54,13 +54,13 @@ import sympy as sp
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
 from ..graphfile._expressions import ExpressionError, as_sympy, evaluate, exact
-from ..graphfile._reader import Problem
 from ..paths._statistics import (
     ActivePaths,
     Successors,
     active_paths,
     require_numbers_for_float_data,
 )
+from ..task._problem import Problem
 from ..task._task import Task
 from ._bases import Modes
 from ._decoupled import anchor_bases

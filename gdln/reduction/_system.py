@@ -14,8 +14,8 @@ import sympy as sp
 
 from .._edge import Edge
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..paths._statistics import ActivePaths
+from ..task._problem import Problem
 from ._bases import Modes
 from ._closed_form import ClosedForm
 from ._decoupled import DecoupledBases

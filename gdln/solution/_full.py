@@ -20,8 +20,8 @@ from scipy.integrate import solve_ivp
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..reduction._reduce import initial_values
+from ..task._problem import Problem
 from ._flow import FlowPlan
 from ._trajectory import CONTEXT_LOSS, Trajectory, matrix_key
 

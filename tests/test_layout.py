@@ -7,7 +7,9 @@ breaks the architecture that the README and STYLE describe.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -235,3 +237,78 @@ def test_the_old_name_still_imports_with_a_deprecation_warning() -> None:
     with pytest.warns(DeprecationWarning, match=r"gdln.graphfile.Problem is now gdln.task.Problem"):
         from gdln.graphfile import Problem
     assert Problem is gdln.Problem
+
+
+# ------------------------------------------------------------------ private stays private
+def _public_classes() -> list[tuple[str, type]]:
+    out = []
+    for sub in [n for n in gdln.__all__ if inspect.ismodule(getattr(gdln, n))]:
+        module = importlib.import_module(f"gdln.{sub}")
+        out += [
+            (f"gdln.{sub}.{name}", obj)
+            for name in module.__all__
+            if inspect.isclass(obj := getattr(module, name))
+        ]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"), _public_classes(), ids=lambda x: x if isinstance(x, str) else ""
+)
+def test_no_private_field_in_a_public_signature(name: str, cls: type) -> None:
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no signature to show (e.g. a builtin base)
+        return
+    assert [p for p in parameters if p.startswith("_")] == [], name
+
+
+@functools.cache
+def _private_attributes_by_unit() -> dict[str, frozenset[str]]:
+    """``_name`` -> the units whose classes define it (fields, methods, ``self._x =``)."""
+    defined: dict[str, set[str]] = {}
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for item in ast.walk(node):
+                name = None
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    name = item.target.id
+                elif isinstance(item, ast.FunctionDef):
+                    name = item.name
+                elif (
+                    isinstance(item, ast.Attribute)
+                    and isinstance(item.ctx, ast.Store)
+                    and isinstance(item.value, ast.Name)
+                    and item.value.id == "self"
+                ):
+                    name = item.attr
+                if name and name.startswith("_") and not name.startswith("__"):
+                    defined.setdefault(name, set()).add(_top(path))
+    return {name: frozenset(units) for name, units in defined.items()}
+
+
+# Reads that the steppers branch (issue 24 item 5) replaces by ReducedSystem's public
+# accessors; remove each entry when it lands.
+PENDING_READS = {"solution/_solve.py": {"system._lumped", "system._context_losses"}}
+
+
+def _foreign_private_reads(path: Path, defined: dict[str, frozenset[str]]) -> set[str]:
+    own = _top(path)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        mine = isinstance(node, ast.Attribute) and (
+            own in defined.get(node.attr, {own})
+            or (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        )
+        if isinstance(node, ast.Attribute) and not mine:
+            found.add(ast.unparse(node))
+        if isinstance(node, ast.ImportFrom) and node.level >= 2:  # from another unit
+            found |= {f"import {a.name}" for a in node.names if a.name.startswith("_")}
+    return found - PENDING_READS.get(str(path.relative_to(PACKAGE)), set())
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_reads_another_packages_private_names(path: Path) -> None:
+    assert _foreign_private_reads(path, _private_attributes_by_unit()) == set()

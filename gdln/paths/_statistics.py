@@ -31,7 +31,7 @@ import numpy as np
 import sympy as sp
 
 from .._errors import TaskSpecError
-from ..task._task import Task, _symbolic, as_float
+from ..task._task import Task, as_float, is_symbolic
 from ._paths import Path
 
 __all__ = ["GateProduct", "PathStatistics", "path_statistics"]
@@ -388,7 +388,7 @@ def require_numbers_for_float_data(task: Task) -> None:
                     + " ".join(f"--param {x}=VALUE" for x in sorted(map(str, value.free_symbols)))
                 )
     for item, p in task.random_gates.items():
-        if _symbolic(p):
+        if is_symbolic(p):
             raise TaskSpecError(
                 f"random_gates: symbolic survival probability {p} of {item!r} with float data "
                 "(npz); give exact data or bind the symbols: "

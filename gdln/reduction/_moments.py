@@ -33,10 +33,11 @@ from .._edge import Edge
 from .._errors import GdlnError
 from ..paths._statistics import ContextActivity, context_activity
 from ..task._problem import Problem
-from ..task._task import Context, _symbolic
+from ..task._task import Context, is_symbolic
 from ._bases import Modes
 from ._decoupled import DecoupledBases, anchor_bases
 from ._fixed import fixed_value
+from ._internal import set_internal
 from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
 from ._narrow import check_narrow_nodes
@@ -81,10 +82,6 @@ class ExpectedDynamics(DecoupledBases):
         Per context, $\tfrac12\langle\lVert y\rVert^2\rangle_c$.
     modes
         Per component of coupled edges, its :class:`~gdln.Modes`.
-    _tape, _table_edges, _fixed, _trained_row, _table_alive
-        Internal: the moment program and its table of edge values.
-    _space, _edge_component, _anchors, _hidden
-        Internal: node and edge bookkeeping for the decoupled weights (Eq. 9).
 
     Raises
     ------
@@ -105,16 +102,24 @@ class ExpectedDynamics(DecoupledBases):
     constant: float
     context_constants: tuple[float, ...]
     modes: tuple[Modes, ...]
-    _tape: Tape = field(repr=False)
-    _table_edges: tuple[Edge, ...] = field(repr=False)  # rows of the edge-value table
-    _fixed: np.ndarray = field(repr=False)  # (table rows, modes): c_e * alive, 0 for trained
-    _trained_row: np.ndarray = field(repr=False)  # table row of each trained edge
-    _table_alive: np.ndarray = field(repr=False)
-    _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
-    _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
-    _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
+    # internal (set by expected_dynamics, not in the signature): the moment program and
+    # its table of edge values; node and edge bookkeeping for the decoupled weights (Eq. 9)
+    _tape: Tape = field(init=False, repr=False, compare=False)
+    _table_edges: tuple[Edge, ...] = field(init=False, repr=False, compare=False)  # table rows
+    _fixed: np.ndarray = field(init=False, repr=False, compare=False)  # c_e * alive; 0 trained
+    _trained_row: np.ndarray = field(init=False, repr=False, compare=False)  # of trained edges
+    _table_alive: np.ndarray = field(init=False, repr=False, compare=False)
+    _space: Mapping[tuple[int, Hashable], Hashable] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _edge_component: Mapping[Edge, int] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _anchors: Mapping[int, np.ndarray] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
     _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
-        repr=False, default_factory=dict, compare=False
+        init=False, repr=False, compare=False, default_factory=dict
     )  # seed -> hidden-node bases, drawn once
 
     def __post_init__(self) -> None:
@@ -489,7 +494,7 @@ def _assemble(
     alive = table.alive[table.trained_row] if trained else np.zeros((0, n_modes), dtype=bool)
     names = edge_symbols(list(trained))
     initial = np.array([[float(init.get(e, 0))] * n_modes for e in trained]).reshape(alive.shape)
-    return ExpectedDynamics(
+    dynamics = ExpectedDynamics(
         problem=problem,
         edges=trained,
         variables=tuple(names[e] for e in trained),
@@ -498,6 +503,9 @@ def _assemble(
         constant=_float_or_nan(total),
         context_constants=tuple(_float_or_nan(v) for v in constants),
         modes=tuple(modes),
+    )
+    return set_internal(
+        dynamics,
         _tape=tape,
         _table_edges=table.edges,
         _fixed=table.fixed,
@@ -510,6 +518,6 @@ def _assemble(
 
 
 def _float_or_nan(value: Any) -> float:
-    if _symbolic(value):
+    if is_symbolic(value):
         return float("nan")
     return float(value)

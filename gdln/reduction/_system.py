@@ -68,8 +68,6 @@ class ReducedSystem:
     sizes
         Variable -> its orbit size where that is not ``len(edges[variable])``: an
         expression in the family's parameters (``derive --symbolic``).
-    _lumped, _generators, _context_losses, _loss_poly
-        Internal: the lumped (pre-elimination) polynomial form used for numbers.
 
     References
     ----------
@@ -89,11 +87,16 @@ class ReducedSystem:
     constants: Mapping[sp.Symbol, Any] = field(default_factory=dict)
     closed_form: Mapping[str, ClosedForm] = field(default_factory=dict)
     sizes: Mapping[sp.Symbol, Any] = field(default_factory=dict)
-    # internal: the lumped (pre-elimination) polynomial form used for numbers
-    _lumped: tuple[sp.Symbol, ...] = field(default=(), repr=False)
-    _generators: tuple[sp.Symbol, ...] = field(default=(), repr=False)
-    _context_losses: tuple[Polynomial, ...] = field(default=(), repr=False)
-    _loss_poly: Polynomial = field(default_factory=Polynomial, repr=False)
+    # internal (set by the lumping, not in the signature): the lumped, pre-elimination
+    # polynomial form used for numbers
+    _lumped: tuple[sp.Symbol, ...] = field(init=False, repr=False, compare=False, default=())
+    _generators: tuple[sp.Symbol, ...] = field(init=False, repr=False, compare=False, default=())
+    _context_losses: tuple[Polynomial, ...] = field(
+        init=False, repr=False, compare=False, default=()
+    )
+    _loss_poly: Polynomial = field(
+        init=False, repr=False, compare=False, default_factory=Polynomial
+    )
 
     def __repr__(self) -> str:
         names = ", ".join(str(v) for v in self.variables)
@@ -144,8 +147,6 @@ class Reduction(DecoupledBases):
         orbit's probability), or why the quotient did not apply.
     symbolic
         The parameters kept as symbols in the systems (``reduce(symbolic=...)``).
-    _space, _edge_component, _slot_edges, _init, _anchors, _hidden
-        Internal: node and edge bookkeeping for :meth:`decoupled_weights` (Eq. 9).
 
     References
     ----------
@@ -161,13 +162,23 @@ class Reduction(DecoupledBases):
     active: ActivePaths = field(repr=False)
     route: str = ""
     symbolic: tuple[str, ...] = ()
-    _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
-    _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
-    _slot_edges: Mapping[int, frozenset[Edge]] = field(repr=False, default_factory=dict)
-    _init: Mapping[Edge, Any] = field(repr=False, default_factory=dict)
-    _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
+    # internal (set by reduce, not in the signature): node and edge bookkeeping for the
+    # bases and decoupled weights of Eq. (9)
+    _space: Mapping[tuple[int, Hashable], Hashable] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _edge_component: Mapping[Edge, int] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _slot_edges: Mapping[int, frozenset[Edge]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _init: Mapping[Edge, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _anchors: Mapping[int, np.ndarray] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
     _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
-        repr=False, default_factory=dict, compare=False
+        init=False, repr=False, compare=False, default_factory=dict
     )  # seed -> hidden-node bases, drawn once
 
     def __repr__(self) -> str:

@@ -40,7 +40,8 @@ def _is_exact_array(values: Any) -> bool:
     return isinstance(values, sp.MatrixBase)
 
 
-def _symbolic(value: Any) -> bool:
+def is_symbolic(value: Any) -> bool:
+    """Whether ``value`` is a sympy expression with free symbols (a parameter left unbound)."""
     return isinstance(value, sp.Basic) and bool(value.free_symbols)
 
 
@@ -85,8 +86,6 @@ class Dataset:
     moments_given
         ``(a, b)`` -> $\langle a\,b^\top\rangle$, shape ``(dim a, dim b)``, or ``None``
         when the examples are given.
-    _cache
-        Moments computed so far; internal, leave it out.
 
     Raises
     ------
@@ -106,7 +105,9 @@ class Dataset:
     examples: Mapping[str, Matrix] | None = None
     weights: Any = None
     moments_given: Mapping[tuple[str, str], Matrix] | None = None
-    _cache: dict[tuple[str, str], Matrix] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, str], Matrix] = field(  # moments computed so far
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if (self.examples is None) == (self.moments_given is None):
@@ -306,7 +307,7 @@ class Task:
             if c.dataset not in self.datasets:
                 raise ValueError(f"context {c.label!r} names unknown dataset {c.dataset!r}")
         for item, p in self.random_gates.items():
-            if not _symbolic(p) and not 0 <= float(p) <= 1:
+            if not is_symbolic(p) and not 0 <= float(p) <= 1:
                 raise ValueError(f"random gate {item!r}: probability {p} is outside [0, 1]")
         if self.random_gates:
             filled = tuple(
@@ -337,7 +338,7 @@ class Task:
         weights, context = [], []
         for index, c in enumerate(self.contexts):
             for value in (c.probability, *c.gates.values()):  # numbers only from here on
-                if _symbolic(value):
+                if is_symbolic(value):
                     raise TaskSpecError(
                         f"context {c.label!r}: " + unbound_message(value.free_symbols)
                     )

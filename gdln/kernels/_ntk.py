@@ -75,7 +75,13 @@ class NTK:
             raise DGNSpecError(f"NTK: parts have different shapes {shapes}")
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of ``total``, ascending."""
+        """Eigenvalues of ``total``, ascending.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n,)``.
+        """
         return np.linalg.eigvalsh(self.total)
 
 

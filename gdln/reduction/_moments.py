@@ -140,6 +140,7 @@ class ExpectedDynamics(DecoupledBases):
 
     @property
     def n_modes(self) -> int:
+        """The number of modes $\\alpha$ (the columns of ``b``)."""
         return int(self.alive.shape[1])
 
     @property
@@ -172,26 +173,106 @@ class ExpectedDynamics(DecoupledBases):
         return np.array([float(c.probability) for c in task.contexts])
 
     def mode_losses(self, b: Any) -> np.ndarray:
-        r"""$\mathcal L_\alpha$ per mode ``(n_modes,)`` (without the constant)."""
+        r"""$\mathcal L_\alpha$ per mode, without the constant.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n_modes,)``.
+
+        Raises
+        ------
+        GdlnError
+            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
+        """
         val, _ = self._tape.forward(self._values(b))
         return self._probabilities() @ self._context_mode_losses(val)
 
     def loss(self, b: Any) -> float:
-        r"""The expected loss of Eq. (1): $\tfrac12\langle\lVert y\rVert^2\rangle+\sum_\alpha\mathcal L_\alpha$."""
+        r"""The expected loss of Eq. (1): $\tfrac12\langle\lVert y\rVert^2\rangle+\sum_\alpha\mathcal L_\alpha$.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        float
+            The loss, never below 0.
+
+        Raises
+        ------
+        GdlnError
+            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
+        """
         return float(floor_at_zero(self.constant + self.mode_losses(b).sum(), self.constant))
 
     def context_losses(self, b: Any) -> np.ndarray:
-        r"""Per context, the expected $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$."""
+        r"""Per context, the expected $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(contexts,)``, each never below 0.
+
+        Raises
+        ------
+        GdlnError
+            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
+        """
         val, _ = self._tape.forward(self._values(b))
         constants = np.array(self.context_constants, dtype=float)
         return floor_at_zero(constants + self._context_mode_losses(val).sum(axis=1), constants)
 
     def gradient(self, b: Any) -> np.ndarray:
-        r"""$\partial\mathcal L/\partial b$ ``(edges, n_modes)`` by a reverse pass over the tape."""
+        r"""$\partial\mathcal L/\partial b$ by a reverse pass over the tape.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(edges), n_modes)``, zero where ``alive`` is false.
+
+        Raises
+        ------
+        GdlnError
+            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
+        """
         return self._loss_and_gradient(b)[1]
 
     def flow(self, b: Any) -> np.ndarray:
-        r"""$\tau\,\dot b = -\partial\mathcal L/\partial b$ (Eq. 10 in expectation, $\tau=1$)."""
+        r"""$\tau\,\dot b = -\partial\mathcal L/\partial b$ (Eq. 10 in expectation, $\tau=1$).
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(edges), n_modes)``.
+
+        Raises
+        ------
+        GdlnError
+            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
+        """
         return -self.gradient(b)
 
     def _loss_and_gradient(self, b: Any) -> tuple[float, np.ndarray]:
@@ -209,6 +290,21 @@ class ExpectedDynamics(DecoupledBases):
         Its variables are :attr:`variables`; coefficients are exact (and symbolic where the
         survival probabilities are). For small graphs only: the expansion has one term per
         monomial of the loss.
+
+        Parameters
+        ----------
+        mode
+            The mode $\alpha$, ``0 <= mode < n_modes``.
+
+        Returns
+        -------
+        sympy.Expr
+            The expanded loss, without the constant.
+
+        Raises
+        ------
+        GdlnError
+            ``mode`` does not exist.
         """
         tape = self._tape
         if not 0 <= mode < self.n_modes:
@@ -234,7 +330,21 @@ class ExpectedDynamics(DecoupledBases):
 
     # -- weights of the full network (Eq. 9) ----------------------------------------------
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        """Mode vectors at the two ends of ``edge``: ``(left, right, modes)`` (as for a Reduction)."""
+        """Mode vectors at the two ends of ``edge`` (as :meth:`gdln.Reduction.edge_bases`).
+
+        Parameters
+        ----------
+        edge
+            ``(source, target)``.
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        tuple
+            ``(left, right, modes)``: ``left[:, k]`` and ``right[:, k]`` belong to mode
+            ``modes[k]``.
+        """
         row = self._table_edges.index(edge)
         slots = [a for a in range(self.n_modes) if self._table_alive[row, a]]
         left, right = self._mode_vectors(edge, slots, seed)
@@ -243,8 +353,20 @@ class ExpectedDynamics(DecoupledBases):
     def decoupled_weights(self, b: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
         r"""Full weights $W_e=\sum_\alpha b_{e,\alpha}\,r^\alpha_{t(e)}r^{\alpha\top}_{s(e)}$ (Eq. 9).
 
-        ``b`` defaults to :attr:`initial`; fixed edges hold $c\,I$; hidden-node bases are
-        random orthogonal matrices drawn from ``seed`` (shared along fixed edges).
+        Fixed edges hold $c\,I$; hidden-node bases are random orthogonal matrices drawn
+        from ``seed`` (shared along fixed edges).
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``; default :attr:`initial`.
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        dict
+            Edge -> ``(|target|, |source|)`` weights, for :func:`gdln.simulate`.
         """
         b = self.initial if b is None else np.asarray(b, dtype=float)
         graph = self.problem.graph
@@ -263,7 +385,21 @@ class ExpectedDynamics(DecoupledBases):
         return out
 
     def project(self, weights: Mapping[Edge, Any], *, seed: int = 0) -> np.ndarray:
-        r"""$b_{e,\alpha} = r^{\alpha\top}_{t(e)}W_e\,r^\alpha_{s(e)}$ for every trained edge and mode."""
+        r"""$b_{e,\alpha} = r^{\alpha\top}_{t(e)}W_e\,r^\alpha_{s(e)}$ for every trained edge and mode.
+
+        Parameters
+        ----------
+        weights
+            Edge -> ``(|target|, |source|)`` weights of the full network.
+        seed
+            Seed of the random orthogonal bases of hidden nodes (as for
+            :meth:`decoupled_weights`).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(edges), n_modes)``; zero where an edge carries no mode.
+        """
         out = np.zeros(self.alive.shape)
         for i, e in enumerate(self.edges):
             if e not in self._edge_component:

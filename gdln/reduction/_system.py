@@ -109,11 +109,28 @@ class ReducedSystem:
         return system_latex(self)
 
     def orbit(self, variable: sp.Symbol) -> Any:
-        """The number of edges ``variable`` stands for (an expression for a family)."""
+        """The number of edges ``variable`` stands for, $|O_k|$ (Eqs. 44-48).
+
+        Parameters
+        ----------
+        variable
+            One of :attr:`variables` or :attr:`eliminated`.
+
+        Returns
+        -------
+        Any
+            An int, or an expression in the family's parameters (``sizes``).
+        """
         return self.sizes.get(variable, len(self.edges[variable]))
 
     def equations(self) -> list[sp.Eq]:
-        r"""$\tau\,\dot B = f(B)$ as sympy equations (with $\tau$ a symbol)."""
+        r"""$\tau\,\dot B = f(B)$ (Eq. 10, lumped) as sympy equations.
+
+        Returns
+        -------
+        list of sympy.Eq
+            One per variable, with $t$ and $\tau$ as symbols.
+        """
         t, tau = sp.symbols("t tau", positive=True)
         return [
             sp.Eq(tau * sp.Derivative(sp.Function(str(v))(t), t), self.rhs[v])
@@ -196,7 +213,13 @@ class Reduction(DecoupledBases):
         return sum(len(s.modes) for s in self.systems)
 
     def context_labels(self) -> tuple[str, ...]:
-        """The labels of the task's contexts, in order."""
+        """The labels of the task's contexts, in order.
+
+        Returns
+        -------
+        tuple of str
+            One label per context of ``problem`` (the representatives on the quotient).
+        """
         task = self.problem.require_task()
         return tuple(c.label for c in task.contexts)
 
@@ -209,6 +232,22 @@ class Reduction(DecoupledBases):
         $\Sigma^{yx}(p)$ from $s(p)$ to $t(p)$, or a $\Sigma^x(j,p)$ between two inputs);
         the values are $r^{\alpha\top}_{\rm row}\Sigma\, r^\alpha_{\rm col}$, the
         diagonal of $S(p)$ or $D(j,p)$, exact where the statistic and the bases are.
+
+        Parameters
+        ----------
+        component
+            Which component of coupled paths (an index of :attr:`modes`).
+        row, col
+            The data nodes the statistic runs to and from.
+        statistic
+            The matrix, ``(|row|, |col|)``.
+        exact
+            Exact values where possible, else floats.
+
+        Returns
+        -------
+        list
+            One value per mode of the component.
         """
         space = self._space
         return mode_values(
@@ -235,6 +274,25 @@ class Reduction(DecoupledBases):
         ``left[:, k]`` (at the target) and ``right[:, k]`` (at the source) belong to mode
         ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``. An edge
         on no active path carries no mode (no columns).
+
+        Parameters
+        ----------
+        edge
+            ``(source, target)``.
+        seed
+            Seed of the random orthogonal bases of hidden nodes (drawn once per seed).
+
+        Returns
+        -------
+        tuple
+            ``(left, right, modes)``: ``(|target|, k)``, ``(|source|, k)`` and the ``k``
+            mode indices.
+
+        Raises
+        ------
+        GdlnError
+            The reduction was derived on the symmetry quotient, which has no bases for
+            every edge.
         """
         self._whole_network()
         if edge not in self._edge_component:
@@ -250,6 +308,21 @@ class Reduction(DecoupledBases):
         The reduced variable of the ``k``-th mode of an edge is
         ``left[:, k] @ W @ right[:, k]`` (Eq. 9), as :func:`gdln.simulate` records it when
         given these as ``bases``; the modes are those of :meth:`edge_bases`.
+
+        Parameters
+        ----------
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        dict
+            Edge -> ``(left, right)``.
+
+        Raises
+        ------
+        GdlnError
+            The reduction was derived on the symmetry quotient.
         """
         out = {}
         for edge in self.problem.graph.edges:
@@ -261,9 +334,26 @@ class Reduction(DecoupledBases):
     def decoupled_weights(self, init: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
         """Weights $W_e = R_{t(e)}B_eR_{s(e)}^\\top$ (Eq. 9) with $B_e$ at its initial value.
 
-        ``init`` overrides the reduction's initial value (one number for every edge and
-        mode). Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
+        Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
         shared by nodes joined by fixed edges; a fixed edge holds $W_e = c\\,I$.
+
+        Parameters
+        ----------
+        init
+            One initial value $B_e$ for every edge and mode instead of the reduction's.
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        dict
+            Edge -> ``(|target|, |source|)`` weights, for :func:`gdln.simulate`
+            (``init_scheme="given"``).
+
+        Raises
+        ------
+        GdlnError
+            The reduction was derived on the symmetry quotient.
         """
         self._whole_network()
         graph = self.problem.graph

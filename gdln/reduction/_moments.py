@@ -205,11 +205,6 @@ class ExpectedDynamics(DecoupledBases):
         -------
         float
             The loss, never below 0.
-
-        Raises
-        ------
-        GdlnError
-            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
         """
         return float(floor_at_zero(self.constant + self.mode_losses(b).sum(), self.constant))
 
@@ -225,11 +220,6 @@ class ExpectedDynamics(DecoupledBases):
         -------
         numpy.ndarray
             ``(contexts,)``, each never below 0.
-
-        Raises
-        ------
-        GdlnError
-            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
         """
         val, _ = self._tape.forward(self._values(b))
         constants = np.array(self.context_constants, dtype=float)
@@ -247,11 +237,6 @@ class ExpectedDynamics(DecoupledBases):
         -------
         numpy.ndarray
             ``(len(edges), n_modes)``, zero where ``alive`` is false.
-
-        Raises
-        ------
-        GdlnError
-            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
         """
         return self._loss_and_gradient(b)[1]
 
@@ -267,11 +252,6 @@ class ExpectedDynamics(DecoupledBases):
         -------
         numpy.ndarray
             ``(len(edges), n_modes)``.
-
-        Raises
-        ------
-        GdlnError
-            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
         """
         return -self.gradient(b)
 

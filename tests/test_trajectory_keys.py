@@ -22,7 +22,8 @@ from gdln import Trajectory
 
 PACKAGE = Path(gdln.__file__).parent
 OWNER = PACKAGE / "solution" / "_trajectory.py"
-SPELLINGS = ("sv/", "W/", "proj/", "rsm/", "loss/", "eval/", "sv[", "W[")
+SPELLINGS = ("sv/", "W/", "proj/", "rsm/", "loss/", "eval/", "sv[", "W[", "W2W1/", "W1TW1/")
+SPELLINGS += ("W2W2T/",)
 
 TWO_SYSTEMS = """\
 name: two
@@ -237,3 +238,17 @@ def test_a_file_written_with_the_old_names_loads_and_reads(tmp_path: Path) -> No
     old = Trajectory.load(tmp_path / "old.npz")
     assert old.variable("B1", system=1).shape == (2, 2)
     assert old.singular_values(("x", "h")).shape == (2, 1, 3)
+
+
+def test_pathway_series_read_by_pathway() -> None:
+    problem = gdln.load("graphs/xor.yaml", params={"hidden": "1"})
+    start = gdln.balanced_weights(problem, lam=0.5, scale=0.1, alignment=0.0, seed=0)
+    trajectory = gdln.solve_balanced(problem, start, t_max=4, points=5)
+    function = trajectory.pathway("W2W1", "x->h0->y")
+    w1w1, w2w2 = trajectory.pathway("W1TW1", "x->h0->y"), trajectory.pathway("W2W2T", "x->h0->y")
+    assert function.shape[0] == 5 and w1w1.shape[1] == w1w1.shape[2]
+    # at t = 0 each series is the product of the starting weights it names
+    start_w1, start_w2 = start[("x", "h0")], start[("h0", "y")]
+    np.testing.assert_allclose(function[0], start_w2 @ start_w1, atol=1e-12)
+    np.testing.assert_allclose(w1w1[0], start_w1.T @ start_w1, atol=1e-12)
+    np.testing.assert_allclose(w2w2[0], start_w2 @ start_w2.T, atol=1e-12)

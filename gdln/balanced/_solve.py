@@ -18,7 +18,7 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError
-from ..solution._trajectory import CONTEXT_LOSS, Trajectory
+from ..solution._trajectory import CONTEXT_LOSS, Trajectory, pathway_key
 from ..task._problem import Problem
 from ._pathways import context_losses, prepare
 from ._riccati import riccati_solution
@@ -123,9 +123,9 @@ def solve_balanced(
         product = P[:, r:, :r] @ basis.T
         products[index] = product
         lambdas[pathway.name] = balance.lam
-        series[f"W2W1/{pathway.name}"] = product
-        series[f"W1TW1/{pathway.name}"] = basis @ P[:, :r, :r] @ basis.T
-        series[f"W2W2T/{pathway.name}"] = P[:, r:, r:]
+        series[pathway_key("W2W1", pathway.name)] = product
+        series[pathway_key("W1TW1", pathway.name)] = basis @ P[:, :r, :r] @ basis.T
+        series[pathway_key("W2W2T", pathway.name)] = P[:, r:, r:]
     context_loss = context_losses(prepared, products)
     series[CONTEXT_LOSS] = context_loss
     meta = {

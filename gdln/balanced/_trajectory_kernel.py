@@ -41,7 +41,7 @@ import numpy as np
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..reduction._system import Reduction
-from ..solution._trajectory import Trajectory
+from ..solution._trajectory import Trajectory, pathway_key
 from ..task._examples import ExampleSet
 from ..task._problem import Problem
 from ._errors import BalancedSpecError
@@ -393,13 +393,13 @@ def _hidden_gram(
 
 
 def _series(problem: Problem, trajectory: Trajectory, kind: str, p: Pathway) -> np.ndarray:
-    name = f"{kind}/{p.name}"
-    if name not in trajectory.series:
+    try:
+        return np.asarray(trajectory.pathway(kind, p.name), dtype=float)
+    except KeyError as err:
         raise BalancedSpecError(
-            f"{problem.source}: the trajectory has no series {name!r}; pass the trajectory "
-            "gdln.solve_balanced returned for this problem"
-        )
-    return np.asarray(trajectory.series[name], dtype=float)
+            f"{problem.source}: the trajectory has no series {pathway_key(kind, p.name)!r}; "
+            "pass the trajectory gdln.solve_balanced returned for this problem"
+        ) from err
 
 
 def _path_gate(examples: ExampleSet, p: Pathway, n: int) -> np.ndarray:

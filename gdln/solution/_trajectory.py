@@ -11,8 +11,6 @@ them; :class:`Trajectory` lists them.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
@@ -29,12 +27,13 @@ __all__ = [
     "EVAL_EXAMPLE_LOSS",
     "EVAL_LOSS",
     "Trajectory",
+    "context_columns",
     "context_key",
     "edge_in_key",
     "edge_key",
-    "format_trajectory",
     "matrix_key",
     "node_key",
+    "pathway_key",
     "time_to_half_loss",
     "variable_key",
 ]
@@ -93,6 +92,15 @@ def node_key(quantity: str, node: Hashable) -> str:
     return f"{_NODE_PREFIXES[quantity]}{node}"
 
 
+def pathway_key(quantity: str, pathway: str) -> str:
+    """The series name of ``quantity`` of a two-layer pathway (:func:`gdln.solve_balanced`).
+
+    >>> pathway_key("W2W1", "x->h0->y")
+    'W2W1/x->h0->y'
+    """
+    return f"{quantity}/{pathway}"
+
+
 def context_key(label: str, *, evaluation: bool = False) -> str:
     """The series name of a simulation's loss within the context ``label``.
 
@@ -122,7 +130,8 @@ class Trajectory:
 
     Read the series through the accessors (:meth:`variable`, :meth:`context_losses`,
     :meth:`singular_values`, :meth:`weights`, :meth:`projections`, :meth:`rsm`,
-    :meth:`evaluation_loss`, :meth:`example_losses`, :meth:`outputs`); the names in
+    :meth:`evaluation_loss`, :meth:`example_losses`, :meth:`outputs`, :meth:`pathway`);
+    the names in
     ``series`` are the keys of saved files (see Notes).
 
     Parameters
@@ -164,6 +173,8 @@ class Trajectory:
     ``eval/output/<node>``          the output there, ``(T, S, n, |v|)``
     ``W[<edge>]``, ``sv[<edge>]``   the full-matrix flow's weights ``(T, |t|, |s|)`` and
                                     singular values ``(T, k)`` (:func:`gdln.solve_full`)
+    ``W2W1/<pathway>``, ...         a two-layer pathway's $W_2W_1$, $W_1^\top W_1$,
+                                    $W_2W_2^\top$ (:func:`gdln.solve_balanced`)
     ==============================  ===================================================
     """
 
@@ -270,7 +281,7 @@ class Trajectory:
             nothing was recorded per context.
         """
         if not evaluation and CONTEXT_LOSS in self.series:
-            return _context_columns(self)
+            return context_columns(self)
         prefix = context_key("", evaluation=evaluation)
         return {
             key[len(prefix) :]: np.asarray(value)
@@ -370,6 +381,29 @@ class Trajectory:
             The simulation did not record it (``SimulationSettings(rsm=True)``).
         """
         return self._get(node_key("rsm", node))
+
+    def pathway(self, quantity: str, pathway: str) -> np.ndarray:
+        r"""A pathway's network function or representation from :func:`gdln.solve_balanced`.
+
+        Parameters
+        ----------
+        quantity
+            ``"W2W1"`` ($W_2W_1$, ``(T, |y|, |x|)``), ``"W1TW1"`` ($W_1^\top W_1$,
+            ``(T, |x|, |x|)``) or ``"W2W2T"`` ($W_2W_2^\top$, ``(T, |y|, |y|)``).
+        pathway
+            The pathway's name, ``"x->h->y"``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The quantity over time.
+
+        Raises
+        ------
+        KeyError
+            The trajectory records no such series.
+        """
+        return self._get(pathway_key(quantity, pathway))
 
     def evaluation_loss(self) -> np.ndarray:
         """A simulation's loss of Eq. (1) on its evaluation examples.
@@ -519,62 +553,7 @@ class Trajectory:
             )
 
 
-def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
-    """A trajectory as JSON or CSV.
-
-    JSON: ``t``, ``loss``, ``variables`` (name -> one series per mode), ``context_loss``
-    (context label -> series: the loss of Eq. (1) within that context, whose average by
-    the context probabilities is ``loss``) and ``meta``. CSV: one row per time, columns
-    ``t``, ``loss``, ``NAME[mode]`` and ``context_loss[LABEL]``.
-
-    Parameters
-    ----------
-    trajectory
-        The trajectory to print.
-    fmt
-        ``"json"`` or ``"csv"``.
-
-    Returns
-    -------
-    str
-        The trajectory in that format.
-
-    Raises
-    ------
-    ValueError
-        ``fmt`` is neither ``"json"`` nor ``"csv"``.
-    """
-    names = [k for k in trajectory.series if k != CONTEXT_LOSS]
-    per_context = _context_columns(trajectory)
-    if fmt == "json":
-        payload = {
-            "t": trajectory.t.tolist(),
-            "loss": trajectory.loss.tolist(),
-            "variables": {k: np.asarray(trajectory.series[k]).T.tolist() for k in names},
-            "context_loss": {label: values.tolist() for label, values in per_context.items()},
-            "meta": dict(trajectory.meta),
-        }
-        return json.dumps(payload)
-    if fmt == "csv":
-        header = ["t", "loss"]
-        columns = [trajectory.t, trajectory.loss]
-        for k in names:
-            values = np.asarray(trajectory.series[k]).reshape(len(trajectory.t), -1)
-            for j in range(values.shape[1]):
-                header.append(f"{k}[{j}]")
-                columns.append(values[:, j])
-        for label, values in per_context.items():
-            header.append(f"context_loss[{label}]")
-            columns.append(values)
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerow(header)  # quotes labels with commas
-        rows = [text.getvalue().rstrip("\n")]
-        rows += [",".join(f"{x:.12g}" for x in row) for row in np.column_stack(columns)]
-        return "\n".join(rows)
-    raise ValueError(f"format {fmt!r}: expected json or csv")
-
-
-def _context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
+def context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
     """``series["context_loss"]`` ``(T, contexts)`` as label -> ``(T,)``."""
     if CONTEXT_LOSS not in trajectory.series:
         return {}

@@ -9,6 +9,7 @@ from . import report as report
 from . import sd as sd
 from . import simulation as simulation
 from . import solution as solution
+from . import stages as stages
 from . import sweep as sweep
 from . import task as task
 from ._errors import DegenerateStartWarning as DegenerateStartWarning
@@ -68,6 +69,10 @@ from .solution import full_flow as full_flow
 from .solution import solve as solve
 from .solution import solve_full as solve_full
 from .solution import time_to_half_loss as time_to_half_loss
+from .stages import Stage as Stage
+from .stages import Timescales as Timescales
+from .stages import format_timescales as format_timescales
+from .stages import timescales as timescales
 from .sweep import read_table as read_table
 from .sweep import run_sweep as run_sweep
 from .task import Context as Context

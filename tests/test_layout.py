@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"paths"},
     {"reduction"},
     {"report", "solution"},
-    {"simulation"},
+    {"simulation", "stages"},
     {"comparison"},
     {"sweep"},
     {"kernels", "sd", "balanced"},

@@ -41,6 +41,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "gdln.cli._theory",
         "Solve the reduced dynamics numerically; write t, loss and every variable.",
     ),
+    "timescales": CommandEntry(
+        "gdln.cli._timescales",
+        "Order, times and plateaus of the stages of learning from small initial weights.",
+    ),
     "simulate": CommandEntry(
         "gdln.cli._simulate",
         "Train the full gated network of FILE by gradient descent and save its trajectory.",

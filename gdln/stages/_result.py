@@ -1,0 +1,298 @@
+r"""The result of :func:`gdln.timescales`: ordered stages, and how to print them.
+
+A stage is one saddle-to-saddle transition from small initial weights (scale $u_0$): what
+becomes active, when (the leading order as $u_0\to0$, its formula in $u_0$, and where the
+exact reduced ODE exists its own time to half-completion), the loss on the plateau after
+it and the map each active pathway computes there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+__all__ = ["LeadingTime", "Stage", "Timescales", "format_timescales", "tidy_loss"]
+
+U0 = sp.Symbol("u0", positive=True)
+"""The initial scale $u_0$ in the printed formulas."""
+DIGITS = 6  # significant digits of the coefficients in a printed formula
+MAPS_SHOWN = 8  # maps listed per stage in the text printout
+ROUND_OFF = 1e-12  # relative size below which a loss or a map entry is printed as 0
+
+
+def tidy_loss(loss: float, initial: float) -> float:
+    """``loss``, or 0.0 where it is round-off next to the loss at zero weights."""
+    return 0.0 if abs(loss) <= ROUND_OFF * max(1.0, abs(initial)) else float(loss)
+
+
+@dataclass(frozen=True)
+class LeadingTime:
+    r"""A time $a\ln(1/u_0) + \sum_k c_k u_0^{-p_k}$: the sum of the escapes so far.
+
+    Parameters
+    ----------
+    log
+        The coefficient $a$ of $\ln(1/u_0)$.
+    powers
+        Pairs $(p_k, c_k)$, one per distinct power.
+    """
+
+    log: float = 0.0
+    powers: tuple[tuple[float, float], ...] = ()
+
+    def plus_log(self, coefficient: float) -> LeadingTime:
+        """This time plus ``coefficient * ln(1/u0)``."""
+        return LeadingTime(self.log + coefficient, self.powers)
+
+    def plus_power(self, power: float, coefficient: float) -> LeadingTime:
+        """This time plus ``coefficient * u0**(-power)``."""
+        terms = dict(self.powers)
+        key = next((p for p in terms if abs(p - power) <= 1e-9 * max(1.0, power)), power)
+        terms[key] = terms.get(key, 0.0) + coefficient
+        return LeadingTime(self.log, tuple(sorted(terms.items())))
+
+    def value(self, u0: float) -> float:
+        """The time at ``u0``."""
+        total = self.log * float(np.log(1.0 / u0))
+        return float(total + sum(c * u0 ** (-p) for p, c in self.powers))
+
+    def expression(self) -> sp.Expr:
+        """The formula in the symbol ``u0``, coefficients to :data:`DIGITS` digits."""
+        total: sp.Expr = sp.Integer(0)
+        if self.log:
+            total += sp.Float(self.log, DIGITS) * sp.log(1 / U0)
+        for p, c in self.powers:
+            exponent = sp.Integer(round(p)) if abs(p - round(p)) <= 1e-9 else sp.Float(p, DIGITS)
+            total += sp.Float(c, DIGITS) * U0 ** (-exponent)
+        return total
+
+    def close_to(self, other: LeadingTime) -> bool:
+        """Whether two times have the same terms (to 1e-7 relative)."""
+
+        def near(a: float, b: float) -> bool:
+            return abs(a - b) <= 1e-7 * max(1.0, abs(a), abs(b))
+
+        if not near(self.log, other.log) or len(self.powers) != len(other.powers):
+            return False
+        return all(
+            near(p, q) and near(c, d)
+            for (p, c), (q, d) in zip(self.powers, other.powers, strict=True)
+        )
+
+
+@dataclass(frozen=True)
+class Stage:
+    r"""One stage of learning from small initial weights.
+
+    Parameters
+    ----------
+    active
+        The variables that become active: reduced variables as ``NAME[mode]`` (aligned
+        route) or trainable edges as ``u->v`` (asymptotic route).
+    pathways
+        The input-output paths that become fully active (``x->h->y``, with ``[mode]`` on
+        the aligned route).
+    time
+        The leading-order time at which the stage happens, at the given $u_0$.
+    time_formula
+        The leading-order time as a formula in ``u0`` (sympy; a sum of
+        $a\ln(1/u_0)$ and $c\,u_0^{-p}$ terms, coefficients rounded).
+    loss
+        The loss of Eq. (1) on the plateau after the stage.
+    maps
+        Path (``x->h->y``) -> the matrix $W_p$ it computes on that plateau, for every
+        active path.
+    mechanism
+        ``"exponential"`` (time $\propto\ln(1/u_0)$), ``"power"``
+        (time $\propto u_0^{-p}$) or ``"immediate"`` (forced, no plateau before it).
+    modes
+        The singular modes involved (aligned route; empty otherwise).
+    ode_time
+        Aligned route: the exact reduced ODE's time to half-completion, when the maps
+        of the stage's new pathways reach half their plateau values (``None`` if not
+        computed or not reached).
+    """
+
+    active: tuple[str, ...]
+    pathways: tuple[str, ...]
+    time: float
+    time_formula: sp.Expr
+    loss: float
+    maps: Mapping[str, np.ndarray] = field(default_factory=dict)
+    mechanism: str = "exponential"
+    modes: tuple[int, ...] = ()
+    ode_time: float | None = None
+
+    def __post_init__(self) -> None:
+        maps = {}
+        for path, matrix in self.maps.items():
+            m = np.array(matrix, dtype=float)
+            m[np.abs(m) <= ROUND_OFF * max(float(np.abs(m).max(initial=0.0)), 1e-300)] = 0.0
+            maps[path] = m
+        object.__setattr__(self, "maps", maps)
+        object.__setattr__(self, "time", float(self.time))
+        object.__setattr__(self, "loss", float(self.loss))
+        if self.ode_time is not None:
+            object.__setattr__(self, "ode_time", float(self.ode_time))
+
+    def __repr__(self) -> str:
+        return (
+            f"Stage(active={list(self.active)}, time={self.time:.6g}, "
+            f"time_formula={self.time_formula}, loss={self.loss:.6g})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON fields of the stage.
+
+        Returns
+        -------
+        dict
+            Its pathways, times and formulas, matrices as nested lists.
+        """
+        return {
+            "active": list(self.active),
+            "pathways": list(self.pathways),
+            "time": self.time,
+            "time_formula": str(self.time_formula),
+            "loss": self.loss,
+            "maps": {k: np.asarray(v, float).tolist() for k, v in self.maps.items()},
+            "mechanism": self.mechanism,
+            "modes": list(self.modes),
+            "ode_time": self.ode_time,
+        }
+
+
+@dataclass(frozen=True)
+class Timescales:
+    """The ordered stages of learning from small initial weights.
+
+    Parameters
+    ----------
+    source
+        The graph file.
+    u0
+        The initial scale $u_0$ the times are evaluated at.
+    route
+        ``"aligned"`` (leading order of the exact reduced ODE, Eq. 10) or
+        ``"asymptotic"`` (rank-one stages, for statistics without common bases).
+    stages
+        The stages, in order of time.
+    assumptions
+        What the leading order assumes, in words.
+    initial_loss
+        The loss of Eq. (1) at zero weights (the first plateau).
+    """
+
+    source: str
+    u0: float
+    route: str
+    stages: tuple[Stage, ...]
+    assumptions: tuple[str, ...]
+    initial_loss: float
+
+    def __repr__(self) -> str:
+        return (
+            f"Timescales({self.source!r}, route={self.route!r}, u0={self.u0:g}, "
+            f"stages={list(self.stages)})"
+        )
+
+    def ratios(self) -> tuple[float, ...]:
+        """Each stage's leading-order time over the first nonzero one's.
+
+        Returns
+        -------
+        tuple of float
+            One ratio per stage.
+        """
+        times = [s.time for s in self.stages]
+        first = next((t for t in times if t > 0), 1.0)
+        return tuple(t / first for t in times)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON fields of the result.
+
+        Returns
+        -------
+        dict
+            ``stages``, ``route``, ``assumptions`` and the settings.
+        """
+        return {
+            "source": self.source,
+            "u0": self.u0,
+            "route": self.route,
+            "initial_loss": self.initial_loss,
+            "stages": [s.to_dict() for s in self.stages],
+            "assumptions": list(self.assumptions),
+        }
+
+
+def format_timescales(result: Timescales, fmt: str = "text") -> str:
+    """The stages as text (a table, then the maps) or JSON.
+
+    Parameters
+    ----------
+    result
+        From :func:`gdln.timescales`.
+    fmt
+        ``"text"`` or ``"json"``.
+
+    Returns
+    -------
+    str
+        The printout.
+
+    Raises
+    ------
+    ValueError
+        ``fmt`` is neither ``"text"`` nor ``"json"``.
+    """
+    if fmt == "json":
+        return json.dumps(result.to_dict())
+    if fmt != "text":
+        raise ValueError(f"format {fmt!r}: expected text or json")
+    exact = result.route == "aligned"
+    lines = [
+        f"{result.source}: route {result.route}, u0 = {result.u0:g}; time in units of tau",
+        f"loss at zero weights: {result.initial_loss:.6g}",
+        "",
+    ]
+    header = ["stage", "time", "formula (u0 -> 0)"] + (["ODE half"] if exact else [])
+    rows = [[*header, "loss after", "active"]]
+    for k, s in enumerate(result.stages, 1):
+        ode = [] if not exact else ["-" if s.ode_time is None else f"{s.ode_time:.6g}"]
+        pathways = _shortened(s.pathways or s.active)
+        rows.append([str(k), f"{s.time:.6g}", str(s.time_formula), *ode, f"{s.loss:.6g}", pathways])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        lines.append("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]))
+    for k, s in enumerate(result.stages, 1):
+        lines += ["", f"stage {k} ({s.mechanism}): active {', '.join(s.active)}"]
+        shown = list(s.maps.items())[:MAPS_SHOWN]
+        lines += [f"  {path}: {_matrix_text(m)}" for path, m in shown]
+        if len(s.maps) > MAPS_SHOWN:
+            lines.append(f"  ... {len(s.maps) - MAPS_SHOWN} more maps (--format json lists all)")
+    lines += ["", "assumptions:"] + [f"  - {a}" for a in result.assumptions]
+    return "\n".join(lines)
+
+
+def _shortened(names: tuple[str, ...], shown: int = 3) -> str:
+    """The first few names, and how many there are in all."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return ", ".join(names[:shown]) + f", ... ({len(names)} in all)"
+
+
+def _matrix_text(matrix: np.ndarray) -> str:
+    """A small matrix in full (4 digits), a large one by its singular values."""
+    m = np.atleast_2d(np.asarray(matrix, float))
+    if m.size <= 16:
+        rows = ["[" + ", ".join(f"{x:.4g}" for x in row) + "]" for row in m]
+        return "[" + ", ".join(rows) + "]"
+    sv = np.linalg.svd(m, compute_uv=False)
+    shown = ", ".join(f"{x:.4g}" for x in sv[sv > 1e-9 * max(sv[0], 1e-300)][:6])
+    return f"{m.shape[0]}x{m.shape[1]}, singular values {shown}"

@@ -434,6 +434,7 @@ WRITERS = {  # every command that writes, with its -o
     "kernel": ["kernel", "-n", "10", "-o", "{folder}/gdln-kernel-out"],
     "sd": ["sd", "-o", "{folder}/out.json"],
     "schema": ["schema", "-o", "{folder}/out.json"],
+    "timescales": ["timescales", CHAIN, "-o", "{folder}/out.json"],
 }
 
 

@@ -123,10 +123,6 @@ def run_options(fn: Any) -> Any:
     return fn
 
 
-def _device(device: str) -> str | None:
-    return None if device == "auto" else device
-
-
 @click.command("simulate")
 @run_options
 @click.option(
@@ -243,7 +239,7 @@ def simulate(
         batch_size=batch_size,
         momentum=momentum,
         dtype=dtype,
-        device=_device(device),
+        device=device,
         threads=threads,
         record_every=1 if record_steps else max(1, steps // (points - 1)),
         record_steps=parse_record_steps(record_steps, steps) if record_steps else None,
@@ -391,7 +387,7 @@ def compare(
             lump=setting(problem, "lump", lump, DEFAULT_LUMP),
             n_points=points,
             settings=gdln.SimulationSettings(
-                dtype=dtype, device=_device(device), threads=threads, progress=progress
+                dtype=dtype, device=device, threads=threads, progress=progress
             ),
             force=force,
         )

@@ -5,7 +5,6 @@ None of them imports torch. Each parses its options, calls the public API and pr
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -225,8 +224,7 @@ def solve(
     )
     if route == "matrix":
         full = gdln.solve_full(problem, t_max=horizon, n_points=points, lr=rate, init=initial)
-        kept = {k: v for k, v in full.series.items() if not k.startswith("W[")}
-        trajectory = dataclasses.replace(full, series=kept)
+        trajectory = full.without_weights()
     else:
         model = _model(problem, route, lump, initial)
         trajectory = gdln.solve(model, t_max=horizon, lr=rate, n_points=points)

@@ -1,4 +1,7 @@
-"""The names of the lumpings, in a module light enough for the command line's help.
+"""The names of the lumpings, in a module light enough for the command line's help."""
+
+LUMPINGS: tuple[str, ...] = ("none", "symmetry", "balanced", "full")
+"""The lumpings :func:`gdln.reduce` accepts, from finest to coarsest:
 
 ``none``
     one variable per trained edge and mode (Eq. 10);
@@ -13,6 +16,3 @@
     ``balanced``, then variables eliminated through conserved quadratic quantities
     (Eq. 15), which gradient flow conserves.
 """
-
-LUMPINGS: tuple[str, ...] = ("none", "symmetry", "balanced", "full")
-"""The lumpings :func:`gdln.reduce` accepts, from finest to coarsest."""

@@ -54,16 +54,17 @@ import sympy as sp
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
 from ..graphfile._expressions import ExpressionError, as_sympy, evaluate, exact
-from ..graphfile._reader import Problem
 from ..paths._statistics import (
     ActivePaths,
     Successors,
     active_paths,
     require_numbers_for_float_data,
 )
+from ..task._problem import Problem
 from ..task._task import Task
 from ._bases import Modes
 from ._decoupled import anchor_bases
+from ._internal import set_internal
 from ._loss import LossBuilder, ModeLoss
 from ._lumping import lumped_system, partition
 from ._lumpings import LUMPINGS
@@ -156,7 +157,7 @@ def reduce(
     builder = LossBuilder(work, active, space, modes, slot_edges)
     systems, constant_modes = _systems(builder, lump, init_values, orbits)
     constant, per_context = builder.constants()
-    return Reduction(
+    reduction = Reduction(
         problem=work,
         systems=systems,
         constant=tidy_number(constant + constant_modes),
@@ -166,6 +167,9 @@ def reduce(
         active=active,
         route=route,
         symbolic=tuple(symbolic),
+    )
+    return set_internal(
+        reduction,
         _space=space,
         _edge_component=edge_component,
         _slot_edges=slot_edges,

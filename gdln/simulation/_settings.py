@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._device import check_device
 from ._errors import SimulationSpecError
 from ._names import DTYPES, OPTIMIZERS
 
-__all__ = ["SimulationSettings", "check_positive"]
+__all__ = ["SimulationSettings", "check_positive", "device_error"]
 
-_DEVICE = re.compile(r"auto|cpu(:\d+)?|cuda(:\d+)?")
 MINIBATCH = frozenset({"sgd"})
 """The optimisers that average Eq. (1) over minibatches, and so need a batch size."""
 
@@ -40,6 +39,11 @@ def check_positive(name: str, value: Any, *, integer: bool, allow_zero: bool = F
         raise SimulationSpecError(
             f"{name}: expected {what} {'>=' if allow_zero else '>'} 0, got {value!r}"
         )
+
+
+def device_error(message: str) -> SimulationSpecError:
+    """The error a bad ``device`` of a simulation raises: ``device: <message>``."""
+    return SimulationSpecError(f"device: {message}")
 
 
 def _check_choice(name: str, value: Any, choices: Mapping[str, Any] | Sequence[str]) -> None:
@@ -87,7 +91,9 @@ class SimulationSettings:
     dtype
         One of :data:`~gdln.simulation.DTYPES`: ``"float64"`` or ``"float32"``.
     device
-        ``None``/``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
+        ``None``/``"auto"`` (CUDA when present, else the CPU), ``"cpu"`` or ``"cuda[:k]"``
+        (gdln's one device rule, ``gdln._device``); a ``torch.device`` is kept as its
+        string. Whether the CUDA device exists is checked when the run starts.
     threads
         CPU threads for torch during the run (restored afterwards); ``None`` leaves
         torch's setting. Small networks run fastest on one thread, and on a busy machine
@@ -165,11 +171,7 @@ class SimulationSettings:
 
     def _check_hardware(self) -> None:
         _check_choice("dtype", self.dtype, DTYPES)
-        device = self.device
-        if device is not None and not (isinstance(device, str) and _DEVICE.fullmatch(device)):
-            raise SimulationSpecError(
-                f"device: expected 'auto', 'cpu' or 'cuda[:k]', got {device!r}"
-            )
+        object.__setattr__(self, "device", check_device(self.device, device_error))
         if self.threads is not None:
             check_positive("threads", self.threads, integer=True)
 

@@ -16,9 +16,9 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError, NotDiagonalizableError
-from ..graphfile._reader import Problem
 from ..reduction._reduce import reduce
 from ..reduction._system import Reduction
+from ..task._problem import Problem
 from ._aligned import (
     ModeStage,
     edge_bases,

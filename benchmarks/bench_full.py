@@ -143,7 +143,9 @@ def main() -> None:
         )
         rows.append(("solve_full, DOP853 (rtol 1e-10)", ode_time))
         map_time, gd_map = timings(
-            lambda: _full.solve_full(problem, weights, t_max=T_MAX, points=N_POINTS, dynamics="gd-map", lr=LR),
+            lambda: _full.solve_full(
+                problem, weights, t_max=T_MAX, points=N_POINTS, dynamics="gd-map", lr=LR
+            ),
             repeats,
         )
         steps = round(T_MAX / LR)

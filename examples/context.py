@@ -65,8 +65,8 @@ def total_maps(traj: gdln.Trajectory, pathways: int) -> np.ndarray:
     maps = []
     for c in range(2):
         k = c if pathways == 2 else 0
-        w1 = traj.series[f"W/x->h{k}"]  # (T, S, hidden, 2)
-        w2 = traj.series[f"W/h{k}->y"]  # (T, S, 1, hidden)
+        w1 = traj.weights(f"x->h{k}")  # (T, S, hidden, 2)
+        w2 = traj.weights(f"h{k}->y")  # (T, S, 1, hidden)
         maps.append((w2 @ w1)[:, :, 0, :])
     return np.stack(maps, axis=2)
 

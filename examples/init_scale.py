@@ -66,15 +66,16 @@ def train(
     trained = set(problem.examples().context_labels)
     base = everything.zero_output_loss()
     errors: dict[bool, list[float]] = {True: [], False: []}
+    per_context = trajectory.context_losses(evaluation=True)
     for c, label in enumerate(everything.context_labels):
-        final = float(np.asarray(trajectory.series[f"eval/loss/{label}"])[-1, 0])
+        final = float(per_context[label][-1, 0])
         errors[label in trained].append(final / base[c])
     # h1 for each (domain, item): the gated input edge of domain i applied to the items.
     reps = []
     for i in range(M):
         c = everything.context_labels.index(f"x{i}->y0")
         items = np.asarray(everything.inputs[f"x{i}"])[everything.context == c]
-        weight = np.asarray(trajectory.series[f"W/x{i}->h1"])[-1, 0]
+        weight = trajectory.weights(f"x{i}->h1")[-1, 0]
         reps.append(items @ weight.T)
     reps_all = np.concatenate(reps)  # (M * items, hidden), domain-major
     unit = reps_all / np.linalg.norm(reps_all, axis=1, keepdims=True)

@@ -174,7 +174,7 @@ def accuracy(
     correct = {True: [], False: []}
     seen = set(trained)
     for c, (i, j) in enumerate(every_route):
-        out = np.asarray(trajectory.series[f"eval/output/y{j}"])[-1, 0, c * n : (c + 1) * n]
+        out = trajectory.outputs(f"y{j}")[-1, 0, c * n : (c + 1) * n]
         hit = np.mean(np.argmax(out, axis=1) == data["label_perms"][j][labels])
         correct[(i, j) in seen].append(float(hit))
     return {

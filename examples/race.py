@@ -55,7 +55,7 @@ def race_theory(*, M: int, P: int, init: float, t_max: float) -> dict[str, np.nd
     problem = gdln.load(GRAPHS / "race.yaml", params={"M": str(M), "P": str(P)})
     reduction = gdln.reduce(problem, lump="symmetry", b0=init)
     trajectory = gdln.solve(reduction, t_max=t_max, points=4001)
-    series = {name: np.asarray(trajectory.series[name]) for name in ("B1", "B2", "B3")}
+    series = {name: np.asarray(trajectory.variable(name)) for name in ("B1", "B2", "B3")}
     return {
         "t": np.asarray(trajectory.t),
         **series,
@@ -89,8 +89,9 @@ def race_simulation(
         settings=gdln.SimulationSettings(record_steps=tuple(record), threads=1),
     )
     out: dict[str, np.ndarray] = {"t": np.asarray(trajectory.t), "loss": trajectory.loss[:, 0]}
-    for name, prefix in (("B1", "sv/x"), ("B2", "sv/a"), ("B3", "sv/b")):
-        tops = [v[:, 0, 0] for k, v in trajectory.series.items() if k.startswith(prefix)]
+    for name, kind in (("B1", "x"), ("B2", "a"), ("B3", "b")):
+        edges = [e for e in problem.graph.edges if str(e[0]).startswith(kind)]
+        tops = [trajectory.singular_values(e)[:, 0, 0] for e in edges]
         out[name] = np.mean(tops, axis=0)
     return out
 
@@ -124,7 +125,7 @@ def route_errors(
     base = everything.zero_output_loss()
     errors = {True: [], False: []}
     for c, label in enumerate(everything.context_labels):
-        final = float(np.asarray(trajectory.series[f"eval/loss/{label}"])[-1, 0])
+        final = float(trajectory.context_losses(evaluation=True)[label][-1, 0])
         errors[label in trained].append(final / base[c])
     return {
         "trained_error": float(np.mean(errors[True])),

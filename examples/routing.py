@@ -49,7 +49,7 @@ GRAPH = ROOT / "graphs" / "routing.yaml"
 
 def hidden_rsm(traj: gdln.Trajectory, m: int, *, index: int = -1, seed: int = 0) -> np.ndarray:
     """$H^T H$ at $h_1$ for one-hot items in every domain: ``(4M, 4M)`` (Fig. 4g)."""
-    h = np.concatenate([traj.series[f"W/x{i}->h1"][index, seed] for i in range(m)], axis=1)
+    h = np.concatenate([traj.weights(f"x{i}->h1")[index, seed] for i in range(m)], axis=1)
     return h.T @ h
 
 
@@ -65,10 +65,9 @@ def balance(traj: gdln.Trajectory, m: int, n_modes: int) -> tuple[np.ndarray, np
     and $u_a^T Q u_a$ ``(T, S, n_modes)``.
     """
     w_in = sum(
-        traj.series[f"W/x{i}->h1"] @ np.swapaxes(traj.series[f"W/x{i}->h1"], -1, -2)
-        for i in range(m)
+        traj.weights(f"x{i}->h1") @ np.swapaxes(traj.weights(f"x{i}->h1"), -1, -2) for i in range(m)
     )
-    w_h = traj.series["W/h1->h2"]
+    w_h = traj.weights("h1->h2")
     gram = np.swapaxes(w_h, -1, -2) @ w_h
     q = w_in - gram
     drift = np.linalg.norm(q - q[:1], axis=(-2, -1)) / np.linalg.norm(gram, axis=(-2, -1))
@@ -79,11 +78,9 @@ def balance(traj: gdln.Trajectory, m: int, n_modes: int) -> tuple[np.ndarray, np
 
 def route_losses(traj: gdln.Trajectory, m: int) -> np.ndarray:
     """Loss per route from the evaluation set: ``(T, S, M, M)``, [input i, output j]."""
+    per_route = traj.context_losses(evaluation=True)
     return np.stack(
-        [
-            np.stack([traj.series[f"eval/loss/x{i}->y{j}"] for j in range(m)], axis=-1)
-            for i in range(m)
-        ],
+        [np.stack([per_route[f"x{i}->y{j}"] for j in range(m)], axis=-1) for i in range(m)],
         axis=-2,
     )
 
@@ -142,11 +139,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n_modes = 4
     sv: dict[str, dict[str, np.ndarray]] = {}
     for name, traj in (("decoupled", decoupled), ("random", random)):
-        b1 = np.mean([traj.series[f"sv/x{i}->h1"][..., :n_modes] for i in range(m)], axis=0)
-        b1_sq = np.mean([traj.series[f"sv/x{i}->h1"][..., :n_modes] ** 2 for i in range(m)], axis=0)
-        b2 = traj.series["sv/h1->h2"][..., :n_modes]
+        b1 = np.mean([traj.singular_values(f"x{i}->h1")[..., :n_modes] for i in range(m)], axis=0)
+        b1_sq = np.mean(
+            [traj.singular_values(f"x{i}->h1")[..., :n_modes] ** 2 for i in range(m)], axis=0
+        )
+        b2 = traj.singular_values("h1->h2")[..., :n_modes]
         sv[name] = {"B1": b1, "B2": b2, "ratio": b2 / b1, "C": m * b1_sq - b2**2}
-    th_b1, th_b2 = theory.series["B1"], theory.series["B2"]
+    th_b1, th_b2 = theory.variable("B1"), theory.variable("B2")
     th_c = m * th_b1**2 - th_b2**2
     drift_random, c_random = balance(random, m, n_modes)
     drift_decoupled, _ = balance(decoupled, m, n_modes)
@@ -327,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax = axes[2]
     i, j = next(zip(*np.nonzero(~trained), strict=True))
     rows = eval_examples.context == eval_examples.context_labels.index(f"x{i}->y{j}")
-    output = random.series[f"eval/output/y{j}"][-1, 0][rows]
+    output = random.outputs(f"y{j}")[-1, 0][rows]
     target = eval_examples.targets[f"y{j}"][rows]
     limit = float(np.abs(np.concatenate([output, target])).max())
     im = ax.imshow(

@@ -81,7 +81,14 @@ def run_one(task, mode, ratio, seed, L, width, steps, lr, batch, clip) -> float 
     gen = torch.Generator().manual_seed(1000 + seed)
     xtr, ytr, xte, yte = load_task(task, gen)
     net = SDResNet(
-        xtr.shape[1], width, ytr.shape[1], L, np.ones(L), scaling="stable", generator=gen
+        xtr.shape[1],
+        width,
+        ytr.shape[1],
+        L,
+        np.ones(L),
+        scaling="stable",
+        generator=gen,
+        device="cpu",
     )
     if ratio < 1.0:
         sens = layer_sensitivities(net, xtr, ytr) if mode.startswith("sense") else None

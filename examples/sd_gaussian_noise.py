@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> dict:
     y = torch.sin(x @ beta)[:, None]
     probe = x[: args.inputs]
     p = survival_probabilities("uniform", args.L, p_L=0.7)
-    net = SDResNet(d, args.width, 1, args.L, p, scaling="stable", generator=gen)
+    net = SDResNet(d, args.width, 1, args.L, p, scaling="stable", generator=gen, device="cpu")
     layers = sorted({max(1, round(f * args.L)) for f in (0.02, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)})
     by_depth = {}
     draws = neuron_draws(net, probe, args.masks, layers, gen)

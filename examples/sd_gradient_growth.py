@@ -40,7 +40,7 @@ def measure(L: int, width: int, samples: int, budget: float, seed: int) -> dict:
     gen = torch.Generator().manual_seed(seed)
     ratios = {(m, sc): [] for m in modes for sc in ("plain", "stable")}
     for _ in range(samples):
-        net = SDResNet(width, width, 1, L, np.ones(L), generator=gen)
+        net = SDResNet(width, width, 1, L, np.ones(L), generator=gen, device="cpu")
         x = torch.randn(1, width, generator=gen)
         z = torch.randn(1, 1, generator=gen)
         for name, p in modes.items():

@@ -126,7 +126,9 @@ def run(args: argparse.Namespace) -> dict:
     gs = []
     for _ in range(args.inits):
         x = torch.randn(args.n, d, generator=gen)
-        net = SDResNet(d, args.width, 1, args.L, p, scaling=args.scaling, generator=gen)
+        net = SDResNet(
+            d, args.width, 1, args.L, p, scaling=args.scaling, generator=gen, device="cpu"
+        )
         gs.append(sd_penalty(net, x)[1])
     gs = np.array(gs)
     g_mean = gs.mean(0)
@@ -138,7 +140,7 @@ def run(args: argparse.Namespace) -> dict:
     x = torch.randn(256, d, generator=gen)
     y = torch.sin(x @ beta)[:, None]
     # (a Stable net, so that plain-scaling explosion does not dominate training)
-    net = SDResNet(d, args.width, 1, args.L, p, scaling="stable", generator=gen)
+    net = SDResNet(d, args.width, 1, args.L, p, scaling="stable", generator=gen, device="cpu")
     train_sd(net, x, y, steps=args.steps, lr=0.05, generator=gen)
     g_trained = sd_penalty(net, x)[1]
     p_trained, _ = max_regularisation_mode(g_trained, args.budget * args.L)

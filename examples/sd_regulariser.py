@@ -62,7 +62,7 @@ def part_a(
     gen = torch.Generator().manual_seed(seed)
     x, y = toy_regression(n, 256, gen)
     p = survival_probabilities("uniform", L, p_L=0.8)
-    net = SDResNet(256, width, 1, L, p, scaling="stable", generator=gen)
+    net = SDResNet(256, width, 1, L, p, scaling="stable", generator=gen, device="cpu")
     rows = []
     done = 0
     for k in range(checkpoints + 1):

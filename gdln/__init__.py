@@ -8,7 +8,7 @@ symbolically, solves them numerically, and checks them against simulations.
 The subpackages follow the data flow:
 
 - :mod:`gdln.graphfile`: graph file -> :class:`Problem` (a networkx graph and a
-  :class:`Task` from :mod:`gdln.task`), :func:`load`;
+  :class:`Task`, both from :mod:`gdln.task`), :func:`load`;
 - :mod:`gdln.paths`: paths (:func:`enumerate_paths`) and path statistics
   (:func:`path_statistics`, Eqs. 3-6);
 - :mod:`gdln.reduction`: bases, per-mode losses, reduced and lumped ODEs

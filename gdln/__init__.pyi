@@ -31,7 +31,6 @@ from .comparison import compare as compare
 from .comparison import initial_mode_strengths as initial_mode_strengths
 from .comparison import save_figure as save_figure
 from .graphfile import ExpressionError as ExpressionError
-from .graphfile import Problem as Problem
 from .graphfile import evaluate as evaluate
 from .graphfile import load as load
 from .graphfile import parse_params as parse_params
@@ -81,6 +80,7 @@ from .sweep import run_sweep as run_sweep
 from .task import Context as Context
 from .task import Dataset as Dataset
 from .task import ExampleSet as ExampleSet
+from .task import Problem as Problem
 from .task import Task as Task
 
 __version__: str

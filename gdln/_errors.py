@@ -7,6 +7,7 @@ what was expected, so that a person can act on it without reading a traceback.
 from __future__ import annotations
 
 import reprlib
+from fractions import Fraction
 from typing import Any
 
 __all__ = [
@@ -26,8 +27,15 @@ MAX_MESSAGE = 280  # longest message of a GraphSpecError; the CLI adds "gdln: er
 _SHOWN_VALUE = 60  # longest value a message echoes
 
 
+class _Repr(reprlib.Repr):
+    """:mod:`reprlib` that writes an exact fraction as ``1/10``, as the user wrote it."""
+
+    def repr_Fraction(self, value: Fraction, level: int) -> str:
+        return str(value)
+
+
 def _value_repr() -> reprlib.Repr:
-    shown = reprlib.Repr()
+    shown = _Repr()
     shown.maxlevel, shown.maxlist, shown.maxtuple, shown.maxdict = 2, 4, 4, 3
     shown.maxset = shown.maxfrozenset = 4
     shown.maxstring = shown.maxother = shown.maxlong = _SHOWN_VALUE

@@ -156,7 +156,7 @@ BAD_RUNS = {
         None,
         None,
         ["solve", "--b0", "abc"],
-        r"b0 \(--b0\): expected a real number, got 'abc' \(unknown name",
+        r"routing\.yaml: b0 \(--b0\): expected a real number, got 'abc'$",
     ),
     "gd map overflows": (
         None,

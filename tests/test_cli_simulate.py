@@ -218,8 +218,7 @@ def test_compare_bad_b0_is_one_line(tmp_path: Path, capsys) -> None:
     code, err = run([*argv, "-o", str(tmp_path)], capsys)
     assert code == 2
     assert err.strip().splitlines() == [
-        "gdln: error: b0 (--b0): expected a real number, got 'small' (unknown name 'small' in "
-        "'small' (known: none))"
+        f"gdln: error: {ROUTING}: b0 (--b0): expected a real number, got 'small'"
     ]
 
 

@@ -584,11 +584,11 @@ def test_name_tables_and_settings_load_without_torch_or_numpy() -> None:
         ),
         (
             {"device": "tpu"},
-            r"device \(--device\): expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'",
+            r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'",
         ),
         (
             {"device": "cuda:x"},
-            r"device \(--device\): expected 'auto', 'cpu' or 'cuda\[:k\]', got 'cuda:x'",
+            r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'cuda:x'",
         ),
         ({"threads": 0}, r"threads \(--threads\): expected an integer >= 1, got 0"),
         ({"threads": 1.5}, r"threads \(--threads\): expected an integer >= 1, got 1.5"),
@@ -752,7 +752,7 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
     [
         ({"steps": -1}, r"steps: expected an int >= 0, got -1"),
         ({"lr": 0.0}, r"lr \(--lr\): expected a finite number > 0, got 0.0"),
-        ({"lr": float("nan")}, r"lr \(--lr\): expected a finite number, got nan"),
+        ({"lr": float("nan")}, r"lr \(--lr\): expected a finite number > 0, got nan"),
         ({"record_every": 0}, r"record_every: expected an int > 0, got 0"),
         ({"dtype": "float16"}, r"dtype \(--dtype\): expected one of float64, float32"),
         (
@@ -768,7 +768,7 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
         ({"seeds": [1, -2]}, r"seeds: expected a non-empty list of non-negative ints"),
         (
             {"device": "tpu"},
-            r"device \(--device\): expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'",
+            r"device: expected 'auto', 'cpu' or 'cuda\[:k\]', got 'tpu'",
         ),
         (
             {"init_scheme": "given"},

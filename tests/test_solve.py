@@ -120,12 +120,12 @@ def test_bad_solve_settings() -> None:
         gdln.GdlnError, match=r"t_max \(--t-max\): expected a finite number > 0, got -1"
     ):
         gdln.solve(reduction, t_max=-1)
-    with pytest.raises(gdln.GdlnError, match="lr: expected a finite number > 0, got 0"):
+    with pytest.raises(gdln.GdlnError, match=r"lr \(--lr\): expected a finite number > 0, got 0"):
         gdln.solve(reduction, t_max=1, dynamics="gd-map", lr=0)
     with pytest.raises(
         gdln.GdlnError,
         match=r"chain\.yaml: the gradient-descent map diverged at step \d+ \(t = [\d.]+ tau, "
-        r"lr=0\.9\), where b_\w+ = -?(inf|nan|[\d.e+]+) in mode \d; lower lr",
+        r"lr=0\.9\), where [bB]\w+ = -?(inf|nan|[\d.e+]+) in mode \d; lower lr",
     ):
         gdln.solve(gdln.reduce(load("chain"), b0=3), t_max=50, dynamics="gd-map", lr=0.9)
 
@@ -185,10 +185,10 @@ def test_every_lumping_gives_the_same_variables_for_either_sign(init: float) -> 
 @pytest.mark.parametrize(
     ("init", "match"),
     [
-        ("abc", r"b0 \(--b0\): expected a real number, got 'abc' \(unknown name 'abc'"),
-        (float("nan"), r"b0 \(--b0\): expected a real number, got nan \(number nan is not"),
-        ({"x->h1": "1/"}, r"b0 \(--b0\): \['x->h1'\]: expected a real number, got '1/' \(cannot"),
-        (1j, r"b0 \(--b0\): expected a real number, got 1j \(1j is not a number\)"),
+        ("abc", r"chain\.yaml: b0 \(--b0\): expected a real number, got 'abc'$"),
+        (float("nan"), r"chain\.yaml: b0 \(--b0\): expected a real number, got nan$"),
+        ({"x->h1": "1/"}, r"b0 \(--b0\): \['x->h1'\]: expected a real number, got '1/'$"),
+        (1j, r"chain\.yaml: b0 \(--b0\): expected a real number, got 1j$"),
     ],
 )
 def test_bad_initial_values(init: object, match: str) -> None:

@@ -9,9 +9,11 @@ lists the names ``gdln`` re-exports and links to them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,68 @@ def _directive(obj: Any) -> str:
     if callable(obj):
         return "autofunction"
     return "autodata"
+
+
+def _is_member(value: Any) -> bool:
+    return inspect.isfunction(value) or isinstance(
+        value, (property, functools.cached_property, classmethod, staticmethod)
+    )
+
+
+def public_members(cls: type) -> list[str]:
+    """The public methods and properties of ``cls`` that gdln defines, its own and inherited.
+
+    Dataclass fields are documented by the class's Parameters; members of non-gdln bases
+    (``torch.nn.Module``, ``tuple``, ...) by their own projects.
+    """
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if not klass.__module__.startswith("gdln"):
+            continue
+        for name, value in vars(klass).items():
+            if not name.startswith("_") and _is_member(value) and name not in names:
+                names.append(name)
+    return names
+
+
+def _entry(name: str, obj: Any) -> str:
+    """The directive that documents ``obj`` under ``name``, with its public members."""
+    directive = _directive(obj)
+    text = f".. {directive}:: {name}\n"
+    if directive == "autoclass" and (members := public_members(obj)):
+        text += f"   :members: {', '.join(members)}\n"
+    if directive == "autodata" and _table(obj):
+        text += "   :no-value:\n"  # the docstring lists the entries
+    return text
+
+
+def _table(obj: Any) -> dict[str, str]:
+    """A constant that maps names to one-line descriptions, else ``{}``."""
+    if isinstance(obj, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in obj.items()
+    ):
+        return dict(obj)
+    return {}
+
+
+def defining_module(package: str, name: str) -> str:
+    """The module of ``package`` that defines the public ``name``, read from its stub."""
+    from gdln._lazy import _exports
+
+    stub = ROOT / Path(*package.split(".")) / "__init__.pyi"
+    return f"{package}.{_exports(stub)[0][name]}"
+
+
+def constant_docs(package: str, name: str) -> list[str]:
+    """The docstring written under a constant where it is defined (``X = ...`` then a string).
+
+    ``autodata`` would otherwise show the docstring of the value's type (``tuple``,
+    ``dict``), since the package that re-exports it has no such string.
+    """
+    from sphinx.pycode import ModuleAnalyzer
+
+    docs = ModuleAnalyzer.for_module(defining_module(package, name)).find_attr_docs()
+    return list(docs.get(("", name), []))
 
 
 def _title(text: str, char: str = "=") -> str:
@@ -65,12 +129,12 @@ def api_pages() -> dict[str, str]:
         for name in module.__all__:
             obj = getattr(module, name)
             owner.setdefault(id(obj), f"gdln.{sub}.{name}")
-            lines.append(f".. {_directive(obj)}:: {name}\n")
+            lines.append(_entry(name, obj))
         pages[f"{sub}.rst"] = "\n".join(lines)
     top = [_title("gdln"), _summary(gdln), "", ".. currentmodule:: gdln\n"]
     top.append("Names defined at the top level:\n")
     own = [n for n in gdln.__all__ if n not in subpackages() and id(getattr(gdln, n)) not in owner]
-    top += [f".. {_directive(getattr(gdln, n))}:: {n}\n" for n in own]
+    top += [_entry(n, getattr(gdln, n)) for n in own]
     top.append("Names re-exported from the subpackages (``gdln.NAME`` is ``gdln.SUB.NAME``):\n")
     top += [".. list-table::", "   :header-rows: 1", "", "   * - name", "     - defined in"]
     for name in gdln.__all__:
@@ -122,7 +186,19 @@ def _process(app: Any, what: str, name: str, obj: Any, options: Any, lines: list
     lines[:] = text.split("\n")
 
 
+def _constant(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """A public constant shows the docstring written under it, not its type's."""
+    if what == "data" and name.startswith("gdln."):
+        package, _, attribute = name.rpartition(".")
+        own = constant_docs(package, attribute)
+        if own:
+            lines[:] = own
+        for key, meaning in _table(obj).items():  # a table of names shows every entry
+            lines += ["", f"``{key}``", f"    {meaning}"]
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("autodoc-process-docstring", _constant, priority=50)
     app.connect("autodoc-process-docstring", _process, priority=100)
     write_api()
     return {"parallel_read_safe": True, "parallel_write_safe": True}

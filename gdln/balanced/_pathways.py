@@ -23,9 +23,9 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..paths._paths import Path
 from ..paths._statistics import ActivePaths, active_paths, path_statistics
+from ..task._problem import Problem
 from ..task._task import as_float
 from ._errors import BalancedSpecError
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
-from ..solution._trajectory import Trajectory
+from ..solution._trajectory import CONTEXT_LOSS, Trajectory, pathway_key
+from ..task._problem import Problem
 from ._pathways import context_losses, prepare
 from ._riccati import riccati_solution
 from ._weights import BALANCE_RTOL, balance_of, pathway_weights, read_weights, require_balanced
@@ -123,11 +123,11 @@ def solve_balanced(
         product = P[:, r:, :r] @ basis.T
         products[index] = product
         lambdas[pathway.name] = balance.lam
-        series[f"W2W1/{pathway.name}"] = product
-        series[f"W1TW1/{pathway.name}"] = basis @ P[:, :r, :r] @ basis.T
-        series[f"W2W2T/{pathway.name}"] = P[:, r:, r:]
+        series[pathway_key("W2W1", pathway.name)] = product
+        series[pathway_key("W1TW1", pathway.name)] = basis @ P[:, :r, :r] @ basis.T
+        series[pathway_key("W2W2T", pathway.name)] = P[:, r:, r:]
     context_loss = context_losses(prepared, products)
-    series["context_loss"] = context_loss
+    series[CONTEXT_LOSS] = context_loss
     meta = {
         "source": problem.source,
         "params": {k: str(v) for k, v in problem.params.items()},

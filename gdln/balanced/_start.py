@@ -30,7 +30,7 @@ import numpy as np
 
 from .._edge import Edge
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
+from ..task._problem import Problem
 from ._errors import BalancedSpecError
 from ._pathways import Pathway, balanced_pathways
 

@@ -40,10 +40,10 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..reduction._system import Reduction
-from ..solution._trajectory import Trajectory
+from ..solution._trajectory import Trajectory, pathway_key
 from ..task._examples import ExampleSet
+from ..task._problem import Problem
 from ._errors import BalancedSpecError
 from ._pathways import Pathway, prepare
 
@@ -192,17 +192,18 @@ def weights_along(
 def _mode_values(reduction: Reduction, trajectory: Trajectory) -> dict[tuple[Edge, int], Any]:
     """``(edge, mode)`` -> $b_e^\\alpha(t)$ ``(T,)``, from the series :func:`gdln.solve` writes
     (variable name, with ``@k`` after it when the reduction has several systems)."""
-    several = len(reduction.systems) > 1
     out = {}
     for k, system in enumerate(reduction.systems):
         for variable, edges in system.edges.items():
-            name = f"{variable}@{k}" if several else str(variable)
-            if name not in trajectory.series:
+            try:
+                series = np.asarray(trajectory.variable(str(variable), system=k), dtype=float)
+            except KeyError as err:
+                which = f" of system {k}" if len(reduction.systems) > 1 else ""
                 raise GdlnError(
-                    f"{reduction.problem.source}: the trajectory has no series {name!r}; pass "
-                    "the trajectory gdln.solve returned for this reduction"
-                )
-            series = np.asarray(trajectory.series[name], dtype=float)
+                    f"{reduction.problem.source}: the trajectory has no series "
+                    f"{str(variable)!r}{which}; pass the trajectory gdln.solve returned for "
+                    "this reduction"
+                ) from err
             for column, mode in enumerate(system.modes):
                 for e in edges:
                     out[(e, mode)] = series[:, column]
@@ -398,13 +399,13 @@ def _hidden_gram(
 
 
 def _series(problem: Problem, trajectory: Trajectory, kind: str, p: Pathway) -> np.ndarray:
-    name = f"{kind}/{p.name}"
-    if name not in trajectory.series:
+    try:
+        return np.asarray(trajectory.pathway(kind, p.name), dtype=float)
+    except KeyError as err:
         raise BalancedSpecError(
-            f"{problem.source}: the trajectory has no series {name!r}; pass the trajectory "
-            "gdln.solve_balanced returned for this problem"
-        )
-    return np.asarray(trajectory.series[name], dtype=float)
+            f"{problem.source}: the trajectory has no series {pathway_key(kind, p.name)!r}; "
+            "pass the trajectory gdln.solve_balanced returned for this problem"
+        ) from err
 
 
 def _path_gate(examples: ExampleSet, p: Pathway, n: int) -> np.ndarray:

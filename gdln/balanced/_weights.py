@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from .._edge import Edge, edge_name
-from ..graphfile._reader import Problem
+from ..solution._trajectory import edge_in_key
+from ..task._problem import Problem
 from ._errors import BalancedSpecError, NotBalancedError
 from ._pathways import Pathway, balanced_pathways
 
@@ -83,8 +84,8 @@ def read_weights(problem: Problem, weights: Mapping[Any, Any]) -> dict[Edge, np.
             f"got {type(weights).__name__}"
         )
     for key, value in weights.items():
-        if isinstance(key, str) and key.startswith("W/"):
-            key = key[2:]
+        if isinstance(key, str):
+            key = edge_in_key("W", key) or key
         edge = by_name.get(key) if isinstance(key, str) else key
         if not isinstance(edge, tuple) or edge not in graph.edges:
             raise BalancedSpecError(

@@ -5,7 +5,6 @@ None of them imports torch. Each parses its options, calls the public API and pr
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import click
@@ -201,7 +200,4 @@ def solve(
         lump=lump,
         b0=b0,
     )
-    kept = {k: v for k, v in trajectory.series.items() if not k.startswith("W[")}  # sv[] stay
-    write(
-        output, gdln.format_trajectory(dataclasses.replace(trajectory, series=kept), output.format)
-    )
+    write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))

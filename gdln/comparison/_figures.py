@@ -177,8 +177,8 @@ def _draw_panel(ax: Any, panel: Panel, theory: Mapping[Edge, np.ndarray], runs: 
     """One orbit: random singular values by rank, then theory and decoupled run by mode."""
     ode, decoupled, random = runs.ode, runs.decoupled, runs.random
     names = [edge_name(e) for e in panel.edges]
-    k = len(panel.modes) or random.series[f"sv/{names[0]}"].shape[2]
-    pooled = np.concatenate([random.series[f"sv/{n}"][:, :, :k] for n in names], axis=1)
+    k = len(panel.modes) or random.singular_values(panel.edges[0]).shape[2]
+    pooled = np.concatenate([random.singular_values(e)[:, :, :k] for e in panel.edges], axis=1)
     q1, median, q3 = np.percentile(pooled, [25, 50, 75], axis=1)
     for r in range(k):
         ax.fill_between(random.t, q1[:, r], q3[:, r], color="tab:red", alpha=0.12, lw=0)
@@ -202,10 +202,10 @@ def _draw_panel(ax: Any, panel: Panel, theory: Mapping[Edge, np.ndarray], runs: 
             label=f"mode {mode}: theory (Eq. 10)",
             gid=f"theory mode {mode}",
         )
-        for i, n in enumerate(names):
+        for i, e in enumerate(panel.edges):
             ax.plot(
                 decoupled.t[::step],
-                decoupled.series[f"proj/{n}"][::step, 0, a],
+                decoupled.projections(e)[::step, 0, a],
                 "o",
                 color=colour,
                 ms=3,

@@ -47,14 +47,11 @@ def theory_edge_values(reduction: Any, trajectory: Trajectory) -> dict[Edge, np.
     Saxe, Sodhani & Lewallen (2022), Eq. (9): the decoupled weights in the modes' bases.
     """
     per_edge: dict[Edge, dict[int, np.ndarray]] = {}
-    several = len(reduction.systems) > 1
     for k, system in enumerate(reduction.systems):
-        suffix = f"@{k}" if several else ""
         for variable, edges in system.edges.items():
-            name = f"{variable}{suffix}"
-            if name not in trajectory.series:
+            if not trajectory.has_variable(str(variable), system=k):
                 continue
-            values = np.asarray(trajectory.series[name], dtype=float)
+            values = np.asarray(trajectory.variable(str(variable), system=k), dtype=float)
             for edge in edges:
                 cols = per_edge.setdefault(tuple(edge), {})
                 for a, mode in enumerate(system.modes):

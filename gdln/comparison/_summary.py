@@ -62,7 +62,15 @@ class SeedSummary:
             raise ValueError(f"seeds={self.seeds}, censored={self.censored}: inconsistent counts")
 
     def to_json(self) -> dict[str, Any]:
-        """For ``metrics.json``: numbers, with ``"> t_max"`` (a string) where censored."""
+        """The summary for ``metrics.json``.
+
+        Returns
+        -------
+        dict
+            ``seeds``, ``median``, ``q1``, ``q3``, ``min``, ``max`` (and ``censored``,
+            ``t_max`` with a horizon): numbers, with ``"> t_max"`` (a string) where
+            censored.
+        """
         out: dict[str, Any] = {"seeds": self.seeds}
         if self.t_max is not None:
             out |= {"censored": self.censored, "t_max": self.t_max}
@@ -71,7 +79,18 @@ class SeedSummary:
         return out
 
     def text(self, *, digits: int = 3) -> str:
-        """One line: ``median 9.6 (IQR 9.2-10.1, range 8.7-12; 10 seeds, 0 censored)``."""
+        """The summary on one line.
+
+        Parameters
+        ----------
+        digits
+            Significant digits of each number.
+
+        Returns
+        -------
+        str
+            E.g. ``median 9.6 (IQR 9.2 to 10.1, range 8.7 to 12; 10 seeds)``.
+        """
         counts = f"{self.seeds} seed{'s' if self.seeds != 1 else ''}"
         if self.t_max is not None and self.censored == self.seeds:
             return f"> {self.t_max:g} for all {counts} (none within t_max)"

@@ -121,6 +121,8 @@ def exact(value: Any) -> Any:
         if not math.isfinite(value):
             raise ExpressionError(f"number {value!r} is not finite")
         return _simplify_number(sp.Rational(repr(value)))
+    if isinstance(value, Fraction):  # an exact setting (gdln.settings reads "1/10" so)
+        return _simplify_number(sp.Rational(value.numerator, value.denominator))
     if isinstance(value, sp.Basic):
         return _simplify_number(value)
     raise ExpressionError(f"{shorten(value)} is not a number")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
@@ -28,7 +28,6 @@ from ._limits import counting, current_limits
 __all__ = [
     "EAGER_CONTEXTS",
     "ContextFamily",
-    "IndexFamily",
     "LazyContexts",
     "names_in",
     "unique_labels",
@@ -36,34 +35,6 @@ __all__ = [
 
 EAGER_CONTEXTS = 10_000
 """Context families with more bindings than this are expanded on first use only."""
-
-
-@dataclass(frozen=True)
-class IndexFamily:
-    """The nodes (or edges) of one ``repeat:`` entry of the graph, in binding order.
-
-    Attributes
-    ----------
-    kind
-        ``"node"`` or ``"edge"``.
-    key
-        Where the entry is written, e.g. ``nodes[0]``.
-    templates
-        The id template (a node) or the source and target templates (an edge).
-    variables, counts, written
-        Each ``repeat:`` variable, its number of values (``range(count)``) and its count
-        as written (an expression such as ``"M"``).
-    members
-        The node ids or edges, one per binding, the last variable running fastest.
-    """
-
-    kind: str
-    key: str
-    templates: tuple[str, ...]
-    variables: tuple[str, ...]
-    counts: tuple[int, ...]
-    written: tuple[Any, ...]
-    members: tuple[Hashable, ...]
 
 
 @dataclass(frozen=True, eq=False)

@@ -158,7 +158,23 @@ class Limits:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Limits:
-        """The defaults, replaced by any ``GDLN_MAX_*`` variable that is set."""
+        """The defaults, replaced by any ``GDLN_MAX_*`` variable that is set.
+
+        Parameters
+        ----------
+        environ
+            The variables to read (default: :data:`os.environ`).
+
+        Returns
+        -------
+        Limits
+            The limits in force.
+
+        Raises
+        ------
+        GraphSpecError
+            A variable is set to something other than a positive integer.
+        """
         environ = os.environ if environ is None else environ
         values: dict[str, int] = {}
         for name, variable in ENVIRONMENT.items():
@@ -175,7 +191,20 @@ class Limits:
         return cls(**values)
 
     def exceeded(self, name: str, what: str) -> str:
-        """A message saying that ``what`` is beyond limit ``name`` and how to raise it."""
+        """A message saying that ``what`` is beyond limit ``name`` and how to raise it.
+
+        Parameters
+        ----------
+        name
+            The limit, a field name such as ``"entries"``.
+        what
+            What went beyond it, e.g. ``"600000 entries"``.
+
+        Returns
+        -------
+        str
+            The message, naming the limit's value and the ways to raise it.
+        """
         return (
             f"{what} exceeds the limit {name}={getattr(self, name)} "
             f"(raise it: {ENVIRONMENT[name]}=N or load(limits=Limits({name}=N)))"

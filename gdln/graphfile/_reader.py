@@ -22,7 +22,8 @@ attribute load too; their task comes from a separate task file.
 
 Reading is split by what is read: the file and its parameters (``_document``), the
 architecture (``_graph``), the datasets (``_datasets``), the gates (``_gates``) and the
-task (``_tasks``); this module puts them together into a :class:`Problem`.
+task (``_tasks``); this module puts them together into a :class:`~gdln.Problem` (which
+lives beside the task, in :mod:`gdln.task`).
 
 Every problem raises :class:`~gdln.GraphSpecError` or :class:`~gdln.TaskSpecError`
 naming the file, the key and the value.
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,84 +40,15 @@ import networkx as nx
 
 from .._errors import GraphSpecError, TaskSpecError
 from ..settings._declared import Settings
-from ..task._examples import ExampleSet
+from ..task._problem import IndexFamily, Problem
 from ..task._task import Task
 from ._document import Scope, read_file, read_parameters, read_settings
 from ._ends import check_ends
-from ._families import IndexFamily
 from ._graph import graph_from_networkx, read_architecture, validate_graph
 from ._limits import Limits, use_limits
 from ._tasks import read_task
 
-__all__ = ["Problem", "load", "parse_params", "read_graph", "with_task"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    r"""An architecture graph with its task, as read from a file.
-
-    Parameters
-    ----------
-    graph
-        ``networkx.DiGraph``; node attributes ``size`` (int) and ``gated`` (bool), edge
-        attributes ``gated`` (bool) and, for an untrained edge $W_e = c\,I$, ``fixed``
-        ($c$, exact); graph attribute ``name``.
-    task
-        The task, or ``None`` if the file has none.
-    source
-        The file it was read from.
-    params
-        The parameter values used (file defaults updated by overrides).
-    settings
-        Every setting as the file presets it (its ``solve:`` and ``simulate:``
-        sections) over the declared defaults (:class:`gdln.settings.Settings`); the
-        public functions take each one as a keyword that overrides it.
-    families
-        The graph's ``repeat:`` entries (index sets and members), for the symmetry
-        quotient of :func:`gdln.reduce`.
-    document
-        The YAML document as read (empty for node-link JSON and GraphML).
-
-    References
-    ----------
-    Saxe, Sodhani & Lewallen (2022), Sec. 2: the gated deep linear network, its node and
-    edge gates, and the task of gated datasets.
-    """
-
-    graph: nx.DiGraph
-    task: Task | None
-    source: str = "<memory>"
-    params: Mapping[str, Any] = field(default_factory=dict)
-    settings: Settings = field(default_factory=Settings)
-    families: tuple[IndexFamily, ...] = field(default=(), repr=False)
-    document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def __repr__(self) -> str:
-        g = self.graph
-        return (
-            f"Problem({self.source!r}, nodes={g.number_of_nodes()}, "
-            f"edges={g.number_of_edges()}, task={self.task!r})"
-        )
-
-    @property
-    def name(self) -> str:
-        return str(self.graph.graph.get("name", Path(self.source).stem))
-
-    def require_task(self) -> Task:
-        if self.task is None:
-            raise TaskSpecError(
-                "no task: add a 'task:' section or pass a task file", source=self.source
-            )
-        return self.task
-
-    def examples(self) -> ExampleSet:
-        """The task as raw examples (see :meth:`gdln.Task.examples`)."""
-        try:
-            return self.require_task().examples(self.graph)
-        except TaskSpecError as err:
-            if err.source is not None:
-                raise
-            raise TaskSpecError(str(err), source=self.source) from err
+__all__ = ["Problem", "load", "parse_params", "read_graph", "with_task"]  # Problem: gdln.task's
 
 
 def parse_params(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -155,7 +86,7 @@ def load(
     task: str | Path | None = None,
     limits: Limits | None = None,
 ) -> Problem:
-    """Read a graph file (and optionally a separate task file) into a :class:`Problem`.
+    """Read a graph file (and optionally a separate task file) into a :class:`~gdln.Problem`.
 
     Parameters
     ----------

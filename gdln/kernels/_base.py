@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -27,14 +27,7 @@ from ._errors import DGNSpecError
 from ._gates import Gate
 from ._names import MODES
 
-if TYPE_CHECKING:
-    from ._conv import ConvDGN
-    from ._dgn import DGN
-
 __all__: list[str] = []  # package-internal: the base of DGN and ConvDGN, and shared checks
-
-AnyDGN: TypeAlias = "DGN | ConvDGN"
-"""A fully connected or a convolutional deep gated network (for annotations)."""
 
 NetT = TypeVar("NetT", bound="FeatureValueNetwork")
 Weights = tuple[torch.Tensor, ...]
@@ -77,14 +70,31 @@ class FeatureValueNetwork:
         return self.mode == "relu"
 
     def trainable(self) -> list[torch.Tensor]:
-        """The tensors gradient descent updates in this mode (Sec. 4 of NPF/NPK)."""
+        """The tensors gradient descent updates in this mode (Sec. 4 of NPF/NPK).
+
+        Returns
+        -------
+        list of torch.Tensor
+            Both networks' weights for ``"dnpfl"``, else the value network's.
+        """
         if self.mode == "dnpfl":
             return [*self.feature, *self.value]
         return list(self.value)
 
     def gates(self, x: torch.Tensor) -> Weights:
-        """Gate values $G_x(l)$, one tensor per hidden layer: ``(n, w_l)`` for a fully
-        connected network, ``(n, *image_shape, w)`` for a convolutional one."""
+        """Gate values $G_x(l)$ of the inputs ``x``.
+
+        Parameters
+        ----------
+        x
+            Inputs ``(n, d_in)``.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            One per hidden layer: ``(n, w_l)`` for a fully connected network,
+            ``(n, *image_shape, w)`` for a convolutional one.
+        """
         x = check_input(self, x)
         if self.mode == "frg":
             return _fixed_gates_for(self, x)
@@ -96,7 +106,18 @@ class FeatureValueNetwork:
         return self.forward_with(self.value, x, self.gates(x))
 
     def clone(self: NetT, mode: str | None = None) -> NetT:
-        """A deep copy (optionally under another mode with the same weights)."""
+        """A deep copy, optionally under another mode with the same weights.
+
+        Parameters
+        ----------
+        mode
+            A mode of :data:`~gdln.kernels.MODES`; default: this network's.
+
+        Returns
+        -------
+        DGN or ConvDGN
+            The copy, of this network's type.
+        """
         value = tuple(v.detach().clone() for v in self.value)
         new_mode = mode or self.mode
         if new_mode == "relu":

@@ -244,13 +244,41 @@ class ConvDGN(FeatureValueNetwork):
     def gates_with(
         self, feature: Sequence[torch.Tensor], x: torch.Tensor
     ) -> tuple[torch.Tensor, ...]:
-        """Gates of this architecture and gate function from other feature weights."""
+        """Gates of this architecture and gate function from other feature weights.
+
+        Parameters
+        ----------
+        feature
+            Feature-network weights of this architecture's shapes.
+        x
+            Inputs ``(n, d_in)``.
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            One gate tensor per hidden layer.
+        """
         return conv_feature_gates(feature, x, self.gate, self.image_shape, self.offsets)
 
     def forward_with(
         self, value: Sequence[torch.Tensor], x: torch.Tensor, gates: Sequence[torch.Tensor]
     ) -> torch.Tensor:
-        """Output of this architecture with other value weights and given gates."""
+        """Output of this architecture with other value weights and given gates.
+
+        Parameters
+        ----------
+        value
+            Value-network weights of this architecture's shapes.
+        x
+            Inputs ``(n, d_in)``.
+        gates
+            One gate tensor per hidden layer (e.g. from :meth:`gates_with`).
+
+        Returns
+        -------
+        torch.Tensor
+            The network's output for each input.
+        """
         return conv_forward(value, x, gates, self.image_shape, self.offsets)
 
 

@@ -330,7 +330,7 @@ def draw_value_weights(
     ``init="bernoulli"``: entries $\pm\sigma$ with probability 1/2 (Assumption 1 of DGN,
     Assumption 5.1 of NPF/NPK); ``"gaussian"``: $N(0,\sigma^2)$. Drawn on the generator's
     device (the CPU without one), so a seed gives the same numbers everywhere, then moved
-    to ``device`` (default: where they were drawn).
+    to ``device``.
 
     Parameters
     ----------
@@ -345,7 +345,8 @@ def draw_value_weights(
     generator
         Random generator of the draws (default: a fresh CPU generator).
     device
-        Where the tensors end up.
+        Where the tensors end up: ``None``/``"auto"`` (CUDA when present, else the CPU;
+        the rule of :func:`gdln.simulate`), ``"cpu"`` or ``"cuda[:k]"``.
 
     Returns
     -------
@@ -362,9 +363,8 @@ def draw_value_weights(
     Lakshminarayanan & Singh, *Deep Gated Networks*, Assumption 1; Lakshminarayanan & Singh,
     *Neural Path Features and Neural Path Kernel*, Assumption 5.1.
     """
-    dev = resolve_device(device, lambda m: DGNSpecError(f"device: {m}"))
+    target = resolve_device(device, lambda m: DGNSpecError(f"device: {m}"))
     draw = generator.device if generator is not None else torch.device("cpu")
-    target = dev if dev is not None else draw
     if n_samples < 1:
         raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 1")
     if init not in ("bernoulli", "gaussian"):
@@ -496,7 +496,9 @@ def sample_value_ntk(
     parts = []
     for start in range(0, n_samples, _CHUNK):
         r = min(_CHUNK, n_samples - start)
-        w = draw_value_weights(widths, sigma=sigma, n_samples=r, init=init, generator=gen)
+        w = draw_value_weights(
+            widths, sigma=sigma, n_samples=r, init=init, generator=gen, device="cpu"
+        )
         parts.append(value_ntk_samples(xn, gates, w))
     return np.concatenate(parts)
 

@@ -136,7 +136,11 @@ def gram_variance_by_depth(
                 for _ in range(d - 1)
             ]
             weights = draw_value_weights(
-                [1, *([width] * (d - 1)), 1], sigma=sigma, n_samples=r, generator=gen
+                [1, *([width] * (d - 1)), 1],
+                sigma=sigma,
+                n_samples=r,
+                generator=gen,
+                device="cpu",
             )
             k = value_ntk_samples(x, gates, weights)
             parts.append(np.stack([k[:, 0, 0], k[:, 0, 1]], axis=1))

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._base import AnyDGN
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
+from ._networks import AnyDGN
 
 __all__ = [
     "NPK",
@@ -321,7 +321,13 @@ class NPK:
             raise DGNSpecError(f"NPK: log_scale = {self.log_scale!r}, expected a finite float")
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of the stored kernel, ascending (times ``exp(log_scale)``: of $H$)."""
+        """Eigenvalues of the stored kernel, ascending.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n,)``; times ``exp(log_scale)`` they are those of $H$.
+        """
         return np.linalg.eigvalsh(self.kernel)
 
 

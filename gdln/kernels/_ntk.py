@@ -26,10 +26,10 @@ import numpy as np
 import torch
 from torch.func import jacfwd, jacrev, vmap
 
-from ._base import AnyDGN
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
+from ._networks import AnyDGN
 from ._npk import _conv_npv_tensor, _npv_tensor, _path_budget, _scalar_output, num_paths
 
 __all__ = ["NTK", "neural_tangent_kernel", "value_ntk_layerwise", "value_tangent_kernel"]
@@ -75,7 +75,13 @@ class NTK:
             raise DGNSpecError(f"NTK: parts have different shapes {shapes}")
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of ``total``, ascending."""
+        """Eigenvalues of ``total``, ascending.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n,)``.
+        """
         return np.linalg.eigvalsh(self.total)
 
 

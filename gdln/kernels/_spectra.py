@@ -113,7 +113,14 @@ class KernelSpectrum:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The settings, spectrum summary, every eigenvalue and ``nu``, as JSON values."""
+        """The record as JSON values.
+
+        Returns
+        -------
+        dict
+            The settings, the spectrum summary, every eigenvalue and ``nu`` (and the
+            value/gate split and path terms where computed).
+        """
         record: dict[str, Any] = {"kind": self.kind, **self.settings}
         record["seconds"] = self.seconds
         record["log_scale"] = self.log_scale

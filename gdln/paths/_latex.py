@@ -7,14 +7,11 @@ comments. :func:`display_math` builds that block; the reduction's reprs use it t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import sympy as sp
-
-if TYPE_CHECKING:
-    from ._statistics import PathStatistics
 
 __all__ = ["display_math", "latex_matrix", "latex_name", "latex_text", "statistics_latex"]
 
@@ -55,7 +52,20 @@ def display_math(rows: Sequence[str]) -> str:
     return "$$\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}$$"
 
 
-def statistics_latex(stats: PathStatistics, *, limit: int = 12) -> str:
+class Statistics(Protocol):
+    """What :func:`statistics_latex` reads: a :class:`~gdln.paths.PathStatistics`."""
+
+    @property
+    def exact(self) -> bool: ...
+    @property
+    def paths(self) -> Sequence[Any]: ...
+    @property
+    def input_output(self) -> Mapping[Any, Any]: ...
+    @property
+    def input(self) -> Mapping[Any, Any]: ...
+
+
+def statistics_latex(stats: Statistics, *, limit: int = 12) -> str:
     r"""$\Sigma^{yx}(p)$ (Eq. 5) and $\Sigma^x(j,p)$ (Eq. 6) of Saxe et al. 2022 as LaTeX.
 
     Parameters

@@ -68,6 +68,7 @@ class Path:
 
     @property
     def edges(self) -> tuple[Edge, ...]:
+        """The edges along the path, from its source to its target."""
         return tuple(zip(self.nodes[:-1], self.nodes[1:], strict=True))
 
     @property

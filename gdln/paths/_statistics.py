@@ -31,7 +31,7 @@ import numpy as np
 import sympy as sp
 
 from .._errors import TaskSpecError
-from ..task._task import Task, _symbolic, as_float
+from ..task._task import Task, as_float, is_symbolic
 from ._paths import Path
 
 __all__ = ["GateProduct", "PathStatistics", "path_statistics"]
@@ -72,7 +72,18 @@ class GateProduct:
         return GateProduct(self.coefficient * other.coefficient, self.random | other.random)
 
     def expectation(self, survival: Mapping[Hashable, Any]) -> Any:
-        r"""$c\prod_{i\in R}p_i$."""
+        r"""The expectation $c\prod_{i\in R}p_i$ over independent random gates.
+
+        Parameters
+        ----------
+        survival
+            Random gate -> its probability $p_i$ of being on.
+
+        Returns
+        -------
+        Any
+            A number, or an expression when a probability is symbolic.
+        """
         value = self.coefficient
         for item in sorted(self.random, key=str):
             value = value * survival[item]
@@ -282,11 +293,33 @@ class PathStatistics:
         return statistics_latex(self)
 
     def input_output_correlation(self, path: Path) -> Any:
-        r"""$\Sigma^{yx}(p)$ (Eq. 5)."""
+        r"""$\Sigma^{yx}(p)$ (Eq. 5).
+
+        Parameters
+        ----------
+        path
+            An active path.
+
+        Returns
+        -------
+        Any
+            ``(|t(p)|, |s(p)|)``, exact (sympy) or float.
+        """
         return self.input_output[path]
 
     def input_correlation(self, j: Path, p: Path) -> Any:
-        r"""$\Sigma^{x}(j, p)$ (Eq. 6); zero for pairs never on together."""
+        r"""$\Sigma^{x}(j, p)$ (Eq. 6); zero for pairs never on together.
+
+        Parameters
+        ----------
+        j, p
+            Two active paths.
+
+        Returns
+        -------
+        Any
+            ``(|s(j)|, |s(p)|)``, exact (sympy) or float.
+        """
         if (j, p) in self.input:
             return self.input[(j, p)]
         shape = (self._size(j), self._size(p))
@@ -388,7 +421,7 @@ def require_numbers_for_float_data(task: Task) -> None:
                     + " ".join(f"--param {x}=VALUE" for x in sorted(map(str, value.free_symbols)))
                 )
     for item, p in task.random_gates.items():
-        if _symbolic(p):
+        if is_symbolic(p):
             raise TaskSpecError(
                 f"random_gates: symbolic survival probability {p} of {item!r} with float data "
                 "(npz); give exact data or bind the symbols: "

@@ -101,7 +101,20 @@ class Modes:
         return len(self.vectors)
 
     def basis(self, space: Hashable) -> tuple[np.ndarray, list[int | None]]:
-        """The full basis of ``space`` (columns) and, per column, the live mode or None."""
+        """The full basis of a data space and which mode each column carries.
+
+        Parameters
+        ----------
+        space
+            A space label of :attr:`spaces`.
+
+        Returns
+        -------
+        tuple
+            ``(matrix, owners)``: the basis as columns, the modes' vectors first, then the
+            complement; ``owners[k]`` is the mode of column ``k``, ``None`` for the
+            complement.
+        """
         cols, owners = [], []
         for alpha, mode in enumerate(self.vectors):
             if space in mode:
@@ -112,7 +125,22 @@ class Modes:
         return matrix, owners + [None] * rest.shape[1]
 
     def value(self, block: Block, alpha: int, *, exact: bool = False) -> Any:
-        r"""$u_\alpha^\top B\, v_\alpha$ for a block (0 if the mode misses a space)."""
+        r"""The diagonal value $u_\alpha^\top B\, v_\alpha$ of a block of statistics (Eqs. 7-8).
+
+        Parameters
+        ----------
+        block
+            A block $B$ of a statistic, between the spaces ``block.row`` and ``block.col``.
+        alpha
+            The mode.
+        exact
+            The exact (sympy) value where the block and the bases are exact.
+
+        Returns
+        -------
+        Any
+            The value; 0 when the mode misses one of the two spaces.
+        """
         if exact and self.exact_vectors is not None and block.exact is not None:
             mode = self.exact_vectors[alpha]
             if block.row not in mode or block.col not in mode:

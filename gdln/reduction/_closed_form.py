@@ -120,7 +120,18 @@ class ClosedForm:
         return KINDS[self.kind].meaning
 
     def label(self, fmt: str = "text") -> str:
-        """Its left-hand side: ``"text"`` (``t(B2)``) or ``"latex"`` (``t(B_{2})``)."""
+        """Its left-hand side, as text or LaTeX.
+
+        Parameters
+        ----------
+        fmt
+            ``"text"`` (``t(B2)``) or ``"latex"`` (``t(B_{2})``).
+
+        Returns
+        -------
+        str
+            The label.
+        """
         kind = KINDS[self.kind]
         if fmt == "latex":
             return kind.latex.format(B=sp.latex(self.variable))

@@ -14,7 +14,7 @@ import networkx as nx
 import numpy as np
 
 from .._edge import Edge
-from ..graphfile._reader import Problem
+from ..task._problem import Problem
 from ._bases import Modes
 from ._fixed import fixed_classes
 

@@ -11,23 +11,69 @@ layer above) prints the same equations between ``%`` comment lines.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import sympy as sp
 
-from .._edge import edge_name
+from .._edge import Edge, edge_name
 from ..graphfile._expressions import as_sympy
 from ..paths._latex import display_math, latex_name, latex_text
-
-if TYPE_CHECKING:
-    from ._system import ReducedSystem, Reduction
+from ._closed_form import ClosedForm
 
 __all__ = ["equations", "reduction_latex", "system_latex", "system_rows"]
+
+
+class PrintedSystem(Protocol):
+    """What the printers read of a system: a :class:`~gdln.reduction.ReducedSystem`."""
+
+    @property
+    def variables(self) -> Sequence[sp.Symbol]: ...
+    @property
+    def edges(self) -> Mapping[sp.Symbol, Sequence[Edge]]: ...
+    @property
+    def rhs(self) -> Mapping[sp.Symbol, sp.Expr]: ...
+    @property
+    def loss(self) -> sp.Expr: ...
+    @property
+    def symbols(self) -> Mapping[sp.Symbol, Sequence[Any]]: ...
+    @property
+    def modes(self) -> Sequence[int]: ...
+    @property
+    def initial(self) -> Mapping[sp.Symbol, Any]: ...
+    @property
+    def conserved(self) -> Sequence[sp.Expr]: ...
+    @property
+    def eliminated(self) -> Mapping[sp.Symbol, sp.Expr]: ...
+    @property
+    def constants(self) -> Mapping[sp.Symbol, Any]: ...
+    @property
+    def closed_form(self) -> Mapping[str, ClosedForm]: ...
+    def orbit(self, variable: sp.Symbol) -> Any: ...
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class PrintedReduction(Protocol):
+    """What :func:`reduction_latex` reads: a :class:`~gdln.reduction.Reduction`."""
+
+    @property
+    def problem(self) -> _Named: ...
+    @property
+    def constant(self) -> Any: ...
+    @property
+    def lump(self) -> str: ...
+    @property
+    def systems(self) -> Sequence[PrintedSystem]: ...
+
 
 _SHOWN_EDGES = 4
 
 
-def equations(system: ReducedSystem) -> list[tuple[str, str]]:
+def equations(system: PrintedSystem) -> list[tuple[str, str]]:
     r"""The equations of one reduced system in LaTeX, as (left side, right side) pairs.
 
     In order: $\tau\,dB/dt = f(B)$ per variable (Eq. 10, lumped), each eliminated
@@ -48,7 +94,7 @@ def equations(system: ReducedSystem) -> list[tuple[str, str]]:
     return rows
 
 
-def system_rows(system: ReducedSystem) -> list[str]:
+def system_rows(system: PrintedSystem) -> list[str]:
     r"""The ``aligned`` rows of one reduced system: its variables' orbits, its
     :func:`equations` and its data symbols per mode."""
     rows = [_orbit_row(system, v) for v in (*system.variables, *system.eliminated)]
@@ -57,13 +103,13 @@ def system_rows(system: ReducedSystem) -> list[str]:
     return rows
 
 
-def system_latex(system: ReducedSystem) -> str:
+def system_latex(system: PrintedSystem) -> str:
     r"""One reduced system as a ``$$\begin{aligned}...\end{aligned}$$`` block."""
     head = rf"&{latex_text(f'modes {list(system.modes)}; time in units of tau')}"
     return display_math([head, *system_rows(system)])
 
 
-def reduction_latex(reduction: Reduction) -> str:
+def reduction_latex(reduction: PrintedReduction) -> str:
     r"""Every system of a reduction and the loss $\mathcal L = c + \sum_\alpha\mathcal L_\alpha$.
 
     Returns
@@ -83,7 +129,7 @@ def reduction_latex(reduction: Reduction) -> str:
     return display_math(rows)
 
 
-def _orbit_row(system: ReducedSystem, variable: sp.Symbol) -> str:
+def _orbit_row(system: PrintedSystem, variable: sp.Symbol) -> str:
     """``B_k``: how many edges it stands for, the first few of them, and $B_k(0)$."""
     edges = system.edges[variable]
     shown = ",\\ ".join(latex_name(edge_name(e)) for e in edges[:_SHOWN_EDGES])
@@ -95,7 +141,7 @@ def _orbit_row(system: ReducedSystem, variable: sp.Symbol) -> str:
     )
 
 
-def _symbol_row(symbol: sp.Symbol, values: tuple[Any, ...]) -> str:
+def _symbol_row(symbol: sp.Symbol, values: Sequence[Any]) -> str:
     """A data symbol's value in each mode of the system, as a tuple."""
     shown = ",\\ ".join(sp.latex(as_sympy(x)) for x in values)
     return rf"{sp.latex(symbol)} &= \left({shown}\right)\ {latex_text('per mode')}"

@@ -31,8 +31,8 @@ import sympy as sp
 
 from .._edge import Edge
 from ..graphfile._expressions import as_sympy
-from ..graphfile._reader import Problem
 from ..paths._statistics import ActivePaths
+from ..task._problem import Problem
 from ..task._task import Context, Task
 from ._bases import Modes
 from ._fixed import fixed_value

@@ -23,9 +23,9 @@ import sympy as sp
 
 from .._edge import Edge
 from .._errors import GdlnError, NotDiagonalizableError
-from ..graphfile._reader import Problem
 from ..paths._paths import Path, input_nodes, output_nodes
 from ..paths._statistics import ActivePaths, PathStatistics, path_statistics
+from ..task._problem import Problem
 from ..task._task import Task, as_float
 from ._bases import Block, Modes, generic_values, joint_modes
 from ._fixed import joint_modes_fixed, with_fixed_blocks

@@ -31,13 +31,14 @@ import sympy as sp
 
 from .._edge import Edge
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..paths._statistics import ContextActivity, context_activity
 from ..settings._declared import NOT_GIVEN, renamed
-from ..task._task import Context, _symbolic
+from ..task._problem import Problem
+from ..task._task import Context, is_symbolic
 from ._bases import Modes
 from ._decoupled import DecoupledBases, anchor_bases
 from ._fixed import fixed_value
+from ._internal import set_internal
 from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
 from ._narrow import check_narrow_nodes
@@ -82,10 +83,6 @@ class ExpectedDynamics(DecoupledBases):
         Per context, $\tfrac12\langle\lVert y\rVert^2\rangle_c$.
     modes
         Per component of coupled edges, its :class:`~gdln.Modes`.
-    _tape, _table_edges, _fixed, _trained_row, _table_alive
-        Internal: the moment program and its table of edge values.
-    _space, _edge_component, _anchors, _hidden
-        Internal: node and edge bookkeeping for the decoupled weights (Eq. 9).
 
     Raises
     ------
@@ -106,16 +103,24 @@ class ExpectedDynamics(DecoupledBases):
     constant: float
     context_constants: tuple[float, ...]
     modes: tuple[Modes, ...]
-    _tape: Tape = field(repr=False)
-    _table_edges: tuple[Edge, ...] = field(repr=False)  # rows of the edge-value table
-    _fixed: np.ndarray = field(repr=False)  # (table rows, modes): c_e * alive, 0 for trained
-    _trained_row: np.ndarray = field(repr=False)  # table row of each trained edge
-    _table_alive: np.ndarray = field(repr=False)
-    _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
-    _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
-    _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
+    # internal (set by expected_dynamics, not in the signature): the moment program and
+    # its table of edge values; node and edge bookkeeping for the decoupled weights (Eq. 9)
+    _tape: Tape = field(init=False, repr=False, compare=False)
+    _table_edges: tuple[Edge, ...] = field(init=False, repr=False, compare=False)  # table rows
+    _fixed: np.ndarray = field(init=False, repr=False, compare=False)  # c_e * alive; 0 trained
+    _trained_row: np.ndarray = field(init=False, repr=False, compare=False)  # of trained edges
+    _table_alive: np.ndarray = field(init=False, repr=False, compare=False)
+    _space: Mapping[tuple[int, Hashable], Hashable] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _edge_component: Mapping[Edge, int] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _anchors: Mapping[int, np.ndarray] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
     _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
-        repr=False, default_factory=dict, compare=False
+        init=False, repr=False, compare=False, default_factory=dict
     )  # seed -> hidden-node bases, drawn once
 
     def __post_init__(self) -> None:
@@ -136,6 +141,7 @@ class ExpectedDynamics(DecoupledBases):
 
     @property
     def n_modes(self) -> int:
+        """The number of modes $\\alpha$ (the columns of ``b``)."""
         return int(self.alive.shape[1])
 
     @property
@@ -168,26 +174,86 @@ class ExpectedDynamics(DecoupledBases):
         return np.array([float(c.probability) for c in task.contexts])
 
     def mode_losses(self, b: Any) -> np.ndarray:
-        r"""$\mathcal L_\alpha$ per mode ``(n_modes,)`` (without the constant)."""
+        r"""$\mathcal L_\alpha$ per mode, without the constant.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(n_modes,)``.
+
+        Raises
+        ------
+        GdlnError
+            ``b`` has the wrong shape, or a survival probability or gate is symbolic.
+        """
         val, _ = self._tape.forward(self._values(b))
         return self._probabilities() @ self._context_mode_losses(val)
 
     def loss(self, b: Any) -> float:
-        r"""The expected loss of Eq. (1): $\tfrac12\langle\lVert y\rVert^2\rangle+\sum_\alpha\mathcal L_\alpha$."""
+        r"""The expected loss of Eq. (1): $\tfrac12\langle\lVert y\rVert^2\rangle+\sum_\alpha\mathcal L_\alpha$.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        float
+            The loss, never below 0.
+        """
         return float(floor_at_zero(self.constant + self.mode_losses(b).sum(), self.constant))
 
     def context_losses(self, b: Any) -> np.ndarray:
-        r"""Per context, the expected $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$."""
+        r"""Per context, the expected $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(contexts,)``, each never below 0.
+        """
         val, _ = self._tape.forward(self._values(b))
         constants = np.array(self.context_constants, dtype=float)
         return floor_at_zero(constants + self._context_mode_losses(val).sum(axis=1), constants)
 
     def gradient(self, b: Any) -> np.ndarray:
-        r"""$\partial\mathcal L/\partial b$ ``(edges, n_modes)`` by a reverse pass over the tape."""
+        r"""$\partial\mathcal L/\partial b$ by a reverse pass over the tape.
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(edges), n_modes)``, zero where ``alive`` is false.
+        """
         return self._loss_and_gradient(b)[1]
 
     def flow(self, b: Any) -> np.ndarray:
-        r"""$\tau\,\dot b = -\partial\mathcal L/\partial b$ (Eq. 10 in expectation, $\tau=1$)."""
+        r"""$\tau\,\dot b = -\partial\mathcal L/\partial b$ (Eq. 10 in expectation, $\tau=1$).
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``: $b_{e,\alpha}$ of every trained edge and mode.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(edges), n_modes)``.
+        """
         return -self.gradient(b)
 
     def _loss_and_gradient(self, b: Any) -> tuple[float, np.ndarray]:
@@ -205,6 +271,21 @@ class ExpectedDynamics(DecoupledBases):
         Its variables are :attr:`variables`; coefficients are exact (and symbolic where the
         survival probabilities are). For small graphs only: the expansion has one term per
         monomial of the loss.
+
+        Parameters
+        ----------
+        mode
+            The mode $\alpha$, ``0 <= mode < n_modes``.
+
+        Returns
+        -------
+        sympy.Expr
+            The expanded loss, without the constant.
+
+        Raises
+        ------
+        GdlnError
+            ``mode`` does not exist.
         """
         tape = self._tape
         if not 0 <= mode < self.n_modes:
@@ -230,7 +311,21 @@ class ExpectedDynamics(DecoupledBases):
 
     # -- weights of the full network (Eq. 9) ----------------------------------------------
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        """Mode vectors at the two ends of ``edge``: ``(left, right, modes)`` (as for a Reduction)."""
+        """Mode vectors at the two ends of ``edge`` (as :meth:`gdln.Reduction.edge_bases`).
+
+        Parameters
+        ----------
+        edge
+            ``(source, target)``.
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        tuple
+            ``(left, right, modes)``: ``left[:, k]`` and ``right[:, k]`` belong to mode
+            ``modes[k]``.
+        """
         row = self._table_edges.index(edge)
         slots = [a for a in range(self.n_modes) if self._table_alive[row, a]]
         left, right = self._mode_vectors(edge, slots, seed)
@@ -239,8 +334,20 @@ class ExpectedDynamics(DecoupledBases):
     def decoupled_weights(self, b: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
         r"""Full weights $W_e=\sum_\alpha b_{e,\alpha}\,r^\alpha_{t(e)}r^{\alpha\top}_{s(e)}$ (Eq. 9).
 
-        ``b`` defaults to :attr:`initial`; fixed edges hold $c\,I$; hidden-node bases are
-        random orthogonal matrices drawn from ``seed`` (shared along fixed edges).
+        Fixed edges hold $c\,I$; hidden-node bases are random orthogonal matrices drawn
+        from ``seed`` (shared along fixed edges).
+
+        Parameters
+        ----------
+        b
+            ``(len(edges), n_modes)``; default :attr:`initial`.
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        dict
+            Edge -> ``(|target|, |source|)`` weights, for :func:`gdln.simulate`.
         """
         b = self.initial if b is None else np.asarray(b, dtype=float)
         graph = self.problem.graph
@@ -259,7 +366,21 @@ class ExpectedDynamics(DecoupledBases):
         return out
 
     def project(self, weights: Mapping[Edge, Any], *, seed: int = 0) -> np.ndarray:
-        r"""$b_{e,\alpha} = r^{\alpha\top}_{t(e)}W_e\,r^\alpha_{s(e)}$ for every trained edge and mode."""
+        r"""$b_{e,\alpha} = r^{\alpha\top}_{t(e)}W_e\,r^\alpha_{s(e)}$ for every trained edge and mode.
+
+        Parameters
+        ----------
+        weights
+            Edge -> ``(|target|, |source|)`` weights of the full network.
+        seed
+            Seed of the random orthogonal bases of hidden nodes (as for
+            :meth:`decoupled_weights`).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(edges), n_modes)``; zero where an edge carries no mode.
+        """
         out = np.zeros(self.alive.shape)
         for i, e in enumerate(self.edges):
             if e not in self._edge_component:
@@ -496,7 +617,7 @@ def _assemble(
     alive = table.alive[table.trained_row] if trained else np.zeros((0, n_modes), dtype=bool)
     names = edge_symbols(list(trained))
     initial = np.array([[float(init.get(e, 0))] * n_modes for e in trained]).reshape(alive.shape)
-    return ExpectedDynamics(
+    dynamics = ExpectedDynamics(
         problem=problem,
         edges=trained,
         variables=tuple(names[e] for e in trained),
@@ -505,6 +626,9 @@ def _assemble(
         constant=_float_or_nan(total),
         context_constants=tuple(_float_or_nan(v) for v in constants),
         modes=tuple(modes),
+    )
+    return set_internal(
+        dynamics,
         _tape=tape,
         _table_edges=table.edges,
         _fixed=table.fixed,
@@ -517,6 +641,6 @@ def _assemble(
 
 
 def _float_or_nan(value: Any) -> float:
-    if _symbolic(value):
+    if is_symbolic(value):
         return float("nan")
     return float(value)

@@ -45,8 +45,8 @@ import sympy as sp
 
 from .._edge import Edge
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..paths._statistics import ContextActivity, context_activity
+from ..task._problem import Problem
 from ..task._task import Context, Task
 from ._bases import Modes, generic_values
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from .._edge import Edge
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..paths._statistics import ContextActivity
+from ..task._problem import Problem
 from ..task._task import Context, Task, as_float
 from ._bases import Modes
 from ._fixed import joint_modes_fixed, with_fixed_blocks

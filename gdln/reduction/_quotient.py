@@ -46,8 +46,8 @@ import sympy as sp
 
 from .._edge import EDGE_SEPARATOR, Edge
 from ..graphfile._expressions import ExpressionError, as_sympy, evaluate
-from ..graphfile._families import ContextFamily, IndexFamily, names_in
-from ..graphfile._reader import Problem
+from ..graphfile._families import ContextFamily, names_in
+from ..task._problem import IndexFamily, Problem
 from ..task._task import Context, Task
 from ._lumping import edge_colours
 from ._system import QUOTIENT_ROUTE

@@ -44,6 +44,7 @@ of Eq. (9) (``_decoupled``).
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -54,7 +55,6 @@ import sympy as sp
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
 from ..graphfile._expressions import ExpressionError, as_sympy, evaluate, exact
-from ..graphfile._reader import Problem
 from ..paths._statistics import (
     ActivePaths,
     Successors,
@@ -62,9 +62,11 @@ from ..paths._statistics import (
     require_numbers_for_float_data,
 )
 from ..settings._declared import NOT_GIVEN, Settings, renamed
+from ..task._problem import Problem
 from ..task._task import Task
 from ._bases import Modes
 from ._decoupled import anchor_bases
+from ._internal import set_internal
 from ._loss import LossBuilder, ModeLoss
 from ._lumping import lumped_system, partition
 from ._modes import Space, alive_edges, component_modes, tidy_number
@@ -176,7 +178,7 @@ def reduce(
     builder = LossBuilder(work, active, space, modes, slot_edges)
     systems, constant_modes = _systems(builder, lump, init_values, orbits)
     constant, per_context = builder.constants()
-    return Reduction(
+    reduction = Reduction(
         problem=work,
         systems=systems,
         constant=tidy_number(constant + constant_modes),
@@ -186,12 +188,17 @@ def reduce(
         active=active,
         route=described,
         symbolic=tuple(symbolic),
+    )
+    return set_internal(
+        reduction,
         _space=space,
         _edge_component=edge_component,
         _slot_edges=slot_edges,
         _init=init_values,
         _anchors=anchor_bases(work.graph, space, modes),
-        _network=None if orbits is None else (problem, settings.b0),
+        _network=None
+        if orbits is None
+        else functools.partial(reduce, problem, lump="none", route="contexts", b0=settings.b0),
     )
 
 

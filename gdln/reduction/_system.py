@@ -6,7 +6,7 @@ See :mod:`gdln.reduction._reduce` for how they are built (Sec. 3.1 of Saxe et al
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +15,8 @@ import sympy as sp
 
 from .._edge import Edge
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..paths._statistics import ActivePaths
+from ..task._problem import Problem
 from ._bases import Modes
 from ._closed_form import ClosedForm
 from ._decoupled import DecoupledBases
@@ -69,8 +69,6 @@ class ReducedSystem:
     sizes
         Variable -> its orbit size where that is not ``len(edges[variable])``: an
         expression in the family's parameters (``derive --symbolic``).
-    _lumped, _generators, _context_losses, _loss_poly
-        Internal: the lumped (pre-elimination) polynomial form used for numbers.
 
     References
     ----------
@@ -90,11 +88,16 @@ class ReducedSystem:
     constants: Mapping[sp.Symbol, Any] = field(default_factory=dict)
     closed_form: Mapping[str, ClosedForm] = field(default_factory=dict)
     sizes: Mapping[sp.Symbol, Any] = field(default_factory=dict)
-    # internal: the lumped (pre-elimination) polynomial form used for numbers
-    _lumped: tuple[sp.Symbol, ...] = field(default=(), repr=False)
-    _generators: tuple[sp.Symbol, ...] = field(default=(), repr=False)
-    _context_losses: tuple[Polynomial, ...] = field(default=(), repr=False)
-    _loss_poly: Polynomial = field(default_factory=Polynomial, repr=False)
+    # internal (set by the lumping, not in the signature): the lumped, pre-elimination
+    # polynomial form used for numbers
+    _lumped: tuple[sp.Symbol, ...] = field(init=False, repr=False, compare=False, default=())
+    _generators: tuple[sp.Symbol, ...] = field(init=False, repr=False, compare=False, default=())
+    _context_losses: tuple[Polynomial, ...] = field(
+        init=False, repr=False, compare=False, default=()
+    )
+    _loss_poly: Polynomial = field(
+        init=False, repr=False, compare=False, default_factory=Polynomial
+    )
 
     def __repr__(self) -> str:
         names = ", ".join(str(v) for v in self.variables)
@@ -107,11 +110,28 @@ class ReducedSystem:
         return system_latex(self)
 
     def orbit(self, variable: sp.Symbol) -> Any:
-        """The number of edges ``variable`` stands for (an expression for a family)."""
+        """The number of edges ``variable`` stands for, $|O_k|$ (Eqs. 44-48).
+
+        Parameters
+        ----------
+        variable
+            One of :attr:`variables` or :attr:`eliminated`.
+
+        Returns
+        -------
+        Any
+            An int, or an expression in the family's parameters (``sizes``).
+        """
         return self.sizes.get(variable, len(self.edges[variable]))
 
     def equations(self) -> list[sp.Eq]:
-        r"""$\tau\,\dot B = f(B)$ as sympy equations (with $\tau$ a symbol)."""
+        r"""$\tau\,\dot B = f(B)$ (Eq. 10, lumped) as sympy equations.
+
+        Returns
+        -------
+        list of sympy.Eq
+            One per variable, with $t$ and $\tau$ as symbols.
+        """
         t, tau = sp.symbols("t tau", positive=True)
         return [
             sp.Eq(tau * sp.Derivative(sp.Function(str(v))(t), t), self.rhs[v])
@@ -145,8 +165,6 @@ class Reduction(DecoupledBases):
         orbit's probability), or why the quotient did not apply.
     symbolic
         The parameters kept as symbols in the systems (``reduce(symbolic=...)``).
-    _space, _edge_component, _slot_edges, _init, _anchors, _hidden
-        Internal: node and edge bookkeeping for :meth:`decoupled_weights` (Eq. 9).
 
     References
     ----------
@@ -162,15 +180,27 @@ class Reduction(DecoupledBases):
     active: ActivePaths = field(repr=False)
     route: str = ""
     symbolic: tuple[str, ...] = ()
-    _space: Mapping[tuple[int, Hashable], Hashable] = field(repr=False, default_factory=dict)
-    _edge_component: Mapping[Edge, int] = field(repr=False, default_factory=dict)
-    _slot_edges: Mapping[int, frozenset[Edge]] = field(repr=False, default_factory=dict)
-    _init: Mapping[Edge, Any] = field(repr=False, default_factory=dict)
-    _anchors: Mapping[int, np.ndarray] = field(repr=False, default_factory=dict)
+    # internal (set by reduce, not in the signature): node and edge bookkeeping for the
+    # bases and decoupled weights of Eq. (9)
+    _space: Mapping[tuple[int, Hashable], Hashable] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _edge_component: Mapping[Edge, int] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _slot_edges: Mapping[int, frozenset[Edge]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+    _init: Mapping[Edge, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _anchors: Mapping[int, np.ndarray] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
     _hidden: dict[int, dict[Hashable, np.ndarray]] = field(
-        repr=False, default_factory=dict, compare=False
+        init=False, repr=False, compare=False, default_factory=dict
     )  # seed -> hidden-node bases, drawn once
-    _network: tuple[Problem, Any] | None = field(repr=False, default=None, compare=False)
+    _network: Callable[[], Reduction] | None = field(
+        init=False, repr=False, compare=False, default=None
+    )
     # (the problem as loaded, b0) of a reduction derived on the symmetry quotient
 
     def __repr__(self) -> str:
@@ -188,7 +218,13 @@ class Reduction(DecoupledBases):
         return sum(len(s.modes) for s in self.systems)
 
     def context_labels(self) -> tuple[str, ...]:
-        """The labels of the task's contexts, in order."""
+        """The labels of the task's contexts, in order.
+
+        Returns
+        -------
+        tuple of str
+            One label per context of ``problem`` (the representatives on the quotient).
+        """
         task = self.problem.require_task()
         return tuple(c.label for c in task.contexts)
 
@@ -201,6 +237,22 @@ class Reduction(DecoupledBases):
         $\Sigma^{yx}(p)$ from $s(p)$ to $t(p)$, or a $\Sigma^x(j,p)$ between two inputs);
         the values are $r^{\alpha\top}_{\rm row}\Sigma\, r^\alpha_{\rm col}$, the
         diagonal of $S(p)$ or $D(j,p)$, exact where the statistic and the bases are.
+
+        Parameters
+        ----------
+        component
+            Which component of coupled paths (an index of :attr:`modes`).
+        row, col
+            The data nodes the statistic runs to and from.
+        statistic
+            The matrix, ``(|row|, |col|)``.
+        exact
+            Exact values where possible, else floats.
+
+        Returns
+        -------
+        list
+            One value per mode of the component.
         """
         space = self._space
         return mode_values(
@@ -225,10 +277,7 @@ class Reduction(DecoupledBases):
                 "symbols and has no bases for every edge; substitute numbers for decoupled "
                 "weights of the whole network"
             )
-        from ._reduce import reduce
-
-        problem, b0 = self._network
-        return reduce(problem, lump="none", route="contexts", b0=b0)
+        return self._network()
 
     def edge_bases(self, edge: Edge, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """Mode vectors at the two ends of ``edge``: ``(left, right, modes)``.
@@ -236,6 +285,25 @@ class Reduction(DecoupledBases):
         ``left[:, k]`` (at the target) and ``right[:, k]`` (at the source) belong to mode
         ``modes[k]``; the reduced variable is ``left[:, k] @ W @ right[:, k]``. An edge
         on no active path carries no mode (no columns).
+
+        Parameters
+        ----------
+        edge
+            ``(source, target)``.
+        seed
+            Seed of the random orthogonal bases of hidden nodes (drawn once per seed).
+
+        Returns
+        -------
+        tuple
+            ``(left, right, modes)``: ``(|target|, k)``, ``(|source|, k)`` and the ``k``
+            mode indices.
+
+        Raises
+        ------
+        GdlnError
+            The reduction was derived on the symmetry quotient, which has no bases for
+            every edge.
         """
         if self.whole is not self:
             return self.whole.edge_bases(edge, seed=seed)
@@ -252,6 +320,21 @@ class Reduction(DecoupledBases):
         The reduced variable of the ``k``-th mode of an edge is
         ``left[:, k] @ W @ right[:, k]`` (Eq. 9), as :func:`gdln.simulate` records it when
         given these as ``bases``; the modes are those of :meth:`edge_bases`.
+
+        Parameters
+        ----------
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        dict
+            Edge -> ``(left, right)``.
+
+        Raises
+        ------
+        GdlnError
+            The reduction was derived on the symmetry quotient.
         """
         if self.whole is not self:
             return self.whole.decoupled_bases(seed=seed)
@@ -265,9 +348,26 @@ class Reduction(DecoupledBases):
     def decoupled_weights(self, init: Any = None, *, seed: int = 0) -> dict[Edge, np.ndarray]:
         """Weights $W_e = R_{t(e)}B_eR_{s(e)}^\\top$ (Eq. 9) with $B_e$ at its initial value.
 
-        ``init`` overrides the reduction's initial value (one number for every edge and
-        mode). Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
+        Hidden-node bases $R_v$ are random orthogonal matrices drawn from ``seed``,
         shared by nodes joined by fixed edges; a fixed edge holds $W_e = c\\,I$.
+
+        Parameters
+        ----------
+        init
+            One initial value $B_e$ for every edge and mode instead of the reduction's.
+        seed
+            Seed of the random orthogonal bases of hidden nodes.
+
+        Returns
+        -------
+        dict
+            Edge -> ``(|target|, |source|)`` weights, for :func:`gdln.simulate`
+            (``init_scheme="given"``).
+
+        Raises
+        ------
+        GdlnError
+            The reduction was derived on the symmetry quotient.
         """
         if self.whole is not self:
             return self.whole.decoupled_weights(init, seed=seed)

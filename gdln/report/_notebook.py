@@ -19,8 +19,6 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..solution._trajectory import Trajectory
-
 __all__ = ["comparison_html", "png_data_uri", "trajectory_html"]
 
 _RUNS = (
@@ -35,6 +33,19 @@ _GAPS = (
     ("map_vs_ode", "GD map vs ODE"),
     ("random_mean_vs_ode", "random (seed mean) vs ODE"),
 )
+
+
+class Trajectory(Protocol):
+    """What :func:`trajectory_html` reads: a :class:`gdln.Trajectory`."""
+
+    @property
+    def t(self) -> np.ndarray: ...
+    @property
+    def loss(self) -> np.ndarray: ...
+    @property
+    def series(self) -> Mapping[str, np.ndarray]: ...
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
 
 
 class Comparison(Protocol):

@@ -16,12 +16,12 @@ import sympy as sp
 from .._edge import edge_name
 from .._errors import GdlnError
 from ..graphfile._expressions import as_sympy
-from ..graphfile._reader import Problem
 from ..paths._latex import latex_name
 from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
 from ..paths._statistics import path_statistics
 from ..reduction._latex import equations
 from ..reduction._system import Reduction
+from ..task._problem import Problem
 
 __all__ = ["format_derivation", "format_paths", "format_statistics"]
 

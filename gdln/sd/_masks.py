@@ -69,22 +69,68 @@ class MaskConvention:
         return _DIVIDES_BY_P[self.name]
 
     def gate_value(self, delta: np.ndarray, p: np.ndarray) -> np.ndarray:
-        r"""The multiplier $\tilde\delta$ for Bernoulli draws ``delta``."""
+        r"""The multiplier $\tilde\delta$ for Bernoulli draws ``delta``.
+
+        Parameters
+        ----------
+        delta
+            Draws $\delta\in\{0, 1\}$.
+        p
+            The survival probabilities they were drawn with.
+
+        Returns
+        -------
+        numpy.ndarray
+            $\delta$ (unscaled) or $\delta/p$ (inverted).
+        """
         delta = np.asarray(delta, dtype=float)
         return delta / p if self.inverted else delta
 
     def mean(self, p: np.ndarray) -> np.ndarray:
-        r"""$\mathbb E[\tilde\delta]$: $p$ (unscaled) or $1$ (inverted)."""
+        r"""$\mathbb E[\tilde\delta]$: $p$ (unscaled) or $1$ (inverted).
+
+        Parameters
+        ----------
+        p
+            Survival probabilities.
+
+        Returns
+        -------
+        numpy.ndarray
+            The mean gate, one per probability.
+        """
         p = np.asarray(p, dtype=float)
         return np.ones_like(p) if self.inverted else p.copy()
 
     def second_moment(self, p: np.ndarray) -> np.ndarray:
-        r"""$\mathbb E[\tilde\delta^2]$: $p$ (unscaled) or $1/p$ (inverted)."""
+        r"""$\mathbb E[\tilde\delta^2]$: $p$ (unscaled) or $1/p$ (inverted).
+
+        Parameters
+        ----------
+        p
+            Survival probabilities.
+
+        Returns
+        -------
+        numpy.ndarray
+            The second moment, one per probability.
+        """
         p = np.asarray(p, dtype=float)
         return 1.0 / p if self.inverted else p.copy()
 
     def variance(self, p: np.ndarray) -> np.ndarray:
-        r"""$\mathrm{Var}[\tilde\delta]$: $p(1-p)$ (unscaled) or $(1-p)/p$ (inverted)."""
+        r"""$\mathrm{Var}[\tilde\delta]$: $p(1-p)$ (unscaled) or $(1-p)/p$ (inverted).
+
+        Parameters
+        ----------
+        p
+            Survival probabilities.
+
+        Returns
+        -------
+        numpy.ndarray
+            The variance, one per probability.
+        """
         return self.second_moment(p) - self.mean(p) ** 2
 
 

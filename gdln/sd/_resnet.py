@@ -68,8 +68,10 @@ class SDResNet(torch.nn.Module):
     generator
         Seeds the initial weights (drawn on the generator's device).
     device
-        Where parameters and buffers live (``"cpu"``, ``"cuda[:k]"``); default: the
-        generator's device, else the CPU. Equivalent to ``.to(device)`` afterwards.
+        Where parameters and buffers live: ``None``/``"auto"`` (CUDA when present, else
+        the CPU; the rule of :func:`gdln.simulate`), ``"cpu"`` or ``"cuda[:k]"``. Give
+        ``"cpu"`` to keep the model beside CPU tensors on a machine with CUDA. The same
+        as ``.to(device)`` afterwards: the weights are drawn on the generator's device.
     dtype
         The parameters' floating-point type.
 
@@ -126,9 +128,9 @@ class SDResNet(torch.nn.Module):
         self.kappa = chain_scale(scaling, L)
         self.io_layers = io_layers
         # weights are drawn on the generator's device (the same numbers on every device)
-        # and moved to ``device``; without either, everything stays on the CPU
+        # and moved to ``device``
         draw = generator.device if generator is not None else torch.device("cpu")
-        target = dev if dev is not None else draw
+        target = dev
         self.register_buffer("p", torch.tensor(p_arr, dtype=dtype, device=target))
         var = (2.0 if activation == "relu" else 1.0) / width
         std = init_gain * float(np.sqrt(var))
@@ -146,7 +148,21 @@ class SDResNet(torch.nn.Module):
     def sample_gates(
         self, n: int | None = None, *, generator: torch.Generator | None = None
     ) -> torch.Tensor:
-        r"""Draw gate multipliers $\tilde\delta$: ``(L,)`` or ``(n, L)`` for ``n`` masks."""
+        r"""Draw gate multipliers $\tilde\delta$ (one mask, or ``n``).
+
+        Parameters
+        ----------
+        n
+            The number of masks; ``None`` for one.
+        generator
+            Random generator (default: torch's global one); the draws are made on its
+            device and moved to the model's.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(L,)`` or ``(n, L)``.
+        """
         shape = (self.L,) if n is None else (n, self.L)
         draw = generator.device if generator is not None else self.p.device
         u = torch.rand(shape, generator=generator, dtype=self.p.dtype, device=draw)
@@ -155,11 +171,23 @@ class SDResNet(torch.nn.Module):
         return delta if self.mask == "unscaled" else delta / self.p
 
     def mean_gates(self) -> torch.Tensor:
-        r"""$\mathbb E\tilde\delta$: $p$ (unscaled) or $\mathbf 1$ (inverted): the test network."""
+        r"""$\mathbb E\tilde\delta$: $p$ (unscaled) or $\mathbf 1$ (inverted): the test network.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(L,)``.
+        """
         return self.p.clone() if self.mask == "unscaled" else torch.ones_like(self.p)
 
     def gate_variance(self) -> torch.Tensor:
-        r"""$\mathrm{Var}\,\tilde\delta$: $p(1-p)$ or $(1-p)/p$."""
+        r"""$\mathrm{Var}\,\tilde\delta$: $p(1-p)$ (unscaled) or $(1-p)/p$ (inverted).
+
+        Returns
+        -------
+        torch.Tensor
+            ``(L,)``.
+        """
         p = self.p
         return p * (1 - p) if self.mask == "unscaled" else (1 - p) / p
 
@@ -171,11 +199,22 @@ class SDResNet(torch.nn.Module):
         *,
         return_hidden: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
-        r"""Output for inputs ``x`` ``(batch, d_in)``.
+        r"""The network's output (Eq. 1 of Hayou & Ayed).
 
-        ``gates``: ``(L,)`` multipliers shared by the batch, ``(batch, L)`` one mask per
-        row, or ``None`` (a fresh mask in training mode, the mean gates in eval mode).
-        With ``return_hidden`` also the list $[y_0,\dots,y_L]$.
+        Parameters
+        ----------
+        x
+            ``(batch, d_in)`` inputs, on the model's device.
+        gates
+            ``(L,)`` multipliers shared by the batch, ``(batch, L)`` one mask per row, or
+            ``None``: a fresh mask in training mode, the mean gates in eval mode.
+        return_hidden
+            Also return the hidden states.
+
+        Returns
+        -------
+        torch.Tensor or tuple
+            ``(batch, d_out)``; with ``return_hidden``, ``(output, [y_0, ..., y_L])``.
         """
         if gates is None:
             gates = self.sample_gates() if self.training else self.mean_gates()
@@ -413,7 +452,9 @@ def measure_gradient_growth(
     gen = torch.Generator(device="cpu").manual_seed(seed)
     ratios = np.empty((samples, L + 1))
     for i in range(samples):
-        model = SDResNet(width, width, d_out, L, p_arr, scaling=scaling, generator=gen)
+        model = SDResNet(
+            width, width, d_out, L, p_arr, scaling=scaling, generator=gen, device="cpu"
+        )
         x = torch.randn(1, width, generator=gen, device=gen.device)
         z = torch.randn(1, d_out, generator=gen, device=gen.device)
         out, hidden = model(x, model.sample_gates(generator=gen), return_hidden=True)

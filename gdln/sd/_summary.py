@@ -86,7 +86,14 @@ class ChainSummary:
             )
 
     def to_json(self) -> dict[str, Any]:
-        """Every number of the summary as JSON values (the symbolic loss as a string)."""
+        """Every number of the summary as JSON values.
+
+        Returns
+        -------
+        dict
+            ``L``, ``p``, ``b``, ``s``, ``d`` and the expectation, regulariser and depth
+            figures; the symbolic loss as a string.
+        """
         ex, reg, depth = self.expectation, self.regulariser, self.depth
         return {
             "L": int(self.p.size),

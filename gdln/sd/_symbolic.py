@@ -56,11 +56,23 @@ class SymbolicChain:
             raise ValueError("b and p must have one symbol per block")
 
     def gradient(self) -> tuple[sp.Expr, ...]:
-        r"""$\partial\,\mathbb E[\mathcal L]/\partial b_l$ for each $l$."""
+        r"""$\partial\,\mathbb E[\mathcal L]/\partial b_l$ for each $l$.
+
+        Returns
+        -------
+        tuple of sympy.Expr
+            One derivative per block.
+        """
         return tuple(sp.diff(self.loss, bl) for bl in self.b)
 
     def flow(self) -> tuple[sp.Expr, ...]:
-        r"""Right-hand sides of $\tau\dot b_l = -\partial\,\mathbb E[\mathcal L]/\partial b_l$."""
+        r"""Right-hand sides of $\tau\dot b_l = -\partial\,\mathbb E[\mathcal L]/\partial b_l$.
+
+        Returns
+        -------
+        tuple of sympy.Expr
+            One per block.
+        """
         return tuple(-g for g in self.gradient())
 
 

@@ -16,12 +16,12 @@ that presets it (``solve.lump``) and the command-line option that overrides it
 
 >>> Settings().lump, Settings().t_max
 ('symmetry', 10.0)
->>> Settings().given(lump="full", t_max="2*20").t_max
+>>> Settings().given(lump="full", t_max="40").t_max
 40.0
 >>> Settings().given(lump="fast")
 Traceback (most recent call last):
 ...
-gdln.settings._declared.SettingError: lump: expected one of none, symmetry, balanced, full; got 'fast'
+gdln.settings._declared.SettingError: lump (--lump): expected one of none, symmetry, balanced, full; got 'fast'
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any
 
+from .._device import check_device
 from .._errors import GdlnDeprecationWarning, GraphSpecError, shorten
 from ._choices import DTYPES, DYNAMICS, INITS, LUMPINGS, METHODS, OPTIMIZERS, ROUTES, THEORY_STARTS
 
@@ -133,18 +134,23 @@ def _choice(names: Mapping[str, str]) -> Parse:
     return parse
 
 
-def _number(value: Any, expected: str = "a finite number") -> float:
-    """A finite real number from a number, a numeric string or an expression (``1/10``);
-    a ``ValueError`` says ``expected`` otherwise."""
-    from ..graphfile._expressions import ExpressionError, evaluate  # the safe interpreter
+def _fraction(text: str) -> Fraction | None:
+    """The exact number a text writes (``"1/10"``, ``"0.1"``, ``"1e-3"``, ``"-2"``), or
+    ``None``: text is never evaluated (a graph file's expressions are evaluated by the
+    file's reader, in its parameters, before they get here)."""
+    try:
+        return Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        return None
 
+
+def _number(value: Any, expected: str = "a finite number") -> float:
+    """A finite real number from a number or a numeric text (``1/10``, ``1e-3``); a
+    ``ValueError`` says ``expected`` otherwise."""
     wrong = ValueError(f"expected {expected}, got {shorten(value)}")
     if isinstance(value, str):
-        try:
-            value = evaluate(value, {})
-        except ExpressionError:
-            raise wrong from None
-    if isinstance(value, bool):
+        value = _fraction(value)
+    if value is None or isinstance(value, bool):
         raise wrong
     try:
         number = float(value)
@@ -220,16 +226,16 @@ def _flag(value: Any) -> bool:
     raise ValueError(f"expected true or false, got {shorten(value)}")
 
 
-_DEVICE = re.compile(r"auto|cpu|cuda(:\d{1,3})?")
+def _value_error(message: str) -> Any:
+    return ValueError(message)
 
 
 def _device(value: Any) -> str:
-    if isinstance(value, str) and _DEVICE.fullmatch(value):
-        return value
-    text = str(value) if type(value).__name__ == "device" else None  # a torch.device
-    if text is not None and _DEVICE.fullmatch(text):
-        return text
-    raise ValueError(f"expected 'auto', 'cpu' or 'cuda[:k]', got {shorten(value)}")
+    """The device's spelling, by gdln's one device rule (:func:`gdln._device.check_device`)."""
+    if value == "auto":
+        return "auto"
+    checked = check_device(value, _value_error)
+    return "auto" if checked is None else checked
 
 
 def _initial_value(value: Any) -> Any:
@@ -246,20 +252,28 @@ def _initial_value(value: Any) -> Any:
 
 
 def _exact_real(value: Any) -> Any:
-    from ..graphfile._expressions import ExpressionError, evaluate, exact
-
-    if isinstance(value, Fraction):
-        value = f"{value.numerator}/{value.denominator}"
-    try:
-        number = evaluate(value, {}) if isinstance(value, str) else exact(value)
-    except ExpressionError as err:
-        raise ValueError(f"expected a real number, got {shorten(value)} ({err})") from None
-    free = getattr(number, "free_symbols", None)
-    if isinstance(number, bool) or not (
-        isinstance(number, int) or (getattr(number, "is_extended_real", False) or free)
-    ):
-        raise ValueError(f"expected a real number, got {shorten(value)}")
-    return number
+    """An exact real number: a text or a float becomes a :class:`~fractions.Fraction`
+    (``0.1`` is 1/10), an int or a sympy value (a number, or an expression in declared
+    symbols) is kept."""
+    wrong = ValueError(f"expected a real number, got {shorten(value)}")
+    if isinstance(value, bool):
+        raise wrong
+    if isinstance(value, str):
+        number = _fraction(value)
+        if number is None:
+            raise wrong
+        return number
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise wrong
+        return Fraction(repr(value))
+    if isinstance(value, int | Fraction):
+        return value
+    if getattr(value, "free_symbols", None):  # sympy, in symbols the file declares
+        return value
+    if getattr(value, "is_extended_real", False) and getattr(value, "is_finite", True):
+        return value  # a sympy number
+    raise wrong
 
 
 _SEEDS = _count(1)
@@ -325,7 +339,7 @@ class Settings:
     b0: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
         Fraction(1, 1000),
         "The initial value b(0) of every reduced variable (the decoupled start of Eq. 9): "
-        "a number or an expression such as 1/10.",
+        "a number such as 0.1 or 1/10.",
         _initial_value,
         "a real number",
         file=True,

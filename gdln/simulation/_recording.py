@@ -10,20 +10,24 @@ losses and outputs on a second set of examples.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from .._edge import Edge, edge_name
+from .._edge import Edge
+from ..solution._trajectory import (
+    EVAL_EXAMPLE_LOSS,
+    EVAL_LOSS,
+    context_key,
+    edge_key,
+    node_key,
+)
 from ._data import Data
 from ._errors import SimulationSpecError
 from ._forward import Activations, forward
 from ._plan import Plan
 from ._weights import Weights
-
-if TYPE_CHECKING:
-    from ._training import Divergence
 
 __all__ = ["Recorder", "projection_bases", "record_at"]
 
@@ -77,6 +81,13 @@ def projection_bases(
             torch.as_tensor(right, dtype=dtype, device=device),
         )
     return out
+
+
+class Divergence(Protocol):
+    """What :meth:`Recorder.record` checks: a :class:`~gdln.simulation._training.Divergence`."""
+
+    def state(self) -> list[torch.Tensor]: ...
+    def raise_if_bad(self, steps: np.ndarray, values: np.ndarray) -> None: ...
 
 
 class Recorder:
@@ -136,20 +147,23 @@ class Recorder:
         """The recorded series of one step, as tensors on the device."""
         out = [("loss", per_example @ self.train.w)]
         ctx = per_example @ self.train.context_avg
-        out += [(f"loss/{label}", ctx[:, c]) for c, label in enumerate(self.train.labels)]
+        out += [(context_key(label), ctx[:, c]) for c, label in enumerate(self.train.labels)]
         with torch.no_grad():
             out += self._weight_series(weights)
             rsm_acts = acts
             if self.eval is not None:
                 eval_acts, eval_loss = forward(self.net, weights, self.eval, outputs=True)
                 rsm_acts = eval_acts
-                out.append(("eval/loss", eval_loss @ self.eval.w))
+                out.append((EVAL_LOSS, eval_loss @ self.eval.w))
                 ectx = eval_loss @ self.eval.context_avg
-                out += [(f"eval/loss/{lab}", ectx[:, c]) for c, lab in enumerate(self.eval.labels)]
-                out.append(("eval/example_loss", eval_loss))
-                out += [(f"eval/output/{v}", eval_acts[v]) for v in self.net.outputs]
+                out += [
+                    (context_key(lab, evaluation=True), ectx[:, c])
+                    for c, lab in enumerate(self.eval.labels)
+                ]
+                out.append((EVAL_EXAMPLE_LOSS, eval_loss))
+                out += [(node_key("output", v), eval_acts[v]) for v in self.net.outputs]
             if self.rsm:
-                out += [(f"rsm/{v}", rsm_acts[v] @ rsm_acts[v].mT) for v in self.net.hidden]
+                out += [(node_key("rsm", v), rsm_acts[v] @ rsm_acts[v].mT) for v in self.net.hidden]
         return out
 
     def _weight_series(self, weights: Weights) -> list[tuple[str, torch.Tensor]]:
@@ -162,12 +176,12 @@ class Recorder:
         for i, e in enumerate(self.net.edges):
             b, slot = weights.where[i]
             w = weights.edge(i)
-            out.append((f"sv/{edge_name(e)}", svs[b] if slot is None else svs[b][:, slot]))
+            out.append((edge_key("sv", e), svs[b] if slot is None else svs[b][:, slot]))
             if self.weights:
-                out.append((f"W/{edge_name(e)}", w))
+                out.append((edge_key("W", e), w))
             if e in self.bases:
                 left, right = self.bases[e]
-                out.append((f"proj/{edge_name(e)}", torch.einsum("ta,Sts,sa->Sa", left, w, right)))
+                out.append((edge_key("proj", e), torch.einsum("ta,Sts,sa->Sa", left, w, right)))
         return out
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:

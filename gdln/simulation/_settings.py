@@ -11,12 +11,13 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._device import check_device
 from ..graphfile._limits import current_limits
 from ..settings._declared import SettingError, read_setting
 from ._errors import SimulationSpecError
 from ._steps import log_spaced_steps
 
-__all__ = ["SimulationSettings", "check_positive"]
+__all__ = ["SimulationSettings", "check_positive", "device_error"]
 
 MINIBATCH = frozenset({"sgd"})
 """The optimisers that average Eq. (1) over minibatches, and so need a batch size."""
@@ -39,6 +40,11 @@ def check_positive(name: str, value: Any, *, integer: bool, allow_zero: bool = F
         raise SimulationSpecError(
             f"{name}: expected {what} {'>=' if allow_zero else '>'} 0, got {value!r}"
         )
+
+
+def device_error(message: str) -> SimulationSpecError:
+    """The error a bad ``device`` of a simulation raises: ``device: <message>``."""
+    return SimulationSpecError(f"device: {message}")
 
 
 def _check_flag(name: str, value: Any) -> None:
@@ -164,6 +170,9 @@ class SimulationSettings:
         for name in DECLARED:
             value = getattr(self, name)
             if value is None:
+                continue
+            if name == "device":  # gdln's one device rule, one message shape
+                object.__setattr__(self, name, check_device(value, device_error))
                 continue
             try:
                 object.__setattr__(self, name, read_setting(name, value))

@@ -33,7 +33,7 @@ from ._solve import (
     _require_numbers,
     fast_states,
 )
-from ._trajectory import Trajectory
+from ._trajectory import CONTEXT_LOSS, Trajectory, variable_key
 
 __all__ = ["solve_batch"]
 
@@ -230,11 +230,8 @@ class _Batch:
             b, m, nv = len(self.scales), n.n_modes, len(n.free)
             if i < start + b * m * nv:
                 scale, mode, var = np.unravel_index(i - start, (b, m, nv))
-                suffix = "" if len(self.parts) == 1 else f"@{k}"
-                return (
-                    f"{n.free[var]}{suffix} = {state[i]:.4g} in mode {mode} "
-                    f"for scale {self.scales[scale]:.4g}"
-                )
+                name = variable_key(str(n.free[var]), k, len(self.parts))
+                return f"{name} = {state[i]:.4g} in mode {mode} for scale {self.scales[scale]:.4g}"
         raise AssertionError(i)
 
     def trajectories(
@@ -251,15 +248,14 @@ class _Batch:
         for k, ((n, *_), y) in enumerate(zip(self.parts, states, strict=True)):
             values = self._all_variables(n, y)
             context_loss = context_loss + self._context_losses(n, values)
-            suffix = "" if len(self.parts) == 1 else f"@{k}"
-            series |= {f"{v}{suffix}": arr for v, arr in values.items()}
+            series |= {variable_key(str(v), k, len(self.parts)): arr for v, arr in values.items()}
         context_loss = floor_at_zero(context_loss, constants[:, None])
         losses = probabilities @ context_loss  # (T, b)
         meta = {**_reduction_meta(reduction, "ode", None), "integrator": integrator}
         out = []
         for j, scale in enumerate(self.scales):
             one = {name: arr[..., j] for name, arr in series.items()}
-            one["context_loss"] = context_loss[..., j]
+            one[CONTEXT_LOSS] = context_loss[..., j]
             out.append(Trajectory(times, losses[:, j], one, {**meta, "init_scale": float(scale)}))
         return out
 

@@ -25,9 +25,9 @@ import sympy as sp
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, TaskSpecError
-from ..graphfile._reader import Problem
 from ..paths._paths import Path
 from ..paths._statistics import PathStatistics, active_paths
+from ..task._problem import Problem
 from ..task._task import as_float, unbound_message
 
 __all__ = ["full_flow"]

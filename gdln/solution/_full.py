@@ -20,11 +20,11 @@ from scipy.integrate import solve_ivp
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._reader import Problem
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, renamed
+from ..task._problem import Problem
 from ._flow import FlowPlan
-from ._trajectory import Trajectory
+from ._trajectory import CONTEXT_LOSS, Trajectory, matrix_key
 
 __all__ = ["solve_full"]
 
@@ -292,13 +292,12 @@ def _trajectory(
             per_context.append(contexts)
     series: dict[str, np.ndarray] = {}
     for i, e in enumerate(plan.edges):
-        name = edge_name(e)
         stacked = np.array([w[i] for w in states])
-        series[f"W[{name}]"] = stacked
-        series[f"sv[{name}]"] = np.linalg.svd(stacked, compute_uv=False)
+        series[matrix_key("W", e)] = stacked
+        series[matrix_key("sv", e)] = np.linalg.svd(stacked, compute_uv=False)
     meta: dict[str, Any] = {"method": method, "time_unit": "tau", "source": problem.source}
     if per_context:
-        series["context_loss"] = np.array(per_context)
+        series[CONTEXT_LOSS] = np.array(per_context)
         meta["context_labels"] = list(examples.context_labels)  # type: ignore[union-attr]
     return Trajectory(t=t, loss=np.array(losses), series=series, meta=meta)
 

@@ -11,11 +11,10 @@ them under the same names; nothing is reconstructed from $Q$.
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 
-import sympy as sp
-
+from ..reduction._internal import replace
+from ..reduction._lumping import before_elimination
 from ..reduction._system import ReducedSystem, Reduction
 
 __all__: list[str] = []  # package-internal: the system the GD map iterates, for solve
@@ -24,31 +23,14 @@ _TIED: weakref.WeakKeyDictionary[ReducedSystem, ReducedSystem] = weakref.WeakKey
 
 
 def tied_system(system: ReducedSystem) -> ReducedSystem:
-    r"""``system`` with nothing eliminated: $\tau\dot B_k=-\frac1{|O_k|}\partial\mathcal L/\partial B_k$.
+    r"""``system`` with nothing eliminated (``reduction._lumping.before_elimination``).
 
-    The same tied variables (``system._lumped``), blocks, loss and initial values; every
-    variable that Eq. (15) eliminated is dynamical again. A system with nothing eliminated
-    is returned as it is. Built once per system (the ODE solver and the map share caches
-    keyed by system).
+    Built once per system (the ODE solver and the map share caches keyed by system).
     """
     if not system.eliminated:
-        return system
+        return system  # stored, it would keep itself alive in the weak cache
     if system not in _TIED:
-        generators = system._generators
-        rhs = {
-            v: sp.expand(
-                system._loss_poly.diff(k).to_sympy(generators) * sp.Rational(-1, system.orbit(v))
-            )
-            for k, v in enumerate(system._lumped)
-        }
-        _TIED[system] = dataclasses.replace(
-            system,
-            variables=tuple(system._lumped),
-            rhs=rhs,
-            eliminated={},
-            constants={},
-            closed_form={},
-        )
+        _TIED[system] = before_elimination(system)
     return _TIED[system]
 
 
@@ -62,4 +44,4 @@ def map_reduction(reduction: Reduction) -> tuple[Reduction, str]:
     systems = tuple(tied_system(s) for s in reduction.systems)
     if all(new is old for new, old in zip(systems, reduction.systems, strict=True)):
         return reduction, "reduced"
-    return dataclasses.replace(reduction, systems=systems), "tied"
+    return replace(reduction, systems=systems), "tied"

@@ -34,7 +34,7 @@ from . import _fast, _vector
 from ._bounds import check_solve_settings, check_times
 from ._gd_map import map_reduction
 from ._ode import OdeProblem, SolverFailed, Stop, integrate, integrate_ivp
-from ._trajectory import Trajectory
+from ._trajectory import CONTEXT_LOSS, Trajectory, variable_key
 
 __all__ = ["solve_model"]
 
@@ -355,7 +355,7 @@ def _reduction_flow(reduction: Reduction) -> _Flow:
         rhs, rhs_ode = numerics[0].scalar, numerics[0].scalar_list  # type: ignore[assignment]
         jacobian = numerics[0].jacobian
     labels = [
-        (f"{v}{'' if len(numerics) == 1 else f'@{k}'}", a)
+        (variable_key(str(v), k, len(numerics)), a)
         for k, n in enumerate(numerics)
         for v in n.free
         for a in range(n.n_modes)
@@ -472,7 +472,7 @@ def _iterate_gd_map(
                 step, y = _first_bad_step(flow, lr, good, good_step)
                 raise GdlnError(
                     f"{flow.source}: the gradient-descent map diverged at step {step} "
-                    f"(t = {step * lr:.4g} tau, lr={lr}), where {flow.worst(y)}; lower lr or --init"
+                    f"(t = {step * lr:.4g} tau, lr={lr}), where {flow.worst(y)}; lower lr or b0 (--b0)"
                 )
             states_list.append(y.copy())
     return record * lr, np.array(states_list).T
@@ -503,11 +503,10 @@ def _reduction_trajectory(
         y = part.reshape(len(n.free), n.n_modes, len(times)).transpose(0, 2, 1)
         values = n.all_variables(y)
         context_loss = context_loss + n.context_losses(values)
-        suffix = "" if len(numerics) == 1 else f"@{k}"
         for v, arr in values.items():
-            series[f"{v}{suffix}"] = np.asarray(arr)
+            series[variable_key(str(v), k, len(numerics))] = np.asarray(arr)
     context_loss = floor_at_zero(context_loss, prepared.context_constants[:, None])
-    series["context_loss"] = context_loss.T
+    series[CONTEXT_LOSS] = context_loss.T
     meta = _reduction_meta(reduction, method, lr)
     return Trajectory(t=times, loss=probabilities @ context_loss, series=series, meta=meta)
 
@@ -536,7 +535,7 @@ def _moment_trajectory(
     task = dynamics.problem.require_task()
     probabilities = np.array([float(c.probability) for c in task.contexts])
     series = {str(v): bs[:, i, :] for i, v in enumerate(dynamics.variables)}
-    series["context_loss"] = context_loss
+    series[CONTEXT_LOSS] = context_loss
     meta = {
         "source": dynamics.problem.source,
         "params": {k: str(v) for k, v in dynamics.problem.params.items()},

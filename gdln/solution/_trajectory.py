@@ -3,40 +3,145 @@
 One value for theory and simulation alike, so that comparisons and plots read both the
 same way. Time is in units of $\\tau$ (see :mod:`gdln.solution` for the convention
 $t/\\tau = \\mathrm{lr}\\times\\mathrm{step}$).
+
+The names of the recorded series are built here and only here (the ``*_key`` functions)
+and read through :class:`Trajectory`'s accessors, so no other module spells or parses
+them; :class:`Trajectory` lists them.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._edge import Edge, edge_name
 from ..outputs import atomic_file
 
-__all__ = ["Trajectory", "format_trajectory", "time_to_half_loss"]
+__all__ = [
+    "CONTEXT_LOSS",
+    "EVAL_EXAMPLE_LOSS",
+    "EVAL_LOSS",
+    "Trajectory",
+    "context_columns",
+    "context_key",
+    "edge_in_key",
+    "edge_key",
+    "matrix_key",
+    "node_key",
+    "pathway_key",
+    "time_to_half_loss",
+    "variable_key",
+]
+
+CONTEXT_LOSS = "context_loss"
+"""The per-context loss of a solve, ``(T, contexts)``."""
+EVAL_LOSS = "eval/loss"
+"""A simulation's loss on its evaluation examples, ``(T, seeds)``."""
+EVAL_EXAMPLE_LOSS = "eval/example_loss"
+"""A simulation's loss on each evaluation example, ``(T, seeds, n)``."""
+
+_EDGE_QUANTITIES = ("W", "sv", "proj")
+_NODE_PREFIXES = {"rsm": "rsm/", "output": "eval/output/"}
+
+
+def variable_key(name: str, system: int, systems: int) -> str:
+    """The series name of reduced variable ``name`` of system ``system`` of ``systems``.
+
+    >>> variable_key("B1", 0, 1), variable_key("B1", 2, 3)
+    ('B1', 'B1@2')
+    """
+    return name if systems == 1 else f"{name}@{system}"
+
+
+def edge_key(quantity: str, edge: Edge | str) -> str:
+    """The series name of ``quantity`` (``"W"``, ``"sv"`` or ``"proj"``) of a simulated edge.
+
+    >>> edge_key("sv", ("x", "h"))
+    'sv/x->h'
+    """
+    if quantity not in _EDGE_QUANTITIES:
+        raise ValueError(f"quantity {quantity!r}: expected one of {_EDGE_QUANTITIES}")
+    return f"{quantity}/{_edge(edge)}"
+
+
+def matrix_key(quantity: str, edge: Edge | str) -> str:
+    """The series name of ``quantity`` (``"W"`` or ``"sv"``) of an edge in the full-matrix flow.
+
+    >>> matrix_key("W", ("x", "h"))
+    'W[x->h]'
+    """
+    if quantity not in ("W", "sv"):
+        raise ValueError(f"quantity {quantity!r}: expected 'W' or 'sv'")
+    return f"{quantity}[{_edge(edge)}]"
+
+
+def node_key(quantity: str, node: Hashable) -> str:
+    """The series name of ``quantity`` (``"rsm"`` or ``"output"``, on the evaluation
+    examples) at a node of a simulated network.
+
+    >>> node_key("rsm", "h1"), node_key("output", "y")
+    ('rsm/h1', 'eval/output/y')
+    """
+    if quantity not in _NODE_PREFIXES:
+        raise ValueError(f"quantity {quantity!r}: expected one of {tuple(_NODE_PREFIXES)}")
+    return f"{_NODE_PREFIXES[quantity]}{node}"
+
+
+def pathway_key(quantity: str, pathway: str) -> str:
+    """The series name of ``quantity`` of a two-layer pathway (:func:`gdln.solve_balanced`).
+
+    >>> pathway_key("W2W1", "x->h0->y")
+    'W2W1/x->h0->y'
+    """
+    return f"{quantity}/{pathway}"
+
+
+def context_key(label: str, *, evaluation: bool = False) -> str:
+    """The series name of a simulation's loss within the context ``label``.
+
+    >>> context_key("x0->y1"), context_key("x0->y1", evaluation=True)
+    ('loss/x0->y1', 'eval/loss/x0->y1')
+    """
+    return f"{'eval/' if evaluation else ''}loss/{label}"
+
+
+def edge_in_key(quantity: str, key: str) -> str | None:
+    """The edge name in ``key`` when it names ``quantity`` of an edge (see :func:`edge_key`).
+
+    >>> edge_in_key("W", "W/x->h"), edge_in_key("W", "x->h")
+    ('x->h', None)
+    """
+    prefix = edge_key(quantity, "")
+    return key[len(prefix) :] if key.startswith(prefix) else None
+
+
+def _edge(edge: Edge | str) -> str:
+    return edge if isinstance(edge, str) else edge_name(edge)
 
 
 @dataclass(frozen=True)
 class Trajectory:
-    """Recorded quantities at a sequence of times.
+    r"""Recorded quantities at a sequence of times.
+
+    Read the series through the accessors (:meth:`variable`, :meth:`context_losses`,
+    :meth:`singular_values`, :meth:`weights`, :meth:`projections`, :meth:`rsm`,
+    :meth:`evaluation_loss`, :meth:`example_losses`, :meth:`outputs`, :meth:`pathway`);
+    the names in
+    ``series`` are the keys of saved files (see Notes).
 
     Parameters
     ----------
     t
-        ``(T,)`` times, in units of $\\tau$.
+        ``(T,)`` times, in units of $\tau$.
     loss
         ``(T,)`` or ``(T, seeds)``: the loss of Eq. (1) of Saxe et al. 2022.
     series
-        Name -> array whose axis 0 is time. From :func:`gdln.solve`: every reduced
-        variable, e.g. ``"B1"`` -> ``(T, modes)``, and ``"context_loss"`` ->
-        ``(T, contexts)`` with the labels in ``meta["context_labels"]``. From
-        :func:`gdln.simulate`: e.g. ``"loss/x0->y3"`` -> ``(T, seeds)``.
+        Name -> array whose axis 0 is time (the names are listed in Notes).
     meta
         JSON-serialisable description: source file, parameters, method, seeds, ...
 
@@ -45,6 +150,32 @@ class Trajectory:
     ValueError
         ``t`` is not one-dimensional, or ``loss`` or a series has a row count other
         than the number of times.
+
+    Notes
+    -----
+    The series each source records, by name (``T`` times, ``S`` seeds):
+
+    ==============================  ===================================================
+    name                            series
+    ==============================  ===================================================
+    ``B1``, ``B1@k``                a reduced variable, ``(T, modes)`` (:func:`gdln.solve`;
+                                    ``@k`` for system ``k`` when there are several)
+    ``context_loss``                ``(T, contexts)``, labels in ``meta["context_labels"]``
+                                    (:func:`gdln.solve`, :func:`gdln.solve_full`)
+    ``loss/<label>``                a context's loss, ``(T, S)`` (:func:`gdln.simulate`)
+    ``sv/<edge>``                   singular values of an edge's weights, ``(T, S, k)``
+    ``W/<edge>``                    the weights, ``(T, S, |target|, |source|)``
+    ``proj/<edge>``                 the weights in given mode bases, ``(T, S, k)``
+    ``rsm/<node>``                  $h_vh_v^\top$ at a hidden node, ``(T, S, n, n)``
+    ``eval/loss``                   the loss on the evaluation examples, ``(T, S)``
+    ``eval/loss/<label>``           that loss within one context, ``(T, S)``
+    ``eval/example_loss``           that loss per example, ``(T, S, n)``
+    ``eval/output/<node>``          the output there, ``(T, S, n, |v|)``
+    ``W[<edge>]``, ``sv[<edge>]``   the full-matrix flow's weights ``(T, |t|, |s|)`` and
+                                    singular values ``(T, k)`` (:func:`gdln.solve_full`)
+    ``W2W1/<pathway>``, ...         a two-layer pathway's $W_2W_1$, $W_1^\top W_1$,
+                                    $W_2W_2^\top$ (:func:`gdln.solve_balanced`)
+    ==============================  ===================================================
     """
 
     t: np.ndarray
@@ -76,12 +207,296 @@ class Trajectory:
 
         return trajectory_html(self)
 
+    # -- the series, by what they are -------------------------------------------------
+    def _get(self, key: str) -> np.ndarray:
+        if key not in self.series:
+            names = ", ".join(sorted(self.series)) or "none"
+            raise KeyError(f"this trajectory has no series {key!r} (it has: {names})")
+        return np.asarray(self.series[key])
+
+    def variable(self, name: str, *, system: int = 0) -> np.ndarray:
+        r"""A reduced variable of :func:`gdln.solve` over time (Eq. 10), ``(T, modes)``.
+
+        Parameters
+        ----------
+        name
+            The variable's name, e.g. ``"B1"`` (``str`` of a symbol of
+            :attr:`gdln.ReducedSystem.variables`).
+        system
+            Which of the reduction's systems (:attr:`gdln.Reduction.systems`) it belongs
+            to.
+
+        Returns
+        -------
+        numpy.ndarray
+            Column ``a`` is the variable in mode ``system.modes[a]``.
+
+        Raises
+        ------
+        KeyError
+            The trajectory records no such variable.
+        """
+        several = any("@" in key for key in self.series)
+        if not several and system != 0:
+            raise KeyError(f"this trajectory has one system (system 0), not system {system}")
+        return self._get(variable_key(name, system, 2 if several else 1))
+
+    def has_variable(self, name: str, *, system: int = 0) -> bool:
+        """Whether :meth:`variable` finds ``name`` of ``system``.
+
+        Parameters
+        ----------
+        name
+            The variable's name.
+        system
+            Which of the reduction's systems it belongs to.
+
+        Returns
+        -------
+        bool
+            ``True`` when the trajectory records it.
+        """
+        try:
+            self.variable(name, system=system)
+        except KeyError:
+            return False
+        return True
+
+    def context_losses(self, *, evaluation: bool = False) -> dict[str, np.ndarray]:
+        """The loss of Eq. (1) within each context, by the context's label.
+
+        Their average weighted by the context probabilities is :attr:`loss`. A repeated
+        label is told apart by ``#`` and its position.
+
+        Parameters
+        ----------
+        evaluation
+            A simulation's losses on its evaluation examples instead of its training
+            examples.
+
+        Returns
+        -------
+        dict
+            Label -> ``(T,)`` (a solve) or ``(T, seeds)`` (a simulation); empty when
+            nothing was recorded per context.
+        """
+        if not evaluation and CONTEXT_LOSS in self.series:
+            return context_columns(self)
+        prefix = context_key("", evaluation=evaluation)
+        return {
+            key[len(prefix) :]: np.asarray(value)
+            for key, value in self.series.items()
+            if key.startswith(prefix)
+        }
+
+    def singular_values(self, edge: Edge | str) -> np.ndarray:
+        """The singular values of an edge's weights, descending, over time.
+
+        Parameters
+        ----------
+        edge
+            ``(source, target)`` or its name ``"source->target"``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T, seeds, k)`` from :func:`gdln.simulate`, ``(T, k)`` from
+            :func:`gdln.solve_full`.
+
+        Raises
+        ------
+        KeyError
+            The trajectory records no weights of this edge.
+        """
+        return self._edge_series("sv", edge)
+
+    def weights(self, edge: Edge | str) -> np.ndarray:
+        """An edge's weight matrix $W_e$ over time.
+
+        Recorded by :func:`gdln.simulate` with ``record_weights`` and always by
+        :func:`gdln.solve_full`.
+
+        Parameters
+        ----------
+        edge
+            ``(source, target)`` or its name ``"source->target"``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T, seeds, |target|, |source|)`` from :func:`gdln.simulate`,
+            ``(T, |target|, |source|)`` from :func:`gdln.solve_full`.
+
+        Raises
+        ------
+        KeyError
+            The trajectory records no weights of this edge.
+        """
+        return self._edge_series("W", edge)
+
+    def _edge_series(self, quantity: str, edge: Edge | str) -> np.ndarray:
+        key = edge_key(quantity, edge)
+        if key not in self.series and matrix_key(quantity, edge) in self.series:
+            key = matrix_key(quantity, edge)
+        return self._get(key)
+
+    def projections(self, edge: Edge | str) -> np.ndarray:
+        r"""An edge's weights in given mode bases, $l_\alpha^\top W_e r_\alpha$ (Eq. 9).
+
+        Recorded by :func:`gdln.simulate` for the edges of its ``bases``.
+
+        Parameters
+        ----------
+        edge
+            ``(source, target)`` or its name ``"source->target"``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T, seeds, k)``, column ``a`` for the bases' column ``a``.
+
+        Raises
+        ------
+        KeyError
+            The edge had no bases.
+        """
+        return self._get(edge_key("proj", edge))
+
+    def rsm(self, node: Hashable) -> np.ndarray:
+        r"""The representational similarity $h_vh_v^\top$ at a hidden node (Fig. 4g).
+
+        Parameters
+        ----------
+        node
+            A hidden node.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T, seeds, n, n)`` over the evaluation (else the training) examples.
+
+        Raises
+        ------
+        KeyError
+            The simulation did not record it (``SimulationSettings(rsm=True)``).
+        """
+        return self._get(node_key("rsm", node))
+
+    def pathway(self, quantity: str, pathway: str) -> np.ndarray:
+        r"""A pathway's network function or representation from :func:`gdln.solve_balanced`.
+
+        Parameters
+        ----------
+        quantity
+            ``"W2W1"`` ($W_2W_1$, ``(T, |y|, |x|)``), ``"W1TW1"`` ($W_1^\top W_1$,
+            ``(T, |x|, |x|)``) or ``"W2W2T"`` ($W_2W_2^\top$, ``(T, |y|, |y|)``).
+        pathway
+            The pathway's name, ``"x->h->y"``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The quantity over time.
+
+        Raises
+        ------
+        KeyError
+            The trajectory records no such series.
+        """
+        return self._get(pathway_key(quantity, pathway))
+
+    def evaluation_loss(self) -> np.ndarray:
+        """A simulation's loss of Eq. (1) on its evaluation examples.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T, seeds)``.
+
+        Raises
+        ------
+        KeyError
+            The simulation had no evaluation examples.
+        """
+        return self._get(EVAL_LOSS)
+
+    def example_losses(self) -> np.ndarray:
+        """A simulation's loss on each evaluation example.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T, seeds, n)``.
+
+        Raises
+        ------
+        KeyError
+            The simulation had no evaluation examples.
+        """
+        return self._get(EVAL_EXAMPLE_LOSS)
+
+    def outputs(self, node: Hashable) -> np.ndarray:
+        """A simulated network's output at ``node`` on the evaluation examples.
+
+        Parameters
+        ----------
+        node
+            An output node.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T, seeds, n, |node|)``.
+
+        Raises
+        ------
+        KeyError
+            The simulation had no evaluation examples, or ``node`` is no output.
+        """
+        return self._get(node_key("output", node))
+
+    def without_weights(self) -> Trajectory:
+        """This trajectory without its weight matrices (the series of :meth:`weights`).
+
+        Returns
+        -------
+        Trajectory
+            The same times, losses, metadata and other series.
+        """
+        edge_prefix, matrix_prefix = edge_key("W", ""), matrix_key("W", "")[:-1]
+        kept = {
+            key: value
+            for key, value in self.series.items()
+            if not key.startswith((edge_prefix, matrix_prefix))
+        }
+        return replace(self, series=kept)
+
+    # -- files -------------------------------------------------------------------------
     def save(self, path: str | Path, *, force: bool = False) -> Path:
         """Write to ``.npz`` or ``.json`` (by suffix); refuse to overwrite unless ``force``.
 
         The file appears whole or not at all, and an existing one is never replaced
-        without ``force``, even by a concurrent writer (:func:`gdln.outputs.atomic_file`;
-        ``FileExistsError`` otherwise).
+        without ``force``, even by a concurrent writer (:func:`gdln.outputs.atomic_file`).
+        Every series is saved under its name (see Notes of :class:`Trajectory`).
+
+        Parameters
+        ----------
+        path
+            The file to write; its suffix, ``.npz`` or ``.json``, picks the format.
+        force
+            Replace an existing file.
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Raises
+        ------
+        ValueError
+            The suffix is neither ``.npz`` nor ``.json``.
+        FileExistsError
+            The file exists and ``force`` is not given.
         """
         path = Path(path)
         if path.suffix not in (".json", ".npz"):
@@ -110,7 +525,18 @@ class Trajectory:
 
     @classmethod
     def load(cls, path: str | Path) -> Trajectory:
-        """Read a file written by :meth:`save`."""
+        """Read a file written by :meth:`save`.
+
+        Parameters
+        ----------
+        path
+            A ``.json`` or ``.npz`` file written by :meth:`save`.
+
+        Returns
+        -------
+        Trajectory
+            The trajectory as saved, its series under the same names.
+        """
         path = Path(path)
         if path.suffix == ".json":
             payload = json.loads(path.read_text())
@@ -127,66 +553,11 @@ class Trajectory:
             )
 
 
-def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
-    """A trajectory as JSON or CSV.
-
-    JSON: ``t``, ``loss``, ``variables`` (name -> one series per mode), ``context_loss``
-    (context label -> series: the loss of Eq. (1) within that context, whose average by
-    the context probabilities is ``loss``) and ``meta``. CSV: one row per time, columns
-    ``t``, ``loss``, ``NAME[mode]`` and ``context_loss[LABEL]``.
-
-    Parameters
-    ----------
-    trajectory
-        The trajectory to print.
-    fmt
-        ``"json"`` or ``"csv"``.
-
-    Returns
-    -------
-    str
-        The trajectory in that format.
-
-    Raises
-    ------
-    ValueError
-        ``fmt`` is neither ``"json"`` nor ``"csv"``.
-    """
-    names = [k for k in trajectory.series if k != "context_loss"]
-    per_context = _context_columns(trajectory)
-    if fmt == "json":
-        payload = {
-            "t": trajectory.t.tolist(),
-            "loss": trajectory.loss.tolist(),
-            "variables": {k: np.asarray(trajectory.series[k]).T.tolist() for k in names},
-            "context_loss": {label: values.tolist() for label, values in per_context.items()},
-            "meta": dict(trajectory.meta),
-        }
-        return json.dumps(payload)
-    if fmt == "csv":
-        header = ["t", "loss"]
-        columns = [trajectory.t, trajectory.loss]
-        for k in names:
-            values = np.asarray(trajectory.series[k]).reshape(len(trajectory.t), -1)
-            for j in range(values.shape[1]):
-                header.append(f"{k}[{j}]")
-                columns.append(values[:, j])
-        for label, values in per_context.items():
-            header.append(f"context_loss[{label}]")
-            columns.append(values)
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerow(header)  # quotes labels with commas
-        rows = [text.getvalue().rstrip("\n")]
-        rows += [",".join(f"{x:.12g}" for x in row) for row in np.column_stack(columns)]
-        return "\n".join(rows)
-    raise ValueError(f"format {fmt!r}: expected json or csv")
-
-
-def _context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
+def context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
     """``series["context_loss"]`` ``(T, contexts)`` as label -> ``(T,)``."""
-    if "context_loss" not in trajectory.series:
+    if CONTEXT_LOSS not in trajectory.series:
         return {}
-    values = np.asarray(trajectory.series["context_loss"]).reshape(len(trajectory.t), -1)
+    values = np.asarray(trajectory.series[CONTEXT_LOSS]).reshape(len(trajectory.t), -1)
     labels = [str(x) for x in trajectory.meta.get("context_labels", [])]
     if len(labels) != values.shape[1]:
         labels = [f"context{c}" for c in range(values.shape[1])]

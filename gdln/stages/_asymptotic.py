@@ -34,10 +34,10 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from .._errors import TaskSpecError
-from ..graphfile._reader import Problem
 from ..paths._paths import Path
 from ..paths._statistics import PathStatistics, path_statistics
 from ..solution._flow import full_flow
+from ..task._problem import Problem
 from ..task._task import as_float
 from ._aligned import FORCED, path_name
 from ._escape import EXPONENTIAL, Sizes, escape

@@ -147,7 +147,13 @@ class Stage:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON fields of the stage (matrices as nested lists)."""
+        """The JSON fields of the stage.
+
+        Returns
+        -------
+        dict
+            Its pathways, times and formulas, matrices as nested lists.
+        """
         return {
             "active": list(self.active),
             "pathways": list(self.pathways),
@@ -196,13 +202,25 @@ class Timescales:
         )
 
     def ratios(self) -> tuple[float, ...]:
-        """Each stage's leading-order time over the first nonzero one's."""
+        """Each stage's leading-order time over the first nonzero one's.
+
+        Returns
+        -------
+        tuple of float
+            One ratio per stage.
+        """
         times = [s.time for s in self.stages]
         first = next((t for t in times if t > 0), 1.0)
         return tuple(t / first for t in times)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON fields: ``stages``, ``route``, ``assumptions`` and the settings."""
+        """The JSON fields of the result.
+
+        Returns
+        -------
+        dict
+            ``stages``, ``route``, ``assumptions`` and the settings.
+        """
         return {
             "source": self.source,
             "u0": self.u0,

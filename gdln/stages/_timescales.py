@@ -16,10 +16,10 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError, NotDiagonalizableError, shorten
-from ..graphfile._reader import Problem
 from ..reduction._quotient import QUOTIENT_ROUTE
 from ..reduction._reduce import reduce
 from ..reduction._system import Reduction
+from ..task._problem import Problem
 from ._aligned import (
     ModeStage,
     edge_bases,

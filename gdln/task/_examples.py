@@ -83,7 +83,11 @@ class ExampleSet:
 
         The loss of Eq. (1) before any learning from small weights, and the natural scale
         of a route's error: a route error of 1 means no better than predicting zero.
-        Returns ``(contexts,)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(contexts,)``.
         """
         per_example = np.zeros(len(self))
         for y in self.targets.values():

@@ -40,7 +40,8 @@ def _is_exact_array(values: Any) -> bool:
     return isinstance(values, sp.MatrixBase)
 
 
-def _symbolic(value: Any) -> bool:
+def is_symbolic(value: Any) -> bool:
+    """Whether ``value`` is a sympy expression with free symbols (a parameter left unbound)."""
     return isinstance(value, sp.Basic) and bool(value.free_symbols)
 
 
@@ -85,8 +86,6 @@ class Dataset:
     moments_given
         ``(a, b)`` -> $\langle a\,b^\top\rangle$, shape ``(dim a, dim b)``, or ``None``
         when the examples are given.
-    _cache
-        Moments computed so far; internal, leave it out.
 
     Raises
     ------
@@ -106,7 +105,9 @@ class Dataset:
     examples: Mapping[str, Matrix] | None = None
     weights: Any = None
     moments_given: Mapping[tuple[str, str], Matrix] | None = None
-    _cache: dict[tuple[str, str], Matrix] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, str], Matrix] = field(  # moments computed so far
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if (self.examples is None) == (self.moments_given is None):
@@ -126,6 +127,7 @@ class Dataset:
 
     @property
     def n_examples(self) -> int:
+        """The number of examples (a dataset given by examples only)."""
         if self.examples is None:
             raise ValueError(f"dataset {self.name!r} is given by moments")
         return len(_rows(next(iter(self.examples.values()))))
@@ -139,7 +141,23 @@ class Dataset:
         return ok and (self.weights is None or isinstance(self.weights, sp.MatrixBase))
 
     def moment(self, a: str, b: str) -> Matrix:
-        r"""$\langle a\, b^\top\rangle$ over the dataset, exact when the data are."""
+        r"""$\langle a\, b^\top\rangle$ over the dataset, exact when the data are.
+
+        Parameters
+        ----------
+        a, b
+            Two fields of the dataset.
+
+        Returns
+        -------
+        Matrix
+            ``(dim a, dim b)``: an exact sympy matrix or a float array.
+
+        Raises
+        ------
+        TaskSpecError
+            The dataset gives moments but not this one.
+        """
         key = (a, b)
         if key in self._cache:
             return self._cache[key]
@@ -160,6 +178,18 @@ class Dataset:
         return value
 
     def has_moment(self, a: str, b: str) -> bool:
+        """Whether :meth:`moment` has $\\langle a\\, b^\\top\\rangle$ to give.
+
+        Parameters
+        ----------
+        a, b
+            Two fields of the dataset.
+
+        Returns
+        -------
+        bool
+            Always for examples; for moments, when it or its transpose is given.
+        """
         if self.moments_given is None:
             return True
         return (a, b) in self.moments_given or (b, a) in self.moments_given
@@ -170,6 +200,11 @@ class Dataset:
         For a dataset given by examples these are the examples. For one given by
         moments, the joint moment matrix $\\Sigma = Q\\Lambda Q^\\top$ is realised by the
         rows $\\sqrt{k\\lambda_i}\\, q_i$ with weight $1/k$ each.
+
+        Returns
+        -------
+        tuple
+            ``(arrays, weights)``: field -> ``(n, dim)`` floats, and ``(n,)`` weights.
         """
         if self.examples is not None:
             arrays = {f: as_float(v) for f, v in self.examples.items()}
@@ -261,7 +296,21 @@ class Context:
     targets: Mapping[Hashable, str]
 
     def gate(self, item: Hashable, gated: bool) -> Any:
-        """The gate value of a node or edge in this context."""
+        """The gate value of a node or edge in this context.
+
+        Parameters
+        ----------
+        item
+            A node or an edge ``(source, target)``.
+        gated
+            Whether the item carries a gate at all.
+
+        Returns
+        -------
+        Any
+            Its gate in this context (0 when the context does not open it); 1 for an
+            item without a gate.
+        """
         return self.gates.get(item, 0) if gated else 1
 
 
@@ -306,7 +355,7 @@ class Task:
             if c.dataset not in self.datasets:
                 raise ValueError(f"context {c.label!r} names unknown dataset {c.dataset!r}")
         for item, p in self.random_gates.items():
-            if not _symbolic(p) and not 0 <= float(p) <= 1:
+            if not is_symbolic(p) and not 0 <= float(p) <= 1:
                 raise ValueError(f"random gate {item!r}: probability {p} is outside [0, 1]")
         if self.random_gates:
             filled = tuple(
@@ -322,10 +371,28 @@ class Task:
 
     @property
     def exact(self) -> bool:
+        """Whether every dataset is exact (rational, algebraic or symbolic)."""
         return all(d.exact for d in self.datasets.values())
 
     def examples(self, graph: Any) -> ExampleSet:
-        """The task as concrete examples for a full-network forward pass (Eq. 1)."""
+        """The task as concrete examples for a full-network forward pass (Eq. 1).
+
+        Parameters
+        ----------
+        graph
+            The architecture (``networkx.DiGraph`` with node sizes and gate flags).
+
+        Returns
+        -------
+        ExampleSet
+            Every context's examples, weighted by the context's probability, with the
+            gates it sets.
+
+        Raises
+        ------
+        TaskSpecError
+            A probability or gate is still symbolic.
+        """
         realized = {name: d.realize() for name, d in self.datasets.items()}
         sizes = {v: int(graph.nodes[v]["size"]) for v in graph.nodes}
         inputs = [v for v in graph.nodes if graph.in_degree(v) == 0]
@@ -337,7 +404,7 @@ class Task:
         weights, context = [], []
         for index, c in enumerate(self.contexts):
             for value in (c.probability, *c.gates.values()):  # numbers only from here on
-                if _symbolic(value):
+                if is_symbolic(value):
                     raise TaskSpecError(
                         f"context {c.label!r}: " + unbound_message(value.free_symbols)
                     )

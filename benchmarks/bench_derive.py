@@ -43,7 +43,7 @@ try:
     reduction = gdln.reduce(problem, lump="symmetry", **options)
     text = gdln.format_derivation(reduction)
     if route == "solve":
-        gdln.solve(reduction, t_max=40, n_points=201)
+        gdln.solve(reduction, t_max=40, points=201)
     variables = [str(v) for v in reduction.systems[0].variables]
 except gdln.GdlnError as err:
     variables = ["refused: " + str(err)[:60]]

@@ -132,7 +132,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         graph = modules_file(Path(tmp), args.bits, args.hidden)
         problem = gdln.load(graph)
-        weights = _full.initial_full_weights(problem, init=INIT, seed=0)
+        weights = _full.initial_full_weights(problem, b0=INIT, seed=0)
         edges = list(weights)
         n_weights = sum(w.size for w in weights.values())
         print(f"# {2**args.bits} items, hidden {args.hidden}: {len(edges)} edges, "

@@ -62,7 +62,7 @@ def _sync(device: str) -> None:
 def steps_per_second(problem, *, steps, seeds, device, dtype, threads) -> float:
     """Full-batch GD steps per second, recording only at the start and the end."""
     run = SimulationSettings(dtype=dtype, device=device, threads=threads)
-    kw = dict(lr=0.02, init=0.2, seeds=seeds)
+    kw = dict(lr=0.02, init_scale=0.2, seeds=seeds)
     warm, timed = replace(run, record_every=2), replace(run, record_every=steps)
     simulate(problem.graph, problem.examples(), steps=2, settings=warm, **kw)
     _sync(device)
@@ -75,7 +75,7 @@ def steps_per_second(problem, *, steps, seeds, device, dtype, threads) -> float:
 def per_seed_loop(problem, *, steps, seeds, device, dtype, threads) -> float:
     """The same work as a Python loop over single-seed runs: steps per second."""
     run = SimulationSettings(dtype=dtype, device=device, threads=threads)
-    kw = dict(lr=0.02, init=0.2)
+    kw = dict(lr=0.02, init_scale=0.2)
     warm, timed = replace(run, record_every=2), replace(run, record_every=steps)
     examples = problem.examples()
     simulate(problem.graph, examples, steps=2, seeds=[0], settings=warm, **kw)
@@ -148,7 +148,7 @@ def handwritten_loop(problem, *, steps, device, dtype, lr=0.02, seeds=None):
 def gdln_one_seed(problem, *, steps, device, dtype, threads, lr=0.02):
     """gdln's steps per second for one seed, and its losses at every step."""
     settings = SimulationSettings(dtype=dtype, device=device, threads=threads, record_every=steps)
-    kw = dict(lr=lr, init=0.2, seeds=[0])
+    kw = dict(lr=lr, init_scale=0.2, seeds=[0])
     simulate(problem.graph, problem.examples(), steps=2, settings=settings, **kw)
     _sync(device)
     start = time.perf_counter()
@@ -175,7 +175,7 @@ def _matmul_flops(problem, *, seeds, device, dtype, threads, steps=3) -> float:
     from torch.profiler import ProfilerActivity, profile
 
     settings = SimulationSettings(dtype=dtype, device=device, threads=threads)
-    kw = dict(lr=0.02, init=0.2, seeds=seeds, settings=replace(settings, record_every=10**6))
+    kw = dict(lr=0.02, init_scale=0.2, seeds=seeds, settings=replace(settings, record_every=10**6))
     examples = problem.examples()
     counts = []
     for n in (steps, 2 * steps):  # the difference removes the final (forward-only) pass

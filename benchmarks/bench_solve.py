@@ -156,7 +156,7 @@ from gdln.solution import solve_batch
 problem = gdln.load(sys.argv[1], params={"M": "7", "K": "4", "hidden": "64"})
 scales = np.geomspace(0.01, 0.5, 1000)
 for lump in ("symmetry", "full"):
-    unit = gdln.reduce(problem, lump=lump, init=1)
+    unit = gdln.reduce(problem, lump=lump, b0=1)
     solve_batch(unit, scales[:20], t_max=1.0)
     times = []
     for _ in range(int(sys.argv[2])):

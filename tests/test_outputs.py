@@ -521,7 +521,18 @@ def _handling_signals(pid: int, timeout: float = 20.0) -> bool:
     return False
 
 
-LONG_SOLVE = ["solve", CHAIN, "--lr", "0.0001", "--t-max", "900", "--points", "3"]
+LONG_SOLVE = [
+    "solve",
+    CHAIN,
+    "--dynamics",
+    "gd-map",
+    "--lr",
+    "0.0001",
+    "--t-max",
+    "900",
+    "--points",
+    "3",
+]
 
 
 def _signalled(signum: int, delay: float, argv: list[str], folder: Path) -> tuple[int, str]:

@@ -113,6 +113,7 @@ def derive(
     lump: str | None,
     b0: str | None,
     route: str | None,
+    weight_decay: str | None,
     symbolic: str | None,
     old_init: str | None,
     old_quotient: bool | None,
@@ -138,7 +139,12 @@ def derive(
         route = route or old_option("--quotient/--no-quotient", f"--route {new}", new)
     names = tuple(n.strip() for n in (symbolic or "").split(",") if n.strip())
     reduction = gdln.reduce(
-        load_problem(file, params, task), lump=lump, b0=b0, route=route, symbolic=names
+        load_problem(file, params, task),
+        lump=lump,
+        b0=b0,
+        route=route,
+        symbolic=names,
+        weight_decay=weight_decay,
     )
     write(output, gdln.format_derivation(reduction, output.format))
 
@@ -158,6 +164,7 @@ def solve(
     route: str | None,
     t_max: str | None,
     lr: str | None,
+    weight_decay: str | None,
     dynamics: str | None,
     points: str | None,
     method: str | None,
@@ -199,5 +206,6 @@ def solve(
         route=route,
         lump=lump,
         b0=b0,
+        weight_decay=weight_decay,
     )
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))

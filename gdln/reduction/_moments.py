@@ -38,7 +38,7 @@ from ..task._task import Context, is_symbolic
 from ._bases import Modes
 from ._decoupled import DecoupledBases, anchor_bases
 from ._fixed import fixed_value
-from ._internal import set_internal
+from ._internal import replace, set_internal
 from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
 from ._narrow import check_narrow_nodes
@@ -83,6 +83,11 @@ class ExpectedDynamics(DecoupledBases):
         Per context, $\tfrac12\langle\lVert y\rVert^2\rangle_c$.
     modes
         Per component of coupled edges, its :class:`~gdln.Modes`.
+    weight_decay
+        The weight decay $\gamma$: :meth:`gradient` and :meth:`flow` are those of the
+        objective $\mathcal L + \tfrac\gamma2\sum_{e,\alpha}b_{e,\alpha}^2$ (equal to
+        $\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$ for decoupled weights); :meth:`loss`
+        stays the loss of Eq. (1).
 
     Raises
     ------
@@ -103,6 +108,7 @@ class ExpectedDynamics(DecoupledBases):
     constant: float
     context_constants: tuple[float, ...]
     modes: tuple[Modes, ...]
+    weight_decay: float = 0.0
     # internal (set by expected_dynamics, not in the signature): the moment program and
     # its table of edge values; node and edge bookkeeping for the decoupled weights (Eq. 9)
     _tape: Tape = field(init=False, repr=False, compare=False)
@@ -262,7 +268,10 @@ class ExpectedDynamics(DecoupledBases):
         pi = self._probabilities()
         loss = float(self.constant + (pi @ self._context_mode_losses(val)).sum())
         grad_table = self._tape.table_gradient(table, val, factor, pi)
-        return loss, grad_table[self._trained_row] * self.alive
+        grad = grad_table[self._trained_row] * self.alive
+        if self.weight_decay:
+            grad = grad + self.weight_decay * np.where(self.alive, np.asarray(b, float), 0.0)
+        return loss, grad
 
     # -- the symbolic evaluation of the same tape ------------------------------------------
     def loss_polynomial(self, mode: int) -> sp.Expr:
@@ -392,7 +401,11 @@ class ExpectedDynamics(DecoupledBases):
 
 
 def expected_dynamics(
-    source: Problem | Reduction, *, b0: Any = None, init: Any = NOT_GIVEN
+    source: Problem | Reduction,
+    *,
+    b0: Any = None,
+    weight_decay: float | str | None = None,
+    init: Any = NOT_GIVEN,
 ) -> ExpectedDynamics:
     r"""The expected reduced dynamics of a problem, without listing its paths.
 
@@ -406,6 +419,9 @@ def expected_dynamics(
     b0
         Initial value of every $b_e$ (number or mapping, as for :func:`gdln.reduce`);
         default: the problem's ``b0`` setting. With a Reduction, its own.
+    weight_decay
+        The weight decay $\gamma$ (default: the problem's ``weight_decay`` setting; with a
+        Reduction, its own): the flow gains $-\gamma b$.
     init
         The keyword of an earlier release for ``b0`` (a deprecation warning).
 
@@ -433,16 +449,20 @@ def expected_dynamics(
     if isinstance(source, Reduction):
         problem = source.problem
         init_values = dict(source._init) if b0 is None else initial_values(problem, b0)
+        decay = float(source.weight_decay) if weight_decay is None else weight_decay
         task = problem.require_task()
         activity = context_activity(problem.graph, task)
-        return _assemble(
-            problem,
-            activity,
-            dict(source._edge_component),
-            dict(source._space),
-            list(source.modes),
-            init_values,
-            dict(source._anchors),
+        return _with_decay(
+            _assemble(
+                problem,
+                activity,
+                dict(source._edge_component),
+                dict(source._space),
+                list(source.modes),
+                init_values,
+                dict(source._anchors),
+            ),
+            problem.settings.given(weight_decay=decay).weight_decay,
         )
     problem = source
     task = problem.require_task()
@@ -453,15 +473,24 @@ def expected_dynamics(
         raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
     space, modes = path_free_modes(problem, activity, component)
     check_narrow_nodes(problem, space, modes, component, activity=activity)
-    return _assemble(
-        problem,
-        activity,
-        component,
-        space,
-        modes,
-        initial_values(problem, problem.settings.given(b0=b0).b0),
-        anchor_bases(graph, space, modes),
+    settings = problem.settings.given(b0=b0, weight_decay=weight_decay)
+    return _with_decay(
+        _assemble(
+            problem,
+            activity,
+            component,
+            space,
+            modes,
+            initial_values(problem, settings.b0),
+            anchor_bases(graph, space, modes),
+        ),
+        settings.weight_decay,
     )
+
+
+def _with_decay(dynamics: ExpectedDynamics, weight_decay: float) -> ExpectedDynamics:
+    r"""``dynamics`` with weight decay $\gamma$ (unchanged for 0)."""
+    return replace(dynamics, weight_decay=float(weight_decay)) if weight_decay else dynamics
 
 
 @dataclass(frozen=True)

@@ -110,9 +110,9 @@ def solve_from_weights(
     problem: Problem,
     weights: Mapping[Edge, Any],
     *,
-    t_max: float | None = None,
-    points: int | None = None,
-    weight_decay: float | None = None,
+    t_max: float | str | None = None,
+    points: int | str | None = None,
+    weight_decay: float | str | None = None,
 ) -> Trajectory:
     r"""The gradient flow from given weights: closed form where it holds, else full matrices.
 

@@ -26,7 +26,7 @@ from .._edge import Edge, edge_name
 from .._errors import GdlnError, GraphSpecError
 from ..graphfile._document import Scope
 from ..graphfile._npz import read_npz
-from ..solution._trajectory import Trajectory, edge_in_key
+from ..solution._trajectory import Trajectory, edge_in_key, edge_key, matrix_key
 from ..task._problem import Problem
 from ._errors import BalancedSpecError, NotBalancedError
 from ._solve import solve_balanced
@@ -73,7 +73,8 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
             if recorded or key in ("t", "loss"):
                 continue  # another series of a saved trajectory
             raise scope.at(f"[{key!r}]").fail(
-                f"{path.name}: array {key!r} names no weight; expected 'W/<source>-><target>'"
+                f"{path.name}: array {key!r} names no weight; expected "
+                f"{edge_key('W', '<source>-><target>')!r}"
             )
         edge = by_name.get(name)
         where = scope.at(f"[{key!r}]")
@@ -100,7 +101,7 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
             out[edge] = float(fixed) * np.eye(int(graph.nodes[edge[1]]["size"]))
         elif edge not in out:
             raise scope.fail(
-                f"{path.name}: no array 'W/{edge_name(edge)}' for the trained edge "
+                f"{path.name}: no array {edge_key('W', edge)!r} for the trained edge "
                 f"{edge_name(edge)}"
             )
     return out
@@ -173,8 +174,8 @@ def solve_from_weights(
     for edge in weights:
         if problem.graph.edges[edge].get("fixed") is not None:
             continue
-        stacked = series[f"W[{edge_name(edge)}]"]
-        series[f"WTW[{edge_name(edge)}]"] = np.swapaxes(stacked, 1, 2) @ stacked
-        series[f"WWT[{edge_name(edge)}]"] = stacked @ np.swapaxes(stacked, 1, 2)
+        stacked = series[matrix_key("W", edge)]
+        series[matrix_key("WTW", edge)] = np.swapaxes(stacked, 1, 2) @ stacked
+        series[matrix_key("WWT", edge)] = stacked @ np.swapaxes(stacked, 1, 2)
     meta = {**full.meta, "route": "matrix", "why": why}
     return Trajectory(full.t, full.loss, series, meta)

@@ -263,14 +263,12 @@ def _from_weights(
     **settings: str | None,
 ) -> gdln.Trajectory:
     """``gdln solve --weights/--balanced``: the dynamics from given or drawn weights."""
-    from ..balanced._given import read_weight_file, solve_from_weights
-
     if weights_file is not None:
-        weights = read_weight_file(problem, weights_file)
+        weights = gdln.read_weight_file(problem, weights_file)
     else:
         lam = _number("--balanced", balanced_lambda)
         weights = gdln.balanced_weights(problem, lam=lam)
-    return solve_from_weights(
+    return gdln.solve_from_weights(
         problem,
         weights,
         t_max=settings["t_max"],

@@ -84,10 +84,8 @@ class ExpectedDynamics(DecoupledBases):
     modes
         Per component of coupled edges, its :class:`~gdln.Modes`.
     weight_decay
-        The weight decay $\gamma$: :meth:`gradient` and :meth:`flow` are those of the
-        objective $\mathcal L + \tfrac\gamma2\sum_{e,\alpha}b_{e,\alpha}^2$ (equal to
-        $\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$ for decoupled weights); :meth:`loss`
-        stays the loss of Eq. (1).
+        $\gamma$: :meth:`gradient` and :meth:`flow` gain $\gamma b$, the gradient of
+        $\tfrac\gamma2\sum b^2=\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$; :meth:`loss` is Eq. (1).
 
     Raises
     ------
@@ -268,10 +266,8 @@ class ExpectedDynamics(DecoupledBases):
         pi = self._probabilities()
         loss = float(self.constant + (pi @ self._context_mode_losses(val)).sum())
         grad_table = self._tape.table_gradient(table, val, factor, pi)
-        grad = grad_table[self._trained_row] * self.alive
-        if self.weight_decay:
-            grad = grad + self.weight_decay * np.where(self.alive, np.asarray(b, float), 0.0)
-        return loss, grad
+        decay = self.weight_decay * np.where(self.alive, np.asarray(b, float), 0.0)  # gamma b
+        return loss, grad_table[self._trained_row] * self.alive + decay
 
     # -- the symbolic evaluation of the same tape ------------------------------------------
     def loss_polynomial(self, mode: int) -> sp.Expr:
@@ -420,8 +416,7 @@ def expected_dynamics(
         Initial value of every $b_e$ (number or mapping, as for :func:`gdln.reduce`);
         default: the problem's ``b0`` setting. With a Reduction, its own.
     weight_decay
-        The weight decay $\gamma$ (default: the problem's ``weight_decay`` setting; with a
-        Reduction, its own): the flow gains $-\gamma b$.
+        $\gamma$ (default: the problem's setting; a Reduction's own): the flow gains $-\gamma b$.
     init
         The keyword of an earlier release for ``b0`` (a deprecation warning).
 
@@ -449,48 +444,27 @@ def expected_dynamics(
     if isinstance(source, Reduction):
         problem = source.problem
         init_values = dict(source._init) if b0 is None else initial_values(problem, b0)
-        decay = float(source.weight_decay) if weight_decay is None else weight_decay
-        task = problem.require_task()
-        activity = context_activity(problem.graph, task)
-        return _with_decay(
-            _assemble(
-                problem,
-                activity,
-                dict(source._edge_component),
-                dict(source._space),
-                list(source.modes),
-                init_values,
-                dict(source._anchors),
-            ),
-            problem.settings.given(weight_decay=decay).weight_decay,
-        )
-    problem = source
-    task = problem.require_task()
-    graph = problem.graph
-    activity = context_activity(graph, task)
-    component = edge_components(graph, task, activity)
-    if not component:
-        raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
-    space, modes = path_free_modes(problem, activity, component)
-    check_narrow_nodes(problem, space, modes, component, activity=activity)
-    settings = problem.settings.given(b0=b0, weight_decay=weight_decay)
-    return _with_decay(
-        _assemble(
-            problem,
-            activity,
-            component,
-            space,
-            modes,
-            initial_values(problem, settings.b0),
-            anchor_bases(graph, space, modes),
-        ),
-        settings.weight_decay,
-    )
-
-
-def _with_decay(dynamics: ExpectedDynamics, weight_decay: float) -> ExpectedDynamics:
-    r"""``dynamics`` with weight decay $\gamma$ (unchanged for 0)."""
-    return replace(dynamics, weight_decay=float(weight_decay)) if weight_decay else dynamics
+        decay = source.weight_decay if weight_decay is None else weight_decay
+        activity = context_activity(problem.graph, problem.require_task())
+        parts: tuple[Any, ...] = (dict(source._edge_component), dict(source._space))
+        parts += (list(source.modes),)
+        parts += (init_values, dict(source._anchors))
+    else:
+        problem, decay = source, weight_decay
+        graph = problem.graph
+        activity = context_activity(graph, problem.require_task())
+        component = edge_components(graph, problem.require_task(), activity)
+        if not component:
+            raise GdlnError(
+                f"{problem.source}: no context switches on any path with data at its input"
+            )
+        space, modes = path_free_modes(problem, activity, component)
+        check_narrow_nodes(problem, space, modes, component, activity=activity)
+        init_values = initial_values(problem, problem.settings.given(b0=b0).b0)
+        parts = (component, space, modes, init_values, anchor_bases(graph, space, modes))
+    dynamics = _assemble(problem, activity, *parts)
+    gamma = problem.settings.given(weight_decay=decay).weight_decay
+    return replace(dynamics, weight_decay=float(gamma)) if gamma else dynamics
 
 
 @dataclass(frozen=True)

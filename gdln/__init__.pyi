@@ -25,7 +25,9 @@ from .balanced import TrajectoryKernels as TrajectoryKernels
 from .balanced import balanced_kernels as balanced_kernels
 from .balanced import balanced_weights as balanced_weights
 from .balanced import decoupled_kernels as decoupled_kernels
+from .balanced import read_weight_file as read_weight_file
 from .balanced import solve_balanced as solve_balanced
+from .balanced import solve_from_weights as solve_from_weights
 from .comparison import CompareResult as CompareResult
 from .comparison import compare as compare
 from .comparison import initial_mode_strengths as initial_mode_strengths

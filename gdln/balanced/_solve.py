@@ -85,7 +85,9 @@ def solve_balanced(
         A pathway's start is not λ-balanced; the message gives
         $\lVert\Lambda - \lambda I\rVert_F$.
     GdlnError
-        ``t_max`` or ``points`` is not a positive number.
+        ``t_max`` or ``points`` is not a positive number, or the problem's
+        ``weight_decay`` is not 0 (the Riccati solution holds without decay; the
+        full-matrix flow, :func:`gdln.solve_full`, takes any).
 
     References
     ----------
@@ -107,6 +109,12 @@ def solve_balanced(
         raise GdlnError(f"t_max must be a positive number, got {t_max!r}")
     if not (isinstance(points, int) and 2 <= points <= MAX_POINTS):
         raise GdlnError(f"points must be an integer in [2, {MAX_POINTS}], got {points!r}")
+    if problem.settings.weight_decay:
+        raise GdlnError(
+            f"{problem.source}: weight_decay {problem.settings.weight_decay:g}: the "
+            "lambda-balanced solution holds without weight decay (Lambda then decays as "
+            "exp(-2 gamma t)); gdln.solve_full integrates the flow with it"
+        )
     prepared = prepare(problem)
     read = read_weights(problem, weights)
     times = np.linspace(0.0, float(t_max), points)

@@ -72,12 +72,23 @@ def load_problem(
 #: Each option is built from its declaration, means the same in every command, and
 #: defaults to the graph file's value, else the declared default: the library resolves it.
 COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
-    "derive": ("lump", "b0", "route"),
-    "solve": ("lump", "b0", "route", "t_max", "lr", "dynamics", "points", "method"),
+    "derive": ("lump", "b0", "route", "weight_decay"),
+    "solve": (
+        "lump",
+        "b0",
+        "route",
+        "t_max",
+        "lr",
+        "weight_decay",
+        "dynamics",
+        "points",
+        "method",
+    ),
     "timescales": ("lump", "b0", "route"),
     "simulate": (
         "t_max",
         "lr",
+        "weight_decay",
         "points",
         "init_scheme",
         "init_scale",
@@ -98,6 +109,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
         "b0",
         "t_max",
         "lr",
+        "weight_decay",
         "points",
         "init_scheme",
         "init_scale",

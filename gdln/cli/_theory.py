@@ -113,6 +113,7 @@ def derive(
     lump: str | None,
     b0: str | None,
     route: str | None,
+    weight_decay: str | None,
     symbolic: str | None,
     old_init: str | None,
     old_quotient: bool | None,
@@ -138,7 +139,12 @@ def derive(
         route = route or old_option("--quotient/--no-quotient", f"--route {new}", new)
     names = tuple(n.strip() for n in (symbolic or "").split(",") if n.strip())
     reduction = gdln.reduce(
-        load_problem(file, params, task), lump=lump, b0=b0, route=route, symbolic=names
+        load_problem(file, params, task),
+        lump=lump,
+        b0=b0,
+        route=route,
+        symbolic=names,
+        weight_decay=weight_decay,
     )
     write(output, gdln.format_derivation(reduction, output.format))
 
@@ -146,6 +152,25 @@ def derive(
 @click.command()
 @graph_arguments
 @setting_options("solve")
+@click.option(
+    "--weights",
+    "weights_file",
+    type=click.Path(),
+    default=None,
+    metavar="W.npz",
+    help="Start from these weights: one array W/<source>-><target> of shape (out, in) per "
+    "trained edge, or a trajectory saved with weights (its first record). Solved in closed "
+    "form where every pathway is a lambda-balanced two-layer pathway, else by the "
+    "full-matrix flow; adds the representations.",
+)
+@click.option(
+    "--balanced",
+    "balanced_lambda",
+    default=None,
+    metavar="LAM",
+    help="Start from a drawn lambda-balanced start, W2^T W2 - W1 W1^T = LAM I on every "
+    "pathway (gdln.balanced_weights, scale 0.1, seed 0), solved in closed form.",
+)
 @hidden("--init", "old_init")
 @hidden("--ode", "old_ode", is_flag=True)
 @output_options(("json", "csv"), default="json", what="trajectory")
@@ -158,9 +183,12 @@ def solve(
     route: str | None,
     t_max: str | None,
     lr: str | None,
+    weight_decay: str | None,
     dynamics: str | None,
     points: str | None,
     method: str | None,
+    weights_file: str | None,
+    balanced_lambda: str | None,
     old_init: str | None,
     old_ode: bool | None,
     fmt: str | None,
@@ -180,6 +208,8 @@ def solve(
       gdln solve graphs/routing.yaml --dynamics gd-map --lr 0.05 -o map.json
       gdln solve graphs/resnet_sd.yaml --param L=1000    # moment route
       gdln solve graphs/chain.yaml --route matrix       # full matrices, no bases needed
+      gdln solve graphs/xor.yaml --weights W.npz        # from given weights
+      gdln solve graphs/xor.yaml --balanced 1 --t-max 20   # a drawn lambda-balanced start
     """
     output = output_file(out, fmt, force, formats=("json", "csv"))
     b0 = b0 or old_option("--init", "--b0", old_init)
@@ -189,6 +219,28 @@ def solve(
         raise CommandLineError(
             f"--lump {lump} and --route matrix: the full matrices are not lumped"
         )
+    if weights_file is not None or balanced_lambda is not None:
+        given = {"--lump": lump, "--b0": b0, "--route": route, "--dynamics": dynamics, "--lr": lr}
+        given["--method"] = method
+        clash = [name for name, value in given.items() if value is not None]
+        if weights_file is not None and balanced_lambda is not None:
+            clash.insert(0, "--balanced")
+        if clash:
+            what = "--weights" if weights_file is not None else "--balanced"
+            raise CommandLineError(
+                f"{what} and {clash[0]}: a start from weights is solved by its own route "
+                "(lambda-balanced closed form, else the full-matrix flow)"
+            )
+        trajectory = _from_weights(
+            load_problem(file, params, task),
+            weights_file,
+            balanced_lambda,
+            t_max=t_max,
+            points=points,
+            weight_decay=weight_decay,
+        )
+        write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
+        return
     trajectory = gdln.solve(
         load_problem(file, params, task),
         t_max=t_max,
@@ -199,5 +251,38 @@ def solve(
         route=route,
         lump=lump,
         b0=b0,
+        weight_decay=weight_decay,
     )
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
+
+
+def _from_weights(
+    problem: gdln.Problem,
+    weights_file: str | None,
+    balanced_lambda: str | None,
+    **settings: str | None,
+) -> gdln.Trajectory:
+    """``gdln solve --weights/--balanced``: the dynamics from given or drawn weights."""
+    if weights_file is not None:
+        weights = gdln.read_weight_file(problem, weights_file)
+    else:
+        lam = _number("--balanced", balanced_lambda)
+        weights = gdln.balanced_weights(problem, lam=lam)
+    return gdln.solve_from_weights(
+        problem,
+        weights,
+        t_max=settings["t_max"],
+        points=settings["points"],
+        weight_decay=settings["weight_decay"],
+    )
+
+
+def _number(option: str, text: str | None) -> float:
+    """A finite number from an option's text (never evaluated)."""
+    try:
+        value = float(str(text))
+    except ValueError:
+        value = float("nan")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise CommandLineError(f"{option}: expected a finite number, got {text!r}")
+    return value

@@ -118,6 +118,7 @@ def compare(
     *,
     lr: float | None = None,
     t_max: float | None = None,
+    weight_decay: float | None = None,
     init_scheme: str | None = None,
     init_scale: float | None = None,
     theory_start: str | None = None,
@@ -155,6 +156,9 @@ def compare(
         (default 0.05).
     t_max
         Horizon in units of $\tau$ (default 10).
+    weight_decay
+        The weight decay $\gamma$ of the theory and of both simulations alike (default:
+        the problem's setting, 0; :class:`gdln.settings.Settings`).
     init_scheme, init_scale
         The random runs' initialisation (a random scheme of :data:`gdln.simulation.INITS`,
         default ``"xavier"``) and its initial scale $\sigma_0$ (default 0.2).
@@ -237,6 +241,7 @@ def compare(
         problem,
         lr=lr,
         t_max=t_max,
+        weight_decay=weight_decay,
         init_scheme=init_scheme,
         init_scale=init_scale,
         theory_start=theory_start,
@@ -255,7 +260,13 @@ def compare(
     if rule == "auto":
         rule = "random" if b0 is None else "b0"
     start = _theory_start(problem, chosen, rule)
-    model = dynamics_of(problem, route=chosen.route, lump=chosen.lump, b0=start)
+    model = dynamics_of(
+        problem,
+        route=chosen.route,
+        lump=chosen.lump,
+        b0=start,
+        weight_decay=chosen.weight_decay,
+    )
     # One set of steps for all four runs, so that every gap compares equal times.
     record = _recorded_steps(steps, chosen.points)
     times = record * lr
@@ -414,6 +425,7 @@ def _simulations(
         problem,
         steps=steps,
         lr=chosen.lr,
+        weight_decay=chosen.weight_decay,
         weights=reduction.decoupled_weights(seed=chosen.seed),
         bases=reduction.decoupled_bases(seed=chosen.seed),
         settings=settings,
@@ -422,6 +434,7 @@ def _simulations(
         problem,
         steps=steps,
         lr=chosen.lr,
+        weight_decay=chosen.weight_decay,
         init_scheme=chosen.init_scheme,
         init_scale=chosen.init_scale,
         seeds=chosen.seeds,

@@ -32,6 +32,7 @@ import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import BinaryIO
 
@@ -78,7 +79,7 @@ class _Refusal(Exception):
         self.message, self.array = message, array
 
 
-def read_npz(path: Path, scope: Scope) -> dict[str, np.ndarray]:
+def read_npz(path: Path, scope: Scope, *, skip: Collection[str] = ()) -> dict[str, np.ndarray]:
     """The arrays of the ``.npz`` file ``path``, each bounded before it is read.
 
     Parameters
@@ -88,6 +89,9 @@ def read_npz(path: Path, scope: Scope) -> dict[str, np.ndarray]:
     scope
         Where the document names it (``task.npz``, ``datasets.d.npz``): errors name that
         key, the file and the array.
+    skip
+        Names of arrays not read (e.g. the text ``meta`` of a saved trajectory); their
+        sizes still count against the limits.
 
     Returns
     -------
@@ -119,6 +123,7 @@ def read_npz(path: Path, scope: Scope) -> dict[str, np.ndarray]:
                 return {
                     name: _read_array(archive, info, name, file, scope)
                     for name, info in members.items()
+                    if name not in skip
                 }
     except GraphSpecError:  # a limit, already naming the file (a ValueError too)
         raise

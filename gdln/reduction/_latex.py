@@ -90,6 +90,14 @@ def equations(system: PrintedSystem) -> list[tuple[str, str]]:
     rows += [(sp.latex(c), sp.latex(value)) for c, value in system.constants.items()]
     rows.append((r"\mathcal{L}_\alpha", sp.latex(system.loss)))
     rows += [(rf"\frac{{d}}{{dt}}\left({sp.latex(q)}\right)", "0") for q in system.conserved]
+    decay = getattr(system, "weight_decay", 0)
+    rows += [
+        (
+            rf"\tau\frac{{d}}{{dt}}\left({sp.latex(q)}\right)",
+            rf"{sp.latex(-2 * decay)}\left({sp.latex(q)}\right)",
+        )
+        for q in getattr(system, "decaying", ())
+    ]
     rows += [(f.label("latex"), sp.latex(f.expr)) for f in system.closed_form.values()]
     return rows
 

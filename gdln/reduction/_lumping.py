@@ -196,12 +196,20 @@ def lumped_system(
     *,
     orbits: Sequence[tuple[Edge, ...]] | None = None,
     sizes: Sequence[Any] | None = None,
+    weight_decay: Any = 0,
 ) -> ReducedSystem:
     r"""The system of the tied variables: $\tau\dot B_k=-\frac1{|O_k|}\partial\mathcal L/\partial B_k$.
 
     One variable per block (``B1``, ``B2``, ...; the edge's own $b_e$ without lumping),
     its conserved quadratic quantities, and for ``lump="full"`` the variables they
     eliminate (Eq. 15); closed forms where one variable is left.
+
+    With weight decay $\gamma$ the loss gains $\tfrac\gamma2\sum_k|O_k|B_k^2$ (decoupled
+    weights have $\lVert W_e\rVert^2=\sum_\alpha b_{e,\alpha}^2$), so every right-hand
+    side gains $-\gamma B_k$; that term is the same for every member of a block, so the
+    blocks found without it stay exact. A quadratic $Q$ conserved without decay then obeys
+    $\dot Q = -2\gamma Q$ (Euler's theorem for the homogeneous $Q$): the system lists it
+    among ``decaying``, not ``conserved``.
     """
     edges, n_edges = mode_loss.edges, len(mode_loss.edges)
     if lump == "none":
@@ -213,9 +221,17 @@ def lumped_system(
     generators = tuple(variables) + tuple(data_symbols)
     mapping = {i: k for k, members in enumerate(blocks) for i in members}
     mapping |= {n_edges + j: len(variables) + j for j in range(len(data_symbols))}
-    tied_loss = mode_loss.loss.rename(mapping)
+    data_loss = mode_loss.loss.rename(mapping)
     size = [1] * n_edges if sizes is None else list(sizes)
     block_size = [as_sympy(sum(size[i] for i in members)) for members in blocks]
+    decay = as_sympy(weight_decay)
+    tied_loss = data_loss + sum(
+        (
+            Polynomial.variable(k) * Polynomial.variable(k) * (decay * block_size[k] / 2)
+            for k in range(len(blocks))
+        ),
+        Polynomial(),
+    )
     rhs_poly = {k: tied_loss.diff(k) * (-1 / block_size[k]) for k in range(len(blocks))}
     rhs = {variables[k]: tidy(p.to_sympy(generators)) for k, p in rhs_poly.items()}
     initial = {variables[k]: init[edges[members[0]]] for k, members in enumerate(blocks)}
@@ -228,7 +244,9 @@ def lumped_system(
     symbolic_sizes = {
         variables[k]: n for k, n in enumerate(block_size) if n != len(system_edges[variables[k]])
     }
-    conserved = conserved_quadratics(rhs_poly, len(variables), generators)
+    data_rhs = {k: data_loss.diff(k) * (-1 / block_size[k]) for k in range(len(blocks))}
+    quadratics = conserved_quadratics(data_rhs, len(variables), generators)
+    conserved, decaying = (quadratics, []) if decay == 0 else ([], quadratics)
     eliminated: dict[sp.Symbol, sp.Expr] = {}
     constants: dict[sp.Symbol, Any] = {}
     if lump == "full":
@@ -242,6 +260,8 @@ def lumped_system(
         modes=mode_loss.slots,
         initial=initial,
         conserved=tuple(conserved),
+        decaying=tuple(decaying),
+        weight_decay=decay,
         eliminated=eliminated,
         constants=constants,
         closed_form=closed_form(rhs, eliminated, constants),

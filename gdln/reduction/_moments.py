@@ -38,7 +38,7 @@ from ..task._task import Context, is_symbolic
 from ._bases import Modes
 from ._decoupled import DecoupledBases, anchor_bases
 from ._fixed import fixed_value
-from ._internal import set_internal
+from ._internal import replace, set_internal
 from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
 from ._narrow import check_narrow_nodes
@@ -83,6 +83,9 @@ class ExpectedDynamics(DecoupledBases):
         Per context, $\tfrac12\langle\lVert y\rVert^2\rangle_c$.
     modes
         Per component of coupled edges, its :class:`~gdln.Modes`.
+    weight_decay
+        $\gamma$: :meth:`gradient` and :meth:`flow` gain $\gamma b$, the gradient of
+        $\tfrac\gamma2\sum b^2=\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$; :meth:`loss` is Eq. (1).
 
     Raises
     ------
@@ -103,6 +106,7 @@ class ExpectedDynamics(DecoupledBases):
     constant: float
     context_constants: tuple[float, ...]
     modes: tuple[Modes, ...]
+    weight_decay: float = 0.0
     # internal (set by expected_dynamics, not in the signature): the moment program and
     # its table of edge values; node and edge bookkeeping for the decoupled weights (Eq. 9)
     _tape: Tape = field(init=False, repr=False, compare=False)
@@ -262,7 +266,8 @@ class ExpectedDynamics(DecoupledBases):
         pi = self._probabilities()
         loss = float(self.constant + (pi @ self._context_mode_losses(val)).sum())
         grad_table = self._tape.table_gradient(table, val, factor, pi)
-        return loss, grad_table[self._trained_row] * self.alive
+        decay = self.weight_decay * np.where(self.alive, np.asarray(b, float), 0.0)  # gamma b
+        return loss, grad_table[self._trained_row] * self.alive + decay
 
     # -- the symbolic evaluation of the same tape ------------------------------------------
     def loss_polynomial(self, mode: int) -> sp.Expr:
@@ -392,7 +397,11 @@ class ExpectedDynamics(DecoupledBases):
 
 
 def expected_dynamics(
-    source: Problem | Reduction, *, b0: Any = None, init: Any = NOT_GIVEN
+    source: Problem | Reduction,
+    *,
+    b0: Any = None,
+    weight_decay: float | str | None = None,
+    init: Any = NOT_GIVEN,
 ) -> ExpectedDynamics:
     r"""The expected reduced dynamics of a problem, without listing its paths.
 
@@ -406,6 +415,8 @@ def expected_dynamics(
     b0
         Initial value of every $b_e$ (number or mapping, as for :func:`gdln.reduce`);
         default: the problem's ``b0`` setting. With a Reduction, its own.
+    weight_decay
+        $\gamma$ (default: the problem's setting; a Reduction's own): the flow gains $-\gamma b$.
     init
         The keyword of an earlier release for ``b0`` (a deprecation warning).
 
@@ -433,35 +444,27 @@ def expected_dynamics(
     if isinstance(source, Reduction):
         problem = source.problem
         init_values = dict(source._init) if b0 is None else initial_values(problem, b0)
-        task = problem.require_task()
-        activity = context_activity(problem.graph, task)
-        return _assemble(
-            problem,
-            activity,
-            dict(source._edge_component),
-            dict(source._space),
-            list(source.modes),
-            init_values,
-            dict(source._anchors),
-        )
-    problem = source
-    task = problem.require_task()
-    graph = problem.graph
-    activity = context_activity(graph, task)
-    component = edge_components(graph, task, activity)
-    if not component:
-        raise GdlnError(f"{problem.source}: no context switches on any path with data at its input")
-    space, modes = path_free_modes(problem, activity, component)
-    check_narrow_nodes(problem, space, modes, component, activity=activity)
-    return _assemble(
-        problem,
-        activity,
-        component,
-        space,
-        modes,
-        initial_values(problem, problem.settings.given(b0=b0).b0),
-        anchor_bases(graph, space, modes),
-    )
+        decay = source.weight_decay if weight_decay is None else weight_decay
+        activity = context_activity(problem.graph, problem.require_task())
+        parts: tuple[Any, ...] = (dict(source._edge_component), dict(source._space))
+        parts += (list(source.modes),)
+        parts += (init_values, dict(source._anchors))
+    else:
+        problem, decay = source, weight_decay
+        graph = problem.graph
+        activity = context_activity(graph, problem.require_task())
+        component = edge_components(graph, problem.require_task(), activity)
+        if not component:
+            raise GdlnError(
+                f"{problem.source}: no context switches on any path with data at its input"
+            )
+        space, modes = path_free_modes(problem, activity, component)
+        check_narrow_nodes(problem, space, modes, component, activity=activity)
+        init_values = initial_values(problem, problem.settings.given(b0=b0).b0)
+        parts = (component, space, modes, init_values, anchor_bases(graph, space, modes))
+    dynamics = _assemble(problem, activity, *parts)
+    gamma = problem.settings.given(weight_decay=decay).weight_decay
+    return replace(dynamics, weight_decay=float(gamma)) if gamma else dynamics
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from __future__ import annotations
 import functools
 import heapq
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import networkx as nx
@@ -87,6 +88,7 @@ def reduce(
     b0: Any = None,
     route: str | None = None,
     symbolic: Sequence[str] = (),
+    weight_decay: float | str | None = None,
     init: Any = NOT_GIVEN,
     quotient: bool | None = NOT_GIVEN,
 ) -> Reduction:
@@ -118,6 +120,12 @@ def reduce(
         Integer parameters of the file kept as symbols: orbit sizes, counts and
         probabilities become expressions in them (implies the quotient; an error says
         why when it does not apply).
+    weight_decay
+        The weight decay $\gamma \ge 0$ (default: the problem's ``weight_decay``
+        setting, 0): each mode's loss gains $\tfrac\gamma2\sum_e b_e^2$, exact because
+        decoupled weights have $\lVert W_e\rVert_F^2=\sum_\alpha b_{e,\alpha}^2$, and
+        every right-hand side gains $-\gamma b_e$. ``lump="full"`` is refused with
+        $\gamma > 0$ (its conserved quantities decay, $\dot Q = -2\gamma Q$).
     init, quotient
         The keywords of an earlier release for ``b0`` and ``route``, read with a
         :class:`~gdln.GdlnDeprecationWarning`.
@@ -138,7 +146,8 @@ def reduce(
         :func:`gdln.expected_dynamics`, gives the same dynamics).
     GdlnError
         With ``symbolic`` or ``route="quotient"``, if the family has no symmetry quotient
-        (the reason is given); with ``route`` ``"moments"`` or ``"matrix"``.
+        (the reason is given); with ``route`` ``"moments"`` or ``"matrix"``; with
+        ``lump="full"`` and weight decay.
 
     References
     ----------
@@ -158,13 +167,20 @@ def reduce(
     if quotient is not NOT_GIVEN:
         old = renamed("reduce", "quotient", "route", quotient)
         route = route or {True: "auto", False: "contexts", None: "auto"}[old]
-    settings = problem.settings.given(lump=lump, b0=b0, route=route)
+    settings = problem.settings.given(lump=lump, b0=b0, route=route, weight_decay=weight_decay)
     if settings.route in ("moments", "matrix"):
         raise GdlnError(
             f"{problem.source}: route {settings.route!r} derives no symbolic equations; "
             "reduce takes auto, quotient or contexts (gdln.solve takes every route)"
         )
     lump = settings.lump
+    decay = exact_decay(settings.weight_decay)
+    if lump == "full" and decay:
+        raise GdlnError(
+            f"{problem.source}: lump 'full' eliminates variables through conserved quantities "
+            f"(Eq. 15), which weight decay {settings.weight_decay:g} does not conserve "
+            "(d/dt Q = -2 weight_decay Q); use lump balanced or symmetry"
+        )
     init_values = initial_values(problem, settings.b0)
     work, orbits, described = _route(problem, lump, init_values, settings.route, symbolic)
     _check_reducible(work)
@@ -176,7 +192,7 @@ def reduce(
     check_narrow_nodes(work, space, modes, edge_component)
     slot_edges = alive_edges(work.graph, active, space, modes, edge_component)
     builder = LossBuilder(work, active, space, modes, slot_edges)
-    systems, constant_modes = _systems(builder, lump, init_values, orbits)
+    systems, constant_modes = _systems(builder, lump, init_values, orbits, decay)
     constant, per_context = builder.constants()
     reduction = Reduction(
         problem=work,
@@ -188,6 +204,7 @@ def reduce(
         active=active,
         route=described,
         symbolic=tuple(symbolic),
+        weight_decay=decay,
     )
     return set_internal(
         reduction,
@@ -198,7 +215,14 @@ def reduce(
         _anchors=anchor_bases(work.graph, space, modes),
         _network=None
         if orbits is None
-        else functools.partial(reduce, problem, lump="none", route="contexts", b0=settings.b0),
+        else functools.partial(
+            reduce,
+            problem,
+            lump="none",
+            route="contexts",
+            b0=settings.b0,
+            weight_decay=settings.weight_decay,
+        ),
     )
 
 
@@ -264,7 +288,11 @@ def _modes(problem: Problem, active: ActivePaths) -> tuple[Space, list[Modes]]:
 
 
 def _systems(
-    builder: LossBuilder, lump: str, init: Mapping[Edge, Any], quotient: Quotient | None
+    builder: LossBuilder,
+    lump: str,
+    init: Mapping[Edge, Any],
+    quotient: Quotient | None,
+    decay: Any = 0,
 ) -> tuple[tuple[ReducedSystem, ...], Any]:
     """One lumped system per class of modes; modes with only fixed edges add a constant."""
     systems = []
@@ -275,11 +303,21 @@ def _systems(
             mode_loss = builder.mode_loss(slots)
             if quotient is None:
                 blocks = partition(graph, mode_loss, lump, init)
-                systems.append(lumped_system(mode_loss, blocks, lump, init))
+                systems.append(lumped_system(mode_loss, blocks, lump, init, weight_decay=decay))
                 continue
             mode_loss, orbits, sizes = orbit_loss(mode_loss, quotient)
             blocks = partition(graph, mode_loss, lump, init, sizes=sizes, colours=quotient.colours)
-            systems.append(lumped_system(mode_loss, blocks, lump, init, orbits=orbits, sizes=sizes))
+            systems.append(
+                lumped_system(
+                    mode_loss,
+                    blocks,
+                    lump,
+                    init,
+                    orbits=orbits,
+                    sizes=sizes,
+                    weight_decay=decay,
+                )
+            )
         else:
             constant = constant + builder.constant_loss(slots)
     return tuple(systems), constant
@@ -314,6 +352,12 @@ def orbit_loss(
     )
     orbits = [quotient.members[o] for o in first]
     return tied, orbits, [quotient.sizes[o] for o in first]
+
+
+def exact_decay(weight_decay: float) -> Any:
+    """The weight decay as an exact sympy number (``0.1`` is 1/10), as the reduced
+    equations print it."""
+    return as_sympy(Fraction(repr(float(weight_decay))))
 
 
 # ---------------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ class ReducedSystem:
     rhs
         Variable -> right-hand side, in units where $\tau = 1$ (Eq. 10, lumped).
     loss
-        The per-mode loss $\mathcal{L}_\alpha$ in these variables (no constant term).
+        The per-mode loss $\mathcal{L}_\alpha$ in these variables (no constant term),
+        with the weight-decay penalty $\tfrac\gamma2\sum_k|O_k|B_k^2$ when $\gamma > 0$.
     symbols
         Data symbol -> its value in each mode of ``modes``.
     modes
@@ -55,6 +56,13 @@ class ReducedSystem:
         Variable -> initial value (also for eliminated variables).
     conserved
         Conserved quadratic quantities $Q$ with $\nabla Q\cdot f \equiv 0$.
+    decaying
+        With weight decay $\gamma > 0$, the quadratic quantities that would be conserved
+        without it: each obeys $\tau\dot Q = -2\gamma Q$, so
+        $Q(t) = Q(0)e^{-2\gamma t}$ (for a two-layer pathway
+        $\frac{d}{dt}(a^2-b^2) = -2\gamma(a^2-b^2)$); empty without decay.
+    weight_decay
+        The weight decay $\gamma$ in ``rhs`` and ``loss`` (0: none).
     eliminated
         Eliminated variable -> its expression in the others and the constants (Eq. 15).
     constants
@@ -84,6 +92,8 @@ class ReducedSystem:
     modes: tuple[int, ...]
     initial: Mapping[sp.Symbol, Any]
     conserved: tuple[sp.Expr, ...] = ()
+    decaying: tuple[sp.Expr, ...] = ()
+    weight_decay: Any = 0
     eliminated: Mapping[sp.Symbol, sp.Expr] = field(default_factory=dict)
     constants: Mapping[sp.Symbol, Any] = field(default_factory=dict)
     closed_form: Mapping[str, ClosedForm] = field(default_factory=dict)
@@ -165,6 +175,8 @@ class Reduction(DecoupledBases):
         orbit's probability), or why the quotient did not apply.
     symbolic
         The parameters kept as symbols in the systems (``reduce(symbolic=...)``).
+    weight_decay
+        The weight decay $\\gamma$ of the systems (``reduce(weight_decay=...)``; 0: none).
 
     References
     ----------
@@ -180,6 +192,7 @@ class Reduction(DecoupledBases):
     active: ActivePaths = field(repr=False)
     route: str = ""
     symbolic: tuple[str, ...] = ()
+    weight_decay: Any = 0
     # internal (set by reduce, not in the signature): node and edge bookkeeping for the
     # bases and decoupled weights of Eq. (9)
     _space: Mapping[tuple[int, Hashable], Hashable] = field(

@@ -384,6 +384,11 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
             ]
             lines.append(f"  L_mode = {system.loss}")
             lines += [f"  conserved: {q}" for q in system.conserved]
+            lines += [
+                f"  decaying: {q}   (tau dQ/dt = -2*weight_decay*Q, weight_decay = "
+                f"{system.weight_decay})"
+                for q in system.decaying
+            ]
             lines += [f"  closed form {f.label()} = {f.expr}" for f in system.closed_form.values()]
         for s, values in system.symbols.items():
             text = ", ".join(_str(x) for x in values)
@@ -417,6 +422,8 @@ def _derivation_json(reduction: Reduction) -> dict[str, Any]:
                 "constants": {str(c): _str(v) for c, v in system.constants.items()},
                 "loss": str(system.loss),
                 "conserved": [str(q) for q in system.conserved],
+                "decaying": [str(q) for q in system.decaying],
+                "weight_decay": _str(system.weight_decay),
                 "closed_form": {k: str(f.expr) for k, f in system.closed_form.items()},
             }
         )

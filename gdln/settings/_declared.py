@@ -304,6 +304,11 @@ class Settings:
     lr
         The learning rate of gradient descent: the step of the reduced gradient-descent
         map and of every simulation, in units of $\tau$.
+    weight_decay
+        The weight decay $\gamma \ge 0$: the objective is the loss of Eq. (1) plus
+        $\tfrac{\gamma}{2}\sum_e\lVert W_e\rVert_F^2$ over the trained edges, so that
+        $\tau\dot W_e = -\partial\mathcal L/\partial W_e - \gamma W_e$ (flow, reduced
+        dynamics, gradient-descent map and simulation alike).
     dynamics
         What ``solve`` integrates (:data:`~gdln.settings.DYNAMICS`).
     points
@@ -369,6 +374,15 @@ class Settings:
         _positive,
         "a finite number > 0",
         file=True,
+    )
+    weight_decay: float = _declare(
+        0.0,
+        "The weight decay gamma: the penalty (gamma/2) times the sum of every trained "
+        "weight's squared norm is added to the loss, in the theory and every simulation.",
+        _non_negative,
+        "a finite number >= 0",
+        file=True,
+        shown="0",
     )
     dynamics: str = _declare(
         "flow",

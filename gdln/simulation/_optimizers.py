@@ -43,6 +43,10 @@ class Optimizer:
         Learning rate and heavy-ball momentum $\\mu$.
     fixed
         Indices of the fixed edges, never updated.
+    weight_decay
+        The weight decay $\\gamma$: :meth:`update` adds $\\gamma W$ to each trained
+        weight's gradient, the gradient of $\\tfrac\\gamma2\\lVert W\\rVert_F^2$ (the
+        convention of :class:`gdln.settings.Settings`).
     sampler
         The minibatches, for the optimisers that use them (:attr:`minibatch`).
     """
@@ -60,12 +64,14 @@ class Optimizer:
         momentum: float,
         fixed: Collection[int],
         sampler: Sampler | None = None,
+        weight_decay: float = 0.0,
     ) -> None:
         if self.minibatch and sampler is None:
             raise ValueError(f"{type(self).__name__} needs a minibatch sampler")
         self.net, self.train = net, train
         self.weights = Weights.stacked(weights, [g.group.edges for g in train.groups])
         self.lr, self.momentum, self.fixed = lr, momentum, frozenset(fixed)
+        self.weight_decay = float(weight_decay)
         blocks = self.weights.blocks
         self.buffers = [torch.zeros_like(w) for w in blocks] if momentum > 0 else None
         self.sampler = sampler
@@ -92,7 +98,7 @@ class Optimizer:
         return full[1] @ self.train.w, full
 
     def update(self, grads: tuple[torch.Tensor, ...]) -> None:
-        r"""$b \leftarrow \mu b + g$, $W \leftarrow W - \mathrm{lr}\,b$ for each trained edge.
+        r"""$b \leftarrow \mu b + g + \gamma W$, $W \leftarrow W - \mathrm{lr}\,b$ per trained edge.
 
         One update per block; fixed edges (a block of their own, or a masked slot) stay.
         """
@@ -101,6 +107,8 @@ class Optimizer:
                 mask = self.trained[b]
                 if mask is False:
                     continue
+                if self.weight_decay:
+                    g = g.add(w, alpha=self.weight_decay)
                 if mask is not True:
                     g = g * mask
                 if self.buffers is not None:

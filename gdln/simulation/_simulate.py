@@ -79,6 +79,7 @@ def simulate(
     steps: int | None = None,
     t_max: float | None = None,
     lr: float | None = None,
+    weight_decay: float | str | None = None,
     init_scheme: str | None = None,
     init_scale: float | None = None,
     b0: Any = None,
@@ -119,6 +120,11 @@ def simulate(
     lr
         Learning rate = Euler time step in units of $\tau$ (with momentum $\mu$ one step
         is $\mathrm{lr}/(1-\mu)$ of flow time; default 0.05).
+    weight_decay
+        The weight decay $\gamma$ (default: the problem's setting, 0): each step adds
+        $\gamma W_e$ to the gradient of every trained weight, the gradient of
+        $\tfrac\gamma2\lVert W_e\rVert_F^2$ (the theory's convention,
+        :class:`gdln.settings.Settings`); the recorded loss stays Eq. (1).
     init_scheme
         Name in :data:`INITS`: ``"xavier"`` ($\sigma_0\times$ Xavier normal, the default),
         ``"singular"``/``"orthogonal"`` (all singular values $\sigma_0$), ``"decoupled"``
@@ -212,6 +218,7 @@ def simulate(
         steps=steps,
         t_max=t_max,
         lr=lr,
+        weight_decay=weight_decay,
         init_scheme=init_scheme,
         init_scale=init_scale,
         b0=b0,
@@ -235,6 +242,7 @@ def simulate(
             start.examples,
             steps=start.steps,
             lr=start.lr,
+            weight_decay=start.weight_decay,
             init_scheme=start.init_scheme,
             init=start.init_scale,
             weights=start.weights,
@@ -255,6 +263,7 @@ def _run(
     lr: float,
     init_scheme: str,
     init: float,
+    weight_decay: float = 0.0,
     weights: Mapping[Edge, Any] | None,
     seeds: list[int],
     eval_examples: ExampleSet | None,
@@ -312,7 +321,16 @@ def _run(
     if kind.minibatch:
         assert settings.batch_size is not None  # SimulationSettings checked it
         sampler = Sampler(examples.weights, seeds, settings.batch_size, device)
-    optimizer = kind(net, data, W, lr=lr, momentum=momentum, fixed=fixed, sampler=sampler)
+    optimizer = kind(
+        net,
+        data,
+        W,
+        lr=lr,
+        momentum=momentum,
+        fixed=fixed,
+        sampler=sampler,
+        weight_decay=weight_decay,
+    )
     dt = lr / (1.0 - momentum)  # flow time per step (module docstring)
     divergence = Divergence(seeds, dtype, device, limit=settings.diverge_above, dt=dt, lr=lr)
     train(
@@ -331,6 +349,7 @@ def _run(
         "time": TIME_CONVENTION,
         "lr": float(lr),
         "effective_lr": float(dt),
+        "weight_decay": float(weight_decay),
         "steps": int(steps),
         "step_at": steps_rec.tolist(),
         "init_scheme": init_scheme,

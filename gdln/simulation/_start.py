@@ -40,6 +40,7 @@ class Start:
     examples: ExampleSet
     steps: int
     lr: float
+    weight_decay: float
     init_scheme: str
     init_scale: float
     weights: Mapping[Edge, Any] | None
@@ -56,6 +57,7 @@ def start_of(
     steps: int | None,
     t_max: float | None,
     lr: float | None,
+    weight_decay: float | str | None,
     init_scheme: str | None,
     init_scale: float | None,
     b0: Any,
@@ -83,6 +85,7 @@ def start_of(
         declared,
         t_max=t_max,
         lr=lr,
+        weight_decay=weight_decay,
         init_scheme=init_scheme,
         init_scale=init_scale,
         b0=b0,
@@ -133,6 +136,7 @@ def start_of(
         examples=examples,
         steps=steps,
         lr=chosen.lr,
+        weight_decay=chosen.weight_decay,
         init_scheme=scheme,
         init_scale=chosen.init_scale,
         weights=weights,

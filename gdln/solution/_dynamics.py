@@ -41,6 +41,7 @@ def solve(
     route: str | None = None,
     lump: str | None = None,
     b0: Any = None,
+    weight_decay: float | str | None = None,
     n_points: Any = NOT_GIVEN,
 ) -> Trajectory:
     r"""Solve the dynamics of a problem: the reduced ODE, or its exact gradient-descent map.
@@ -85,6 +86,12 @@ def solve(
             one rule of every command, see :func:`gdln.reduce`; ``"auto"`` takes the moment
             route where the paths are too many to list, and ``"matrix"`` solves the
             full-matrix flow, :func:`gdln.solve_full`), the lumping and $b(0)$.
+        weight_decay
+            With a Problem: the weight decay $\gamma$ (default: the problem's
+            ``weight_decay`` setting, 0). The objective is Eq. (1) plus
+            $\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$, so every reduced variable gains
+            $-\gamma b$ in its flow and map (the recorded ``loss`` stays Eq. 1, without the
+            penalty); ``lump="full"`` is then refused (:func:`gdln.reduce`).
         n_points
             The keyword of an earlier release for ``points`` (a deprecation warning). An
             ``lr`` given without ``dynamics`` keeps its earlier meaning, the map, with a
@@ -138,7 +145,7 @@ def solve(
     step = settings.lr if settings.dynamics == "gd-map" else None
     check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
     if isinstance(model, Problem):
-        chosen = settings.given(route=route, lump=lump, b0=b0)
+        chosen = settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
         if chosen.route == "matrix":
             from ._full import solve_full
 
@@ -149,13 +156,20 @@ def solve(
                 dynamics=settings.dynamics,
                 points=settings.points,
                 b0=chosen.b0,
+                weight_decay=chosen.weight_decay,
             )
             return dataclasses.replace(full, meta={**full.meta, "route": "matrix"})
-        model = dynamics_of(model, route=chosen.route, lump=chosen.lump, b0=chosen.b0)
-    elif route is not None or lump is not None or b0 is not None:
+        model = dynamics_of(
+            model,
+            route=chosen.route,
+            lump=chosen.lump,
+            b0=chosen.b0,
+            weight_decay=chosen.weight_decay,
+        )
+    elif route is not None or lump is not None or b0 is not None or weight_decay is not None:
         raise GdlnError(
-            "solve: route, lump and b0 choose how a Problem's dynamics are obtained; "
-            "this model was obtained already"
+            "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
+            "obtained; this model was obtained already"
         )
     trajectory = solve_model(
         model,
@@ -166,7 +180,13 @@ def solve(
         rtol=rtol,
         atol=atol,
     )
-    return dataclasses.replace(trajectory, meta={**trajectory.meta, "route": route_of(model)})
+    meta = {**trajectory.meta, "route": route_of(model), "weight_decay": decay_of(model)}
+    return dataclasses.replace(trajectory, meta=meta)
+
+
+def decay_of(model: Reduction | ExpectedDynamics) -> float:
+    r"""The weight decay $\gamma$ in ``model``'s dynamics."""
+    return float(model.weight_decay)
 
 
 def route_of(model: Reduction | ExpectedDynamics) -> str:
@@ -178,7 +198,12 @@ def route_of(model: Reduction | ExpectedDynamics) -> str:
 
 
 def dynamics_of(
-    problem: Problem, *, route: str | None = None, lump: str | None = None, b0: Any = None
+    problem: Problem,
+    *,
+    route: str | None = None,
+    lump: str | None = None,
+    b0: Any = None,
+    weight_decay: float | str | None = None,
 ) -> Reduction | ExpectedDynamics:
     """The dynamics of ``problem`` by its route (:data:`gdln.settings.ROUTES`).
 
@@ -187,17 +212,20 @@ def dynamics_of(
     many to list, then takes the moment route (:func:`gdln.expected_dynamics`), which
     gives the same expected loss and dynamics without listing paths.
     """
-    settings = problem.settings.given(route=route, lump=lump, b0=b0)
+    settings = problem.settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
+    decay = settings.weight_decay
     if settings.route == "moments":
-        return expected_dynamics(problem, b0=settings.b0)
+        return expected_dynamics(problem, b0=settings.b0, weight_decay=decay)
     if settings.route == "matrix":
         raise GdlnError(
             f"{problem.source}: route 'matrix' has no reduced dynamics; gdln.solve "
             "(or gdln.solve_full) integrates the full matrices"
         )
     try:
-        return reduce(problem, lump=settings.lump, b0=settings.b0, route=settings.route)
+        return reduce(
+            problem, lump=settings.lump, b0=settings.b0, route=settings.route, weight_decay=decay
+        )
     except TooManyPathsError:
         if settings.route != "auto":
             raise
-        return expected_dynamics(problem, b0=settings.b0)
+        return expected_dynamics(problem, b0=settings.b0, weight_decay=decay)

@@ -69,6 +69,9 @@ class FlowPlan:
         Per edge, whether it is trained (fixed edges $W_e = c\,I$ do not move).
     constant
         $\tfrac12\langle\lVert y\rVert^2\rangle$, the loss of zero weights.
+    weight_decay
+        The weight decay $\gamma$: :meth:`flow` is that of Eq. (1) plus
+        $\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$ over the trained edges.
     """
 
     edges: tuple[Edge, ...]
@@ -76,10 +79,16 @@ class FlowPlan:
     targets: tuple[_Target, ...]
     trained: tuple[bool, ...]
     constant: float
+    weight_decay: float = 0.0
 
     @classmethod
     def of(
-        cls, problem: Problem, edges: Sequence[Edge], stats: PathStatistics | None = None
+        cls,
+        problem: Problem,
+        edges: Sequence[Edge],
+        stats: PathStatistics | None = None,
+        *,
+        weight_decay: float = 0.0,
     ) -> FlowPlan:
         """The plan of ``problem`` for weights on ``edges`` (statistics found if not given)."""
         graph = problem.graph
@@ -98,6 +107,7 @@ class FlowPlan:
             targets=targets,
             trained=tuple(graph.edges[e].get("fixed") is None for e in edges),
             constant=_constant(problem),
+            weight_decay=float(weight_decay),
         )
 
     def products(self, weights: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
@@ -121,9 +131,14 @@ class FlowPlan:
         return out
 
     def flow(self, weights: Sequence[np.ndarray]) -> list[np.ndarray]:
-        r"""$\tau\,dW_e/dt$ per edge (Eqs. 3-4); zero for fixed edges."""
+        r"""$\tau\,dW_e/dt$ per edge (Eqs. 3-4), $-\gamma W_e$ with weight decay; zero for
+        fixed edges."""
         partial = self.products(weights)
-        flow = [np.zeros_like(w) for w in weights]
+        decay = self.weight_decay
+        flow = [
+            -decay * w if decay and trained else np.zeros_like(w)
+            for w, trained in zip(weights, self.trained, strict=True)
+        ]
         for target in self.targets:
             errors = target.input_output - self._predicted(target, partial)
             for p, columns in zip(target.paths, target.columns, strict=True):
@@ -252,7 +267,11 @@ def _constant(problem: Problem) -> float:
 
 
 def full_flow(
-    problem: Problem, weights: Mapping[Edge, np.ndarray], *, stats: PathStatistics | None = None
+    problem: Problem,
+    weights: Mapping[Edge, np.ndarray],
+    *,
+    stats: PathStatistics | None = None,
+    weight_decay: float = 0.0,
 ) -> dict[Edge, np.ndarray]:
     r"""$\tau\,dW_e/dt$ for every edge, by Eqs. (3)-(4) (equal to $-\partial\mathcal{L}/\partial W_e$).
 
@@ -264,6 +283,8 @@ def full_flow(
         Edge -> current weight matrix $W_e$.
     stats
         The problem's path statistics, when already computed (default: compute them).
+    weight_decay
+        The weight decay $\gamma$: each trained edge's flow gains $-\gamma W_e$.
 
     Returns
     -------
@@ -280,6 +301,6 @@ def full_flow(
     Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(4).
     """
     edges = list(weights)
-    plan = FlowPlan.of(problem, edges, stats)
+    plan = FlowPlan.of(problem, edges, stats, weight_decay=weight_decay)
     values = [np.asarray(weights[e], dtype=float) for e in edges]
     return dict(zip(edges, plan.flow(values), strict=True))

@@ -49,6 +49,7 @@ def solve_full(
     points: int | None = None,
     b0: Any = None,
     seed: int | None = None,
+    weight_decay: float | str | None = None,
     n_points: Any = NOT_GIVEN,
     init: Any = NOT_GIVEN,
 ) -> Trajectory:
@@ -75,6 +76,10 @@ def solve_full(
     seed
         Without ``weights``: the seed of the random singular vectors (default: the
         problem's ``seed`` setting).
+    weight_decay
+        The weight decay $\gamma$ (default: the problem's setting, 0): each trained edge's
+        flow gains $-\gamma W_e$ (the gradient of $\tfrac\gamma2\lVert W_e\rVert_F^2$);
+        the recorded loss stays Eq. (1).
     n_points, init
         The keywords of an earlier release for ``points`` and ``b0`` (a deprecation
         warning); an ``lr`` given without ``dynamics`` keeps its earlier meaning, the map.
@@ -113,7 +118,13 @@ def solve_full(
     if lr is not None and dynamics is None:
         dynamics = renamed("solve_full", "lr", "dynamics='gd-map', lr", "gd-map")
     settings = problem.settings.given(
-        t_max=t_max, lr=lr, dynamics=dynamics, points=points, b0=b0, seed=seed
+        t_max=t_max,
+        lr=lr,
+        dynamics=dynamics,
+        points=points,
+        b0=b0,
+        seed=seed,
+        weight_decay=weight_decay,
     )
     n_points = settings.points
     lr = settings.lr if settings.dynamics == "gd-map" else None
@@ -122,7 +133,7 @@ def solve_full(
         weights = initial_full_weights(problem, b0=settings.b0, seed=settings.seed)
     edges = list(weights)
     values = _checked(problem, weights, edges)
-    plan = FlowPlan.of(problem, edges)
+    plan = FlowPlan.of(problem, edges, weight_decay=settings.weight_decay)
     with _blas_threads(plan, values):
         if lr is None:
             t, states = _integrate(plan, values, t_max, n_points)
@@ -295,7 +306,12 @@ def _trajectory(
         stacked = np.array([w[i] for w in states])
         series[matrix_key("W", e)] = stacked
         series[matrix_key("sv", e)] = np.linalg.svd(stacked, compute_uv=False)
-    meta: dict[str, Any] = {"method": method, "time_unit": "tau", "source": problem.source}
+    meta: dict[str, Any] = {
+        "method": method,
+        "time_unit": "tau",
+        "source": problem.source,
+        "weight_decay": plan.weight_decay,
+    }
     if per_context:
         series[CONTEXT_LOSS] = np.array(per_context)
         meta["context_labels"] = list(examples.context_labels)  # type: ignore[union-attr]

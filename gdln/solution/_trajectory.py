@@ -70,13 +70,14 @@ def edge_key(quantity: str, edge: Edge | str) -> str:
 
 
 def matrix_key(quantity: str, edge: Edge | str) -> str:
-    """The series name of ``quantity`` (``"W"`` or ``"sv"``) of an edge in the full-matrix flow.
+    """The series name of ``quantity`` (``"W"``, ``"sv"``, or the representations
+    ``"WTW"`` and ``"WWT"``) of an edge in the full-matrix flow.
 
     >>> matrix_key("W", ("x", "h"))
     'W[x->h]'
     """
-    if quantity not in ("W", "sv"):
-        raise ValueError(f"quantity {quantity!r}: expected 'W' or 'sv'")
+    if quantity not in ("W", "sv", "WTW", "WWT"):
+        raise ValueError(f"quantity {quantity!r}: expected 'W', 'sv', 'WTW' or 'WWT'")
     return f"{quantity}[{_edge(edge)}]"
 
 

@@ -95,8 +95,9 @@ def timescales(
     ------
     GdlnError
         If ``b0`` is not a number in $(0, 1)$, ``route`` or ``lump`` is unknown or
-        unsupported (``"moments"``, ``"full"``), or an aligned route is asked for and the
-        statistics have no common bases.
+        unsupported (``"moments"``, ``"full"``), an aligned route is asked for and the
+        statistics have no common bases, or the problem's ``weight_decay`` is not 0 (the
+        escape times and the constrained optima assume no penalty).
 
     References
     ----------
@@ -113,6 +114,12 @@ def timescales(
     """
     settings = problem.settings.given(route=route, lump=lump, b0=b0)
     route, lump = settings.route, settings.lump
+    if settings.weight_decay:
+        raise GdlnError(
+            f"{problem.source}: weight_decay {settings.weight_decay:g}: timescales assumes no "
+            "weight decay (its escape times and constrained optima are those of gamma = 0); "
+            "use gdln solve --weight-decay for the dynamics"
+        )
     if route == "moments":
         raise GdlnError(
             f"{problem.source}: route 'moments' lists no pathways; timescales takes auto, "

@@ -1,0 +1,181 @@
+r"""The exact dynamics from given weights: λ-balanced where the graph qualifies, else full.
+
+What ``gdln solve FILE --weights W.npz`` and ``--balanced LAM`` compute. A start that
+:func:`~gdln.balanced.solve_balanced` covers (independent whitened two-layer pathways,
+each λ-balanced, no weight decay) is solved in closed form (Braun et al. 2022; Dominé et
+al. 2025); any other start by the full-matrix gradient flow of Eqs. (3)-(4) of Saxe,
+Sodhani & Lewallen (2022) (:func:`gdln.solve_full`, with weight decay where set).
+``meta["route"]`` says which, and ``meta["why"]`` why not the closed form.
+
+Weight files are read only through the bounded reader (:func:`gdln.graphfile._npz.read_npz`,
+nothing unpickled): one array ``W/<source>-><target>`` of shape ``(|target|, |source|)`` per
+trained edge (the names :func:`gdln.simulate` records), or a trajectory saved by
+:meth:`gdln.Trajectory.save` whose ``series/W/<edge>`` arrays ``(T, seeds, |t|, |s|)`` give
+their first record (first seed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._edge import Edge, edge_name
+from .._errors import GdlnError, GraphSpecError
+from ..graphfile._document import Scope
+from ..graphfile._npz import read_npz
+from ..solution._trajectory import Trajectory, edge_in_key, edge_key, matrix_key
+from ..task._problem import Problem
+from ._errors import BalancedSpecError, NotBalancedError
+from ._solve import solve_balanced
+
+__all__ = ["read_weight_file", "solve_from_weights"]
+
+TRAJECTORY_PREFIX = "series/"
+"""Where a saved trajectory keeps its series (:meth:`gdln.Trajectory.save`)."""
+
+
+def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarray]:
+    """Edge -> initial weights from an ``.npz`` file (module docstring), checked.
+
+    Parameters
+    ----------
+    problem
+        The network the weights are for.
+    path
+        The ``.npz`` file.
+
+    Returns
+    -------
+    dict
+        Every trained edge -> ``(|target|, |source|)`` float array; fixed edges
+        $W_e = c\\,I$.
+
+    Raises
+    ------
+    GraphSpecError
+        One line naming the file, the array and what is wrong: not a bounded ``.npz``
+        of numbers, an array that names no edge or has the wrong shape or non-finite
+        values, or a trained edge without weights.
+    """
+    path = Path(path)
+    scope = Scope(source=str(path), folder=path.parent, key="weights")
+    arrays = read_npz(path, scope, skip=("meta",))
+    graph = problem.graph
+    by_name = {edge_name(e): e for e in graph.edges}
+    out: dict[Edge, np.ndarray] = {}
+    for key, array in arrays.items():
+        recorded = key.startswith(TRAJECTORY_PREFIX)
+        name = edge_in_key("W", key[len(TRAJECTORY_PREFIX) :] if recorded else key)
+        if name is None:
+            if recorded or key in ("t", "loss"):
+                continue  # another series of a saved trajectory
+            raise scope.at(f"[{key!r}]").fail(
+                f"{path.name}: array {key!r} names no weight; expected "
+                f"{edge_key('W', '<source>-><target>')!r}"
+            )
+        edge = by_name.get(name)
+        where = scope.at(f"[{key!r}]")
+        if edge is None:
+            raise where.fail(
+                f"{path.name}: {name!r} is not an edge of {problem.source}; expected one of "
+                f"{', '.join(sorted(by_name))}"
+            )
+        shape = (int(graph.nodes[edge[1]]["size"]), int(graph.nodes[edge[0]]["size"]))
+        value = np.asarray(array, dtype=float)
+        while value.ndim > 2 and recorded:
+            value = value[0]  # the first record, then the first seed
+        if value.shape != shape:
+            raise where.fail(
+                f"{path.name}: shape {tuple(np.shape(array))}; expected {shape} "
+                "(|target|, |source|)" + (" after the record and seed axes" if recorded else "")
+            )
+        if not np.all(np.isfinite(value)):
+            raise where.fail(f"{path.name}: holds non-finite values")
+        out[edge] = value
+    for edge in graph.edges:
+        fixed = graph.edges[edge].get("fixed")
+        if fixed is not None:
+            out[edge] = float(fixed) * np.eye(int(graph.nodes[edge[1]]["size"]))
+        elif edge not in out:
+            raise scope.fail(
+                f"{path.name}: no array {edge_key('W', edge)!r} for the trained edge "
+                f"{edge_name(edge)}"
+            )
+    return out
+
+
+def solve_from_weights(
+    problem: Problem,
+    weights: Mapping[Edge, Any],
+    *,
+    t_max: float | str | None = None,
+    points: int | str | None = None,
+    weight_decay: float | str | None = None,
+) -> Trajectory:
+    r"""The gradient flow from given weights: closed form where it holds, else full matrices.
+
+    Parameters
+    ----------
+    problem
+        The network and its task.
+    weights
+        Edge -> ``(|target|, |source|)`` initial weights, every trained edge.
+    t_max, points, weight_decay
+        As for :func:`gdln.solve` (``None``: the problem's settings).
+
+    Returns
+    -------
+    Trajectory
+        With ``meta["route"] == "lambda-balanced"``: :func:`gdln.solve_balanced`'s output
+        (network function and representations per pathway, Braun et al. 2022;
+        Dominé et al. 2025). Else ``"matrix"``: :func:`gdln.solve_full`'s (every
+        ``W[u->v]``) plus the representations ``"WTW[u->v]"`` $W_e^\top W_e$ and
+        ``"WWT[u->v]"`` $W_eW_e^\top$ of every trained edge; ``meta["why"]`` says why
+        the closed form did not apply.
+
+    Raises
+    ------
+    GdlnError
+        A setting is malformed, the weights do not fit the graph, or the solver fails.
+    """
+    from ..solution._full import solve_full
+
+    settings = problem.settings.given(t_max=t_max, points=points, weight_decay=weight_decay)
+    why = ""
+    if settings.weight_decay:
+        why = f"weight_decay {settings.weight_decay:g}: the closed form holds without decay"
+    else:
+        try:
+            trajectory = solve_balanced(
+                problem, weights, t_max=settings.t_max, points=settings.points
+            )
+        except (BalancedSpecError, NotBalancedError) as err:
+            why = str(err)
+        else:
+            meta = {**trajectory.meta, "route": "lambda-balanced", "weight_decay": 0.0}
+            return Trajectory(trajectory.t, trajectory.loss, trajectory.series, meta)
+    try:
+        full = solve_full(
+            problem,
+            dict(weights),
+            t_max=settings.t_max,
+            points=settings.points,
+            dynamics="flow",
+            weight_decay=settings.weight_decay,
+        )
+    except GraphSpecError:
+        raise
+    except GdlnError as err:
+        raise GdlnError(f"{problem.source}: weights: {err}") from err
+    series = dict(full.series)
+    for edge in weights:
+        if problem.graph.edges[edge].get("fixed") is not None:
+            continue
+        stacked = series[matrix_key("W", edge)]
+        series[matrix_key("WTW", edge)] = np.swapaxes(stacked, 1, 2) @ stacked
+        series[matrix_key("WWT", edge)] = stacked @ np.swapaxes(stacked, 1, 2)
+    meta = {**full.meta, "route": "matrix", "why": why}
+    return Trajectory(full.t, full.loss, series, meta)

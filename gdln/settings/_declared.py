@@ -520,6 +520,24 @@ class Settings:
         ``sections`` maps a section name to its mapping (as read). Unknown keys are
         refused, naming the file, the key and the keys known; old spellings
         (:data:`DEPRECATED_KEYS`) are read with a :class:`~gdln.GdlnDeprecationWarning`.
+
+        Parameters
+        ----------
+        sections
+            Section name (``solve``, ``simulate``) to the mapping read from the file;
+            numbers as text are read exactly (fractions), never evaluated.
+        source
+            The file's name, for error messages.
+
+        Returns
+        -------
+        Settings
+            The declared defaults with the file's values in their place.
+
+        Raises
+        ------
+        SettingError
+            An unknown key, or a value its declaration refuses (naming file and key).
         """
         values: dict[str, Any] = {}
         by_key = {d.file_key: name for name, d in declarations().items() if d.file_key}
@@ -559,6 +577,23 @@ class Settings:
 
         The one rule of every public function and command: a value given for the call
         (keyword or option), else the file's, else the declared default.
+
+        Parameters
+        ----------
+        **values
+            Setting name to value, checked by the declaration; ``None`` keeps the value.
+
+        Returns
+        -------
+        Settings
+            A new value (or this one, when nothing is given).
+
+        Raises
+        ------
+        TypeError
+            A name that is not a declared setting.
+        SettingError
+            A value its declaration refuses.
         """
         unknown = sorted(set(values) - set(declarations()))
         if unknown:

@@ -187,7 +187,20 @@ class SimulationSettings:
         """These settings with every ``None`` of :data:`DECLARED` taken from ``settings``
         (a :class:`gdln.settings.Settings`: the problem's) and, for a run of ``steps``
         steps, the records: ``settings.points`` evenly spaced steps unless
-        ``record_every`` or ``record_steps`` says otherwise."""
+        ``record_every`` or ``record_steps`` says otherwise.
+
+        Parameters
+        ----------
+        settings
+            The problem's :class:`gdln.settings.Settings`.
+        steps
+            The run's number of steps, if the records are to be resolved too.
+
+        Returns
+        -------
+        SimulationSettings
+            A new value with no ``None`` among the declared fields.
+        """
         chosen: dict[str, Any] = {
             name: getattr(settings, name) for name in DECLARED if getattr(self, name) is None
         }

@@ -211,6 +211,24 @@ def dynamics_of(
     reduces (:func:`gdln.reduce`, the quotient where it applies) unless the paths are too
     many to list, then takes the moment route (:func:`gdln.expected_dynamics`), which
     gives the same expected loss and dynamics without listing paths.
+
+    Parameters
+    ----------
+    problem
+        A loaded problem; its settings give every value not given here.
+    route, lump, b0, weight_decay
+        The settings of the same names (:func:`gdln.settings.declarations`); ``None``
+        takes the problem's.
+
+    Returns
+    -------
+    Reduction or ExpectedDynamics
+        The reduced system (symbolic routes) or the expected dynamics (moment route).
+
+    Raises
+    ------
+    GdlnError
+        ``route="matrix"``, which has no reduced dynamics (see :func:`gdln.solve_full`).
     """
     settings = problem.settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
     decay = settings.weight_decay

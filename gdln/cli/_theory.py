@@ -148,7 +148,7 @@ def derive(
 @setting_options("solve")
 @hidden("--init", "old_init")
 @hidden("--ode", "old_ode", is_flag=True)
-@output_options(("json", "csv"), default="json", what="trajectory")
+@output_options(("text", "json", "csv"), default="text", what="trajectory")
 def solve(
     file: str,
     params: tuple[str, ...],
@@ -167,7 +167,10 @@ def solve(
     out: str | None,
     force: bool,
 ) -> None:
-    """Solve the dynamics numerically; write t, loss and every variable.
+    """Solve the dynamics numerically; summarise it, or write t, loss and every variable.
+
+    Without -o it prints a short summary (loss at the start and end, time to half the
+    initial loss); -o x.json / x.csv or --format json / csv writes the whole trajectory.
 
     The route is that of `gdln derive` (one rule for every command); auto takes the moment
     route where the paths are too many to list, and --route matrix solves the full-matrix
@@ -181,7 +184,7 @@ def solve(
       gdln solve graphs/resnet_sd.yaml --param L=1000    # moment route
       gdln solve graphs/chain.yaml --route matrix       # full matrices, no bases needed
     """
-    output = output_file(out, fmt, force, formats=("json", "csv"))
+    output = output_file(out, fmt, force, formats=("text", "json", "csv"))
     b0 = b0 or old_option("--init", "--b0", old_init)
     if old_ode:
         dynamics = dynamics or old_option("--ode", "--dynamics flow", "flow")
@@ -200,4 +203,34 @@ def solve(
         lump=lump,
         b0=b0,
     )
+    if output.format == "text":
+        write(output, _solve_summary(file, trajectory))
+        return
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
+
+
+def _solve_summary(file: str, trajectory: gdln.Trajectory) -> str:
+    """A solve in a few lines: what was solved, the loss at the start and the end, and the
+    time to half the initial loss (the whole trajectory is what -o / --format writes)."""
+    t, loss = trajectory.t, trajectory.loss
+    meta = trajectory.meta
+    variables = [k for k in trajectory.series if k != "context_loss"]
+    half = gdln.time_to_half_loss(t, loss)
+    reached = f"{half:.4g} tau" if half is not None else f"never (before t = {t[-1]:g} tau)"
+    route = meta.get("route") or meta.get("system") or "?"
+    share = f" ({loss[-1] / loss[0]:.3g} of the initial loss)" if loss[0] > 0 else ""
+    lines = [
+        f"solved {file}: {len(t)} points to t = {t[-1]:g} tau (route: {route})",
+        f"  loss {loss[0]:.6g} at t = {t[0]:g}, {loss[-1]:.6g} at t = {t[-1]:g}{share}",
+        f"  time to half the initial loss: {reached}",
+        f"  {len(variables)} recorded series: {_listed(variables)}",
+        "  the whole trajectory: -o FILE.json or FILE.csv, or --format json|csv",
+    ]
+    return "\n".join(lines)
+
+
+def _listed(names: list[str], *, shown: int = 8) -> str:
+    """At most ``shown`` names, then how many more."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"

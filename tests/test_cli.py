@@ -317,7 +317,7 @@ def test_symbolic_data_through_stats_derive_and_solve(tmp_path, capsys) -> None:
     code, out, _ = run(["derive", str(path), "--format", "json"], capsys)
     (system,) = json.loads(out)["systems"]
     assert code == 0 and system["symbols"]["s"] == ["a/2"]
-    code, out, _ = run(["solve", str(path), "--param", "a=2", "--t-max", "1"], capsys)
+    code, out, _ = run(["solve", str(path), "--param", "a=2", "--t-max", "1", "--format", "json"], capsys)
     assert code == 0 and json.loads(out)["loss"][0] == pytest.approx(1.0, rel=1e-2)  # <y^2>/2 = 1
 
 
@@ -358,7 +358,7 @@ THEORY_PROBE = """\
 import sys
 from gdln.cli import main
 graph = sys.argv[1]
-for argv in (["paths", graph], ["stats", graph], ["derive", graph], ["solve", graph, "--t-max", "1"]):
+for argv in (["paths", graph], ["stats", graph], ["derive", graph], ["solve", graph, "--t-max", "1", "--format", "json"]):
     main(argv)
 print("torch" in sys.modules, file=sys.stderr)
 """
@@ -408,6 +408,7 @@ XOR = str(GRAPHS / "xor.yaml")
         ("derive", ".tex", "latex"),
         ("solve", ".csv", "csv"),
         ("solve", ".json", "json"),
+        ("solve", ".txt", "text"),
     ],
 )
 def test_the_format_follows_the_extension(command, extension, fmt, tmp_path, capsys) -> None:
@@ -435,7 +436,7 @@ def test_the_format_follows_the_extension(command, extension, fmt, tmp_path, cap
             ["derive", XOR, "--format", "text", "-o", "out.tex"],
             "--format text conflicts with -o out.tex",
         ),
-        (["solve", XOR, "-o", "out.txt"], "-o out.txt: expected a file ending in .json or .csv"),
+        (["solve", XOR, "-o", "out.tex"], "-o out.tex: expected a file ending in .txt or .json or .csv"),
         (["paths", XOR, "-o", "out.tex"], "-o out.tex: expected a file ending in .txt or .json"),
         (
             ["solve", XOR, "-o", "missing/out.json"],
@@ -506,6 +507,33 @@ def _xor_with(tmp_path, settings: str):
     return path
 
 
+def test_solve_without_out_prints_a_short_summary_that_agrees_with_the_trajectory(
+    capsys,
+) -> None:
+    import re
+
+    import numpy as np
+
+    args = ["solve", str(GRAPHS / "routing.yaml"), "--t-max", "30", "--points", "61"]
+    code, summary, _ = run(args, capsys)
+    assert code == 0 and len(summary) < 1000 and "\"loss\"" not in summary
+    code, out, _ = run([*args, "--format", "json"], capsys)
+    data = json.loads(out)
+    t, loss = np.array(data["t"]), np.array(data["loss"])
+    # the half-loss time by its definition, L(t) = L(0)/2, interpolated between records
+    i = int(np.argmax(loss <= loss[0] / 2))
+    half = t[i - 1] + (loss[i - 1] - loss[0] / 2) / (loss[i - 1] - loss[i]) * (t[i] - t[i - 1])
+    shown = re.search(r"loss ([\d.e+-]+) at t = 0, ([\d.e+-]+) at t = 30", summary)
+    assert shown is not None, summary
+    assert float(shown[1]) == pytest.approx(loss[0], rel=1e-5)
+    assert float(shown[2]) == pytest.approx(loss[-1], rel=1e-5)
+    reached = re.search(r"half the initial loss: ([\d.e+-]+) tau", summary)
+    assert reached is not None and float(reached[1]) == pytest.approx(half, rel=1e-3)
+    assert "-o FILE.json" in summary  # says how to get the whole trajectory
+    code, early, _ = run(["solve", str(GRAPHS / "routing.yaml"), "--t-max", "1"], capsys)
+    assert code == 0 and "half the initial loss: never (before t = 1 tau)" in early
+
+
 def test_solve_honours_the_files_lr_and_the_command_line_overrides_it(tmp_path, capsys) -> None:
     import numpy as np
 
@@ -516,7 +544,7 @@ def test_solve_honours_the_files_lr_and_the_command_line_overrides_it(tmp_path, 
     reduction = gdln.reduce(problem, lump="symmetry", b0=0.01)
 
     def loss(*extra: str) -> np.ndarray:
-        code, out, err = run(["solve", str(path), "--points", "11", *extra], capsys)
+        code, out, err = run(["solve", str(path), "--points", "11", "--format", "json", *extra], capsys)
         assert code == 0, err
         return np.array(json.loads(out)["loss"])
 
@@ -539,7 +567,7 @@ def test_derive_and_solve_honour_the_files_lump_and_init(tmp_path, capsys) -> No
     assert code == 0 and len(names) == 8 and all(name.startswith("b_") for name in names)
     code, out, _ = run(["derive", str(path), "--format", "json", "--lump", "full"], capsys)
     assert code == 0 and len([v for s in json.loads(out)["systems"] for v in s["variables"]]) < 8
-    code, out, _ = run(["solve", str(path), "--points", "3"], capsys)
+    code, out, _ = run(["solve", str(path), "--points", "3", "--format", "json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["t"][-1] == pytest.approx(2.0)
     starts = [series[0] for modes in data["variables"].values() for series in modes]

@@ -277,11 +277,11 @@ def test_solve_output_has_the_loss_of_each_context(fmt, tmp_path, capsys) -> Non
         table = np.array(rows[1:], dtype=float)
         column = {name: table[:, i] for i, name in enumerate(rows[0])}
         t, loss = column["t"], column["loss"]
-        per_context = np.column_stack([column[f"context_loss[{label}]"] for label in labels])
+        per_context = np.column_stack([column[f"loss in context {label}"] for label in labels])
         variables = {}
         for name, values in column.items():
-            if "[" in name and not name.startswith("context_loss"):
-                variables.setdefault(name.split("[")[0], []).append(values)
+            if " (mode " in name:
+                variables.setdefault(name.split(" (mode ")[0], []).append(values)
         variables = {k: np.column_stack(v) for k, v in variables.items()}
     p = np.array([float(c.probability) for c in problem.task.contexts])
     digits = 1e-12 if fmt == "json" else 1e-10  # the CSV prints 12 significant digits

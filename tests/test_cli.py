@@ -317,7 +317,9 @@ def test_symbolic_data_through_stats_derive_and_solve(tmp_path, capsys) -> None:
     code, out, _ = run(["derive", str(path), "--format", "json"], capsys)
     (system,) = json.loads(out)["systems"]
     assert code == 0 and system["symbols"]["s"] == ["a/2"]
-    code, out, _ = run(["solve", str(path), "--param", "a=2", "--t-max", "1", "--format", "json"], capsys)
+    code, out, _ = run(
+        ["solve", str(path), "--param", "a=2", "--t-max", "1", "--format", "json"], capsys
+    )
     assert code == 0 and json.loads(out)["loss"][0] == pytest.approx(1.0, rel=1e-2)  # <y^2>/2 = 1
 
 
@@ -436,7 +438,10 @@ def test_the_format_follows_the_extension(command, extension, fmt, tmp_path, cap
             ["derive", XOR, "--format", "text", "-o", "out.tex"],
             "--format text conflicts with -o out.tex",
         ),
-        (["solve", XOR, "-o", "out.tex"], "-o out.tex: expected a file ending in .txt or .json or .csv"),
+        (
+            ["solve", XOR, "-o", "out.tex"],
+            "-o out.tex: expected a file ending in .txt or .json or .csv",
+        ),
         (["paths", XOR, "-o", "out.tex"], "-o out.tex: expected a file ending in .txt or .json"),
         (
             ["solve", XOR, "-o", "missing/out.json"],
@@ -516,7 +521,7 @@ def test_solve_without_out_prints_a_short_summary_that_agrees_with_the_trajector
 
     args = ["solve", str(GRAPHS / "routing.yaml"), "--t-max", "30", "--points", "61"]
     code, summary, _ = run(args, capsys)
-    assert code == 0 and len(summary) < 1000 and "\"loss\"" not in summary
+    assert code == 0 and len(summary) < 1000 and '"loss"' not in summary
     code, out, _ = run([*args, "--format", "json"], capsys)
     data = json.loads(out)
     t, loss = np.array(data["t"]), np.array(data["loss"])
@@ -544,7 +549,9 @@ def test_solve_honours_the_files_lr_and_the_command_line_overrides_it(tmp_path, 
     reduction = gdln.reduce(problem, lump="symmetry", b0=0.01)
 
     def loss(*extra: str) -> np.ndarray:
-        code, out, err = run(["solve", str(path), "--points", "11", "--format", "json", *extra], capsys)
+        code, out, err = run(
+            ["solve", str(path), "--points", "11", "--format", "json", *extra], capsys
+        )
         assert code == 0, err
         return np.array(json.loads(out)["loss"])
 

@@ -383,3 +383,42 @@ def test_routing_walkthrough_notebook_runs_and_renders() -> None:
         (src,) = parse(html).images
         decode_png(src)
     assert any(r"\tau \frac{d B_{1}}{dt}" in latex for latex in kinds["text/latex"])
+
+
+# ------------------------------------------------------------------ progress bars in a kernel
+
+KERNEL_WITHOUT_WIDGETS = """\
+import sys, types, warnings
+import IPython  # a Jupyter kernel: IPython and its shell module are loaded
+sys.modules["ipykernel.zmqshell"] = types.ModuleType("ipykernel.zmqshell")
+sys.modules["ipywidgets"] = None  # not installed
+with warnings.catch_warnings(record=True) as caught:  # (an error would be swallowed)
+    warnings.simplefilter("always")
+    import gdln
+    from gdln.simulation._training import train
+assert not caught, [str(w.message) for w in caught]
+from gdln.simulation._progress import bar_class
+import tqdm.std
+assert bar_class() is tqdm.std.tqdm, bar_class()
+sys.modules["ipywidgets"] = types.ModuleType("ipywidgets")  # now installed
+import tqdm.notebook
+assert bar_class() is tqdm.notebook.tqdm, bar_class()
+print("ok")
+"""
+
+
+def test_a_notebook_without_widgets_gets_a_text_progress_bar_and_no_warning() -> None:
+    """``TqdmWarning: IProgress not found`` was printed in every notebook that imported
+    the simulation (tqdm.auto); a subprocess stands in for a kernel without ipywidgets."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("IPython")
+    result = subprocess.run(
+        [sys.executable, "-c", KERNEL_WITHOUT_WIDGETS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+    assert "IProgress" not in result.stderr

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import sympy as sp
 from helpers import GRAPHS, NOT_DIAGONALIZABLE, run_cli
@@ -644,3 +648,53 @@ def test_the_command_line_imports_only_the_public_api() -> None:
                 and node.value.id == "gdln"
             ):
                 assert not node.attr.startswith("_") or node.attr == "__version__", node.attr
+
+
+# ------------------------------------------------------------------ stats: width, numbers
+
+WIDE_Y = np.random.default_rng(0).normal(size=(8, 8)).round(9)  # example i: x = e_i, y = row i
+
+
+def _wide_graph(tmp_path: Path) -> Path:
+    examples = "\n".join(
+        f"    - {{inputs: {{x: {[int(i == j) for j in range(8)]}}}, targets: {{y: {list(y)}}}}}"
+        for i, y in enumerate(WIDE_Y.tolist())
+    )
+    path = tmp_path / "wide.yaml"
+    path.write_text(
+        "name: wide\nnodes:\n  - {id: x, size: 8}\n  - {id: y, size: 8}\n"
+        "edges:\n  - {source: x, target: y}\ntask:\n  examples:\n" + examples + "\n"
+    )
+    return path
+
+
+def _sigma_yx_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index("Sigma_yx(x->y) =") + 1
+    return lines[start : start + 8]
+
+
+def test_stats_numeric_shows_exact_values_as_decimals(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a, **k: os.terminal_size((250, 40)))
+    path = _wide_graph(tmp_path)
+    code, exact, _ = run(["stats", str(path)], capsys)
+    assert code == 0 and "-----" in exact  # fractions, drawn as such
+    code, out, _ = run(["stats", str(path), "--numeric"], capsys)
+    assert code == 0 and "-----" not in out
+    rows = _sigma_yx_rows(out)
+    shown = np.array([[float(v) for v in re.findall(r"-?[\d.]+(?:e[+-]?\d+)?", r)] for r in rows])
+    # Eq. (5) by hand: one path x->y, Sigma_yx = <y x^T> = Y^T / 8 for one-hot inputs
+    np.testing.assert_allclose(shown, WIDE_Y.T / 8, rtol=0, atol=6e-7)  # 6 decimals
+
+
+def test_stats_wraps_at_the_terminals_width(tmp_path, capsys, monkeypatch) -> None:
+    path = _wide_graph(tmp_path)
+    for columns in (60, 250):
+        size = os.terminal_size((columns, 40))
+        monkeypatch.setattr("shutil.get_terminal_size", lambda *a, s=size, **k: s)
+        code, out, _ = run(["stats", str(path), "--numeric"], capsys)
+        widths = [len(line) for line in out.splitlines() if line.startswith("  [")]
+        assert code == 0 and max(widths) <= columns
+        if columns == 250:  # a wide terminal: each row of the 8 x 8 matrix on one line
+            assert len(_sigma_yx_rows(out)[-1].strip()) > 80
+            assert _sigma_yx_rows(out)[-1].rstrip().endswith("]]")

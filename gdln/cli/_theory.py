@@ -13,6 +13,7 @@ import gdln
 
 from ._common import (
     CommandLineError,
+    display_options,
     graph_arguments,
     hidden,
     load_problem,
@@ -20,6 +21,7 @@ from ._common import (
     output_file,
     output_options,
     setting_options,
+    terminal_width,
     write,
 )
 
@@ -49,11 +51,13 @@ def paths(
 
 @click.command()
 @graph_arguments
+@display_options
 @output_options(("text", "latex", "json"), default="text", what="statistics")
 def stats(
     file: str,
     params: tuple[str, ...],
     task: str | None,
+    numeric: bool,
     fmt: str | None,
     out: str | None,
     force: bool,
@@ -61,25 +65,34 @@ def stats(
     """Print the path statistics and the bases U, V that diagonalise them (Eqs 5-8).
 
     When no common bases exist, print the statistics and which of them stay off-diagonal,
-    then exit with status 2.
+    then exit with status 2. Text output uses the terminal's width.
 
     \b
     Example:
       gdln stats graphs/context.yaml --param pathways=1 --format latex
+      gdln stats graphs/chain.yaml --numeric
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
     problem = load_problem(file, params, task)
+    shown = {"width": terminal_width(output), "numeric": numeric}
     try:
         reduction = gdln.reduce(problem, lump="none", route="contexts")  # every path's
     except gdln.NotDiagonalizableError as err:
-        write(output, _without_bases(problem, err, output.format))
+        write(output, _without_bases(problem, err, output.format, **shown))
         raise
-    write(output, gdln.format_statistics(problem, reduction, output.format))
+    write(output, gdln.format_statistics(problem, reduction, output.format, **shown))
 
 
-def _without_bases(problem: gdln.Problem, err: gdln.NotDiagonalizableError, fmt: str) -> str:
+def _without_bases(
+    problem: gdln.Problem,
+    err: gdln.NotDiagonalizableError,
+    fmt: str,
+    *,
+    width: int = 80,
+    numeric: bool = False,
+) -> str:
     """The statistics (Eqs. 5-6), and which stay off-diagonal in the best bases found."""
-    text = gdln.format_statistics(problem, None, fmt)
+    text = gdln.format_statistics(problem, None, fmt, width=width, numeric=numeric)
     residual = float(err.residual)
     if fmt == "json":
         payload = json.loads(text)

@@ -441,6 +441,11 @@ def test_routing_walkthrough_notebook_runs_and_renders() -> None:
         (src,) = parse(html).images
         decode_png(src)
     assert any(r"\tau \frac{d B_{1}}{dt}" in latex for latex in kinds["text/latex"])
+    printed = "".join(
+        output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", [])
+    )
+    assert re.search(r"time to half the loss: ODE \d+\.\d+, GD map \d+\.\d+", printed)
+    assert "IProgress" not in printed
 
 
 # ------------------------------------------------------------------ progress bars in a kernel

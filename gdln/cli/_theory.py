@@ -74,13 +74,15 @@ def stats(
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
     problem = load_problem(file, params, task)
-    shown = {"width": terminal_width(output), "numeric": numeric}
+    width = terminal_width(output)
     try:
         reduction = gdln.reduce(problem, lump="none", route="contexts")  # every path's
     except gdln.NotDiagonalizableError as err:
-        write(output, _without_bases(problem, err, output.format, **shown))
+        text = _without_bases(problem, err, output.format, width=width, numeric=numeric)
+        write(output, text)
         raise
-    write(output, gdln.format_statistics(problem, reduction, output.format, **shown))
+    text = gdln.format_statistics(problem, reduction, output.format, width=width, numeric=numeric)
+    write(output, text)
 
 
 def _without_bases(

@@ -189,6 +189,11 @@ def with_task(problem: Problem, task: str | Path, *, limits: Limits | None = Non
     limits
         As for :func:`load`.
 
+    Returns
+    -------
+    Problem
+        A new problem: ``problem``'s graph, parameters and settings with the file's task.
+
     Raises
     ------
     TaskSpecError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _column_names(trajectory: Trajectory, key: str, count: int) -> list[str]:
     the network's mode numbers (``meta["modes"]``: one list per system, or one list), any
     other series' by their index (singular values by rank, from 1)."""
     name, system = variable_in_key(key)
-    modes = trajectory.meta.get("modes")
+    modes: Any = trajectory.meta.get("modes")
     if modes and all(isinstance(m, list) for m in modes):
         modes = modes[system] if system < len(modes) else None
     plain = isinstance(modes, list) and all(isinstance(m, int) for m in modes)

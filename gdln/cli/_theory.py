@@ -229,7 +229,7 @@ def _solve_summary(file: str, trajectory: gdln.Trajectory) -> str:
     time to half the initial loss (the whole trajectory is what -o / --format writes)."""
     t, loss = trajectory.t, trajectory.loss
     meta = trajectory.meta
-    variables = [k for k in trajectory.series if k != "context_loss"]
+    variables = [k for k in trajectory.series if "loss" not in k]  # not the per-context losses
     half = gdln.time_to_half_loss(t, loss)
     reached = f"{half:.4g} tau" if half is not None else f"never (before t = {t[-1]:g} tau)"
     route = meta.get("route") or meta.get("system") or "?"

@@ -9,7 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ._trajectory import CONTEXT_LOSS, Trajectory, context_columns, variable_in_key
+from ._trajectory import (
+    CONTEXT_LOSS,
+    Trajectory,
+    context_columns,
+    matrix_key,
+    variable_in_key,
+)
 
 __all__ = ["format_trajectory"]
 
@@ -82,6 +88,6 @@ def _column_names(trajectory: Trajectory, key: str, count: int) -> list[str]:
     plain = isinstance(modes, list) and all(isinstance(m, int) for m in modes)
     if plain and len(modes) == count and name.isidentifier():
         return [f"{name} (mode {m})" for m in modes]
-    if key.startswith("sv["):  # matrix_key("sv", edge): descending singular values
+    if key.startswith(matrix_key("sv", "")[:-1]):  # an edge's singular values, descending
         return [f"{key} (singular value {j + 1})" for j in range(count)]
     return [f"{key} (index {j})" for j in range(count)]

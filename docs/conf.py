@@ -34,6 +34,14 @@ exclude_patterns = ["_build", "README.md", "examples/*.ipynb"]
 html_theme = "pydata_sphinx_theme"
 html_title = "gdln"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+# The pages listed directly in index.md's toctrees have no pages below them, so the theme's
+# left sidebar ("Section Navigation") would be empty there: those pages go without it.
+# The gallery (examples/) and the API reference (api/) keep theirs.
+_HERE = Path(__file__).resolve().parent
+html_sidebars: dict[str, list[str]] = {
+    page.relative_to(_HERE).with_suffix("").as_posix(): []
+    for page in (*_HERE.glob("*.md"), *(_HERE / "guide").glob("*.md"))
+}
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3

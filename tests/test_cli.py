@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import sympy as sp
 from helpers import GRAPHS, NOT_DIAGONALIZABLE, run_cli
@@ -277,11 +281,11 @@ def test_solve_output_has_the_loss_of_each_context(fmt, tmp_path, capsys) -> Non
         table = np.array(rows[1:], dtype=float)
         column = {name: table[:, i] for i, name in enumerate(rows[0])}
         t, loss = column["t"], column["loss"]
-        per_context = np.column_stack([column[f"context_loss[{label}]"] for label in labels])
+        per_context = np.column_stack([column[f"loss in context {label}"] for label in labels])
         variables = {}
         for name, values in column.items():
-            if "[" in name and not name.startswith("context_loss"):
-                variables.setdefault(name.split("[")[0], []).append(values)
+            if " (mode " in name:
+                variables.setdefault(name.split(" (mode ")[0], []).append(values)
         variables = {k: np.column_stack(v) for k, v in variables.items()}
     p = np.array([float(c.probability) for c in problem.task.contexts])
     digits = 1e-12 if fmt == "json" else 1e-10  # the CSV prints 12 significant digits
@@ -317,7 +321,9 @@ def test_symbolic_data_through_stats_derive_and_solve(tmp_path, capsys) -> None:
     code, out, _ = run(["derive", str(path), "--format", "json"], capsys)
     (system,) = json.loads(out)["systems"]
     assert code == 0 and system["symbols"]["s"] == ["a/2"]
-    code, out, _ = run(["solve", str(path), "--param", "a=2", "--t-max", "1"], capsys)
+    code, out, _ = run(
+        ["solve", str(path), "--param", "a=2", "--t-max", "1", "--format", "json"], capsys
+    )
     assert code == 0 and json.loads(out)["loss"][0] == pytest.approx(1.0, rel=1e-2)  # <y^2>/2 = 1
 
 
@@ -358,7 +364,7 @@ THEORY_PROBE = """\
 import sys
 from gdln.cli import main
 graph = sys.argv[1]
-for argv in (["paths", graph], ["stats", graph], ["derive", graph], ["solve", graph, "--t-max", "1"]):
+for argv in (["paths", graph], ["stats", graph], ["derive", graph], ["solve", graph, "--t-max", "1", "--format", "json"]):
     main(argv)
 print("torch" in sys.modules, file=sys.stderr)
 """
@@ -408,6 +414,7 @@ XOR = str(GRAPHS / "xor.yaml")
         ("derive", ".tex", "latex"),
         ("solve", ".csv", "csv"),
         ("solve", ".json", "json"),
+        ("solve", ".txt", "text"),
     ],
 )
 def test_the_format_follows_the_extension(command, extension, fmt, tmp_path, capsys) -> None:
@@ -435,7 +442,10 @@ def test_the_format_follows_the_extension(command, extension, fmt, tmp_path, cap
             ["derive", XOR, "--format", "text", "-o", "out.tex"],
             "--format text conflicts with -o out.tex",
         ),
-        (["solve", XOR, "-o", "out.txt"], "-o out.txt: expected a file ending in .json or .csv"),
+        (
+            ["solve", XOR, "-o", "out.tex"],
+            "-o out.tex: expected a file ending in .txt or .json or .csv",
+        ),
         (["paths", XOR, "-o", "out.tex"], "-o out.tex: expected a file ending in .txt or .json"),
         (
             ["solve", XOR, "-o", "missing/out.json"],
@@ -506,6 +516,33 @@ def _xor_with(tmp_path, settings: str):
     return path
 
 
+def test_solve_without_out_prints_a_short_summary_that_agrees_with_the_trajectory(
+    capsys,
+) -> None:
+    import re
+
+    import numpy as np
+
+    args = ["solve", str(GRAPHS / "routing.yaml"), "--t-max", "30", "--points", "61"]
+    code, summary, _ = run(args, capsys)
+    assert code == 0 and len(summary) < 1000 and '"loss"' not in summary
+    code, out, _ = run([*args, "--format", "json"], capsys)
+    data = json.loads(out)
+    t, loss = np.array(data["t"]), np.array(data["loss"])
+    # the half-loss time by its definition, L(t) = L(0)/2, interpolated between records
+    i = int(np.argmax(loss <= loss[0] / 2))
+    half = t[i - 1] + (loss[i - 1] - loss[0] / 2) / (loss[i - 1] - loss[i]) * (t[i] - t[i - 1])
+    shown = re.search(r"loss ([\d.e+-]+) at t = 0, ([\d.e+-]+) at t = 30", summary)
+    assert shown is not None, summary
+    assert float(shown[1]) == pytest.approx(loss[0], rel=1e-5)
+    assert float(shown[2]) == pytest.approx(loss[-1], rel=1e-5)
+    reached = re.search(r"half the initial loss: ([\d.e+-]+) tau", summary)
+    assert reached is not None and float(reached[1]) == pytest.approx(half, rel=1e-3)
+    assert "-o FILE.json" in summary  # says how to get the whole trajectory
+    code, early, _ = run(["solve", str(GRAPHS / "routing.yaml"), "--t-max", "1"], capsys)
+    assert code == 0 and "half the initial loss: never (before t = 1 tau)" in early
+
+
 def test_solve_honours_the_files_lr_and_the_command_line_overrides_it(tmp_path, capsys) -> None:
     import numpy as np
 
@@ -516,7 +553,9 @@ def test_solve_honours_the_files_lr_and_the_command_line_overrides_it(tmp_path, 
     reduction = gdln.reduce(problem, lump="symmetry", b0=0.01)
 
     def loss(*extra: str) -> np.ndarray:
-        code, out, err = run(["solve", str(path), "--points", "11", *extra], capsys)
+        code, out, err = run(
+            ["solve", str(path), "--points", "11", "--format", "json", *extra], capsys
+        )
         assert code == 0, err
         return np.array(json.loads(out)["loss"])
 
@@ -539,7 +578,7 @@ def test_derive_and_solve_honour_the_files_lump_and_init(tmp_path, capsys) -> No
     assert code == 0 and len(names) == 8 and all(name.startswith("b_") for name in names)
     code, out, _ = run(["derive", str(path), "--format", "json", "--lump", "full"], capsys)
     assert code == 0 and len([v for s in json.loads(out)["systems"] for v in s["variables"]]) < 8
-    code, out, _ = run(["solve", str(path), "--points", "3"], capsys)
+    code, out, _ = run(["solve", str(path), "--points", "3", "--format", "json"], capsys)
     data = json.loads(out)
     assert code == 0 and data["t"][-1] == pytest.approx(2.0)
     starts = [series[0] for modes in data["variables"].values() for series in modes]
@@ -609,3 +648,53 @@ def test_the_command_line_imports_only_the_public_api() -> None:
                 and node.value.id == "gdln"
             ):
                 assert not node.attr.startswith("_") or node.attr == "__version__", node.attr
+
+
+# ------------------------------------------------------------------ stats: width, numbers
+
+WIDE_Y = np.random.default_rng(0).normal(size=(8, 8)).round(9)  # example i: x = e_i, y = row i
+
+
+def _wide_graph(tmp_path: Path) -> Path:
+    examples = "\n".join(
+        f"    - {{inputs: {{x: {[int(i == j) for j in range(8)]}}}, targets: {{y: {list(y)}}}}}"
+        for i, y in enumerate(WIDE_Y.tolist())
+    )
+    path = tmp_path / "wide.yaml"
+    path.write_text(
+        "name: wide\nnodes:\n  - {id: x, size: 8}\n  - {id: y, size: 8}\n"
+        "edges:\n  - {source: x, target: y}\ntask:\n  examples:\n" + examples + "\n"
+    )
+    return path
+
+
+def _sigma_yx_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index("Sigma_yx(x->y) =") + 1
+    return lines[start : start + 8]
+
+
+def test_stats_numeric_shows_exact_values_as_decimals(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a, **k: os.terminal_size((250, 40)))
+    path = _wide_graph(tmp_path)
+    code, exact, _ = run(["stats", str(path)], capsys)
+    assert code == 0 and "-----" in exact  # fractions, drawn as such
+    code, out, _ = run(["stats", str(path), "--numeric"], capsys)
+    assert code == 0 and "-----" not in out
+    rows = _sigma_yx_rows(out)
+    shown = np.array([[float(v) for v in re.findall(r"-?[\d.]+(?:e[+-]?\d+)?", r)] for r in rows])
+    # Eq. (5) by hand: one path x->y, Sigma_yx = <y x^T> = Y^T / 8 for one-hot inputs
+    np.testing.assert_allclose(shown, WIDE_Y.T / 8, rtol=0, atol=6e-7)  # 6 decimals
+
+
+def test_stats_wraps_at_the_terminals_width(tmp_path, capsys, monkeypatch) -> None:
+    path = _wide_graph(tmp_path)
+    for columns in (60, 250):
+        size = os.terminal_size((columns, 40))
+        monkeypatch.setattr("shutil.get_terminal_size", lambda *a, s=size, **k: s)
+        code, out, _ = run(["stats", str(path), "--numeric"], capsys)
+        widths = [len(line) for line in out.splitlines() if line.startswith("  [")]
+        assert code == 0 and max(widths) <= columns
+        if columns == 250:  # a wide terminal: each row of the 8 x 8 matrix on one line
+            assert len(_sigma_yx_rows(out)[-1].strip()) > 80
+            assert _sigma_yx_rows(out)[-1].rstrip().endswith("]]")

@@ -561,3 +561,90 @@ def test_solve_at_given_times_is_solve_on_its_own_grid() -> None:
     np.testing.assert_allclose(ode.loss, full_ode.loss[pick], rtol=1e-8)
     np.testing.assert_array_equal(gd_map.loss, full_map.loss[pick])
     np.testing.assert_allclose(gd_map.t, np.array(pick) * 0.1, rtol=1e-15)
+
+
+# ------------------------------------------------------------------ without a folder; stages
+
+
+def test_compare_without_a_folder_writes_nothing_and_with_one_writes_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notebook call returns the result and leaves no file anywhere; with ``out_dir``
+    exactly :data:`gdln.comparison._compare.FILES` appear (as the guide says)."""
+    from gdln.comparison._compare import FILES
+
+    monkeypatch.chdir(tmp_path)
+    problem = gdln.load(GRAPHS / "chain.yaml")
+    options = {"lr": 0.1, "t_max": 2.0, "seeds": 1, "points": 5, "b0": 0.1}
+    result = compare(problem, **options)
+    assert result.files == () and list(tmp_path.iterdir()) == []
+    assert len(result.ode.t) == 5 and "time_to_half_loss" in result.metrics
+    written = compare(problem, tmp_path / "cmp", **options)
+    assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == sorted(FILES)
+    assert sorted(p.name for p in written.files) == sorted(FILES)
+
+
+def test_compare_marks_the_stage_times_of_timescales_on_the_loss_figure() -> None:
+    """chain (depth 3, two modes): metrics["stages"] lists the stages of gdln.timescales
+    at the same b(0), and loss.png draws a line at each one within t_max, at that time."""
+    from gdln.comparison._figures import loss_figure
+
+    problem = gdln.load(GRAPHS / "chain.yaml")
+    result = compare(problem, lr=0.1, t_max=40.0, seeds=1, points=11, b0=0.05)
+    predicted = result.metrics["stages"]
+    expected = gdln.timescales(problem, b0=0.05, ode=False).stages
+    assert predicted["u0"] == pytest.approx(0.05) and predicted["route"] == "aligned"
+    assert [s["time"] for s in predicted["stages"]] == pytest.approx([s.time for s in expected])
+    assert [s["active"] for s in predicted["stages"]] == [list(s.active) for s in expected]
+    assert [s["within_t_max"] for s in predicted["stages"]] == [s.time <= 40 for s in expected]
+    assert "stages" in result.metrics["definitions"]
+    fig = loss_figure(
+        result.metrics, Runs(result.ode, result.gd_map, result.decoupled, result.random)
+    )
+    lines = {line.get_gid(): line for line in fig.axes[0].get_lines() if line.get_gid()}
+    inside = [s.time for s in expected if s.time <= 40]
+    assert len(inside) == 1 and sorted(lines) == ["stage 1"]  # the second stage is after t_max
+    assert lines["stage 1"].get_xdata()[0] == pytest.approx(inside[0])
+
+
+def test_compare_lists_no_stages_and_says_why_where_timescales_does_not_apply() -> None:
+    from gdln.comparison._stages import predicted_stages
+
+    problem = gdln.load(GRAPHS / "chain.yaml")
+    large = predicted_stages(problem, b0=1.5, route="auto", lump="symmetry", t_max=10.0)
+    assert large["stages"] == [] and "0 < b(0) < 1" in large["note"]
+    per_edge = predicted_stages(
+        problem, b0={"a": 0.01, "b": 0.04}, route="auto", lump="full", t_max=10.0
+    )
+    assert per_edge["u0"] == pytest.approx(0.02)  # the geometric mean of the edges' b(0)
+
+
+def test_the_loss_figures_title_fits_the_figure_for_long_names_and_settings() -> None:
+    """The title was cut off at the figure's edge ("... random: xavier σ₀ =")."""
+    from gdln.comparison._figures import loss_figure
+
+    t = np.linspace(0, 1, 5)
+    one = gdln.Trajectory(t=t, loss=np.linspace(1, 0.5, 5))
+    runs = Runs(
+        one,
+        one,
+        gdln.Trajectory(t=t, loss=np.ones((5, 1))),
+        gdln.Trajectory(t=t, loss=np.ones((5, 3))),
+    )
+    params = {f"parameter_{i}": str(10 * i) for i in range(6)}
+    metrics = {
+        "graph": "a_rather_long_graph_name_for_a_network",
+        "params": params,
+        "lr": 0.05,
+        "b0": {"x->h": 0.0123, "h->y": 0.234},
+        "theory_start": "random",
+        "init_scheme": "xavier",
+        "init_scale": 0.2,
+    }
+    fig = loss_figure(metrics, runs)
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    title = fig.axes[0].title
+    box, whole = title.get_window_extent(renderer), fig.bbox
+    assert box.x0 >= whole.x0 and box.x1 <= whole.x1 and box.y1 <= whole.y1
+    assert "0.2" in title.get_text() and "parameter_5=50" in title.get_text()

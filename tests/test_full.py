@@ -270,7 +270,18 @@ def test_solve_route_matrix_follows_the_full_gradient_flow(
 ) -> None:
     # no common bases: the CLI's full-matrix route against solve_ivp on autograd gradients
     path = write(tmp_path, NOT_DIAGONALIZABLE)
-    args = ["solve", str(path), "--route", "matrix", "--t-max", "8", "--points", "9"]
+    args = [
+        "solve",
+        str(path),
+        "--route",
+        "matrix",
+        "--t-max",
+        "8",
+        "--points",
+        "9",
+        "--format",
+        "json",
+    ]
     code, out, err = run_cli([*args, "--init", "0.3"], capsys)
     assert code == 0, err
     payload = json.loads(out)

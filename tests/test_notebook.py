@@ -157,11 +157,69 @@ def test_statistics_latex_shows_each_matrix_and_counts_the_rest() -> None:
     stats = gdln.path_statistics(problem.graph, problem.require_task())
     rows = check_display_math(stats._repr_latex_())
     matrices = [r.split(" &= ", 1)[1] for r in rows if " &= " in r]
-    want = list(stats.input_output.values())[:12] + list(stats.input.values())[:12]
+    shown = gdln.paths._latex.SHOWN
+    want = list(stats.input_output.values())[:shown] + list(stats.input.values())[:shown]
     assert matrices == [sp.latex(m, mat_delim="[", mat_str="matrix") for m in want]
     assert f"{len(stats.paths)} active paths" in rows[0]
-    left_out = len(stats.input_output) - 12
+    left_out = len(stats.input_output) - shown
     assert (f"and {left_out} more" in " ".join(rows)) == (left_out > 0)
+    assert left_out > 0 and "gdln stats FILE --format latex" in rows[-1]  # how to see all
+    assert len(matrices) <= 2 * shown  # a summary, not a wall of matrices
+
+
+# MathJax's rules: inside \text{...} every character shows as it stands (no macros);
+# in math mode these escapes show one character each.
+MATHJAX_MATH = {
+    r"\_": "_",
+    r"\{": "{",
+    r"\}": "}",
+    r"\#": "#",
+    r"\%": "%",
+    r"\&": "&",
+    r"\$": "$",
+    r"\backslash ": "\\",
+    r"\hat{}": "^",
+    r"\sim ": "~",
+}
+
+
+def shown_by_mathjax(latex: str) -> str:
+    """What MathJax displays for a sequence of \text{...} pieces and escapes."""
+    shown, i = "", 0
+    while i < len(latex):
+        if latex.startswith(r"\text{", i):
+            end = latex.index("}", i)
+            shown += latex[i + len(r"\text{") : end]
+            i = end + 1
+            continue
+        escape = next(e for e in MATHJAX_MATH if latex.startswith(e, i))
+        shown += MATHJAX_MATH[escape]
+        i += len(escape)
+    return shown
+
+
+@pytest.mark.parametrize(
+    "text", ["gated_skip: lump=symmetry", "a{b}#c%d&e$f", "back\\slash ^ and ~", "", "plain"]
+)
+def test_names_in_latex_show_as_written_in_mathjax(text: str) -> None:
+    from gdln.paths._latex import latex_text
+
+    latex = latex_text(text)
+    assert shown_by_mathjax(latex) == text
+    for body in re.findall(r"\\text\{([^}]*)\}", latex):
+        assert "\\" not in body  # MathJax would show the backslash
+
+
+def test_a_reductions_heading_shows_an_underscored_name_without_a_backslash(
+    tmp_path: Path,
+) -> None:
+    source = (ROOT / "graphs" / "chain.yaml").read_text().replace("name: chain", "name: gated_skip")
+    (tmp_path / "gated_skip.yaml").write_text(source)
+    reduction = gdln.reduce(gdln.load(tmp_path / "gated_skip.yaml"))
+    rows = check_display_math(reduction._repr_latex_())
+    assert rows[0].startswith(r"&\text{gated}\_\text{skip: lump=")
+    orbit = [r for r in rows if "orbit" in r]
+    assert orbit and all(r"\to" not in r for r in orbit)  # the edges go on the next row
 
 
 def latex_floats(matrix: str) -> np.ndarray:
@@ -383,3 +441,47 @@ def test_routing_walkthrough_notebook_runs_and_renders() -> None:
         (src,) = parse(html).images
         decode_png(src)
     assert any(r"\tau \frac{d B_{1}}{dt}" in latex for latex in kinds["text/latex"])
+    printed = "".join(
+        output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", [])
+    )
+    assert re.search(r"time to half the loss: ODE \d+\.\d+, GD map \d+\.\d+", printed)
+    assert "IProgress" not in printed
+
+
+# ------------------------------------------------------------------ progress bars in a kernel
+
+KERNEL_WITHOUT_WIDGETS = """\
+import sys, types, warnings
+import IPython  # a Jupyter kernel: IPython and its shell module are loaded
+sys.modules["ipykernel.zmqshell"] = types.ModuleType("ipykernel.zmqshell")
+sys.modules["ipywidgets"] = None  # not installed
+with warnings.catch_warnings(record=True) as caught:  # (an error would be swallowed)
+    warnings.simplefilter("always")
+    import gdln
+    from gdln.simulation._training import train
+assert not caught, [str(w.message) for w in caught]
+from gdln.simulation._progress import bar_class
+import tqdm.std
+assert bar_class() is tqdm.std.tqdm, bar_class()
+sys.modules["ipywidgets"] = types.ModuleType("ipywidgets")  # now installed
+import tqdm.notebook
+assert bar_class() is tqdm.notebook.tqdm, bar_class()
+print("ok")
+"""
+
+
+def test_a_notebook_without_widgets_gets_a_text_progress_bar_and_no_warning() -> None:
+    """``TqdmWarning: IProgress not found`` was printed in every notebook that imported
+    the simulation (tqdm.auto); a subprocess stands in for a kernel without ipywidgets."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("IPython")
+    result = subprocess.run(
+        [sys.executable, "-c", KERNEL_WITHOUT_WIDGETS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+    assert "IProgress" not in result.stderr

@@ -279,7 +279,9 @@ def test_the_files_solve_section_is_bounded_too(
 
 
 def test_solve_command_warns_on_init_zero(capsys) -> None:
-    code, out, err = run_cli(["solve", CHAIN, "--b0", "0", "--t-max", "1"], capsys)
+    code, out, err = run_cli(
+        ["solve", CHAIN, "--b0", "0", "--t-max", "1", "--format", "json"], capsys
+    )
     assert code == 0 and '"loss"' in out
     assert err.startswith("gdln: warning: ") and "b(0) = 0 is a fixed point" in err
     assert err.count("\n") == 1

@@ -118,21 +118,22 @@ def test_csv_format_reads_back() -> None:
     assert header == [
         "t",
         "loss",
-        "B1[0]",
-        "B1[1]",
-        "energy[0]",
-        "context_loss[a, with comma]",
-        "context_loss[b]",
+        "B1 (index 0)",
+        "B1 (index 1)",
+        "energy (index 0)",
+        "loss in context a, with comma",
+        "loss in context b",
     ]
     column = dict(zip(header, values.T, strict=True))
     np.testing.assert_allclose(column["t"], trajectory.t, rtol=1e-11)
     np.testing.assert_allclose(column["loss"], trajectory.loss, rtol=1e-11)
     for j in range(2):
-        np.testing.assert_allclose(column[f"B1[{j}]"], trajectory.series["B1"][:, j], rtol=1e-11)
-    np.testing.assert_allclose(column["energy[0]"], trajectory.series["energy"], rtol=1e-11)
+        want = trajectory.series["B1"][:, j]
+        np.testing.assert_allclose(column[f"B1 (index {j})"], want, rtol=1e-11)
+    np.testing.assert_allclose(column["energy (index 0)"], trajectory.series["energy"], rtol=1e-11)
     context = trajectory.series["context_loss"]
-    np.testing.assert_allclose(column["context_loss[a, with comma]"], context[:, 0], rtol=1e-11)
-    np.testing.assert_allclose(column["context_loss[b]"], context[:, 1], rtol=1e-11)
+    np.testing.assert_allclose(column["loss in context a, with comma"], context[:, 0], rtol=1e-11)
+    np.testing.assert_allclose(column["loss in context b"], context[:, 1], rtol=1e-11)
 
 
 @pytest.mark.parametrize(
@@ -147,21 +148,47 @@ def test_context_columns_are_named_once_each(labels: list[str] | None, expected:
     data = json.loads(gdln.format_trajectory(example(labels), "json"))
     assert list(data["context_loss"]) == expected
     header, _ = read_csv(gdln.format_trajectory(example(labels), "csv"))
-    assert header[-2:] == [f"context_loss[{x}]" for x in expected]
+    assert header[-2:] == [f"loss in context {x}" for x in expected]
 
 
 def test_solved_trajectory_reads_back_from_csv() -> None:
     trajectory = gdln.solve(gdln.reduce(load("routing", M=3, K=2), lump="symmetry"), t_max=3)
     header, values = read_csv(gdln.format_trajectory(trajectory, "csv"))
     labels = trajectory.meta["context_labels"]
-    assert [h for h in header if h.startswith("context_loss")] == [
-        f"context_loss[{x}]" for x in labels
+    assert [h for h in header if h.startswith("loss in context")] == [
+        f"loss in context {x}" for x in labels
     ]
+    (modes,) = trajectory.meta["modes"]
     for k, name in enumerate(header):
         if name.startswith("B"):
-            variable, mode = name[:-1].split("[")
-            want = trajectory.series[variable][:, int(mode)]
+            variable, mode = name.removesuffix(")").split(" (mode ")
+            want = trajectory.series[variable][:, modes.index(int(mode))]
             np.testing.assert_allclose(values[:, k], want, rtol=1e-11, atol=1e-300)
+
+
+def test_csv_columns_name_the_networks_mode_across_systems() -> None:
+    # two systems: modes 0-2 in the first, mode 3 in the second (as a reduction numbers them)
+    t = np.linspace(0, 1, 3)
+    first, second = np.arange(9.0).reshape(3, 3), np.array([[10.0], [11.0], [12.0]])
+    sv = np.array([[3.0, 1.0]] * 3)
+    trajectory = gdln.Trajectory(
+        t=t,
+        loss=np.ones(3),
+        series={"B1@0": first, "B1@1": second, "sv[x->h]": sv},
+        meta={"modes": [[0, 1, 2], [3]]},
+    )
+    header, values = read_csv(gdln.format_trajectory(trajectory, "csv"))
+    assert header == [
+        "t",
+        "loss",
+        "B1 (mode 0)",
+        "B1 (mode 1)",
+        "B1 (mode 2)",
+        "B1 (mode 3)",  # the first mode of system 1 is the network's mode 3
+        "sv[x->h] (singular value 1)",
+        "sv[x->h] (singular value 2)",
+    ]
+    np.testing.assert_array_equal(values[:, 5], second[:, 0])
 
 
 def test_unknown_format_is_refused() -> None:

@@ -85,7 +85,7 @@ def defining_module(package: str, name: str) -> str:
     from gdln._lazy import _exports
 
     stub = ROOT / Path(*package.split(".")) / "__init__.pyi"
-    return _exports(stub, package)[0][name]
+    return _exports(stub, package)[0][name]  # the absolute name of the defining module
 
 
 def constant_docs(package: str, name: str) -> list[str]:

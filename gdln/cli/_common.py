@@ -12,6 +12,7 @@ Nothing heavy is imported here: ``gdln <command> --help`` stays instant.
 
 from __future__ import annotations
 
+import shutil
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -122,6 +123,28 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
         "progress",
     ),
 }
+
+
+# ----------------------------------------------------------------------------- display
+
+
+def display_options(fn: F) -> F:
+    """``--numeric``: how a printout shows exact values (display only, not a setting of
+    the pipeline: it changes no number that is computed)."""
+    return click.option(
+        "--numeric",
+        is_flag=True,
+        help="Show exact values (such as -9*sqrt(6227285)/151885) as decimals (6 "
+        "decimal places in matrices) in the text output; LaTeX and JSON stay exact.",
+    )(fn)
+
+
+def terminal_width(output: Output) -> int:
+    """The columns text may take: the terminal's width on standard output (``COLUMNS``
+    where set, else 80 when it is not a terminal), unlimited in a file."""
+    if output.path is not None:
+        return 10_000
+    return shutil.get_terminal_size().columns
 
 
 def setting_help(name: str) -> str:

@@ -39,7 +39,7 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "solve": CommandEntry(
         "gdln.cli._theory",
-        "Solve the dynamics numerically; write t, loss and every variable.",
+        "Solve the dynamics numerically; summarise it, or write t, loss and every variable.",
     ),
     "timescales": CommandEntry(
         "gdln.cli._timescales",

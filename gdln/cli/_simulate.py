@@ -132,7 +132,8 @@ def compare(
     """Reduced theory (ODE and GD map) vs simulation (decoupled and random init).
 
     Writes loss.png/.svg, singular_values.png/.svg (Fig. 4e-f), the four trajectories
-    and metrics.json into OUT. Time is in units of tau: t/tau = lr * step.
+    and metrics.json into OUT. Time is in units of tau: t/tau = lr * step. The loss
+    figure marks the stage times gdln timescales predicts (metrics.json "stages").
 
     By default (--theory-start auto) the theory starts from the mode strengths of the
     random initial weights themselves, so the comparison holds at any --init-scale; with

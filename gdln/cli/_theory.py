@@ -13,6 +13,7 @@ import gdln
 
 from ._common import (
     CommandLineError,
+    display_options,
     graph_arguments,
     hidden,
     load_problem,
@@ -20,6 +21,7 @@ from ._common import (
     output_file,
     output_options,
     setting_options,
+    terminal_width,
     write,
 )
 
@@ -49,11 +51,13 @@ def paths(
 
 @click.command()
 @graph_arguments
+@display_options
 @output_options(("text", "latex", "json"), default="text", what="statistics")
 def stats(
     file: str,
     params: tuple[str, ...],
     task: str | None,
+    numeric: bool,
     fmt: str | None,
     out: str | None,
     force: bool,
@@ -61,25 +65,36 @@ def stats(
     """Print the path statistics and the bases U, V that diagonalise them (Eqs 5-8).
 
     When no common bases exist, print the statistics and which of them stay off-diagonal,
-    then exit with status 2.
+    then exit with status 2. Text output uses the terminal's width.
 
     \b
     Example:
       gdln stats graphs/context.yaml --param pathways=1 --format latex
+      gdln stats graphs/chain.yaml --numeric
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
     problem = load_problem(file, params, task)
+    width = terminal_width(output)
     try:
         reduction = gdln.reduce(problem, lump="none", route="contexts")  # every path's
     except gdln.NotDiagonalizableError as err:
-        write(output, _without_bases(problem, err, output.format))
+        text = _without_bases(problem, err, output.format, width=width, numeric=numeric)
+        write(output, text)
         raise
-    write(output, gdln.format_statistics(problem, reduction, output.format))
+    text = gdln.format_statistics(problem, reduction, output.format, width=width, numeric=numeric)
+    write(output, text)
 
 
-def _without_bases(problem: gdln.Problem, err: gdln.NotDiagonalizableError, fmt: str) -> str:
+def _without_bases(
+    problem: gdln.Problem,
+    err: gdln.NotDiagonalizableError,
+    fmt: str,
+    *,
+    width: int = 80,
+    numeric: bool = False,
+) -> str:
     """The statistics (Eqs. 5-6), and which stay off-diagonal in the best bases found."""
-    text = gdln.format_statistics(problem, None, fmt)
+    text = gdln.format_statistics(problem, None, fmt, width=width, numeric=numeric)
     residual = float(err.residual)
     if fmt == "json":
         payload = json.loads(text)
@@ -173,7 +188,7 @@ def derive(
 )
 @hidden("--init", "old_init")
 @hidden("--ode", "old_ode", is_flag=True)
-@output_options(("json", "csv"), default="json", what="trajectory")
+@output_options(("text", "json", "csv"), default="text", what="trajectory")
 def solve(
     file: str,
     params: tuple[str, ...],
@@ -195,7 +210,10 @@ def solve(
     out: str | None,
     force: bool,
 ) -> None:
-    """Solve the dynamics numerically; write t, loss and every variable.
+    """Solve the dynamics numerically; summarise it, or write t, loss and every variable.
+
+    Without -o it prints a short summary (loss at the start and end, time to half the
+    initial loss); -o x.json / x.csv or --format json / csv writes the whole trajectory.
 
     The route is that of `gdln derive` (one rule for every command); auto takes the moment
     route where the paths are too many to list, and --route matrix solves the full-matrix
@@ -209,9 +227,9 @@ def solve(
       gdln solve graphs/resnet_sd.yaml --param L=1000    # moment route
       gdln solve graphs/chain.yaml --route matrix       # full matrices, no bases needed
       gdln solve graphs/xor.yaml --weights W.npz        # from given weights
-      gdln solve graphs/xor.yaml --balanced 1 --t-max 20   # a drawn lambda-balanced start
+      gdln solve graphs/xor.yaml --param hidden=1 --balanced 1   # a drawn start
     """
-    output = output_file(out, fmt, force, formats=("json", "csv"))
+    output = output_file(out, fmt, force, formats=("text", "json", "csv"))
     b0 = b0 or old_option("--init", "--b0", old_init)
     if old_ode:
         dynamics = dynamics or old_option("--ode", "--dynamics flow", "flow")
@@ -239,20 +257,22 @@ def solve(
             points=points,
             weight_decay=weight_decay,
         )
-        write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
+    else:
+        trajectory = gdln.solve(
+            load_problem(file, params, task),
+            t_max=t_max,
+            lr=lr,
+            dynamics=dynamics,
+            points=points,
+            method=method,
+            route=route,
+            lump=lump,
+            b0=b0,
+            weight_decay=weight_decay,
+        )
+    if output.format == "text":
+        write(output, _solve_summary(file, trajectory))
         return
-    trajectory = gdln.solve(
-        load_problem(file, params, task),
-        t_max=t_max,
-        lr=lr,
-        dynamics=dynamics,
-        points=points,
-        method=method,
-        route=route,
-        lump=lump,
-        b0=b0,
-        weight_decay=weight_decay,
-    )
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
 
 
@@ -286,3 +306,30 @@ def _number(option: str, text: str | None) -> float:
     if value != value or value in (float("inf"), float("-inf")):
         raise CommandLineError(f"{option}: expected a finite number, got {text!r}")
     return value
+
+
+def _solve_summary(file: str, trajectory: gdln.Trajectory) -> str:
+    """A solve in a few lines: what was solved, the loss at the start and the end, and the
+    time to half the initial loss (the whole trajectory is what -o / --format writes)."""
+    t, loss = trajectory.t, trajectory.loss
+    meta = trajectory.meta
+    variables = [k for k in trajectory.series if "loss" not in k]  # not the per-context losses
+    half = gdln.time_to_half_loss(t, loss)
+    reached = f"{half:.4g} tau" if half is not None else f"never (before t = {t[-1]:g} tau)"
+    route = meta.get("route") or meta.get("system") or "?"
+    share = f" ({loss[-1] / loss[0]:.3g} of the initial loss)" if loss[0] > 0 else ""
+    lines = [
+        f"solved {file}: {len(t)} points to t = {t[-1]:g} tau (route: {route})",
+        f"  loss {loss[0]:.6g} at t = {t[0]:g}, {loss[-1]:.6g} at t = {t[-1]:g}{share}",
+        f"  time to half the initial loss: {reached}",
+        f"  {len(variables)} recorded series: {_listed(variables)}",
+        "  the whole trajectory: -o FILE.json or FILE.csv, or --format json|csv",
+    ]
+    return "\n".join(lines)
+
+
+def _listed(names: list[str], *, shown: int = 8) -> str:
+    """At most ``shown`` names, then how many more."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown])} and {len(names) - shown} more"

@@ -53,6 +53,7 @@ from ..solution._dynamics import route_of
 from ._figures import plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
+from ._stages import predicted_stages
 
 __all__ = ["FILES", "CompareResult", "compare"]
 
@@ -290,6 +291,9 @@ def compare(
         "dtype": decoupled.meta["dtype"],
         "device": decoupled.meta["device"],
         **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),
+        "stages": predicted_stages(
+            problem, b0=start, route=chosen.route, lump=chosen.lump, t_max=steps * lr
+        ),
         "definitions": dict(DEFINITIONS),
     }
     if out is None:

@@ -6,6 +6,7 @@ matplotlib is imported when a figure is made, not with this module.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from ._modes import edge_orbits, theory_edge_values
 
 __all__ = [
     "Panel",
+    "loss_figure",
     "plot_loss",
     "plot_singular_values",
     "save_figure",
@@ -72,6 +74,29 @@ def save_figure(
 
 def plot_loss(out: Path, metrics: Mapping[str, Any], runs: Runs) -> list[Path]:
     """``loss.png``/``.svg``: the loss of Eq. (1) of every run against time (Fig. 4e)."""
+    return save_figure(loss_figure(metrics, runs), out, "loss")
+
+
+def loss_figure(metrics: Mapping[str, Any], runs: Runs) -> Any:
+    r"""The figure of ``loss.png``: the loss of Eq. (1) of every run against time.
+
+    The theory's reduced ODE and map, the simulation from decoupled and from random
+    initial weights (Fig. 4e of Saxe et al. 2022), and a dotted vertical line at each
+    stage time within the horizon that :func:`gdln.timescales` predicts
+    (``metrics["stages"]``, leading order in $u_0$), labelled by its number.
+
+    Parameters
+    ----------
+    metrics
+        The metrics of :func:`gdln.compare` (``CompareResult.metrics``).
+    runs
+        The four trajectories.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure (the stage lines carry the ``gid`` ``"stage N"``).
+    """
     ode, gd_map, decoupled, random = runs.ode, runs.gd_map, runs.decoupled, runs.random
     fig = _figure()
     ax = fig.add_subplot()
@@ -102,8 +127,34 @@ def plot_loss(out: Path, metrics: Mapping[str, Any], runs: Runs) -> list[Path]:
     ax.set_ylabel(r"training loss $\mathcal{L}$ (Eq. 1)")
     ax.set_title(_title(metrics), fontsize=9)
     ax.set_ylim(bottom=0)
+    _mark_stages(ax, metrics.get("stages") or {})
     ax.legend(fontsize=8)
-    return save_figure(fig, out, "loss")
+    return fig
+
+
+def _mark_stages(ax: Any, predicted: Mapping[str, Any]) -> None:
+    """A dotted line at each predicted stage time within the horizon, numbered at the top."""
+    shown = [s for s in predicted.get("stages", ()) if s["within_t_max"]]
+    for number, stage in enumerate(shown, start=1):
+        ax.axvline(
+            stage["time"],
+            color="0.35",
+            ls=":",
+            lw=1,
+            gid=f"stage {number}",
+            label=f"stage times, gdln.timescales (u0 = {predicted['u0']:.2g})"
+            if number == 1
+            else None,
+        )
+        ax.annotate(
+            str(number),
+            (stage["time"], 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -10),
+            textcoords="offset points",
+            fontsize=7,
+            color="0.35",
+        )
 
 
 @dataclass(frozen=True)
@@ -223,18 +274,30 @@ def _panel_title(names: Sequence[str], has_theory: bool) -> str:
     return title if has_theory else f"{title} (no theory variable)"
 
 
-def _title(metrics: Mapping[str, Any]) -> str:
-    """The problem, the learning rate and where theory and random runs start."""
+def _title(metrics: Mapping[str, Any], *, width: int = 95) -> str:
+    """The problem, the learning rate and where theory and random runs start, broken into
+    lines of at most ``width`` characters (whole phrases kept together) so that nothing is
+    cut off at the figure's edge."""
     params = ", ".join(f"{k}={v}" for k, v in metrics["params"].items())
     values = list(metrics["b0"].values())
     if metrics["theory_start"] == "random":
         start = f"b(0) from the random weights ({min(values):.3g}–{max(values):.3g})"
     else:
         start = f"b(0) = {values[0]:g}"
-    return (
-        f"{metrics['graph']}" + (f" ({params})" if params else "") + f"; lr = {metrics['lr']:g}, "
-        f"{start}, random: {metrics['init_scheme']} $\\sigma_0$ = {metrics['init_scale']:g}"
-    )
+    phrases = [
+        f"{metrics['graph']}" + (f" ({params})" if params else "") + ";",
+        f"lr = {metrics['lr']:g},",
+        f"{start},",
+        f"random: {metrics['init_scheme']} $\\sigma_0$ = {metrics['init_scale']:g}",
+    ]
+    lines = [""]
+    for phrase in phrases:
+        joined = f"{lines[-1]} {phrase}".strip()
+        if lines[-1] and len(joined) > width:
+            lines.append(phrase)
+        else:
+            lines[-1] = joined
+    return "\n".join(textwrap.fill(line, width) for line in lines)
 
 
 def _figure(figsize: tuple[float, float] = (7.5, 4.8)) -> Any:

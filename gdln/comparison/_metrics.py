@@ -38,6 +38,10 @@ DEFINITIONS: Mapping[str, str] = {
     "time_to_half_loss.random": f"over all seeds, censored ones (never within t_max) "
     f"counted as > t_max: median, {SPREAD}; the q-quantile is the smallest time by which "
     "a fraction q of the seeds reached half loss",
+    "stages": "gdln.timescales on the same problem, route and b(0) (u0: b0, or the geometric "
+    "mean of the per-edge b_e(0)): each stage's leading-order escape time in tau, its "
+    "formula in u0, the variables that become active, the plateau loss after it and whether "
+    "it falls within t_max (then a dotted line in loss.png); note says why the list is empty",
 }
 """What the metrics in ``metrics.json`` mean, written into it."""
 

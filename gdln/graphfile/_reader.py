@@ -192,7 +192,7 @@ def with_task(problem: Problem, task: str | Path, *, limits: Limits | None = Non
     Returns
     -------
     Problem
-        A new problem; ``problem`` is unchanged.
+        A new problem: ``problem``'s graph, parameters and settings with the file's task.
 
     Raises
     ------

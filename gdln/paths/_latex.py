@@ -17,14 +17,38 @@ __all__ = ["display_math", "latex_matrix", "latex_name", "latex_text", "statisti
 
 _LATEX_SPECIAL = {c: "\\" + c for c in "_{}#%&$"} | {
     "\\": r"\backslash ",
-    "^": r"\^{}",
-    "~": r"\~{}",
+    "^": r"\hat{}",
+    "~": r"\sim ",
 }
+"""Math-mode spellings of the characters that LaTeX does not print as themselves."""
+
+SHOWN = 4
+"""Matrices of each kind a notebook shows of a statistics; a last row counts the rest."""
 
 
 def latex_text(text: Any) -> str:
-    r"""``text`` as upright LaTeX (``\text{...}``), its special characters escaped."""
-    return r"\text{" + "".join(_LATEX_SPECIAL.get(c, c) for c in str(text)) + "}"
+    r"""``text`` as upright LaTeX that MathJax and LaTeX both show as written.
+
+    Inside ``\text{...}`` MathJax prints every character as it stands, so an escape
+    such as ``\_`` would show its backslash, while LaTeX needs the escape there. The
+    special characters are therefore set in math mode, between ``\text`` pieces.
+
+    >>> latex_text("gated_skip: lump=none")
+    '\\text{gated}\\_\\text{skip: lump=none}'
+    """
+    pieces: list[str] = []
+    plain = ""
+    for c in str(text):
+        if c in _LATEX_SPECIAL:
+            if plain:
+                pieces.append(r"\text{" + plain + "}")
+                plain = ""
+            pieces.append(_LATEX_SPECIAL[c])
+        else:
+            plain += c
+    if plain or not pieces:
+        pieces.append(r"\text{" + plain + "}")
+    return "".join(pieces)
 
 
 def latex_name(name: Any) -> str:
@@ -65,7 +89,7 @@ class Statistics(Protocol):
     def input(self) -> Mapping[Any, Any]: ...
 
 
-def statistics_latex(stats: Statistics, *, limit: int = 12) -> str:
+def statistics_latex(stats: Statistics, *, limit: int | None = SHOWN) -> str:
     r"""$\Sigma^{yx}(p)$ (Eq. 5) and $\Sigma^x(j,p)$ (Eq. 6) of Saxe et al. 2022 as LaTeX.
 
     Parameters
@@ -73,7 +97,8 @@ def statistics_latex(stats: Statistics, *, limit: int = 12) -> str:
     stats
         The statistics to show.
     limit
-        At most this many matrices of each kind; a last row counts the others.
+        At most this many matrices of each kind; a last row counts the others and says
+        how to see them all (``None``: every matrix).
 
     Returns
     -------
@@ -83,6 +108,7 @@ def statistics_latex(stats: Statistics, *, limit: int = 12) -> str:
     kind = "exact" if stats.exact else "float"
     head = f"{len(stats.paths)} active paths, {len(stats.input)} co-active pairs ({kind})"
     rows = [rf"&{latex_text(head)}"]
+    limit = max(len(stats.input_output), len(stats.input)) if limit is None else limit
     for p, m in list(stats.input_output.items())[:limit]:
         rows.append(rf"\Sigma^{{yx}}({latex_name(p)}) &= {latex_matrix(m)}")
     rows += _more(len(stats.input_output), limit, r"\Sigma^{yx}")
@@ -96,4 +122,6 @@ def _more(total: int, limit: int, what: str) -> list[str]:
     """A row saying how many of ``total`` matrices were left out, if any."""
     if total <= limit:
         return []
-    return [rf"&\ldots\ {latex_text(f'and {total - limit} more')}\ {what}"]
+    more = latex_text(f"and {total - limit} more")
+    how = latex_text("(all of them: gdln stats FILE --format latex)")
+    return [rf"&\ldots\ {more}\ {what}\ {how}"]

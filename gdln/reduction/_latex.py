@@ -103,9 +103,10 @@ def equations(system: PrintedSystem) -> list[tuple[str, str]]:
 
 
 def system_rows(system: PrintedSystem) -> list[str]:
-    r"""The ``aligned`` rows of one reduced system: its variables' orbits, its
-    :func:`equations` and its data symbols per mode."""
-    rows = [_orbit_row(system, v) for v in (*system.variables, *system.eliminated)]
+    r"""The ``aligned`` rows of one reduced system: its variables' orbits (each on two
+    rows, the edges below, so that a long orbit does not overflow), its :func:`equations`
+    and its data symbols per mode."""
+    rows = [row for v in (*system.variables, *system.eliminated) for row in _orbit_rows(system, v)]
     rows += [f"{left} &= {right}" for left, right in equations(system)]
     rows += [_symbol_row(s, values) for s, values in system.symbols.items()]
     return rows
@@ -137,16 +138,15 @@ def reduction_latex(reduction: PrintedReduction) -> str:
     return display_math(rows)
 
 
-def _orbit_row(system: PrintedSystem, variable: sp.Symbol) -> str:
-    """``B_k``: how many edges it stands for, the first few of them, and $B_k(0)$."""
+def _orbit_rows(system: PrintedSystem, variable: sp.Symbol) -> list[str]:
+    """``B_k``: how many edges it stands for and $B_k(0)$; below, the first few edges."""
     edges = system.edges[variable]
     shown = ",\\ ".join(latex_name(edge_name(e)) for e in edges[:_SHOWN_EDGES])
     more = r",\ \ldots" if len(edges) > _SHOWN_EDGES else ""
     initial = sp.latex(as_sympy(system.initial[variable]))
-    return (
-        rf"{sp.latex(variable)} &: {latex_text(f'orbit {system.orbit(variable)}')}\ "
-        rf"[{shown}{more}],\ {sp.latex(variable)}(0) = {initial}"
-    )
+    symbol = sp.latex(variable)
+    head = rf"{symbol} &: {latex_text(f'orbit {system.orbit(variable)}')},\ {symbol}(0) = {initial}"
+    return [head, rf"&\qquad [{shown}{more}]"] if shown else [head]
 
 
 def _symbol_row(symbol: sp.Symbol, values: Sequence[Any]) -> str:

@@ -112,10 +112,24 @@ def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> st
     return "\n".join(lines)
 
 
-def _matrix_text(m: Any) -> str:
+def _matrix_text(m: Any, *, width: int = 80, numeric: bool = False) -> str:
+    """A matrix as text, wrapped at ``width`` columns; ``numeric``: exact entries as
+    decimals (6 decimal places)."""
+    if isinstance(m, sp.MatrixBase) and numeric:
+        m = m.evalf(6)
+        if all(x.is_number for x in m):
+            m = np.array(m.tolist(), dtype=float)
     if isinstance(m, sp.MatrixBase):
-        return sp.pretty(m, use_unicode=False)
-    return np.array2string(np.asarray(m), precision=6, suppress_small=True)
+        return sp.pretty(m, use_unicode=False, num_columns=width)
+    return np.array2string(np.asarray(m), precision=6, suppress_small=True, max_line_width=width)
+
+
+def _value_text(x: Any, *, numeric: bool) -> str:
+    """A value per mode: exact as it is, or (``numeric``) to 6 significant digits."""
+    if numeric:
+        value = as_sympy(x).evalf(6)
+        return f"{float(value):.6g}" if value.is_number else str(value)
+    return _str(x)
 
 
 def _matrix_json(m: Any) -> list[list[str]] | list[list[float]]:
@@ -125,7 +139,12 @@ def _matrix_json(m: Any) -> list[list[str]] | list[list[float]]:
 
 
 def format_statistics(
-    problem: Problem, reduction: Reduction | None = None, fmt: str = "text"
+    problem: Problem,
+    reduction: Reduction | None = None,
+    fmt: str = "text",
+    *,
+    width: int = 80,
+    numeric: bool = False,
 ) -> str:
     r"""$\Sigma^{yx}(p)$, $\Sigma^x(j,p)$ (Eqs. 5-6) and, with a reduction, $U$, $V$, $S$, $D$.
 
@@ -139,6 +158,13 @@ def format_statistics(
         (:attr:`gdln.Reduction.whole`).
     fmt
         ``"text"``, ``"latex"`` or ``"json"``.
+    width
+        Text: the columns a matrix may take before it wraps (``gdln stats`` passes the
+        terminal's width).
+    numeric
+        Text: show exact entries and values per mode (such as
+        ``-9*sqrt(6227285)/151885``) as decimals: 6 decimal places in a matrix, 6
+        significant digits in a value per mode. LaTeX and JSON stay exact.
 
     Returns
     -------
@@ -183,10 +209,14 @@ def format_statistics(
     if fmt == "latex":
         return _statistics_latex(stats, reduction, bases)
     lines = []
+
+    def matrix(m: Any, indent: int) -> str:
+        return _indent(_matrix_text(m, width=max(width - indent, 20), numeric=numeric), indent)
+
     for p, m in stats.input_output.items():
-        lines += [f"Sigma_yx({p}) =", _indent(_matrix_text(m))]
+        lines += [f"Sigma_yx({p}) =", matrix(m, 2)]
     for (j, p), m in stats.input.items():
-        lines += [f"Sigma_x({j}, {p}) =", _indent(_matrix_text(m))]
+        lines += [f"Sigma_x({j}, {p}) =", matrix(m, 2)]
     if reduction is not None:
         values = _mode_values(reduction, stats)
         lines.append("")
@@ -194,15 +224,16 @@ def format_statistics(
             "diagonal values per mode (S(p) = U^T Sigma_yx(p) V, D(j,p) = V^T Sigma_x(j,p) V):"
         )
         for key, vals in values.items():
-            lines.append(f"  {key} = [{', '.join(_str(v) for v in vals)}]")
+            shown = ", ".join(_value_text(v, numeric=numeric) for v in vals)
+            lines.append(f"  {key} = [{shown}]")
     for k, comp in enumerate(bases):
         lines.append("")
         lines.append(f"component {k}: {len(comp['modes'])} live modes")
-        for space, matrix in comp["matrices"].items():
+        for space, value in comp["matrices"].items():
             name = "U" if space.startswith("out") else "V"
             lines += [
                 f"  {name}[{space}] (columns: modes {comp['columns'][space]}) =",
-                _indent(_matrix_text(matrix), 4),
+                matrix(value, 4),
             ]
     return "\n".join(lines)
 

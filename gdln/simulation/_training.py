@@ -12,10 +12,10 @@ from collections.abc import Collection
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ._errors import SimulationDivergedError
 from ._optimizers import Optimizer, Pass
+from ._progress import progress_bar
 from ._random_gates import RandomGates
 from ._recording import Recorder
 
@@ -98,7 +98,7 @@ def train(
     """
     weights = optimizer.weights
     params = optimizer.params()
-    bar = tqdm(total=steps, disable=not progress, desc="simulate", unit="step")
+    bar = progress_bar(total=steps, disable=not progress, desc="simulate", unit="step")
     for step in range(steps + 1):
         last = step == steps
         record = step in record_at

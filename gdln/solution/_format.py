@@ -5,10 +5,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 import numpy as np
 
-from ._trajectory import CONTEXT_LOSS, Trajectory, context_columns
+from ._trajectory import (
+    CONTEXT_LOSS,
+    Trajectory,
+    context_columns,
+    matrix_key,
+    variable_in_key,
+)
 
 __all__ = ["format_trajectory"]
 
@@ -19,7 +26,10 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
     JSON: ``t``, ``loss``, ``variables`` (name -> one series per mode), ``context_loss``
     (context label -> series: the loss of Eq. (1) within that context, whose average by
     the context probabilities is ``loss``) and ``meta``. CSV: one row per time, columns
-    ``t``, ``loss``, ``NAME[mode]`` and ``context_loss[LABEL]``.
+    ``t``, ``loss``, ``NAME (mode N)`` for a reduced variable in mode ``N`` of the whole
+    network (numbered as in ``meta["modes"]``, across all systems), ``sv[EDGE] (singular
+    value k)`` for the ``k``-th largest singular value of an edge (the full-matrix flow),
+    ``NAME (index j)`` for column ``j`` of another series, and ``loss in context LABEL``.
 
     Parameters
     ----------
@@ -54,11 +64,10 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
         columns = [trajectory.t, trajectory.loss]
         for k in names:
             values = np.asarray(trajectory.series[k]).reshape(len(trajectory.t), -1)
-            for j in range(values.shape[1]):
-                header.append(f"{k}[{j}]")
-                columns.append(values[:, j])
+            header += _column_names(trajectory, k, values.shape[1])
+            columns += list(values.T)
         for label, values in per_context.items():
-            header.append(f"{CONTEXT_LOSS}[{label}]")
+            header.append(f"loss in context {label}")
             columns.append(values)
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerow(header)  # quotes labels with commas
@@ -66,3 +75,19 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
         rows += [",".join(f"{x:.12g}" for x in row) for row in np.column_stack(columns)]
         return "\n".join(rows)
     raise ValueError(f"format {fmt!r}: expected json or csv")
+
+
+def _column_names(trajectory: Trajectory, key: str, count: int) -> list[str]:
+    """The CSV names of the ``count`` columns of series ``key``: a reduced variable's by
+    the network's mode numbers (``meta["modes"]``: one list per system, or one list), any
+    other series' by their index (singular values by rank, from 1)."""
+    name, system = variable_in_key(key)
+    modes: Any = trajectory.meta.get("modes")
+    if modes and all(isinstance(m, list) for m in modes):
+        modes = modes[system] if system < len(modes) else None
+    plain = isinstance(modes, list) and all(isinstance(m, int) for m in modes)
+    if plain and len(modes) == count and name.isidentifier():
+        return [f"{name} (mode {m})" for m in modes]
+    if key.startswith(matrix_key("sv", "")[:-1]):  # an edge's singular values, descending
+        return [f"{key} (singular value {j + 1})" for j in range(count)]
+    return [f"{key} (index {j})" for j in range(count)]

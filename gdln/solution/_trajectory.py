@@ -35,6 +35,7 @@ __all__ = [
     "node_key",
     "pathway_key",
     "time_to_half_loss",
+    "variable_in_key",
     "variable_key",
 ]
 
@@ -56,6 +57,28 @@ def variable_key(name: str, system: int, systems: int) -> str:
     ('B1', 'B1@2')
     """
     return name if systems == 1 else f"{name}@{system}"
+
+
+def variable_in_key(key: str) -> tuple[str, int]:
+    """The variable name and system number of a series name (see :func:`variable_key`).
+
+    Parameters
+    ----------
+    key
+        A series name.
+
+    Returns
+    -------
+    tuple
+        ``(name, system)``; a name without ``@k`` belongs to system 0.
+
+    Examples
+    --------
+    >>> variable_in_key("B1"), variable_in_key("B1@2")
+    (('B1', 0), ('B1', 2))
+    """
+    name, at, system = key.rpartition("@")
+    return (name, int(system)) if at and system.isdigit() else (key, 0)
 
 
 def edge_key(quantity: str, edge: Edge | str) -> str:

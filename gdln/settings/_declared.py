@@ -70,14 +70,24 @@ SECTIONS = ("solve", "simulate")
 
 class SettingError(GraphSpecError):
     """A setting's value is malformed: the message names the setting (and the file key or
-    option it came from) and what was expected."""
+    option it came from) and what was expected.
+
+    Parameters
+    ----------
+    message
+        What is wrong: the setting's name, its option, and what was expected.
+    source
+        The file (or other origin) the value came from.
+    key
+        The file key of the setting, such as ``solve.t_max``.
+    """
 
 
 @dataclass(frozen=True)
 class Declaration:
     """What one setting means and how its values are read.
 
-    Attributes
+    Parameters
     ----------
     meaning
         One sentence: what the setting is (help text, schema description, reference).
@@ -181,6 +191,8 @@ class Settings:
         Where and how a simulation computes.
     progress
         Whether runs show a progress bar.
+    source
+        The file the values were read from, named in error messages (``None``: not a file).
     """
 
     lump: str = _declare(
@@ -487,7 +499,14 @@ _DECLARATIONS: dict[str, Declaration] = {}
 
 
 def declarations() -> dict[str, Declaration]:
-    """Setting name -> its :class:`Declaration`, in the order of :class:`Settings`."""
+    """Every declared setting, in the order of :class:`Settings`.
+
+    Returns
+    -------
+    dict[str, Declaration]
+        Setting name -> its :class:`Declaration`, with the file key completed
+        (``section.name``) and the option spelled (``--name``).
+    """
     if not _DECLARATIONS:
         for item in fields(Settings):
             if "declaration" not in item.metadata:

@@ -58,7 +58,7 @@ def solve(
             :func:`gdln.expected_dynamics` (the same ODE and GD map, evaluated without listing
             paths; its variables are recorded per trained edge as ``(T, modes)``).
         t_max
-            Final time, in units of $	au$ (default 10).
+            Final time, in units of $\tau$ (default 10).
         lr
             The learning rate of the gradient-descent map (default 0.05).
         dynamics
@@ -75,7 +75,7 @@ def solve(
         method
             The ODE stepper (:data:`gdln.settings.METHODS`; default ``"auto"``).
         times
-            The times to record instead (units of $	au$; ``points`` is then not used):
+            The times to record instead (units of $\tau$; ``points`` is then not used):
             increasing, from 0, the last at most ``t_max``; with the map, each a whole number
             of steps $t/\mathrm{lr}$. :func:`gdln.compare` records the theory and the
             simulations at the same steps this way.
@@ -118,10 +118,8 @@ def solve(
         Trajectory
             ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
             and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
-            $	frac12\langle\lVert y-h
-    Vert^2
-    angle_c$, labels in ``meta``); ``meta["route"]``
-            says how the dynamics were obtained.
+            $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``);
+            ``meta["route"]`` says how the dynamics were obtained.
 
         References
         ----------

@@ -59,12 +59,12 @@ def timescales(
 ) -> Timescales:
     r"""The stages of learning from small initial weights: order, times, plateaus, maps.
 
+    Every setting left ``None`` takes the problem's value (``problem.settings``).
+
     Parameters
     ----------
     problem
         A loaded graph file with a task.
-    Every setting left ``None`` takes the problem's value (``problem.settings``).
-
     b0
         The initial scale $u_0$ of every reduced variable, $0 < u_0 < 1$ (a number or an
         expression such as ``"1/1000"``; default: the problem's ``b0`` setting).

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: name -> argv after the Python executable; ``{out}`` is a fresh folder per run
 COMMANDS: dict[str, list[str]] = {
-    name: [f"examples/{name}.py", "--quick", "-o", "{out}"]
+    name: [f"examples/core/{name}.py", "--quick", "-o", "{out}"]
     for name in ("xor", "context", "routing", "race", "init_scale", "naturalistic")
 }
 COMMANDS["gdln solve resnet_sd L=1000"] = [

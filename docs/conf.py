@@ -76,6 +76,13 @@ sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "examples",
     "filename_pattern": r"\.py$",  # execute every example, not only plot_*.py
+    # one subsection (folder with a GALLERY_HEADER.rst) per paper, the core GDLN paper first
+    "subsection_order": [
+        "../examples/core",
+        "../examples/kernels",
+        "../examples/stochastic_depth",
+        "../examples/frontier",
+    ],
     "reset_argv": "gdln_gallery.reset_argv",
     "image_scrapers": ("gdln_gallery.scrape_saved_pngs", "matplotlib"),
     "download_all_examples": False,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "kernels"
 
 
 def _load(name: str):

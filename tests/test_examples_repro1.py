@@ -1,6 +1,6 @@
 """The paper-reproduction examples (issue 4): xor, context, routing in --quick mode.
 
-Each test runs ``examples/NAME.py``'s ``main(["--quick", "-o", tmp])`` and asserts the
+Each test runs ``examples/core/NAME.py``'s ``main(["--quick", "-o", tmp])`` and asserts the
 qualitative claim of Saxe, Sodhani & Lewallen (2022) that the example reproduces, with
 reference values computed here from the paper's closed forms, never copied from a run.
 Tolerances that compare an approximation (ReLU network, random initialisation) with the
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _example(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        f"example_{name}", ROOT / "examples" / f"{name}.py"
+        f"example_{name}", ROOT / "examples" / "core" / f"{name}.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "core"
 
 
 def load_example(name: str) -> ModuleType:

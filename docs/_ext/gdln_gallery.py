@@ -1,4 +1,4 @@
-"""sphinx-gallery settings: run each ``examples/*.py`` in its ``--quick`` mode and show its figures.
+"""sphinx-gallery settings: run each ``examples/GROUP/*.py`` in its ``--quick`` mode and show its figures.
 
 Every example saves its figures with :func:`gdln.save_figure`, which closes them, so the
 matplotlib scraper of sphinx-gallery would find nothing. :func:`reset_argv` instead gives
@@ -67,12 +67,9 @@ def stored_figures() -> dict[str, dict[str, str]]:
     return json.loads(MANIFEST.read_text(encoding="utf-8"))["figures"]
 
 
-def _stored_section(stem: str) -> str:
-    figures = {
-        name: entry
-        for name, entry in stored_figures().items()
-        if entry["script"] == f"examples/{stem}.py"
-    }
+def _stored_section(script: str) -> str:
+    """The full-size figures of ``script`` (``examples/GROUP/NAME.py``), as reST."""
+    figures = {name: entry for name, entry in stored_figures().items() if entry["script"] == script}
     if not figures:
         return ""
     lines = ["Full-size figures", "-----------------", ""]
@@ -83,7 +80,7 @@ def _stored_section(stem: str) -> str:
     for command in sorted({entry["command"] for entry in figures.values()}):
         lines += [".. code-block:: console", "", f"   {command}", ""]
     for name in sorted(figures):
-        lines += [f".. image:: ../figures/{name}", f"   :alt: {name}", ""]
+        lines += [f".. image:: ../../figures/{name}", f"   :alt: {name}", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -126,16 +123,21 @@ def _title(text: str) -> str:
 
 
 def _on_source_read(app: Any, docname: str, source: list[str]) -> None:
-    """Math, title and full-size figures on each generated example page."""
-    prefix = f"{GALLERY}/"
-    if not docname.startswith(prefix) or docname.count("/") != 1:
+    """Math, title and full-size figures on each generated example page.
+
+    The examples lie in one folder per paper (``examples/GROUP/NAME.py``, a gallery
+    subsection each), so an example's page is ``examples/GROUP/NAME``.
+    """
+    parts = docname.split("/")
+    if len(parts) != 3 or parts[0] != GALLERY:
         return
-    stem = docname[len(prefix) :]
-    if not (ROOT / "examples" / f"{stem}.py").is_file():
+    group, stem = parts[1], parts[2]
+    script = f"examples/{group}/{stem}.py"
+    if not (ROOT / script).is_file():
         return
     text = _title(prose_math(source[0]))  # underline the title as it reads after the math
-    stored = _stored_section(stem)
-    anchor = f".. _sphx_glr_download_{GALLERY}_{stem}.py:"
+    stored = _stored_section(script)
+    anchor = f".. _sphx_glr_download_{GALLERY}_{group}_{stem}.py:"
     before, found, after = text.partition(anchor)
     source[0] = before + stored + "\n" + found + after if found else text + "\n\n" + stored
 

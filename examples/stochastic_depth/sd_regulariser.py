@@ -16,8 +16,8 @@ delta = 1) and the exact variance term.
 Writes sd_regulariser.{md,json} and sd_regulariser.{png,svg}: the SD loss against the
 average-network loss with and without the penalty over training, for both parts.
 
-    python examples/sd_regulariser.py -o out/          # full (a few minutes on 2 cores)
-    python examples/sd_regulariser.py --quick -o out/
+    python examples/stochastic_depth/sd_regulariser.py -o out/          # full (a few minutes on 2 cores)
+    python examples/stochastic_depth/sd_regulariser.py --quick -o out/
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ backward one like 2^(L-l), so g_l ~ 2^L for every l; --scaling stable is also av
 Writes sd_max_regularisation.{md,json} and sd_max_regularisation.{png,svg}: E_W[g_l] per
 layer with its standard error, and p*_l per layer against the uniform mode.
 
-    python examples/sd_max_regularisation.py -o out/
-    python examples/sd_max_regularisation.py --quick -o out/
+    python examples/stochastic_depth/sd_max_regularisation.py -o out/
+    python examples/stochastic_depth/sd_max_regularisation.py --quick -o out/
 """
 
 from __future__ import annotations

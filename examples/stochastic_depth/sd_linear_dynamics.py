@@ -10,8 +10,8 @@ step. At long times the regulariser shrinks the learned singular values: the ave
 
 Writes sd_linear_dynamics.{md,json} and sd_linear_dynamics.{png,svg}.
 
-    python examples/sd_linear_dynamics.py -o out/          # full (under a minute)
-    python examples/sd_linear_dynamics.py --quick -o out/
+    python examples/stochastic_depth/sd_linear_dynamics.py -o out/          # full (under a minute)
+    python examples/stochastic_depth/sd_linear_dynamics.py --quick -o out/
 """
 
 from __future__ import annotations

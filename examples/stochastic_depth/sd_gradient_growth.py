@@ -8,8 +8,8 @@ Also the Stable ResNet (1/sqrt(L)), where Prop. 1's argument gives factors 1 + p
 
 Writes sd_gradient_growth.{md,json} and sd_gradient_growth.{png,svg}.
 
-    python examples/sd_gradient_growth.py -o out/          # full (11 min on a busy 2-core CPU)
-    python examples/sd_gradient_growth.py --quick -o out/  # seconds
+    python examples/stochastic_depth/sd_gradient_growth.py -o out/          # full (11 min on a busy 2-core CPU)
+    python examples/stochastic_depth/sd_gradient_growth.py --quick -o out/  # seconds
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ K-fold growth of a summed loss. We use one lr (time t/tau = lr * step) for all K
 Onset of generalisation: the smallest K/M from which on the mean untrained error is
 within ``--tol`` (default 0.05, fixed before any run) of the mean trained error.
 
-Run: ``PYTHONPATH=. python examples/race.py [--quick] [-o out/race] [--workers N]
+Run: ``PYTHONPATH=. python examples/core/race.py [--quick] [-o out/race] [--workers N]
 [--scheduler ADDRESS]``. Writes ``race_singular_values.{png,svg}``,
 ``race_ratio.{png,svg}``, ``race_generalisation.{png,svg}``, ``sweep.csv`` and
 ``results.json``.
@@ -46,7 +46,7 @@ import gdln
 from gdln import run_sweep
 
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
-ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
 
 

@@ -20,7 +20,7 @@ What is computed (time in units of $\tau$, $t/\tau = \lambda\cdot\mathrm{step}$)
 * **Fig. 4h** the outputs and losses on all $M^2$ routes (``K = M`` gives the evaluation
   set) after training: zero-shot generalisation to the untrained routes.
 
-Run ``python examples/routing.py [--quick] [-o DIR]``; writes ``routing_loss``,
+Run ``python examples/core/routing.py [--quick] [-o DIR]``; writes ``routing_loss``,
 ``routing_singular_values``, ``routing_rsm``, ``routing_outputs`` (PNG and SVG) and
 ``results.json``.
 """
@@ -43,7 +43,7 @@ import numpy as np
 import gdln
 
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
-ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPH = ROOT / "graphs" / "routing.yaml"
 
 

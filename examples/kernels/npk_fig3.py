@@ -23,9 +23,9 @@ With several ``--seeds`` the rise is tested by a one-sided paired t-test of the 
 against the first (pairs share a seed, hence a ReLU run) and the one-sided Spearman
 correlation of accuracy with stage over all runs; it "holds" when both p < 0.05.
 
-    python examples/npk_fig3.py -o out/fig3
-    python examples/npk_fig3.py --task digits10 --seeds 5 -o out/fig3_digits10
-    python examples/npk_fig3.py --quick -o /tmp/fig3
+    python examples/kernels/npk_fig3.py -o out/fig3
+    python examples/kernels/npk_fig3.py --task digits10 --seeds 5 -o out/fig3_digits10
+    python examples/kernels/npk_fig3.py --quick -o /tmp/fig3
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ weights, so the table also gives the paired difference uniform - SenseMode over 
 
 Writes sd_budget.{md,json} and sd_budget.{png,svg} (test metric against the budget).
 
-    python examples/sd_budget.py -o out/          # full (73 min on a busy shared 2-core CPU)
-    python examples/sd_budget.py --quick -o out/
+    python examples/stochastic_depth/sd_budget.py -o out/          # full (73 min on a busy shared 2-core CPU)
+    python examples/stochastic_depth/sd_budget.py --quick -o out/
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ beta) / v_p) with probability >= 1 - beta, and a Monte Carlo check of the tail f
 
 Writes sd_depth_concentration.{md,json} and sd_depth_concentration.{png,svg}.
 
-    python examples/sd_depth_concentration.py -o out/          # full (seconds)
-    python examples/sd_depth_concentration.py --quick -o out/
+    python examples/stochastic_depth/sd_depth_concentration.py -o out/          # full (seconds)
+    python examples/stochastic_depth/sd_depth_concentration.py --quick -o out/
 """
 
 from __future__ import annotations

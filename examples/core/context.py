@@ -17,7 +17,7 @@ gradient descent). Time is in units of $\tau$, $t/\tau = \mathrm{lr}\cdot\mathrm
 The reference values ($[1/2\ 1/2]$, $1/12$, $e_c$, 0) are computed here from the
 exact second moments of the data, not from the simulation.
 
-Run ``python examples/context.py [--quick] [-o DIR]``; writes ``context_loss.{png,svg}``,
+Run ``python examples/core/context.py [--quick] [-o DIR]``; writes ``context_loss.{png,svg}``,
 ``context_weights.{png,svg}`` and ``results.json``.
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 import gdln
 
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
-ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPH = ROOT / "graphs" / "context.yaml"
 
 # exact moments of x ~ U[-1, 1]^2: <x x^T> = I/3, <x_c x^T> = e_c^T/3, <x_c^2> = 1/3

@@ -9,8 +9,8 @@ toy regression y = sin(beta^T x) (left panel). Under normality p-values are unif
 [0, 1] (median 0.5, 95% above 0.05). Writes sd_gaussian_noise.{md,json} and
 sd_gaussian_noise.{png,svg} (p-values against depth and against training step).
 
-    python examples/sd_gaussian_noise.py -o out/          # full (a few minutes)
-    python examples/sd_gaussian_noise.py --quick -o out/
+    python examples/stochastic_depth/sd_gaussian_noise.py -o out/          # full (a few minutes)
+    python examples/stochastic_depth/sd_gaussian_noise.py --quick -o out/
 """
 
 from __future__ import annotations

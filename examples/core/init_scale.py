@@ -19,7 +19,7 @@ Dask).
   representations of the same item in two different domains (1 = one shared
   representation; about 0 = independent random ones).
 
-Run: ``PYTHONPATH=. python examples/init_scale.py [--quick] [-o out/init_scale]
+Run: ``PYTHONPATH=. python examples/core/init_scale.py [--quick] [-o out/init_scale]
 [--workers N] [--scheduler ADDRESS]``. Writes ``init_scale_loss.{png,svg}``,
 ``init_scale_error.{png,svg}``, ``init_scale_rsm.{png,svg}``, ``sweep.csv`` and
 ``results.json``.
@@ -39,7 +39,7 @@ import gdln
 from gdln import run_sweep
 
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
-ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
 N_RECORDS = 40
 

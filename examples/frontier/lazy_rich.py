@@ -26,7 +26,7 @@ learns features (rich).
   $\lambda/\sigma^2$; at $\lambda = 0$ the scale does not change $S$ at all (the start is
   the same kernel up to a factor, and the end does not depend on $\sigma$).
 
-Run ``python examples/lazy_rich.py [--quick] [-o DIR]``; writes ``lazy_rich.{png,svg}``
+Run ``python examples/frontier/lazy_rich.py [--quick] [-o DIR]``; writes ``lazy_rich.{png,svg}``
 and ``results.json``.
 """
 

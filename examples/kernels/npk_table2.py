@@ -12,8 +12,8 @@ by <= 0.75 (the same rule applied to the paper's numbers is printed as a check).
 per-seed differences (seed s of every mode, FLNPF built from seed s's ReLU) are reported as
 mean +- std.
 
-    python examples/npk_table2.py -o out/table2          # full run (a few minutes)
-    python examples/npk_table2.py --quick -o /tmp/t2     # smoke run
+    python examples/kernels/npk_table2.py -o out/table2          # full run (a few minutes)
+    python examples/kernels/npk_table2.py --quick -o /tmp/t2     # smoke run
 """
 
 from __future__ import annotations

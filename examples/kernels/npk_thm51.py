@@ -8,8 +8,8 @@ like $w^{-1/2}$ once the width is large (Var of the entries is $O(d^2/w)$, Thm. 
 DGN paper); the log-log slope is fitted on the widths $w \\geq$ ``--fit-from`` (default 128)
 and, for comparison, on all widths. Writes ``thm51.json`` and ``thm51.png``/``.svg``.
 
-    python examples/npk_thm51.py -o out/thm51
-    python examples/npk_thm51.py --quick -o /tmp/thm51
+    python examples/kernels/npk_thm51.py -o out/thm51
+    python examples/kernels/npk_thm51.py --quick -o /tmp/thm51
 """
 
 from __future__ import annotations

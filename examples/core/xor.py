@@ -33,7 +33,7 @@ Besides Eq. (23) (the ODE) the example also runs :func:`gdln.solve` on
 gradient-descent map at the same ``lr``, so that the discretisation error of lr = 0.4
 is separated from the ReLU-vs-GDLN difference.
 
-Run ``python examples/xor.py [--quick] [-o DIR]``; writes ``xor_loss.{png,svg}``,
+Run ``python examples/core/xor.py [--quick] [-o DIR]``; writes ``xor_loss.{png,svg}``,
 ``xor_weights.{png,svg}`` (input-to-hidden weights after training, Fig. 3a) and
 ``results.json``.
 """
@@ -57,7 +57,7 @@ import torch
 import gdln
 
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
-ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPH = ROOT / "graphs" / "xor.yaml"
 
 X = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0]])

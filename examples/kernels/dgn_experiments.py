@@ -14,8 +14,8 @@
 Writes ``dgn_experiments.json``, ``fig1_ecdf.png`` (Figs. 1-2) and ``fig3_4.png``
 (Figs. 3-4 and the variance), PNG and SVG.
 
-    python examples/dgn_experiments.py -o out/dgn
-    python examples/dgn_experiments.py --quick -o /tmp/dgn
+    python examples/kernels/dgn_experiments.py -o out/dgn
+    python examples/kernels/dgn_experiments.py --quick -o /tmp/dgn
 """
 
 from __future__ import annotations

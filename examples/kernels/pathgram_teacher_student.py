@@ -29,9 +29,9 @@ inequality App. F proves, cos(H(g) u_g, u_g) >= cos(H(f) u_f, u_f); and Eq. (17)
 du/dt = H (y - u), cos(H(g)(y - u_g), u_g) >= cos(H(f)(y - u_f), u_f). The fraction of
 states where each holds is reported.
 
-    python examples/pathgram_teacher_student.py -o out/pathgram
-    python examples/pathgram_teacher_student.py --seeds 5 --window late -o out/pathgram
-    python examples/pathgram_teacher_student.py --quick -o /tmp/pathgram
+    python examples/kernels/pathgram_teacher_student.py -o out/pathgram
+    python examples/kernels/pathgram_teacher_student.py --seeds 5 --window late -o out/pathgram
+    python examples/kernels/pathgram_teacher_student.py --quick -o /tmp/pathgram
 """
 
 from __future__ import annotations

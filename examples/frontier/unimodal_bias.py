@@ -16,7 +16,7 @@ three-layer network fused after its first hidden layer (``graphs/late_fusion_dee
 is on the right: $A$ takes a time of order $1/u_0$, $B$ lags by a time of order
 $\ln(1/u_0)$, so $t_B/t_A\to1$; the lag $t_B - t_A$ is plotted.
 
-Run ``python examples/unimodal_bias.py [--quick] [-o DIR]``; writes
+Run ``python examples/frontier/unimodal_bias.py [--quick] [-o DIR]``; writes
 ``unimodal_bias.{png,svg}`` and ``results.json``.
 """
 
@@ -37,7 +37,7 @@ import numpy as np
 import gdln
 
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
-ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parent.parent
+ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
 U0 = 1e-6
 

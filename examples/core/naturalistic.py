@@ -25,7 +25,7 @@ targets instead of cross-entropy, 100 training and 100 test images per route, a
 fixed training time t = 400 tau (150 tau in --quick) with
 lr = min(1, 0.5 / sigma_0^4) instead of 1000 epochs (small-init runs are not converged; see the trained accuracy).
 
-Run: ``PYTHONPATH=. python examples/naturalistic.py [--quick] [-o out/naturalistic]
+Run: ``PYTHONPATH=. python examples/core/naturalistic.py [--quick] [-o out/naturalistic]
 [--transform permute|rotate] [--workers N] [--scheduler ADDRESS]``. Writes
 ``naturalistic_k.{png,svg}``, ``naturalistic_scale.{png,svg}``, two sweep tables and
 ``results.json``.

@@ -37,12 +37,21 @@ import numpy as np
 
 import gdln
 
+# %%
+# The graph file and the input covariance of App. A.2 (inputs uniform on $[-1, 1]^2$, so
+# $\Sigma_x = I/3$).
+
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
 ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPH = ROOT / "graphs" / "context.yaml"
 
 # exact moments of x ~ U[-1, 1]^2: <x x^T> = I/3, <x_c x^T> = e_c^T/3, <x_c^2> = 1/3
 SIGMA_X = np.eye(2) / 3.0
+
+
+# %%
+# The closed forms of App. A.2 (Eqs. 24-29): the best linear map $[\tfrac12\ \tfrac12]$ and
+# the best gated maps $[1\ 0]$ and $[0\ 1]$, computed from the exact moments.
 
 
 def least_squares_reference() -> dict[str, Any]:
@@ -60,6 +69,11 @@ def least_squares_reference() -> dict[str, Any]:
     }
 
 
+# %%
+# The total map $W^{tot}(c)$ of each context, read from a simulated trajectory: the sum over
+# the pathways active in context $c$.
+
+
 def total_maps(traj: gdln.Trajectory, pathways: int) -> np.ndarray:
     """$W^{tot}(c)$ per context: ``(T, S, 2 contexts, 2 inputs)``."""
     maps = []
@@ -69,6 +83,12 @@ def total_maps(traj: gdln.Trajectory, pathways: int) -> np.ndarray:
         w2 = traj.weights(f"h{k}->y")  # (T, S, 1, hidden)
         maps.append((w2 @ w1)[:, :, 0, :])
     return np.stack(maps, axis=2)
+
+
+# %%
+# Train the always-on linear network and the gated network of ``graphs/context.yaml`` by
+# gradient descent, compare their final maps with the closed forms and plot the maps over
+# training.
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -180,6 +200,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below, and the numbers it returns
+# are printed as JSON.
 
 if __name__ == "__main__":
     res = main()

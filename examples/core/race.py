@@ -45,9 +45,18 @@ import numpy as np
 import gdln
 from gdln import run_sweep
 
+# %%
+# The graph files: ``graphs/race.yaml`` (the race between a shared and a private pathway, Fig.
+# 5a) and ``graphs/routing.yaml`` (Fig. 5c).
+
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
 ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
+
+
+# %%
+# Fig. 5b in theory: the reduced dynamics of ``graphs/race.yaml`` (Eqs. 16-17 and 52-56),
+# where the pathway shared by $P$ routes wins the race with $B_2/B_1 = P^{1/4}$ (Eq. 56).
 
 
 def race_theory(*, M: int, P: int, init: float, t_max: float) -> dict[str, np.ndarray]:
@@ -62,6 +71,11 @@ def race_theory(*, M: int, P: int, init: float, t_max: float) -> dict[str, np.nd
         "strength": series["B1"] * series["B2"] * series["B3"],
         "loss": np.asarray(trajectory.loss),
     }
+
+
+# %%
+# Eq. (56) measured in the full network: the same graph trained by gradient descent from small
+# random weights.
 
 
 def race_simulation(
@@ -94,6 +108,12 @@ def race_simulation(
         tops = [trajectory.singular_values(e)[:, 0, 0] for e in edges]
         out[name] = np.mean(tops, axis=0)
     return out
+
+
+# %%
+# Fig. 5c: train the routing network on $K$ of its $M$ outputs per input, then measure the
+# error on trained and untrained routes, and the smallest $K/M$ from which on untrained routes
+# are as good as trained ones.
 
 
 def route_errors(
@@ -144,6 +164,11 @@ def onset(fractions: np.ndarray, trained: np.ndarray, untrained: np.ndarray, tol
             break
         result = float(f)
     return result
+
+
+# %%
+# The experiment: the theory for $P = 1, 4, 100$, the full network, and the sweep over $K/M$
+# (:func:`gdln.run_sweep`, in parallel on the local cores), then the figures.
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -329,6 +354,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below, and the numbers it returns
+# are printed as JSON.
 
 if __name__ == "__main__":
     print(json.dumps(main(), indent=2))

@@ -56,6 +56,10 @@ import torch
 
 import gdln
 
+# %%
+# The task: the four XoR points and their targets, and the per-pathway singular value
+# $s = \sqrt2/P$ and input variance $d = 2/P$ of Eqs. (18)-(20), $P = 4$.
+
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
 ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPH = ROOT / "graphs" / "xor.yaml"
@@ -65,6 +69,11 @@ Y = np.array([1.0, -1.0, -1.0, 1.0])
 P = 4
 S_PATH = math.sqrt(2) / P  # Eq. (18): singular value of one pathway
 D_PATH = 2 / P  # input variance along v
+
+
+# %%
+# The closed forms: the effective singular value $a(t)$ of one pathway (Eq. 21) and the total
+# loss $\mathcal L(t) = \tfrac12 - \sqrt2\, a + a^2$ (Eq. 23).
 
 
 def eq21(t: np.ndarray, a0: float) -> np.ndarray:
@@ -77,6 +86,12 @@ def eq23(t: np.ndarray, a0: float) -> np.ndarray:
     """Total XoR loss of the four-pathway GDLN, Eq. (23)."""
     a = eq21(t, a0)
     return 0.5 - math.sqrt(2) * a + a**2
+
+
+# %%
+# The simulation: two-layer ReLU networks $W_2\,\mathrm{ReLU}(W_1 x)$ trained by full-batch
+# gradient descent on the loss of Eq. (1), every seed in one batch, and the initial value
+# $a_0 = \tfrac14\lVert p_0 + q_0\rVert^2$ read from their initial weights (not fitted).
 
 
 def train_relu(
@@ -119,6 +134,13 @@ def _initial_a(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
         q = np.where(active, Y[mu] * w2, 0.0)
         values.append(0.25 * ((p + q) ** 2).sum(axis=1))
     return np.mean(values, axis=0)
+
+
+# %%
+# The experiment of Fig. 3c: train the ReLU networks, evaluate Eq. (23) from their $a_0$,
+# solve the GDLN of ``graphs/xor.yaml`` with :func:`gdln.solve` as the ODE and as the exact
+# gradient-descent map at the same learning rate, then plot the losses (Fig. 3c) and the
+# trained input weights (Fig. 3a).
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -214,6 +236,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below, and the numbers it returns
+# are printed as JSON.
 
 if __name__ == "__main__":
     res = main()

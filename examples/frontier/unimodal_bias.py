@@ -36,10 +36,19 @@ import numpy as np
 
 import gdln
 
+# %%
+# The late-fusion graph files.
+
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
 ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
 GRAPHS = ROOT / "graphs"
 U0 = 1e-6
+
+
+# %%
+# For one network and one $(k, \rho)$: the leading-order ratio $t_B/t_A$ of the time scales of
+# the two modalities (:func:`gdln.timescales`), and the same ratio from the exact reduced ODE
+# at a finite initial scale.
 
 
 def ratios(name: str, k: float, rho: float, *, ode: bool) -> dict[str, Any]:
@@ -59,6 +68,11 @@ def ratios(name: str, k: float, rho: float, *, ode: bool) -> dict[str, Any]:
         out["ode"] = b.ode_time / a.ode_time
         out["ode_lag"] = b.ode_time - a.ode_time
     return out
+
+
+# %%
+# The ratio curve of Zhang, Latham & Saxe (2024) against $\rho$, beside the closed form
+# $1 + (k^2 - 1)/(1 - \rho^2)$ for scalar modalities, and its figure.
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -140,6 +154,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     return results
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below, and the numbers it returns
+# are printed as JSON.
 
 if __name__ == "__main__":
     main()

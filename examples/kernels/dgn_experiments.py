@@ -40,6 +40,11 @@ from gdln.kernels import (
     value_ntk_layerwise,
 )
 
+# %%
+# The ideal spectrum of Eq. (3) of the DGN paper: the Gram matrix $K_0/d$ of $n$ identical
+# inputs has $n-1$ eigenvalues $1 - p^{d-1}$ and one $1 + (n-1)p^{d-1}$; its e.c.d.f. is the
+# cumulative sum of the sorted eigenvalues.
+
 
 def _ecdf(eig: np.ndarray) -> np.ndarray:
     return np.cumsum(np.sort(eig))
@@ -49,6 +54,11 @@ def ideal_ecdf(n: int, p: float, d: int) -> np.ndarray:
     """e.c.d.f. of Eq. (3): n-1 eigenvalues 1 - p^(d-1), then one 1 + (n-1) p^(d-1)."""
     rho_max, rho_min = eq3_eigenvalues(n, p, d)
     return _ecdf(np.array([rho_min] * (n - 1) + [rho_max]))
+
+
+# %%
+# Experiment 1 (Figs. 1-2): the measured spectra of $K_0$ of DGN-FRG networks per depth and
+# width, and their averaged diagonal and off-diagonal entries.
 
 
 def frg_spectra(n: int, widths: list[int], depths: list[int], runs: int, p: float) -> list[dict]:
@@ -95,6 +105,11 @@ def frg_spectra(n: int, widths: list[int], depths: list[int], runs: int, p: floa
     return rows
 
 
+# %%
+# Figs. 3-4: how fast gradient descent shrinks the error
+# $\lVert e_t\rVert^2/\lVert e_0\rVert^2$ per depth, for FRG, GaLU and ReLU gates.
+
+
 def convergence(
     mode: str, dataset: str, n: int, w: int, depths: list[int], steps: int, seeds: int
 ) -> list[dict]:
@@ -139,6 +154,10 @@ def convergence(
             }
         )
     return rows
+
+
+# %%
+# The figures: Figs. 1-2, then Figs. 3-4 with $\mathrm{Var}[K_0]$ against depth (Thm. 2.2).
 
 
 def plot_fig1_2(res: dict, out: Path, p: float, formats: tuple[str, ...] = ("png", "svg")) -> None:
@@ -237,6 +256,10 @@ def plot_fig3_4(res: dict, out: Path, formats: tuple[str, ...] = ("png", "svg"))
     runs = "" if "wall_s" not in res else f"; whole example: wall {res['wall_s']:.0f} s"
     fig.suptitle(f"DGN Figs. 3-4 and Var[K0] by depth{runs}", fontsize=9)
     save_figure(fig, out, "fig3_4", tight=True, formats=formats)
+
+
+# %%
+# Run the four experiments and write the figures and ``dgn_experiments.json``.
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -338,6 +361,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"wall {res['wall_s']:.0f} s")
     return res
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below.
 
 if __name__ == "__main__":
     main()

@@ -47,11 +47,19 @@ import torch
 from gdln import save_figure
 from gdln.kernels import mlp_graph, mlp_term_counts, momentum_cosines, path_gram
 
+# %%
+# The students' activations and the windows the convergence rate is averaged over.
+
 ACT = {"linear": lambda a: a, "sigmoid": torch.sigmoid}
 WINDOWS = ("early", "late", "flat")
 #: ``flat`` window: largest relative change of the rate per step, and shortest length
 #: as a fraction of the training steps.
 FLAT_TOL, FLAT_MIN_FRACTION = 0.01, 0.1
+
+
+# %%
+# The teacher's data, a student of width $m$, its forward pass and full-batch gradient descent
+# on the $\ell_2$ loss (optionally with scalar gates and momentum).
 
 
 def teacher_data(n: int, d_in: int, hidden: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,6 +97,11 @@ def train(params, x, y, act, lr, steps, *, scalars=(), momentum=0.0) -> list[flo
         loss.backward()
         opt.step()
     return losses
+
+
+# %%
+# The convergence rate $1 - L_{t+1}/L_t$ per step, its mean over a window, and the line it
+# follows against the width (Sec. 7).
 
 
 def rates(losses: list[float], floor: float = 0.0) -> np.ndarray:
@@ -138,6 +151,11 @@ def linear_fit(widths, rates) -> dict:
     return {"slope": float(slope), "intercept": float(icpt), "r2": float(r2)}
 
 
+# %%
+# The Gram matrix $H$ from the Jacobian, the independent computation that the path formula
+# (:func:`gdln.kernels.path_gram`) is checked against.
+
+
 def jac_gram(params, x, act, scalars=()) -> np.ndarray:
     def f(*ps):
         return forward(ps[: len(params)], x, act, ps[len(params) :])
@@ -146,6 +164,10 @@ def jac_gram(params, x, act, scalars=()) -> np.ndarray:
     jac = torch.func.jacrev(f, argnums=tuple(range(len(allp))))(*allp)
     j = torch.cat([t.reshape(x.shape[0], -1) for t in jac], dim=1)
     return (j @ j.T).numpy()
+
+
+# %%
+# The command line; the experiment itself is ``_main`` below.
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -174,6 +196,11 @@ def main(argv: list[str] | None = None) -> dict:
         return _main(args, q, n, d_in, widths, steps, seeds, t0)
     finally:
         torch.set_num_threads(threads)
+
+
+# %%
+# Prop. 6.2 of the path-formula paper at states along a gradient-descent trajectory of the
+# scaled network $g = \mu f$, with its Gram matrix from autodiff.
 
 
 def prop62_states(
@@ -215,6 +242,11 @@ def prop62_states(
             (0.5 * ((forward(params, x, "linear", (mu,)) - y) ** 2).sum()).backward()
             opt.step()
     return out
+
+
+# %%
+# The experiment: rates against the width for linear and sigmoid students, the path Gram
+# matrix against the Jacobian one, and the figure.
 
 
 def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
@@ -360,6 +392,10 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
     print(f"wall {res['wall_s']:.0f} s")
     return res
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below.
 
 if __name__ == "__main__":
     main()

@@ -21,6 +21,10 @@ import numpy as np
 
 from gdln.sd import depth_concentration, mode_for_budget
 
+# %%
+# The exact law of the depth $L_\delta = \sum_l \delta_l$: the Poisson-binomial, by convolving
+# the $L$ Bernoulli laws.
+
 
 def depth_distribution(p: np.ndarray) -> np.ndarray:
     """P(L_delta = k), k = 0..L, by convolving the Bernoulli(p_l) laws."""
@@ -28,6 +32,11 @@ def depth_distribution(p: np.ndarray) -> np.ndarray:
     for pl in p:
         pmf = np.convolve(pmf, [1.0 - pl, pl])
     return pmf
+
+
+# %%
+# For the uniform and the linear mode: the Bennett bound of Lemma 1, the exact probability
+# outside it and a Monte Carlo check.
 
 
 def run(L: int, budget: float, beta: float, samples: int, seed: int) -> dict:
@@ -53,6 +62,10 @@ def run(L: int, budget: float, beta: float, samples: int, seed: int) -> dict:
             "samples": samples,
         }
     return out
+
+
+# %%
+# The table and Fig. 1a: the law of the depth with the bound.
 
 
 def report(r: dict, args: argparse.Namespace) -> str:
@@ -94,6 +107,10 @@ def plot(r: dict, args: argparse.Namespace, out: Path) -> list[Path]:
     return gdln.save_figure(fig, out, "sd_depth_concentration", dpi=110, tight=True)
 
 
+# %%
+# Run both modes and write the table, JSON and figure.
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -118,6 +135,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(text)
     return r
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below.
 
 if __name__ == "__main__":
     main()

@@ -24,6 +24,10 @@ import torch
 
 from gdln.sd import SDResNet, shapiro_pvalues, survival_probabilities, train_sd
 
+# %%
+# The values of one neuron of layer $l$ under random masks, and a summary of their
+# Shapiro-Wilk p-values (uniform on $[0, 1]$ under normality).
+
 
 def neuron_draws(
     net: SDResNet, x: torch.Tensor, masks: int, layers: list[int], gen: torch.Generator
@@ -47,6 +51,10 @@ def summary(pv: np.ndarray) -> dict:
         "q3": float(q3),
         "above_0.05": float(np.mean(pv > 0.05)),
     }
+
+
+# %%
+# Fig. 5: the p-values against the layer (right) and against training steps (left).
 
 
 def plot(by_depth: dict, by_step: dict, args: argparse.Namespace, out: Path) -> list[Path]:
@@ -82,6 +90,10 @@ def plot(by_depth: dict, by_step: dict, args: argparse.Namespace, out: Path) -> 
         fontsize=9,
     )
     return gdln.save_figure(fig, out, "sd_gaussian_noise", dpi=110, tight=True)
+
+
+# %%
+# Measure at initialisation per layer, then along training, and the table.
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -134,6 +146,10 @@ def report(result: dict, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+# %%
+# Run and write the table, JSON and figure.
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -165,6 +181,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(text)
     return result
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below.
 
 if __name__ == "__main__":
     main()

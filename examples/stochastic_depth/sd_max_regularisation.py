@@ -28,6 +28,10 @@ import torch
 
 from gdln.sd import SDResNet, max_regularisation_mode, sd_penalty, survival_probabilities, train_sd
 
+# %%
+# Fig. 3: $E_W[g_l]$ per layer with its standard error, and the maximiser $p^*$ of Lemma 2
+# beside the uniform mode.
+
 
 def plot(result: dict, args: argparse.Namespace, out: Path) -> list[Path]:
     import matplotlib
@@ -68,6 +72,10 @@ def plot(result: dict, args: argparse.Namespace, out: Path) -> list[Path]:
     ax.set_title(f"maximiser of sum p(1-p) g at budget {args.budget}", fontsize=9)
     ax.legend(fontsize=7)
     return gdln.save_figure(fig, out, "sd_max_regularisation", dpi=110, tight=True)
+
+
+# %%
+# The command line and the report.
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -118,6 +126,11 @@ def fmt_g(result: dict, ell: int) -> str:
     return f"{result['g_init_mean'][ell]:.4g} +- {result['g_init_se'][ell]:.2g}"
 
 
+# %%
+# Measure $g_l$ (Eq. 5) on independent initialisations and on a trained network, and solve
+# Lemma 2's budget-constrained maximisation (Thm. 1: uniform at initialisation).
+
+
 def run(args: argparse.Namespace) -> dict:
     gen = torch.Generator().manual_seed(args.seed)
     d = 256
@@ -160,6 +173,10 @@ def run(args: argparse.Namespace) -> dict:
     }
     return result
 
+
+# %%
+# Run the example. The documentation runs ``main`` in its ``--quick`` mode (the command line
+# gives ``--quick -o DIR``); the figures it writes are shown below.
 
 if __name__ == "__main__":
     main()

@@ -30,7 +30,9 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "README.md", "examples/*.ipynb"]
+# sphinx-gallery writes a notebook beside each example page (examples/GROUP/NAME.ipynb):
+# only the .rst it writes is a page
+exclude_patterns = ["_build", "README.md", "examples/*.ipynb", "examples/*/*.ipynb"]
 html_theme = "pydata_sphinx_theme"
 html_title = "gdln"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}

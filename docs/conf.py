@@ -40,10 +40,12 @@ html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 # left sidebar ("Section Navigation") would be empty there: those pages go without it.
 # The gallery (examples/) and the API reference (api/) keep theirs.
 _HERE = Path(__file__).resolve().parent
+# The walkthrough notebook (notebooks/, written by gdln_gallery.run_notebooks) is such a page.
 html_sidebars: dict[str, list[str]] = {
     page.relative_to(_HERE).with_suffix("").as_posix(): []
     for page in (*_HERE.glob("*.md"), *(_HERE / "guide").glob("*.md"))
 }
+html_sidebars["notebooks/*"] = []
 
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3

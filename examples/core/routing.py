@@ -31,6 +31,7 @@ import argparse
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,8 @@ import numpy as np
 import gdln
 
 # %%
-# The routing network of Fig. 4 (``graphs/routing.yaml``): $M$ input domains, $M$ output
-# domains and one shared hidden layer, with one gated route per pair.
+# The routing network of Fig. 4 (``graphs/routing.yaml``): $M$ input domains and $M$ output
+# domains share two hidden layers $h_1$, $h_2$; gates open one route $x_i \to y_j$ at a time.
 
 # sphinx-gallery runs the script without __file__, from its folder (docs/_ext/gdln_gallery.py)
 ROOT = Path(globals().get("__file__", Path.cwd() / "x.py")).resolve().parents[2]
@@ -101,19 +102,31 @@ def route_losses(traj: gdln.Trajectory, m: int) -> np.ndarray:
 # ratio $B_2/B_1$ with $\sqrt M$ (Eq. 51), and plot Fig. 4e-h.
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the example; return (and write to ``results.json``) its key numbers."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small run (< 30 s)")
-    parser.add_argument("-o", "--out", default="out/routing", help="output folder")
-    parser.add_argument("--seed", type=int, default=0, help="first seed")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
+@dataclass(frozen=True)
+class Runs:
+    """The settings of one run of Fig. 4 and its four trajectories."""
 
+    m: int
+    k: int
+    hidden: int
+    sigma0: float
+    init_b: float
+    lr: float
+    t_max: float
+    reps: int
+    steps: int
+    trained: np.ndarray  # (M, M): route i -> j trained
+    eval_examples: gdln.ExampleSet  # every route (K = M)
+    theory: gdln.Trajectory  # reduced ODE
+    gd_map: gdln.Trajectory  # reduced gradient-descent map
+    decoupled: gdln.Trajectory  # full network from the decoupled weights of Eq. (9)
+    random: gdln.Trajectory  # full network from random weights, one column per seed
+
+
+def run(*, quick: bool, seed: int) -> Runs:
+    """Solve the reduction and simulate the full network (Fig. 4e)."""
     m, k, hidden, sigma0, init_b = 7, 4, 64, 0.2, 0.1
-    if args.quick:
+    if quick:
         lr, t_max, reps, n_records = 0.2, 50.0, 2, 60
     else:
         lr, t_max, reps, n_records = 0.02, 60.0, 10, 150
@@ -136,9 +149,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         problem.graph,
         examples,
         init_scheme="given",
-        weights=reduction.decoupled_weights(seed=args.seed),
+        weights=reduction.decoupled_weights(seed=seed),
         seeds=1,
-        seed=args.seed,
+        seed=seed,
         **common,
     )
     random = gdln.simulate(
@@ -147,10 +160,48 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         init_scheme="xavier",
         init_scale=sigma0,
         seeds=reps,
-        seed=args.seed,
+        seed=seed,
         **common,
     )
+    return Runs(
+        m=m,
+        k=k,
+        hidden=hidden,
+        sigma0=sigma0,
+        init_b=init_b,
+        lr=lr,
+        t_max=t_max,
+        reps=reps,
+        steps=steps,
+        trained=trained,
+        eval_examples=eval_examples,
+        theory=theory,
+        gd_map=gd_map,
+        decoupled=decoupled,
+        random=random,
+    )
 
+
+# %%
+# The measurements: singular values $B_1$, $B_2$ per mode (Fig. 4f), their ratio against
+# $\sqrt M$ (Eq. 51), the conserved quantity $M B_1^2 - B_2^2$ (App. C), the loss on trained
+# and untrained routes (Fig. 4h) and the similarity of the hidden representations across
+# domains (Fig. 4g); ``results`` holds the numbers the gallery page quotes.
+
+
+def measure(runs: Runs) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The key numbers (``results.json``) and the curves the figures draw."""
+    m, k, hidden, sigma0, lr, t_max, reps = (
+        runs.m,
+        runs.k,
+        runs.hidden,
+        runs.sigma0,
+        runs.lr,
+        runs.t_max,
+        runs.reps,
+    )
+    theory, gd_map, decoupled, random = runs.theory, runs.gd_map, runs.decoupled, runs.random
+    init_b, steps, trained = runs.init_b, runs.steps, runs.trained
     # ---- singular values (Fig. 4f), ratio (Eq. 51), conserved quantity (App. C)
     n_modes = 4
     sv: dict[str, dict[str, np.ndarray]] = {}
@@ -250,8 +301,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "n_trained_routes": int(trained.sum()),
         "n_untrained_routes": int((~trained).sum()),
     }
+    curves = {
+        "n_modes": n_modes,
+        "sv": sv,
+        "th_b1": th_b1,
+        "th_b2": th_b2,
+        "th_c": th_c,
+        "c_random": c_random,
+        "per_route": per_route,
+        "untrained_loss": untrained_loss,
+        "trained_loss": trained_loss,
+    }
+    return results, curves
 
-    # ---- figures
+
+# %%
+# Fig. 4e: the training loss of the theory, of the decoupled start and of the random starts.
+
+
+def plot_loss(runs: Runs, out: Path, *, tight: bool) -> list[Path]:
+    """Fig. 4e."""
+    m, k, hidden, sigma0, lr, reps = runs.m, runs.k, runs.hidden, runs.sigma0, runs.lr, runs.reps
+    theory, gd_map, decoupled, random = runs.theory, runs.gd_map, runs.decoupled, runs.random
     files: list[Path] = []
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for r in range(reps):
@@ -264,8 +335,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel(r"training loss $\mathcal{L}$")
     ax.set_title(rf"Routing network (Fig. 4e): M={m}, K={k}, $N_h$={hidden}, $\lambda$={lr}")
     ax.legend(fontsize=7)
-    files += gdln.save_figure(fig, out, "routing_loss", dpi=100, tight=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_loss", dpi=100, tight=tight)
+    return files
 
+
+# %%
+# Fig. 4f and App. C: singular values per mode, $B_2/B_1$ against $\sqrt M$ and the
+# conserved quantity.
+
+
+def plot_modes(runs: Runs, curves: dict[str, Any], out: Path, *, tight: bool) -> list[Path]:
+    """Fig. 4f, Eq. (51) and the conserved quantity."""
+    m, theory, decoupled, random = runs.m, runs.theory, runs.decoupled, runs.random
+    n_modes, sv, c_random = curves["n_modes"], curves["sv"], curves["c_random"]
+    th_b1, th_b2, th_c = curves["th_b1"], curves["th_b2"], curves["th_c"]
+    files: list[Path] = []
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     ax = axes[0]
     for a in range(n_modes):
@@ -305,19 +389,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ax.plot([], [], "--", color="C3", label=r"random init: $u_a^T Q u_a$ (mean)")
     ax.set_title("conserved quantity per mode")
     ax.legend(fontsize=7)
-    files += gdln.save_figure(fig, out, "routing_singular_values", dpi=100, tight=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_singular_values", dpi=100, tight=tight)
+    return files
 
+
+# %%
+# Fig. 4g: the similarity of the hidden representations of the $4M$ inputs, before and after
+# training: items that share a position share a representation across domains.
+
+
+def plot_rsm(runs: Runs, out: Path, *, tight: bool, seed: int) -> list[Path]:
+    """Fig. 4g."""
+    random, m = runs.random, runs.m
+    files: list[Path] = []
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for ax, index, title in ((axes[0], 0, "initial"), (axes[1], -1, "after training")):
         im = ax.imshow(hidden_rsm(random, m, index=index, seed=0), cmap="RdBu_r")
-        ax.set_title(f"Fig. 4g: RSM at $h_1$, {title} (seed {args.seed})", fontsize=9)
+        ax.set_title(f"Fig. 4g: RSM at $h_1$, {title} (seed {seed})", fontsize=9)
         ax.set_xticks(np.arange(2, 4 * m, 4), [f"x{i}" for i in range(m)])
         ax.set_yticks(np.arange(2, 4 * m, 4), [f"x{i}" for i in range(m)])
         ax.set_xlabel("input domain (4 items each)")
         ax.set_ylabel("input domain (4 items each)")
         fig.colorbar(im, ax=ax, shrink=0.8, label=r"$h_1^T h_1'$")
-    files += gdln.save_figure(fig, out, "routing_rsm", dpi=100, tight=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_rsm", dpi=100, tight=tight)
+    return files
 
+
+# %%
+# Fig. 4h: the loss on every route after training, over training, and the output of one
+# untrained route beside its target (zero-shot generalisation).
+
+
+def plot_routes(runs: Runs, curves: dict[str, Any], out: Path, *, tight: bool) -> list[Path]:
+    """Fig. 4h."""
+    random, trained, eval_examples = runs.random, runs.trained, runs.eval_examples
+    per_route = curves["per_route"]
+    untrained_loss, trained_loss = curves["untrained_loss"], curves["trained_loss"]
+    files: list[Path] = []
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax = axes[0]
     im = ax.imshow(per_route[-1, 0], cmap="viridis", vmin=0)
@@ -359,7 +467,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ["out 1", "out 2", "out 3", "out 4", "target 1", "target 2", "target 3", "target 4"],
     )
     ax.set_ylabel("item")
-    files += gdln.save_figure(fig, out, "routing_outputs", dpi=100, tight=not args.quick)
+    files += gdln.save_figure(fig, out, "routing_outputs", dpi=100, tight=tight)
+    return files
+
+
+# %%
+# The experiment: run, measure, draw the four figures, write ``results.json``.
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example; return (and write to ``results.json``) its key numbers."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small run (< 30 s)")
+    parser.add_argument("-o", "--out", default="out/routing", help="output folder")
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+
+    runs = run(quick=args.quick, seed=args.seed)
+    results, curves = measure(runs)
+    tight = not args.quick
+    files = plot_loss(runs, out, tight=tight)
+    files += plot_modes(runs, curves, out, tight=tight)
+    files += plot_rsm(runs, out, tight=tight, seed=args.seed)
+    files += plot_routes(runs, curves, out, tight=tight)
 
     results["files"] = [str(f) for f in files]
     results["wall_time_s"] = time.perf_counter() - start

@@ -167,56 +167,22 @@ def onset(fractions: np.ndarray, trained: np.ndarray, untrained: np.ndarray, tol
 
 
 # %%
-# The experiment: the theory for $P = 1, 4, 100$, the full network, and the sweep over $K/M$
-# (:func:`gdln.run_sweep`, in parallel on the local cores), then the figures.
+# Fig. 5b: the race in the reduced ODE (top-mode strength $B_1 B_2 B_3$ and the singular
+# values $B_1$, $B_2$ per degree of sharing $P$) beside the full network from small random
+# weights.
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the example; returns (and writes to results.json) the measured numbers."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
-    parser.add_argument("-o", "--out", default="out/race", help="output directory")
-    parser.add_argument("--scheduler", default=None, help="Dask scheduler address")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="local processes (default: one per core; 1 with --quick, whose few short "
-        "points finish before a process pool has started)",
-    )
-    parser.add_argument("--tol", type=float, default=0.05, help="onset tolerance")
-    args = parser.parse_args(argv)
-    if args.workers is None and args.quick:
-        args.workers = 1
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plot_race(
+    theory: dict[int, dict[str, np.ndarray]],
+    simulated: dict[int, dict[str, np.ndarray]],
+    *,
+    M_theory: int,
+    sim_hidden: int,
+    out: Path,
+) -> list[Path]:
+    """Fig. 5b: the reduced dynamics per P, and the full network's top singular values."""
     import matplotlib.pyplot as plt
 
-    if args.quick:
-        M_theory, Ps, init, t_max_theory = 4, (1, 4, 16), 0.01, 2000.0
-        M, hidden, seeds, lr, t_max = 4, 16, (0,), 0.1, 40.0
-        Ks = (1, 2, 3, 4)
-        # full network of race.yaml: lr and horizon per P (a route's share is P/M^2)
-        sim_hidden, sim_runs = 8, {1: (0.2, 50.0), 4: (0.2, 50.0), 16: (0.2, 50.0)}
-    else:
-        M_theory, Ps, init, t_max_theory = 10, (1, 4, 100), 0.01, 20000.0
-        M, hidden, seeds, lr, t_max = 10, 64, (0, 1, 2), 0.1, 80.0
-        Ks = tuple(range(1, 11))
-        sim_hidden, sim_runs = 32, {1: (1.0, 1500.0), 4: (0.5, 500.0), 100: (0.1, 100.0)}
-
-    # Fig. 5b: reduced dynamics for several degrees of sharing P.
-    theory = {P: race_theory(M=M_theory, P=P, init=init, t_max=t_max_theory) for P in Ps}
-    simulated = {
-        P: race_simulation(
-            M=M_theory, P=P, hidden=sim_hidden, scale=0.2, lr=rate, t_max=horizon, seed=0
-        )
-        for P, (rate, horizon) in sim_runs.items()
-    }
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for c, (P, th) in enumerate(theory.items()):
         colour = f"C{c}"
@@ -241,7 +207,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     fig.tight_layout()
     figures = gdln.save_figure(fig, out, "race_singular_values", dpi=90)
     plt.close(fig)
+    return figures
 
+
+# %%
+# Eq. (56): at the end of learning the shared pathway's hidden singular value is $P^{1/4}$
+# times its input one, $B_2 = P^{1/4} B_1$, in the reduced ODE and in the full network.
+
+
+def eq56(
+    theory: dict[int, dict[str, np.ndarray]],
+    simulated: dict[int, dict[str, np.ndarray]],
+    *,
+    sim_hidden: int,
+    out: Path,
+) -> tuple[dict[int, float], dict[int, float], dict[int, float], list[Path]]:
+    """$B_2/B_1$ of the theory and of the full network, half-learning times, and the figure."""
+    import matplotlib.pyplot as plt
+
+    Ps = tuple(theory)
+    figures: list[Path] = []
     ratios = {P: float(th["B2"][-1, 0] / th["B1"][-1, 0]) for P, th in theory.items()}
     sim_ratios = {P: float(sim["B2"][-1] / sim["B1"][-1]) for P, sim in simulated.items()}
     half_times = {}
@@ -268,8 +253,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     fig.tight_layout()
     figures += gdln.save_figure(fig, out, "race_ratio", dpi=90)
     plt.close(fig)
+    return ratios, sim_ratios, half_times, figures
 
-    # Fig. 5c: trained and untrained error against K/M.
+
+# %%
+# Fig. 5c: train the routing network with $K$ of $M$ outputs per input (a sweep over $K$ and
+# seeds, :func:`gdln.run_sweep`), then compare the error on untrained routes with the error
+# on trained ones; generalisation sets in from $K/M \approx 0.4$ in the paper.
+
+
+def generalisation(
+    *,
+    M: int,
+    hidden: int,
+    seeds: tuple[int, ...],
+    lr: float,
+    t_max: float,
+    Ks: tuple[int, ...],
+    out: Path,
+    workers: int | None,
+    scheduler: str | None,
+    tol: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, list[Path]]:
+    """Errors on trained and untrained routes against K/M, the onset, and the figure."""
+    import matplotlib.pyplot as plt
+
+    figures: list[Path] = []
     points = [
         {"M": M, "K": K, "seed": s, "hidden": hidden, "scale": 0.2, "lr": lr, "t_max": t_max}
         for K in Ks
@@ -279,8 +288,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         route_errors,
         points,
         table=out / "sweep.csv",
-        workers=args.workers,
-        scheduler=args.scheduler,
+        workers=workers,
+        scheduler=scheduler,
     )
     fractions = np.array([K / M for K in Ks])
     trained = np.array([np.mean([r["trained_error"] for r in rows if r["K"] == K]) for K in Ks])
@@ -298,7 +307,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for K in Ks
         ]
     )
-    start_onset = onset(fractions[:-1], trained[:-1], untrained[:-1], args.tol)
+    start_onset = onset(fractions[:-1], trained[:-1], untrained[:-1], tol)
     fig, ax = plt.subplots(figsize=(5, 3.6))
     ax.plot(fractions, trained, "o-", color="tab:blue", label="trained routes")
     ax.errorbar(fractions, untrained, yerr=sem, fmt="o-", color="tab:red", label="untrained routes")
@@ -311,6 +320,78 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     fig.tight_layout()
     figures += gdln.save_figure(fig, out, "race_generalisation", dpi=90)
     plt.close(fig)
+    return fractions, trained, untrained, start_onset, figures
+
+
+# %%
+# The experiment: the sizes (small ones with ``--quick``), the theory for $P = 1, 4, 100$
+# and the full network (Fig. 5b, Eq. 56), the sweep over $K/M$ (Fig. 5c), and
+# ``results.json``.
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the example; returns (and writes to results.json) the measured numbers."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for tests")
+    parser.add_argument("-o", "--out", default="out/race", help="output directory")
+    parser.add_argument("--scheduler", default=None, help="Dask scheduler address")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="local processes (default: one per core; 1 with --quick, whose few short "
+        "points finish before a process pool has started)",
+    )
+    parser.add_argument("--tol", type=float, default=0.05, help="onset tolerance")
+    args = parser.parse_args(argv)
+    if args.workers is None and args.quick:
+        args.workers = 1
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    if args.quick:
+        M_theory, Ps, init, t_max_theory = 4, (1, 4, 16), 0.01, 2000.0
+        M, hidden, seeds, lr, t_max = 4, 16, (0,), 0.1, 40.0
+        Ks = (1, 2, 3, 4)
+        # full network of race.yaml: lr and horizon per P (a route's share is P/M^2)
+        sim_hidden, sim_runs = 8, {1: (0.2, 50.0), 4: (0.2, 50.0), 16: (0.2, 50.0)}
+    else:
+        M_theory, Ps, init, t_max_theory = 10, (1, 4, 100), 0.01, 20000.0
+        M, hidden, seeds, lr, t_max = 10, 64, (0, 1, 2), 0.1, 80.0
+        Ks = tuple(range(1, 11))
+        sim_hidden, sim_runs = 32, {1: (1.0, 1500.0), 4: (0.5, 500.0), 100: (0.1, 100.0)}
+
+    # Fig. 5b: reduced dynamics for several degrees of sharing P.
+    theory = {P: race_theory(M=M_theory, P=P, init=init, t_max=t_max_theory) for P in Ps}
+    simulated = {
+        P: race_simulation(
+            M=M_theory, P=P, hidden=sim_hidden, scale=0.2, lr=rate, t_max=horizon, seed=0
+        )
+        for P, (rate, horizon) in sim_runs.items()
+    }
+    figures = plot_race(theory, simulated, M_theory=M_theory, sim_hidden=sim_hidden, out=out)
+    ratios, sim_ratios, half_times, more = eq56(theory, simulated, sim_hidden=sim_hidden, out=out)
+    figures += more
+
+    # Fig. 5c: trained and untrained error against K/M.
+    fractions, trained, untrained, start_onset, more = generalisation(
+        M=M,
+        hidden=hidden,
+        seeds=seeds,
+        lr=lr,
+        t_max=t_max,
+        Ks=Ks,
+        out=out,
+        workers=args.workers,
+        scheduler=args.scheduler,
+        tol=args.tol,
+    )
+    figures += more
 
     results: dict[str, Any] = {
         "quick": args.quick,

@@ -86,9 +86,97 @@ def total_maps(traj: gdln.Trajectory, pathways: int) -> np.ndarray:
 
 
 # %%
-# Train the always-on linear network and the gated network of ``graphs/context.yaml`` by
-# gradient descent, compare their final maps with the closed forms and plot the maps over
-# training.
+# One network of App. A.2: ``graphs/context.yaml`` with one always-on pathway (a deep linear
+# network) or two gated pathways, one per context. The reduced ODE gives the theory; the
+# full network is trained by gradient descent from small random weights.
+
+
+def train(
+    pathways: int, *, hidden: int, t_max: float, lr: float, seeds: int, sigma0: float, seed: int
+) -> dict[str, Any]:
+    """Theory, simulation and total maps $W^{tot}(c)$ of the network with ``pathways``."""
+    problem = gdln.load(GRAPH, params={"pathways": str(pathways), "hidden": str(hidden)})
+    reduction = gdln.reduce(problem, lump="none", b0=0.1)
+    theory = gdln.solve(reduction, t_max=t_max, points=201)
+    sim = gdln.simulate(
+        problem.graph,
+        problem.examples(),
+        steps=round(t_max / lr),
+        lr=lr,
+        init_scheme="xavier",
+        init_scale=sigma0,
+        seeds=seeds,
+        seed=seed,
+        settings=gdln.SimulationSettings(
+            record_every=max(1, round(t_max / lr) // 100), record_weights=True, threads=1
+        ),
+    )
+    return {"theory": theory, "sim": sim, "maps": total_maps(sim, pathways)}
+
+
+# %%
+# The loss of both networks: the linear network stops at the best linear map's loss 1/12,
+# the gated one learns both contexts.
+
+
+def plot_loss(
+    runs: dict[int, dict[str, Any]], ref: dict[str, Any], seeds: int, out: Path
+) -> list[Path]:
+    """Training loss, theory and simulation, of the linear and the gated network."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for pathways, name, colour in (
+        (1, "linear (1 pathway)", "C0"),
+        (2, "gated (2 pathways)", "C3"),
+    ):
+        run = runs[pathways]
+        ax.plot(run["theory"].t, run["theory"].loss, color=colour, lw=2, label=f"{name}: theory")
+        ax.plot(run["sim"].t, run["sim"].loss, color=colour, lw=0.8, ls="--", alpha=0.7)
+        ax.plot([], [], color=colour, lw=0.8, ls="--", label=f"{name}: simulation ({seeds} seeds)")
+    ax.axhline(ref["loss_linear"], color="gray", ls=":", label="linear optimum 1/12")
+    ax.set_xlabel(r"time $t/\tau$")
+    ax.set_ylabel(r"training loss $\mathcal{L}$ (Eq. 1)")
+    ax.set_title("Contextual classification (App. A.2)")
+    ax.legend(fontsize=7)
+    files = gdln.save_figure(fig, out, "context_loss", dpi=110, tight=True)
+    return files
+
+
+# %%
+# The total maps over training: the linear network ends at $[\tfrac12\ \tfrac12]$ in both
+# contexts, the gated one at $[1\ 0]$ and $[0\ 1]$ (App. A.2).
+
+
+def plot_maps(runs: dict[int, dict[str, Any]], out: Path) -> list[Path]:
+    """The entries of $W^{tot}(c)$ over training, mean over seeds."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    for ax, pathways, title in zip(
+        axes,
+        (1, 2),
+        ("linear network (all four entries overlap)", "gated network"),
+        strict=True,
+    ):
+        run = runs[pathways]
+        for c in range(2):
+            for i in range(2):
+                series = run["maps"][:, :, c, i]
+                ax.plot(
+                    run["sim"].t,
+                    series.mean(axis=1),
+                    color=f"C{2 * c + i}",
+                    label=rf"$W^{{tot}}({c + 1})_{{{i + 1}}}$",
+                )
+        ax.set_xlabel(r"time $t/\tau$")
+        ax.set_title(title)
+        ax.axhline(0.5, color="gray", ls=":", lw=0.8)
+        ax.axhline(1.0, color="gray", ls=":", lw=0.8)
+    axes[0].set_ylabel("total map entry (mean over seeds)")
+    axes[1].legend(fontsize=7)
+    files = gdln.save_figure(fig, out, "context_weights", dpi=110, tight=True)
+    return files
+
+
+# %%
+# The experiment: train both networks, compare their final maps with the closed forms, plot.
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -109,23 +197,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ref = least_squares_reference()
     runs: dict[int, dict[str, Any]] = {}
     for pathways in (1, 2):
-        problem = gdln.load(GRAPH, params={"pathways": str(pathways), "hidden": str(hidden)})
-        reduction = gdln.reduce(problem, lump="none", b0=0.1)
-        theory = gdln.solve(reduction, t_max=t_max, points=201)
-        sim = gdln.simulate(
-            problem.graph,
-            problem.examples(),
-            steps=round(t_max / lr),
-            lr=lr,
-            init_scheme="xavier",
-            init_scale=sigma0,
-            seeds=seeds,
-            seed=args.seed,
-            settings=gdln.SimulationSettings(
-                record_every=max(1, round(t_max / lr) // 100), record_weights=True, threads=1
-            ),
+        runs[pathways] = train(
+            pathways, hidden=hidden, t_max=t_max, lr=lr, seeds=seeds, sigma0=sigma0, seed=args.seed
         )
-        runs[pathways] = {"theory": theory, "sim": sim, "maps": total_maps(sim, pathways)}
 
     results: dict[str, Any] = {
         "paper": "App. A.2: linear W_tot -> [1/2 1/2]; gated W_tot(1) -> [1 0], W_tot(2) -> [0 1]",
@@ -154,46 +228,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ),
         }
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for pathways, name, colour in (
-        (1, "linear (1 pathway)", "C0"),
-        (2, "gated (2 pathways)", "C3"),
-    ):
-        run = runs[pathways]
-        ax.plot(run["theory"].t, run["theory"].loss, color=colour, lw=2, label=f"{name}: theory")
-        ax.plot(run["sim"].t, run["sim"].loss, color=colour, lw=0.8, ls="--", alpha=0.7)
-        ax.plot([], [], color=colour, lw=0.8, ls="--", label=f"{name}: simulation ({seeds} seeds)")
-    ax.axhline(ref["loss_linear"], color="gray", ls=":", label="linear optimum 1/12")
-    ax.set_xlabel(r"time $t/\tau$")
-    ax.set_ylabel(r"training loss $\mathcal{L}$ (Eq. 1)")
-    ax.set_title("Contextual classification (App. A.2)")
-    ax.legend(fontsize=7)
-    files = gdln.save_figure(fig, out, "context_loss", dpi=110, tight=True)
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
-    for ax, pathways, title in zip(
-        axes,
-        (1, 2),
-        ("linear network (all four entries overlap)", "gated network"),
-        strict=True,
-    ):
-        run = runs[pathways]
-        for c in range(2):
-            for i in range(2):
-                series = run["maps"][:, :, c, i]
-                ax.plot(
-                    run["sim"].t,
-                    series.mean(axis=1),
-                    color=f"C{2 * c + i}",
-                    label=rf"$W^{{tot}}({c + 1})_{{{i + 1}}}$",
-                )
-        ax.set_xlabel(r"time $t/\tau$")
-        ax.set_title(title)
-        ax.axhline(0.5, color="gray", ls=":", lw=0.8)
-        ax.axhline(1.0, color="gray", ls=":", lw=0.8)
-    axes[0].set_ylabel("total map entry (mean over seeds)")
-    axes[1].legend(fontsize=7)
-    files += gdln.save_figure(fig, out, "context_weights", dpi=110, tight=True)
+    files = plot_loss(runs, ref, seeds, out)
+    files += plot_maps(runs, out)
 
     results["files"] = [str(f) for f in files]
     results["wall_time_s"] = time.perf_counter() - start

@@ -137,10 +137,61 @@ def _initial_a(w1: np.ndarray, w2: np.ndarray) -> np.ndarray:
 
 
 # %%
-# The experiment of Fig. 3c: train the ReLU networks, evaluate Eq. (23) from their $a_0$,
-# solve the GDLN of ``graphs/xor.yaml`` with :func:`gdln.solve` as the ODE and as the exact
-# gradient-descent map at the same learning rate, then plot the losses (Fig. 3c) and the
-# trained input weights (Fig. 3a).
+# Fig. 3c: the loss of every ReLU network beside Eq. (23) and the exact gradient-descent map
+# of the GDLN.
+
+
+def plot_loss(
+    t: np.ndarray,
+    relu: dict[str, np.ndarray],
+    gd_map: gdln.Trajectory,
+    *,
+    a0: float,
+    lr: float,
+    hidden: int,
+    sigma0: float,
+    t_max: float,
+    out: Path,
+) -> list[Path]:
+    """The losses of Fig. 3c."""
+    reps = relu["loss"].shape[1]
+    t_fine = np.linspace(0.0, t_max, 801)
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for r in range(reps):
+        ax.plot(t, relu["loss"][:, r], color="C3", lw=0.8, alpha=0.6)
+    ax.plot([], [], color="C3", lw=0.8, label=f"ReLU network, backprop ({reps} seeds)")
+    ax.plot(t_fine, eq23(t_fine, a0), color="C0", lw=2, label="GDLN, Eq. (23)")
+    ax.plot(gd_map.t, gd_map.loss, "k--", lw=1, label=f"GDLN, exact GD map (lr={lr})")
+    ax.set_xlabel(r"time $t/\tau$  ($\tau$ = 5/2 steps)")
+    ax.set_ylabel(r"training loss $\mathcal{L}$")
+    ax.set_title(rf"XoR (Fig. 3c): $N_h$={hidden}, $\sigma_0$={sigma0}, $a_0$={a0:.2g}")
+    ax.legend(fontsize=7)
+    return gdln.save_figure(fig, out, "xor_loss", dpi=110, tight=True)
+
+
+# %%
+# Fig. 3a: the input-to-hidden weights of one trained network (one dot per hidden unit),
+# with the directions of the four XoR points (red: target $+1$, blue: $-1$).
+
+
+def plot_weights(relu: dict[str, np.ndarray], out: Path) -> list[Path]:
+    """The trained input weights of seed 0 (Fig. 3a)."""
+    fig, ax = plt.subplots(figsize=(3.8, 3.6))
+    w1 = relu["w1"][0]
+    norms = np.linalg.norm(w1, axis=1)
+    ax.scatter(w1[:, 0], w1[:, 1], s=8, c="m")
+    ax.scatter(X[:, 0] * norms.max(), X[:, 1] * norms.max(), c=["r" if y > 0 else "b" for y in Y])
+    ax.set_xlabel(r"$W_1[:, 0]$ (input 1 weight, a.u.)")
+    ax.set_ylabel(r"$W_1[:, 1]$ (input 2 weight, a.u.)")
+    ax.set_title("input-to-hidden weights\nafter training (seed 0)")
+    ax.set_aspect("equal")
+    return gdln.save_figure(fig, out, "xor_weights", dpi=110, tight=True)
+
+
+# %%
+# The experiment: train the ReLU networks, evaluate Eq. (23) from their $a_0$, solve the GDLN
+# of ``graphs/xor.yaml`` with :func:`gdln.solve` as the ODE and as the exact gradient-descent
+# map at the same learning rate, then draw both figures.
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -208,28 +259,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "relu_final_loss_max": float(relu["loss"][-1].max()),
     }
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for r in range(reps):
-        ax.plot(t, relu["loss"][:, r], color="C3", lw=0.8, alpha=0.6)
-    ax.plot([], [], color="C3", lw=0.8, label=f"ReLU network, backprop ({reps} seeds)")
-    ax.plot(t_fine, eq23(t_fine, a0), color="C0", lw=2, label="GDLN, Eq. (23)")
-    ax.plot(gd_map.t, gd_map.loss, "k--", lw=1, label=f"GDLN, exact GD map (lr={lr})")
-    ax.set_xlabel(r"time $t/\tau$  ($\tau$ = 5/2 steps)")
-    ax.set_ylabel(r"training loss $\mathcal{L}$")
-    ax.set_title(rf"XoR (Fig. 3c): $N_h$={hidden}, $\sigma_0$={sigma0}, $a_0$={a0:.2g}")
-    ax.legend(fontsize=7)
-    files = gdln.save_figure(fig, out, "xor_loss", dpi=110, tight=True)
-
-    fig, ax = plt.subplots(figsize=(3.8, 3.6))
-    w1 = relu["w1"][0]
-    norms = np.linalg.norm(w1, axis=1)
-    ax.scatter(w1[:, 0], w1[:, 1], s=8, c="m")
-    ax.scatter(X[:, 0] * norms.max(), X[:, 1] * norms.max(), c=["r" if y > 0 else "b" for y in Y])
-    ax.set_xlabel(r"$W_1[:, 0]$ (input 1 weight, a.u.)")
-    ax.set_ylabel(r"$W_1[:, 1]$ (input 2 weight, a.u.)")
-    ax.set_title("input-to-hidden weights\nafter training (seed 0)")
-    ax.set_aspect("equal")
-    files += gdln.save_figure(fig, out, "xor_weights", dpi=110, tight=True)
+    files = plot_loss(
+        t, relu, gd_map, a0=a0, lr=lr, hidden=hidden, sigma0=sigma0, t_max=t_max, out=out
+    )
+    files += plot_weights(relu, out)
 
     results["files"] = [str(f) for f in files]
     results["wall_time_s"] = time.perf_counter() - start

@@ -141,9 +141,105 @@ def lr_for(scale: float, base: float) -> float:
 
 
 # %%
-# The sweep over $\sigma_0$ and seeds (:func:`gdln.run_sweep`) and Fig. 6a-d: small $\sigma_0$
-# learns in stages and generalises (the neural race), large $\sigma_0$ decays smoothly and
-# does not (the lazy regime).
+# Fig. 6a: the loss curves, mean over seeds, against time: stages at small $\sigma_0$, a
+# smooth decay at large $\sigma_0$.
+
+
+def plot_losses(
+    curves: dict[float, np.ndarray],
+    record_steps: np.ndarray,
+    *,
+    base_lr: float,
+    M: int,
+    K: int,
+    hidden: int,
+    out: Path,
+) -> list[Path]:
+    """Fig. 6a."""
+    import matplotlib.pyplot as plt
+
+    scales = tuple(curves)
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(scales)))
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for s, color in zip(scales, colors, strict=True):
+        t = record_steps * lr_for(s, base_lr)
+        ax.plot(t[1:], curves[s][1:] / curves[s][0], color=color, label=f"σ0 = {s:g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time t / τ (= lr · step; lr = 0.1 min(1, σ0⁻⁴))")
+    ax.set_ylabel("training loss / initial loss")
+    ax.set_title(f"Fig. 6a: routing M = {M}, K = {K}, N_h = {hidden}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    figures = gdln.save_figure(fig, out, "init_scale_loss", dpi=90)
+    plt.close(fig)
+    return figures
+
+
+# %%
+# Fig. 6b: the errors on trained and untrained routes and the cross-domain similarity at
+# $h_1$ against $\sigma_0$: only small initial weights generalise to untrained routes.
+
+
+def plot_errors(
+    scales: tuple[float, ...],
+    trained: list[float],
+    untrained: list[float],
+    similarity: list[float],
+    *,
+    seeds: tuple[int, ...],
+    steps: int,
+    out: Path,
+) -> list[Path]:
+    """Fig. 6b."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot(scales, trained, "o-", color="tab:blue", label="trained routes")
+    ax.plot(scales, untrained, "o-", color="tab:red", label="untrained routes")
+    ax.plot(scales, similarity, "s--", color="grey", label="cross-domain similarity (h1)")
+    ax.set_xscale("log")
+    ax.set_xlabel("initialisation scale σ0 (singular value of every W)")
+    ax.set_ylabel("error (loss / zero-output loss); cosine")
+    ax.set_title(f"Fig. 6b: error vs σ0, {len(seeds)} seed(s), {steps} steps")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    figures = gdln.save_figure(fig, out, "init_scale_error", dpi=90)
+    plt.close(fig)
+    return figures
+
+
+# %%
+# Fig. 6c: the similarity of the first hidden layer's representations across input domains,
+# for the smallest, a middle and the largest $\sigma_0$.
+
+
+def plot_rsm(
+    rows: list[dict[str, Any]], scales: tuple[float, ...], seeds: tuple[int, ...], out: Path
+) -> list[Path]:
+    """Fig. 6c."""
+    import matplotlib.pyplot as plt
+
+    picks = (scales[0], scales[len(scales) // 2], scales[-1])
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3.4))
+    for ax, s in zip(axes, picks, strict=True):
+        row = next(r for r in rows if r["scale"] == s and r["seed"] == seeds[0])
+        flat = np.array([row[c] for c in sorted(k for k in row if k.startswith("sim_"))])
+        side = round(np.sqrt(len(flat)))
+        image = ax.imshow(flat.reshape(side, side), vmin=-1, vmax=1, cmap="RdBu_r")
+        ax.set_title(f"σ0 = {s:g}")
+        ax.set_xlabel("input domain × item")
+    axes[0].set_ylabel("input domain × item")
+    fig.colorbar(image, ax=axes, label="cosine similarity of h1")
+    fig.suptitle("Fig. 6c: representational similarity at h1 across input domains")
+    figures = gdln.save_figure(fig, out, "init_scale_rsm", dpi=90)
+    plt.close(fig)
+    return figures
+
+
+# %%
+# The experiment: the sweep over $\sigma_0$ and seeds (:func:`gdln.run_sweep`; small sizes
+# with ``--quick``), the three figures and ``results.json``.
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -169,7 +265,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     if args.quick:
         M, K, hidden, base_lr, steps, seeds = 4, 2, 16, 0.1, 600, (0,)
@@ -198,51 +293,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for s in scales
     }
 
-    colors = plt.cm.viridis(np.linspace(0, 0.9, len(scales)))
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for s, color in zip(scales, colors, strict=True):
-        t = record_steps * lr_for(s, base_lr)
-        ax.plot(t[1:], curves[s][1:] / curves[s][0], color=color, label=f"σ0 = {s:g}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("time t / τ (= lr · step; lr = 0.1 min(1, σ0⁻⁴))")
-    ax.set_ylabel("training loss / initial loss")
-    ax.set_title(f"Fig. 6a: routing M = {M}, K = {K}, N_h = {hidden}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    figures = gdln.save_figure(fig, out, "init_scale_loss", dpi=90)
-    plt.close(fig)
+    figures = plot_losses(curves, record_steps, base_lr=base_lr, M=M, K=K, hidden=hidden, out=out)
 
     trained = [mean_of("trained_error", s) for s in scales]
     untrained = [mean_of("untrained_error", s) for s in scales]
     similarity = [mean_of("cross_domain_similarity", s) for s in scales]
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.plot(scales, trained, "o-", color="tab:blue", label="trained routes")
-    ax.plot(scales, untrained, "o-", color="tab:red", label="untrained routes")
-    ax.plot(scales, similarity, "s--", color="grey", label="cross-domain similarity (h1)")
-    ax.set_xscale("log")
-    ax.set_xlabel("initialisation scale σ0 (singular value of every W)")
-    ax.set_ylabel("error (loss / zero-output loss); cosine")
-    ax.set_title(f"Fig. 6b: error vs σ0, {len(seeds)} seed(s), {steps} steps")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    figures += gdln.save_figure(fig, out, "init_scale_error", dpi=90)
-    plt.close(fig)
-
-    picks = (scales[0], scales[len(scales) // 2], scales[-1])
-    fig, axes = plt.subplots(1, 3, figsize=(9, 3.4))
-    for ax, s in zip(axes, picks, strict=True):
-        row = next(r for r in rows if r["scale"] == s and r["seed"] == seeds[0])
-        flat = np.array([row[c] for c in sorted(k for k in row if k.startswith("sim_"))])
-        side = round(np.sqrt(len(flat)))
-        image = ax.imshow(flat.reshape(side, side), vmin=-1, vmax=1, cmap="RdBu_r")
-        ax.set_title(f"σ0 = {s:g}")
-        ax.set_xlabel("input domain × item")
-    axes[0].set_ylabel("input domain × item")
-    fig.colorbar(image, ax=axes, label="cosine similarity of h1")
-    fig.suptitle("Fig. 6c: representational similarity at h1 across input domains")
-    figures += gdln.save_figure(fig, out, "init_scale_rsm", dpi=90)
-    plt.close(fig)
+    figures += plot_errors(
+        scales, trained, untrained, similarity, seeds=seeds, steps=steps, out=out
+    )
+    figures += plot_rsm(rows, scales, seeds, out)
 
     results: dict[str, Any] = {
         "quick": args.quick,

@@ -227,8 +227,72 @@ def _mean(rows: list[dict[str, Any]], name: str, **where: Any) -> float:
 
 
 # %%
-# The sweep over $K/M$ and $\sigma_0$ (:func:`gdln.run_sweep`) and Fig. 7b-d: zero-shot
-# accuracy on untrained routes sets in with $K/M$, from small initial weights only.
+# Fig. 7b-c: accuracy on trained and untrained routes against the fraction $K/M$ of output
+# domains trained per input, from small initial weights.
+
+
+def plot_fraction(
+    fractions: list[float],
+    k_trained: list[float],
+    k_untrained: list[float],
+    *,
+    transform: str,
+    M: int,
+    small: float,
+    out: Path,
+) -> list[Path]:
+    """Fig. 7b/c."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot(fractions, k_trained, "o-", color="tab:blue", label="trained routes")
+    ax.plot(fractions, k_untrained, "o-", color="tab:orange", label="untrained routes")
+    ax.axhline(1 / N_CLASSES, color="grey", ls=":", label="chance")
+    ax.set_xlabel("fraction of output domains trained per input, K / M")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"Fig. 7b/c: digits, {transform} inputs, M = {M}, σ0 = {small:g}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    figures = gdln.save_figure(fig, out, "naturalistic_k", dpi=90)
+    plt.close(fig)
+    return figures
+
+
+# %%
+# Fig. 7d: the same accuracies against the initial scale $\sigma_0$ at fixed $K$: large
+# initial weights lose the zero-shot transfer.
+
+
+def plot_scale(
+    scales: tuple[float, ...],
+    s_trained: list[float],
+    s_untrained: list[float],
+    *,
+    M: int,
+    K_scale: int,
+    out: Path,
+) -> list[Path]:
+    """Fig. 7d."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    ax.plot(scales, s_trained, "o-", color="tab:blue", label="trained routes")
+    ax.plot(scales, s_untrained, "o-", color="tab:orange", label="untrained routes")
+    ax.axhline(1 / N_CLASSES, color="grey", ls=":", label="chance")
+    ax.set_xscale("log")
+    ax.set_xlabel("initialisation scale σ0 (× Xavier normal)")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"Fig. 7d: digits, M = {M}, K = {K_scale}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    figures = gdln.save_figure(fig, out, "naturalistic_scale", dpi=90)
+    plt.close(fig)
+    return figures
+
+
+# %%
+# The experiment: two sweeps (:func:`gdln.run_sweep`), over $K/M$ at small $\sigma_0$ and over
+# $\sigma_0$ at fixed $K$; the figures, the onset of generalisation and ``results.json``.
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -256,7 +320,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     if args.quick:
         M, hidden, t_max, n_train, n_test, seeds = 4, 16, 150.0, 100, 100, (0,)
@@ -301,30 +364,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     s_trained = [_mean(s_rows, "trained_accuracy", scale=sc) for sc in scales]
     s_untrained = [_mean(s_rows, "untrained_accuracy", scale=sc) for sc in scales]
 
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.plot(fractions, k_trained, "o-", color="tab:blue", label="trained routes")
-    ax.plot(fractions, k_untrained, "o-", color="tab:orange", label="untrained routes")
-    ax.axhline(1 / N_CLASSES, color="grey", ls=":", label="chance")
-    ax.set_xlabel("fraction of output domains trained per input, K / M")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"Fig. 7b/c: digits, {args.transform} inputs, M = {M}, σ0 = {small:g}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    figures = gdln.save_figure(fig, out, "naturalistic_k", dpi=90)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    ax.plot(scales, s_trained, "o-", color="tab:blue", label="trained routes")
-    ax.plot(scales, s_untrained, "o-", color="tab:orange", label="untrained routes")
-    ax.axhline(1 / N_CLASSES, color="grey", ls=":", label="chance")
-    ax.set_xscale("log")
-    ax.set_xlabel("initialisation scale σ0 (× Xavier normal)")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"Fig. 7d: digits, M = {M}, K = {K_scale}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    figures += gdln.save_figure(fig, out, "naturalistic_scale", dpi=90)
-    plt.close(fig)
+    figures = plot_fraction(
+        fractions, k_trained, k_untrained, transform=args.transform, M=M, small=small, out=out
+    )
+    figures += plot_scale(scales, s_trained, s_untrained, M=M, K_scale=K_scale, out=out)
 
     onset = float("nan")  # smallest K/M (K < M) from which untrained >= trained - tol
     for f, t, u in reversed(list(zip(fractions, k_trained, k_untrained, strict=True))):

@@ -73,9 +73,13 @@ numpydoc_xref_param_type = False
 intersphinx_mapping: dict[str, tuple[str, None]] = {}
 nitpicky = False
 
-# The example gallery: every examples/*.py is run in its --quick mode while the docs build
-# and its page shows the figures that run writes (docs/_ext/gdln_gallery.py), then the
-# full-size figures stored under docs/figures. The whole build takes about N s on 2 cores.
+# The example gallery: every examples/GROUP/*.py is run in its --quick mode while the docs
+# build and its page shows the figures that run writes (docs/_ext/gdln_gallery.py), then the
+# full-size figures stored under docs/figures. The whole build (examples, walkthrough
+# notebook, API pages; `python -m sphinx -W -q -b html docs OUT` from a clean checkout) takes
+# about 60-90 s: 61 s and 88 s of wall time (60 s and 80 s CPU) in two single runs on this
+# project's shared 2-core x86_64 machine at load averages 1.1-1.3 and 2.0-2.6 (2026-11-25),
+# of which the 20 examples took 23 s and 26 s; at a load average of about 4 it took 196 s.
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "examples",
@@ -87,6 +91,7 @@ sphinx_gallery_conf = {
         "../examples/stochastic_depth",
         "../examples/frontier",
     ],
+    "within_subsection_order": "gdln_gallery.example_order",  # the papers' order
     "reset_argv": "gdln_gallery.reset_argv",
     "image_scrapers": ("gdln_gallery.scrape_saved_pngs", "matplotlib"),
     "download_all_examples": False,

@@ -38,6 +38,23 @@ def out_dir(src_file: str | Path) -> Path:
     return OUT / Path(src_file).stem
 
 
+#: the order of the pages within each gallery subsection: the order of the papers' figures,
+#: tables and sections; an example not listed comes after these, by name
+ORDER = (
+    *("xor", "context", "routing", "race", "init_scale", "naturalistic"),  # Figs. 3-7
+    *("dgn_experiments", "npk_thm51", "npk_table2", "npk_fig3", "pathgram_teacher_student"),
+    *("sd_depth_concentration", "sd_gradient_growth", "sd_max_regularisation"),
+    *("sd_regulariser", "sd_gaussian_noise", "sd_budget", "sd_linear_dynamics"),
+    *("unimodal_bias", "lazy_rich"),
+)
+
+
+def example_order(filename: str) -> tuple[int, str]:
+    """Sort key of an example within its subsection (sphinx-gallery ``within_subsection_order``)."""
+    stem = Path(filename).stem
+    return (ORDER.index(stem) if stem in ORDER else len(ORDER), stem)
+
+
 def reset_argv(gallery_conf: dict[str, Any], script_vars: dict[str, Any]) -> list[str]:
     """``sys.argv[1:]`` of each example: its quick mode, into an emptied folder."""
     out = out_dir(script_vars["src_file"])

@@ -71,6 +71,70 @@ def test_gallery_pages_get_math_in_prose_and_keep_code_as_written() -> None:
     assert '    label = r"$x$"' in out and "    $5 or $6" in out  # code and output untouched
 
 
+# -- the gallery: one subsection per paper, each page text and code in turn -------------
+
+EXAMPLES = ROOT / "examples"
+
+
+def _conf() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_conf", ROOT / "docs" / "conf.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gallery_is_grouped_by_paper_core_gdln_first() -> None:
+    """Every example lies in one folder per paper with its header, and conf.py orders the
+    folders with the core paper (Saxe, Sodhani & Lewallen 2022) first."""
+    order = _conf().sphinx_gallery_conf["subsection_order"]
+    folders = sorted({p.parent.name for p in EXAMPLES.rglob("*.py")})
+    assert sorted(Path(f).name for f in order) == folders
+    assert not list(EXAMPLES.glob("*.py"))  # no example outside a subsection
+    for folder in folders:
+        assert (EXAMPLES / folder / "GALLERY_HEADER.rst").is_file(), folder
+    first = (EXAMPLES / Path(order[0]).name / "GALLERY_HEADER.rst").read_text(encoding="utf-8")
+    assert "Saxe, Sodhani & Lewallen 2022" in first.splitlines()[0]
+    stems = [p.stem for p in EXAMPLES.rglob("*.py")]
+    assert sorted(gdln_gallery.ORDER) == sorted(stems)  # every page has its place
+
+
+def _cells(script: Path) -> list[tuple[str, int]]:
+    """(text, code lines) of each ``# %%`` cell of a script, after the docstring."""
+    cells = []
+    for block in script.read_text(encoding="utf-8").split("\n# %%\n")[1:]:
+        lines = block.split("\n")
+        lead = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+        text = " ".join(line[1:].strip() for line in lines[:lead])
+        code = [line for line in lines[lead:] if line.strip() and not line.startswith("#")]
+        cells.append((text, len(code)))
+    return cells
+
+
+@pytest.mark.parametrize("script", sorted(EXAMPLES.rglob("*.py")), ids=lambda p: p.stem)
+def test_each_example_page_reads_as_text_and_code_cells(script: Path) -> None:
+    """The page of an example is not one block: its script is cut into ``# %%`` cells, each
+    saying in words what its code does, and no cell runs over 150 lines of code."""
+    cells = _cells(script)
+    assert len(cells) >= 3, script.name
+    assert all(text.strip() for text, _ in cells), script.name
+    assert max(lines for _, lines in cells) <= 150, script.name
+
+
+def test_a_page_in_a_subsection_gets_its_full_size_figures() -> None:
+    """The full-size figures stored for ``examples/core/xor.py`` are added to its page,
+    ``examples/core/xor``, before the download links."""
+    anchor = ".. _sphx_glr_download_examples_core_xor.py:"
+    source = [f".. _sphx_glr_examples_core_xor.py:\n\nXoR\n\nText.\n\n{anchor}\n\nlinks\n"]
+    gdln_gallery._on_source_read(None, "examples/core/xor", source)
+    page = source[0]
+    assert "Full-size figures" in page and page.index("Full-size figures") < page.index(anchor)
+    assert ".. image:: ../../figures/xor_loss.png" in page
+    assert (ROOT / "docs" / "examples" / "core" / "../../figures/xor_loss.png").resolve() == (
+        FIGURES / "xor_loss.png"
+    )
+
+
 # -- every figure names its script ---------------------------------------------------------
 
 DOCS = ROOT / "docs"

@@ -34,6 +34,8 @@ FINISHED = (
     "reduction",
     "balanced",
     "outputs",
+    "settings",
+    "stages",
 )
 
 
@@ -119,3 +121,29 @@ def test_the_check_catches_what_it_is_meant_to() -> None:
     missing = checked_errors(validate(f"{here}._undocumented_parameter"))
     assert len(missing) == 1 and missing[0].startswith("PR01") and "momentum" in missing[0]
     assert [e[:4] for e in checked_errors(validate(f"{here}._no_returns"))] == ["RT01"]
+
+
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
+
+
+def control_characters(doc: str | None) -> list[str]:
+    """The control characters of a docstring (tab and form feed included), with context."""
+    return [repr(doc[max(0, m.start() - 20) : m.end() + 20]) for m in _CONTROL.finditer(doc or "")]
+
+
+@pytest.mark.parametrize("package", FINISHED)
+def test_docstrings_hold_no_control_characters(package: str) -> None:
+    """A LaTeX escape in a docstring that is not raw (``\\tau``, ``\\rVert``) turns into a tab
+    or a line break and the rest of the line is lost; a raw docstring keeps it."""
+    module = importlib.import_module(f"gdln.{package}")
+    found = {
+        # __doc__ as written: inspect.getdoc would turn a tab into spaces
+        name: control_characters(getattr(module, name.rsplit(".", 1)[1]).__doc__)
+        for name in documentable(package)
+    }
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_the_control_character_check_sees_a_swallowed_escape() -> None:
+    assert control_characters("time in units of $\tau$") == ["'time in units of $\\tau$'"]
+    assert control_characters(r"time in units of $\tau$") == []

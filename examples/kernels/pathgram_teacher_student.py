@@ -245,19 +245,13 @@ def prop62_states(
 
 
 # %%
-# The experiment: rates against the width for linear and sigmoid students, the path Gram
-# matrix against the Jacobian one, and the figure.
+# Thm. 5.1 of the path-formula paper on one student: the Gram matrix from the path formula
+# (:func:`gdln.kernels.path_gram`) equals the one from autodiff, and the number of terms per
+# width.
 
 
-def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
-    x, y = teacher_data(n, d_in, 100, seed=0)
-    res: dict = {
-        "n": n,
-        "widths": widths,
-        "steps": steps,
-        "seeds": seeds,
-        "window": args.window,
-    }
+def thm51_check(x: torch.Tensor, d_in: int, widths: list[int]) -> dict:
+    """Largest relative difference of the two Gram matrices, and the term counts."""
     # Thm. 5.1 check on one student: path formula == autodiff, and term counts
     p0 = student(d_in, widths[0], 0)
     graph = mlp_graph(
@@ -265,8 +259,27 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
     )
     pg = path_gram(graph, x.numpy())
     h_ad = jac_gram(p0, x, "sigmoid")
-    res["thm51_max_rel_diff"] = float(np.abs(pg.H - h_ad).max() / np.abs(h_ad).max())
-    res["terms"] = {m: mlp_term_counts([d_in, m, 1]) for m in widths}
+    thm51_max_rel_diff = float(np.abs(pg.H - h_ad).max() / np.abs(h_ad).max())
+    terms = {m: mlp_term_counts([d_in, m, 1]) for m in widths}
+    return {"thm51_max_rel_diff": thm51_max_rel_diff, "terms": terms}
+
+
+# %%
+# Sec. 7: the convergence rate against the width $m$ for linear and sigmoid students, one
+# step size for every width, averaged over each window and fitted by a line.
+
+
+def width_rates(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    d_in: int,
+    widths: list[int],
+    steps: int,
+    seeds: int,
+    window: str,
+) -> dict:
+    """Per activation: the step size, the fit of the chosen window and every window."""
+    out: dict = {}
     for act in ("linear", "sigmoid"):
         # one step size for every width: 1 / rho_max(H) of the widest student at init
         h_big = jac_gram(student(d_in, widths[-1], 0), x, act)
@@ -298,7 +311,19 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
                 )
             fit = linear_fit([r["width"] for r in rows], [r["rate"] for r in rows])
             windows[w] = {"rows": rows, **fit}
-        res[act] = {"lr": lr, **windows[args.window], "windows": windows}
+        out[act] = {"lr": lr, **windows[window], "windows": windows}
+    return out
+
+
+# %%
+# Depth-induced momentum: a scalar layer $\mu$ in front of the student (a deeper network with
+# the same function) speeds up gradient descent, as heavy-ball momentum does.
+
+
+def depth_momentum(
+    x: torch.Tensor, y: torch.Tensor, d_in: int, widths: list[int], steps: int
+) -> tuple[int, list[torch.Tensor], float, dict[str, np.ndarray]]:
+    """The width, start and step size used, and the rate curve of each variant."""
     # depth-induced momentum
     m = widths[len(widths) // 2]
     p = student(d_in, m, 7)
@@ -309,13 +334,23 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
         "4-layer (mu2 mu1 f) GD": rates(train(p, x, y, "linear", lr, steps, scalars=(1.0, 1.0))),
         "2-layer momentum 0.5": rates(train(p, x, y, "linear", lr, steps, momentum=0.5)),
     }
-    res["momentum_mean_rate"] = {k: float(v.mean()) for k, v in curves.items()}
-    res["momentum_curves"] = {k: v.tolist() for k, v in curves.items()}
+    return m, p, lr, curves
+
+
+# %%
+# Prop. 6.2 of the path-formula paper along the trajectory of $g = \mu f$ ($\mu$ trained from
+# 1) and along that of $f$ ($\mu = 1$).
+
+
+def prop62(
+    p: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor, lr: float, steps: int, n_states: int
+) -> dict:
+    """Summary of Prop. 6.2 at ``n_states`` states of each trajectory."""
     # Prop. 6.2 along g's GD trajectory (mu trained from 1) and along f's (mu = 1)
-    res["prop62"] = {}
+    out: dict = {}
     for name, train_mu in (("g_trajectory", True), ("f_trajectory_mu1", False)):
-        states = prop62_states(p, x, y, lr, steps, 5 if q else 40, train_mu=train_mu)
-        res["prop62"][name] = {
+        states = prop62_states(p, x, y, lr, steps, n_states, train_mu=train_mu)
+        out[name] = {
             "states": len(states),
             "eq34_max_rel_diff": max(st["eq34_rel_diff"] for st in states),
             "proved_form_holds_fraction": float(np.mean([st["proved_holds"] for st in states])),
@@ -327,6 +362,29 @@ def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
             ],
             "rows": states,
         }
+    return out
+
+
+# %%
+# The experiment: the four parts above on the teacher's data, then the figure (rates against
+# the width, and the momentum curves) and the printed summary.
+
+
+def _main(args, q, n, d_in, widths, steps, seeds, t0) -> dict:
+    x, y = teacher_data(n, d_in, 100, seed=0)
+    res: dict = {
+        "n": n,
+        "widths": widths,
+        "steps": steps,
+        "seeds": seeds,
+        "window": args.window,
+    }
+    res.update(thm51_check(x, d_in, widths))
+    res.update(width_rates(x, y, d_in, widths, steps, seeds, args.window))
+    m, p, lr, curves = depth_momentum(x, y, d_in, widths, steps)
+    res["momentum_mean_rate"] = {k: float(v.mean()) for k, v in curves.items()}
+    res["momentum_curves"] = {k: v.tolist() for k, v in curves.items()}
+    res["prop62"] = prop62(p, x, y, lr, steps, 5 if q else 40)
     args.out.mkdir(parents=True, exist_ok=True)
     import matplotlib
 

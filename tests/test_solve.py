@@ -37,11 +37,11 @@ def test_scalar_and_vectorised_right_hand_sides_agree(
 ) -> None:
     # Small states are compiled into one scalar function, large ones stay numpy-vectorised;
     # forcing the vectorised form on the same system must give the same solution.
-    from gdln.solution import _solve
+    from gdln.reduction import _numeric
 
     problem = load("routing", M=4, K=2)
     scalar = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=20, lr=lr)
-    monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+    monkeypatch.setattr(_numeric, "SCALAR_STATE_MAX", 0)
     vectorised = gdln.solve(gdln.reduce(problem, lump="none", init=0.1), t_max=20, lr=lr)
     # the map agrees to rounding; the adaptive ODE steps may differ at the solver tolerance
     rtol = 1e-12 if lr else RTOL_ODE
@@ -121,10 +121,10 @@ def test_overflow_is_one_clear_error(
 ) -> None:
     # math-compiled right-hand sides raise OverflowError, numpy ones return inf: both are
     # reported with the time (or step), the variable and its value
-    from gdln.solution import _solve
+    from gdln.reduction import _numeric
 
     if not scalar:
-        monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+        monkeypatch.setattr(_numeric, "SCALAR_STATE_MAX", 0)
     reduction = gdln.reduce(load("routing"), lump="full", init=1e200 if lr is None else 0.1)
     match = (
         r"routing\.yaml: the ODE overflowed at t = 0 tau, where B\d = 1e\+200 in mode \d"
@@ -220,10 +220,10 @@ def test_more_than_64_variables(
     lr: float | None, scalar: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # np.broadcast takes at most 64 arrays; race with lump="none" has 80 edge variables
-    from gdln.solution import _solve
+    from gdln.reduction import _numeric
 
     if not scalar:
-        monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+        monkeypatch.setattr(_numeric, "SCALAR_STATE_MAX", 0)
     problem = load("race", M=8, P=4, hidden=2)
     free = gdln.reduce(problem, lump="none", init=0.4)
     (system,) = free.systems

@@ -40,6 +40,7 @@ from ._fixed import fixed_value
 from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
 from ._narrow import check_narrow_nodes
+from ._numeric import NumericFlow, Recorded
 from ._path_free import edge_components, path_free_modes, sources
 from ._poly import Polynomial, coefficient
 from ._reduce import initial_values
@@ -196,6 +197,61 @@ class ExpectedDynamics(DecoupledBases):
         loss = float(self.constant + (pi @ self._context_mode_losses(val)).sum())
         grad_table = self._tape.table_gradient(table, val, factor, pi)
         return loss, grad_table[self._trained_row] * self.alive
+
+    def numeric_flow(self, *, gd_map: bool = False) -> NumericFlow:
+        r"""These dynamics as :func:`gdln.solve` integrates them (the protocol of
+        :meth:`gdln.Reduction.numeric_flow`).
+
+        The state is the live entries of ``b`` (:attr:`alive`), edge by edge; the
+        right-hand side is :meth:`flow` (Eq. 10 in expectation), exact for the flow and the
+        gradient-descent map alike (nothing is eliminated), so ``gd_map`` changes nothing.
+        Its Jacobian couples only entries of one mode.
+        """
+        del gd_map  # nothing eliminated: the same dynamics for the flow and the map
+        alive = self.alive
+        rows, cols = np.nonzero(alive)
+
+        def batch_rhs(y: np.ndarray, c: np.ndarray) -> np.ndarray:
+            out = np.empty_like(y)
+            b = np.zeros(alive.shape)
+            for k in range(y.shape[1]):
+                b[alive] = y[:, k]
+                out[:, k] = self.flow(b)[alive]
+            return out
+
+        task = self.problem.require_task()
+        probabilities = np.array([float(c.probability) for c in task.contexts])
+
+        def record(states: np.ndarray, c: np.ndarray) -> Recorded:
+            T, _, n = states.shape
+            bs = np.zeros((T, *alive.shape, n))
+            bs[:, alive, :] = states
+            context_loss = np.empty((T, len(probabilities), n))
+            for t in range(T):
+                for k in range(n):  # never below 0
+                    context_loss[t, :, k] = self.context_losses(bs[t, :, :, k])
+            series = {str(v): bs[:, i] for i, v in enumerate(self.variables)}
+            loss = np.einsum("c,tcb->tb", probabilities, context_loss)
+            return Recorded(series, context_loss, loss)
+
+        meta = {
+            "source": self.problem.source,
+            "params": {k: str(v) for k, v in self.problem.params.items()},
+            "route": "moments",
+            "time_unit": "tau",
+            "modes": list(range(self.n_modes)),
+            "context_labels": [c.label for c in task.contexts],
+        }
+        return NumericFlow(
+            y0=self.initial[alive].astype(float),
+            constants=np.zeros(0),
+            batch_rhs=batch_rhs,
+            labels=tuple((str(self.variables[r]), int(c)) for r, c in zip(rows, cols, strict=True)),
+            blocks=cols.astype(int),
+            record=record,
+            meta=meta,
+            source=self.problem.source,
+        )
 
     # -- the symbolic evaluation of the same tape ------------------------------------------
     def loss_polynomial(self, mode: int) -> sp.Expr:

@@ -4,9 +4,13 @@ solve per scale. No timings."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
-from helpers import load
+from helpers import GRAPHS, load
 from scipy.integrate import solve_ivp
 
 import gdln
@@ -187,3 +191,26 @@ def test_no_numba_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     reduction = gdln.reduce(load("xor"), lump="full", init=0.1)
     for trajectory in solve_batch(reduction, [1.0, 2.0], t_max=1, n_points=3):
         assert trajectory.meta["integrator"] == "dop853-numpy"
+
+
+def test_solving_again_never_compiles() -> None:
+    # issue 25: numba compiled a system on its second solve (seconds, for a solve of
+    # milliseconds); now a single solve, repeated or by DOP853, and a small batch never
+    # import it, in a fresh process
+    pytest.importorskip("numba")
+    code = (
+        "import sys, gdln\n"
+        "from gdln.solution import solve_batch\n"
+        f"problem = gdln.load({str(GRAPHS / 'xor.yaml')!r})\n"
+        "reduction = gdln.reduce(problem, lump='full', init=0.1)\n"
+        "for _ in range(5):\n"
+        "    gdln.solve(reduction, t_max=10)\n"
+        "gdln.solve(reduction, t_max=10, method='dop853')\n"
+        "solve_batch(reduction, [0.5, 1.0, 2.0], t_max=10)\n"
+        "print('numba' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GDLN_NO_NUMBA"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "False"

@@ -235,3 +235,36 @@ def test_more_than_64_variables(
     rtol = 1e-12 if lr else RTOL_ODE
     np.testing.assert_allclose(trajectory.loss, lumped.loss, rtol=rtol)
     assert trajectory.loss[-1] < 0.9 * trajectory.loss[0]
+
+
+def test_tied_system_is_the_reduced_one_before_elimination() -> None:
+    # lump="full" eliminates variables through conserved quantities (Eq. 15); the tied
+    # system (ReducedSystem.tied, what the gradient-descent map iterates) keeps them
+    # dynamical. On the manifold where Eq. (15) holds, its right-hand sides must be the
+    # reduced ones, and the chain rule's for the eliminated variables; checked at random
+    # points of every mode
+    reduction = gdln.reduce(load("routing", M=4, K=2), lump="full", init=0.1)
+    (full,) = reduction.systems
+    tied = full.tied()
+    assert full.eliminated and not tied.eliminated and not tied.constants
+    assert set(tied.variables) == set(full.variables) | set(full.eliminated)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for j in range(len(full.modes)):
+        data = {s: v[j] for s, v in full.symbols.items()}
+        for _ in range(3):
+            point = {v: sp.Float(rng.uniform(0.2, 1.5)) for v in full.variables}
+            point |= {c: sp.Float(rng.uniform(0.1, 0.5)) for c in full.constants}
+            on_manifold = point | {e: x.xreplace(point | data) for e, x in full.eliminated.items()}
+            for v in full.variables:
+                expected = float(full.rhs[v].xreplace(point | data))
+                got = float(tied.rhs[v].xreplace(on_manifold | data))
+                assert got == pytest.approx(expected, rel=1e-12, abs=1e-14)
+            for e, x in full.eliminated.items():
+                chain = sum(sp.diff(x, v) * full.rhs[v] for v in full.variables)
+                expected = float(chain.xreplace(point | data))
+                got = float(tied.rhs[e].xreplace(on_manifold | data))
+                assert got == pytest.approx(expected, rel=1e-12, abs=1e-14)
+                checked += 1
+    assert checked >= 6
+    assert tied.tied() is tied and full.tied() is tied

@@ -81,7 +81,10 @@ class Recorded:
 class NumericFlow:
     r"""The reduced dynamics $\tau\dot y = f(y; c)$ in numbers, whichever route built them.
 
-    Attributes
+    What :func:`gdln.solve` and :func:`gdln.solution.solve_batch` integrate, from
+    :meth:`gdln.Reduction.numeric_flow` or :meth:`gdln.ExpectedDynamics.numeric_flow`.
+
+    Parameters
     ----------
     y0
         The initial state ``(n,)``.

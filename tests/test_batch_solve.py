@@ -149,3 +149,21 @@ def test_numba_available_flag_is_respected(monkeypatch: pytest.MonkeyPatch) -> N
     assert not _numba.available()
     for trajectory in solve_batch(reduction, [0.1, 0.2], t_max=1, n_points=3):
         assert trajectory.meta["integrator"] == "dop853-numpy"
+
+
+def test_runs_of_members_give_the_same_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a large batch is stepped in runs of members of similar size: the same steps for each
+    # member, and a stop names the member's own scale
+    monkeypatch.setattr(_numba, "MIN_BATCH", 10**9)
+    reduction = gdln.reduce(load("routing"), lump="symmetry", init=1)
+    whole = solve_batch(reduction, SPREAD, t_max=30, n_points=61)
+    monkeypatch.setattr(_dop853, "CHUNK_ENTRIES", 30)  # runs of 2 members of 12 entries
+    runs = solve_batch(reduction, SPREAD, t_max=30, n_points=61)
+    for one, other in zip(whole, runs, strict=True):
+        assert other.meta["integrator"] == "dop853-numpy"
+        assert other.meta["init_scale"] == one.meta["init_scale"]
+        for name, values in {"loss": one.loss, **one.series}.items():
+            got = other.loss if name == "loss" else other.series[name]
+            assert np.abs(got - values).max() <= 1e-12 * np.abs(values).max(), name
+    with pytest.raises(gdln.GdlnError, match=r"in mode \d for scale 1e\+200; lower the scale"):
+        solve_batch(reduction, [0.1, 0.2, 1e200, 0.3], t_max=10, method="dop853")

@@ -11,6 +11,8 @@ Norsett & Wanner, *Solving Ordinary Differential Equations I* (Springer 1993), S
 II.10 (DOP853) and II.4 (starting step size), with the step-size control of Sec. II.4
 ($h \leftarrow h\,\min(10, \max(0.2, 0.9\,\mathrm{err}^{-1/8}))$).
 
+A batch of more than :data:`CHUNK_ENTRIES` state entries is stepped in runs of members
+of similar size, each run small enough for its stage slopes to stay in the CPU's cache.
 The right-hand side is the flow's vectorised numpy form; for a batch of at least
 :data:`gdln.solution._numba.MIN_BATCH` members, with numba installed (the ``fast``
 extra) and not switched off by ``GDLN_NO_NUMBA``, numba compiles the flow's scalar form
@@ -32,10 +34,15 @@ from . import _numba
 from ._dop853_tableau import E3, E5, STAGES, A, B
 from ._stepper import Stepper, Stopped
 
-__all__ = ["STIFF_STEPS", "Dop853", "dop853"]
+__all__ = ["CHUNK_ENTRIES", "STIFF_STEPS", "Dop853", "dop853"]
 
 STIFF_STEPS = 2_000
 """Steps, beyond two per recorded time, after which DOP853 stops: the system is stiff."""
+CHUNK_ENTRIES = 8_192
+"""State entries (members times their size) stepped together: a larger batch is cut into
+runs of members of similar size, so that a run's 13 stage slopes stay in the CPU's cache
+(4000 members of 12 entries in one run took 8 times as long as in runs of 682) and its
+members finish after similar numbers of steps."""
 
 Rhs = Callable[[np.ndarray], np.ndarray]
 """``f(y)`` on states ``(n, batch)``, returning ``(n, batch)``."""
@@ -62,26 +69,51 @@ class Dop853(Stepper):
         rtol: float,
         atol: float,
     ) -> tuple[np.ndarray, str]:
-        kernel = None
-        if flow.scalar is not None and y0.shape[1] >= _numba.MIN_BATCH and _numba.available():
-            kernel = _numba.batch_kernel(flow.scalar)
-        if kernel is not None:
-            compiled = kernel
+        rhs_of, integrator = _right_hand_side(flow, y0.shape[1])
+        steps = STIFF_STEPS + 2 * len(times)
+        n, b = y0.shape
+        members = max(1, CHUNK_ENTRIES // max(n, 1))
+        if b <= members:
+            states = dop853(rhs_of(constants), y0, times, rtol=rtol, atol=atol, max_steps=steps)
+            return states, integrator
+        out = np.empty((len(times), n, b))
+        by_size = np.argsort(np.abs(y0).max(axis=0), kind="stable")  # similar members
+        for chunk in np.array_split(by_size, -(-b // members)):
+            rhs = rhs_of(np.ascontiguousarray(constants[:, chunk]))
+            try:
+                out[:, :, chunk] = dop853(
+                    rhs, y0[:, chunk], times, rtol=rtol, atol=atol, max_steps=steps
+                )
+            except Stopped as stopped:
+                raise Stopped(
+                    stopped.reason, stopped.t, stopped.state, int(chunk[stopped.member])
+                ) from None
+        return out, integrator
 
+
+def _right_hand_side(flow: NumericFlow, batch: int) -> tuple[Callable[[np.ndarray], Rhs], str]:
+    """``f`` on states ``(n, members)`` given the members' constants, and its name: numba's
+    compile of the scalar form for a batch of at least ``MIN_BATCH``, else numpy."""
+    if flow.scalar is not None and batch >= _numba.MIN_BATCH and _numba.available():
+        kernel = _numba.batch_kernel(flow.scalar)
+
+        def compiled(constants: np.ndarray) -> Rhs:
             def rhs(y: np.ndarray) -> np.ndarray:
                 out = np.empty_like(y)
-                compiled(y, constants, out)
+                kernel(y, constants, out)
                 return out
 
-            integrator = "dop853-numba"
-        else:
+            return rhs
 
-            def rhs(y: np.ndarray) -> np.ndarray:
-                return flow.batch_rhs(y, constants)
+        return compiled, "dop853-numba"
 
-            integrator = "dop853-numpy"
-        steps = STIFF_STEPS + 2 * len(times)
-        return dop853(rhs, y0, times, rtol=rtol, atol=atol, max_steps=steps), integrator
+    def vectorised(constants: np.ndarray) -> Rhs:
+        def rhs(y: np.ndarray) -> np.ndarray:
+            return flow.batch_rhs(y, constants)
+
+        return rhs
+
+    return vectorised, "dop853-numpy"
 
 
 def dop853(

@@ -9,9 +9,11 @@ Fig. 4e of Saxe et al. 2022 (``graphs/routing.yaml``, M = 7, K = 4, hidden 64, t
    numba enabled (where installed) and with ``GDLN_NO_NUMBA=1``, for this tree and, with
    ``--before REF``, for git revision REF (extracted by ``git archive``). A first process
    per configuration warms numba's disk cache and is reported apart ("cold").
-2. **Batches**: ``gdln.solution.solve_batch`` of N initial scales 0.01..0.5 in a fresh
-   process per row, the first call (numba's compile included where it compiles) and a
-   second call, with and without numba, and with ``method="lsoda"``.
+2. **Batches**: ``gdln.solution.solve_batch`` of N initial scales 0.01..0.5
+   (``lump="symmetry"`` and ``"full"``) in a fresh process per row: the first call
+   (numba's import and compile included where it compiles) and two later calls, by
+   DOP853 in numpy, by DOP853 with numba compiling the right-hand side (forced, to show
+   where it pays: ``MIN_BATCH``), and by LSODA.
 3. **In one process**: one ``gdln.solve`` by each method of the stepper table, and
    ``gdln.simulate`` of the same horizon (lr = 0.05, 800 steps, 1 seed, float64, 1 torch
    thread, 200 records) divided by the solve.
@@ -59,17 +61,19 @@ BATCH = """
 import sys, time
 import numpy as np
 import gdln
-from gdln.solution import solve_batch
+from gdln.solution import _numba, solve_batch
 problem = gdln.load(sys.argv[1], params={"M": "7", "K": "4", "hidden": "64"})
-unit = gdln.reduce(problem, lump="symmetry", init=1)
+unit = gdln.reduce(problem, lump=sys.argv[4], init=1)
 scales = np.geomspace(0.01, 0.5, int(sys.argv[2]))
-options = {} if sys.argv[3] == "auto" else {"method": sys.argv[3]}
+method = "lsoda" if sys.argv[3] == "lsoda" else "auto"
+if sys.argv[3] == "numba":
+    _numba.MIN_BATCH = 1  # compiled whatever the size
 seconds = []
-for _ in range(2):
+for _ in range(3):
     start = time.perf_counter()
-    out = solve_batch(unit, scales, t_max=40.0, **options)
+    out = solve_batch(unit, scales, t_max=40.0, method=method)
     seconds.append(time.perf_counter() - start)
-print(*seconds, out[0].meta.get("integrator", "?"))
+print(*seconds, out[0].meta["integrator"])
 """
 
 
@@ -120,17 +124,18 @@ def script_rows(label: str, tree: Path, numba: bool, repeats: int) -> list[tuple
     return rows
 
 
-def batch_rows(tree: Path, sizes: Sequence[int], numba_installed: bool) -> list[tuple[str, str]]:
+def batch_rows(sizes: Sequence[int], numba_installed: bool) -> list[tuple[str, str]]:
+    """``solve_batch`` of each size in fresh processes: numpy's DOP853, DOP853 with the
+    right-hand side compiled by numba (forced, whatever ``MIN_BATCH`` says), LSODA."""
     rows = []
-    for n in sizes:
-        configurations = [("auto", True), ("auto", False), ("lsoda", False)]
-        for method, numba in configurations:
-            if numba and not numba_installed:
-                continue
-            first, second, integrator = run(tree, BATCH, [str(n), method], numba=numba).split()
-            label = f"solve_batch {n} scales, method={method} ({integrator})"
-            rows.append((f"{label}: first call", f"{float(first):.4g}"))
-            rows.append((f"{label}: second call", f"{float(second):.4g}"))
+    for lump in ("symmetry", "full"):
+        for n in sizes:
+            for what in ("numpy", "numba", "lsoda") if numba_installed else ("numpy", "lsoda"):
+                out = run(ROOT, BATCH, [str(n), what, lump], numba=what == "numba").split()
+                first, *later = (float(x) for x in out[:-1])
+                label = f"{lump}: solve_batch, {n} scales, {out[-1]}"
+                rows.append((f"{label}: first call", f"{first:.4g}"))
+                rows.append((f"{label}: later calls", spread(later)))
     return rows
 
 
@@ -200,8 +205,8 @@ def main() -> None:
         for label, tree in trees:
             for enabled in (True, False) if numba else (False,):
                 rows += script_rows(label, tree, enabled, repeats)
-    sizes = (1000, 10000) if args.quick else (1000, 4000, 10000, 20000)
-    rows += batch_rows(ROOT, sizes, numba)
+    sizes = (1000, 4000) if args.quick else (1000, 4000, 10000)
+    rows += batch_rows(sizes, numba)
     rows += in_process_rows(7 if args.quick else 15)
     width = max(len(label) for label, _ in rows)
     print(f"{'what':<{width}}  seconds (median [least-most] where repeated)")

@@ -7,8 +7,9 @@ Fig. 4e of Saxe et al. 2022 (``graphs/routing.yaml``, M = 7, K = 4, hidden 64, t
    and calls ``gdln.solve`` 20 times; the rows give the seconds spent solving after 1, 2,
    5 and 20 calls, the first call, the second and the median of the later ones, with
    numba enabled (where installed) and with ``GDLN_NO_NUMBA=1``, for this tree and, with
-   ``--before REF``, for git revision REF (extracted by ``git archive``). A first process
-   per configuration warms numba's disk cache and is reported apart ("cold").
+   ``--before REF``, for git revision REF (extracted by ``git archive``). The processes
+   of the configurations take turns; a first process per configuration warms numba's
+   disk cache and is reported apart ("cold").
 2. **Batches**: ``gdln.solution.solve_batch`` of N initial scales 0.01..0.5
    (``lump="symmetry"`` and ``"full"``) in a fresh process per row: the first call
    (numba's import and compile included where it compiles) and two later calls, by
@@ -96,31 +97,36 @@ def run(tree: Path, code: str, args: Sequence[str], *, numba: bool) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def script_rows(label: str, tree: Path, numba: bool, repeats: int) -> list[tuple[str, str]]:
-    """The script rows of one tree with numba on or off."""
-    switch = "numba" if numba else "GDLN_NO_NUMBA=1"
-    runs = []
-    cold = None
+def script_rows(
+    configurations: Sequence[tuple[str, Path, bool]], repeats: int
+) -> list[tuple[str, str]]:
+    """The script rows of each ``(label, tree, numba)``; the processes of the
+    configurations take turns, so that a change of load falls on all of them alike."""
+    runs: dict[int, list[tuple[float, bool, list[float]]]] = {
+        i: [] for i in range(len(configurations))
+    }
+    cold: dict[int, list[float]] = {}
     for k in range(repeats + 1):
-        setup, imported, *times = run(tree, SCRIPT, [str(max(COUNTS))], numba=numba).split()
-        values = [float(x) for x in times]
-        if k == 0:
-            cold = values
-            continue
-        runs.append((float(setup), imported == "True", values))
+        for i, (_, tree, numba) in enumerate(configurations):
+            setup, imported, *times = run(tree, SCRIPT, [str(max(COUNTS))], numba=numba).split()
+            values = [float(x) for x in times]
+            if k == 0:  # the first process of each: numba's disk cache is cold
+                cold[i] = values
+            else:
+                runs[i].append((float(setup), imported == "True", values))
     rows = []
-    name = f"{label}, {switch}"
-    for n in COUNTS:
-        rows.append((f"{name}: {n} solve(s)", spread([sum(v[:n]) for _, _, v in runs])))
-    rows.append((f"{name}: first solve", spread([v[0] for _, _, v in runs])))
-    rows.append((f"{name}: second solve", spread([v[1] for _, _, v in runs])))
-    rows.append(
-        (f"{name}: median of solves 3-20", spread([float(np.median(v[2:])) for _, _, v in runs]))
-    )
-    assert cold is not None
-    rows.append((f"{name}: 20 solves, first process (cold cache)", f"{sum(cold):.4g}"))
-    rows.append((f"{name}: import gdln, load, reduce", spread([s for s, _, _ in runs])))
-    rows.append((f"{name}: numba imported", str(any(i for _, i, _ in runs))))
+    for i, (label, _, numba) in enumerate(configurations):
+        name = f"{label}, {'numba' if numba else 'GDLN_NO_NUMBA=1'}"
+        got = runs[i]
+        for n in COUNTS:
+            rows.append((f"{name}: {n} solve(s)", spread([sum(v[:n]) for _, _, v in got])))
+        rows.append((f"{name}: first solve", spread([v[0] for _, _, v in got])))
+        rows.append((f"{name}: second solve", spread([v[1] for _, _, v in got])))
+        later = [float(np.median(v[2:])) for _, _, v in got]
+        rows.append((f"{name}: median of solves 3-20", spread(later)))
+        rows.append((f"{name}: 20 solves, first process (cold cache)", f"{sum(cold[i]):.4g}"))
+        rows.append((f"{name}: import gdln, load, reduce", spread([s for s, _, _ in got])))
+        rows.append((f"{name}: numba imported", str(any(i for _, i, _ in got))))
     return rows
 
 
@@ -202,9 +208,12 @@ def main() -> None:
         trees = [("this tree", ROOT)]
         if args.before:
             trees.append((f"at {args.before}", extracted(args.before, Path(tmp))))
-        for label, tree in trees:
-            for enabled in (True, False) if numba else (False,):
-                rows += script_rows(label, tree, enabled, repeats)
+        configurations = [
+            (label, tree, enabled)
+            for label, tree in trees
+            for enabled in ((True, False) if numba else (False,))
+        ]
+        rows += script_rows(configurations, repeats)
     sizes = (1000, 4000) if args.quick else (1000, 4000, 10000)
     rows += batch_rows(sizes, numba)
     rows += in_process_rows(7 if args.quick else 15)

@@ -141,3 +141,13 @@ def test_solve_batch_takes_the_moment_route() -> None:
         np.testing.assert_allclose(trajectory.loss, alone.loss, rtol=RTOL_ODE)
         for name, values in alone.series.items():
             np.testing.assert_allclose(trajectory.series[name], values, rtol=RTOL_ODE, atol=1e-9)
+
+
+def test_a_batch_of_one_names_its_scale() -> None:
+    reduction = gdln.reduce(load("xor"), lump="full", init=1)
+    with pytest.raises(
+        gdln.GdlnError,
+        match=r"xor\.yaml: the ODE overflowed at t = 0 tau, where B\d = 1e\+200 in mode 0 "
+        r"for scale 1e\+200; lower the scale or t_max$",
+    ):
+        solve_batch(reduction, [1e200], t_max=10)

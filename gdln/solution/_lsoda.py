@@ -164,7 +164,7 @@ def _solve(problem: _Problem, times: np.ndarray, *, rtol: float, atol: float) ->
 
 
 def _odeint(problem: _Problem, times: np.ndarray, *, rtol: float, atol: float) -> np.ndarray:
-    fun, last = _checked(problem.rhs, len(problem.z0))
+    fun, last = _checked(problem.rhs, problem.z0)
     options: dict[str, Any] = {}
     if problem.band is not None:
         options.update(ml=problem.band, mu=problem.band)
@@ -189,7 +189,7 @@ def _odeint(problem: _Problem, times: np.ndarray, *, rtol: float, atol: float) -
 
 
 def _solve_ivp(problem: _Problem, times: np.ndarray, *, rtol: float, atol: float) -> np.ndarray:
-    fun, last = _checked(problem.rhs, len(problem.z0))
+    fun, last = _checked(problem.rhs, problem.z0)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         result = solve_ivp(
@@ -209,14 +209,14 @@ def _solve_ivp(problem: _Problem, times: np.ndarray, *, rtol: float, atol: float
 
 
 def _checked(
-    rhs: Callable[[np.ndarray], Any], size: int
+    rhs: Callable[[np.ndarray], Any], z0: np.ndarray
 ) -> tuple[Callable[[np.ndarray, float], Any], list[Any]]:
     """``rhs`` as ``f(y, t)`` that raises :class:`_Stop` (see the module docstring).
 
-    The list it returns holds the last time and state asked about.
+    The list it returns holds the last time and state asked about (at first, the start).
     """
-    last: list[Any] = [0.0, None]
-    patience = STALL_CALLS + 10 * size  # allows a few finite-difference Jacobians
+    last: list[Any] = [0.0, z0]
+    patience = STALL_CALLS + 10 * len(z0)  # allows a few finite-difference Jacobians
     counter = [0, patience, -1.0]  # calls, next checkpoint, t at the last checkpoint
 
     def fun(y: np.ndarray, t: float) -> Any:

@@ -3,14 +3,15 @@ r"""numba (the optional ``fast`` extra) compiles a right-hand side, where a batc
 The DOP853 stepper (:mod:`gdln.solution._dop853`) is the same with or without numba;
 only the right-hand side changes. numba compiles the flow's scalar form (the function
 that CPython runs for LSODA and the gradient-descent map, see
-:mod:`gdln.reduction._numeric`) into one loop over the batch, which evaluates all stages
-of a member without numpy's temporaries. Compiling costs about 0.3-0.8 s a system, plus
-about 0.5 s to import numba once per process, and saves about 40% of the right-hand
-side's share of a step, so it pays only for batches of thousands of members
-(``benchmarks/bench_solve.py`` measures both sides): it is used from :data:`MIN_BATCH`
-members on, never for a single solve, and not at all without numba or with the
-environment variable ``GDLN_NO_NUMBA`` set. Nothing is compiled ahead of time or cached
-on disk (the data of each system are constants of its source).
+:mod:`gdln.reduction._numeric`) into one loop over the batch, which evaluates a stage of
+every member without numpy's temporaries. Importing numba and compiling a system's
+right-hand side cost about 1-1.4 s in a process; a compiled batch then steps 10-60%
+faster on Fig. 4e. ``benchmarks/bench_solve.py`` measured the first call of
+``solve_batch`` (compile included) slower with numba at 1000 and 4000 scales and no slower
+from 10 000 on, so numba is used from :data:`MIN_BATCH` members on, never for a single
+solve, and not at all without numba or with the environment variable ``GDLN_NO_NUMBA``
+set. Nothing is compiled ahead of time or cached on disk (the data of each system are
+constants of its source).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..reduction._numeric import ScalarRhs
 
 __all__ = ["MIN_BATCH", "available", "batch_kernel"]
 
-MIN_BATCH = 4_000
+MIN_BATCH = 10_000
 """Fewest members of a batch for which numba compiles the right-hand side."""
 
 Kernel = Callable[..., None]

@@ -194,7 +194,9 @@ def solve_batch(
     values = _check_scales(flow, scales)
     steppers_for(method, len(values))
     times = np.linspace(0.0, t_max, n_points)
-    states, notes = _integrate_ode(flow, times, values, method=method, rtol=rtol, atol=atol)
+    states, notes = _integrate_ode(
+        flow, times, values, method=method, rtol=rtol, atol=atol, batch=True
+    )
     meta = {"method": "ode", "lr": None, **notes}
     return _trajectories(flow, times, states, values, meta, batch=True)
 
@@ -221,11 +223,12 @@ def _integrate_ode(
     method: str,
     rtol: float,
     atol: float,
+    batch: bool = False,
 ) -> tuple[np.ndarray, dict[str, str]]:
     r"""Gradient flow from ``scales[k]`` times the initial state (constants times
     ``scales[k]**2``), by the steppers that ``method`` names in turn: states
     ``(T, n, batch)`` and what ``meta`` records about the stepping. The last stepper's
-    stop becomes one :class:`GdlnError`."""
+    stop becomes one :class:`GdlnError` (naming the scale for a ``batch``)."""
     with np.errstate(over="ignore"):  # a scale too large is named by the stepper's stop
         y0 = flow.y0[:, None] * scales
         constants = flow.constants[:, None] * scales**2
@@ -236,7 +239,7 @@ def _integrate_ode(
             states, integrator = stepper.integrate(flow, y0, constants, times, rtol=rtol, atol=atol)
         except Stopped as stopped:
             if stepper is steppers[-1]:
-                raise GdlnError(_stop_message(flow, stopped, scales)) from None
+                raise GdlnError(_stop_message(flow, stopped, scales if batch else None)) from None
             notes["integrator_fallback"] = (
                 f"{stepper.name} stopped: the ODE {stopped.reason} at t = {stopped.t:.4g} tau"
             )
@@ -245,11 +248,11 @@ def _integrate_ode(
     raise AssertionError("no stepper")  # steppers_for names at least one
 
 
-def _stop_message(flow: NumericFlow, stopped: Stopped, scales: np.ndarray) -> str:
+def _stop_message(flow: NumericFlow, stopped: Stopped, scales: np.ndarray | None) -> str:
     """One line: what stopped the ODE, when, where (variable, mode, and the scale of a
     batch) and what to lower."""
     where = flow.worst(stopped.state)
-    if len(scales) > 1:
+    if scales is not None:
         where += f" for scale {scales[stopped.member]:.4g}"
         advice = "lower the scale or t_max"
     else:

@@ -214,6 +214,7 @@ class _SystemNumbers:
         self.constant_symbols = list(system.constants)
         self.n_modes = len(system.modes)
         self.data = [np.array([float(x) for x in system.symbols[s]]) for s in self.data_symbols]
+        self.columns = [d[:, None] for d in self.data]  # broadcast against (modes, batch)
         self.consts = np.array([float(system.constants[c]) for c in self.constant_symbols])
         self.y0 = np.array([[float(system.initial[v])] * self.n_modes for v in self.free])
         args = [self.free, self.data_symbols, self.constant_symbols]
@@ -235,8 +236,7 @@ class _SystemNumbers:
         """$f$ of this system's rows ``y`` ``(vars * modes, batch)`` into ``out``."""
         m = self.n_modes
         rows = [y[i * m : (i + 1) * m] for i in range(len(self.free))]
-        data = [d[:, None] for d in self.data]
-        for i, value in enumerate(self.vector(rows, data, list(c))):
+        for i, value in enumerate(self.vector(rows, self.columns, list(c))):
             out[i * m : (i + 1) * m] = value
 
     def entries(
@@ -260,8 +260,7 @@ class _SystemNumbers:
         values = {v: y[:, i] for i, v in enumerate(self.free)}
         if self.eliminated_values is not None:
             shape = (y.shape[0], *y.shape[2:])
-            data = [d[:, None] for d in self.data]
-            found = self.eliminated_values(list(values.values()), data, list(c))
+            found = self.eliminated_values(list(values.values()), self.columns, list(c))
             for v, value in zip(self.eliminated, found, strict=True):
                 values[v] = np.broadcast_to(np.asarray(value, dtype=float), shape)
         return values
@@ -270,7 +269,7 @@ class _SystemNumbers:
         r"""$\sum_\alpha \ell^c_\alpha$ per context and member: ``(T, contexts, batch)``."""
         T, _, b = next(iter(values.values())).shape
         summed = np.zeros((T, len(self.monomials), b))
-        args = [values[v] for v in self.lumped] + [d[:, None] for d in self.data]
+        args = [values[v] for v in self.lumped] + self.columns
         for k, monomial in enumerate(self.monomials):  # products: no pow on large arrays
             product: np.ndarray | float = 1.0
             for v, e in monomial:

@@ -41,7 +41,11 @@ AUTO = "auto"
 """The method name that lets the size of the batch choose (see the module docstring)."""
 
 METHODS: Mapping[str, Stepper] = MappingProxyType({"dop853": Dop853(), "lsoda": Lsoda()})
-"""Name -> stepper: the ODE methods of :func:`gdln.solve` (``method=``)."""
+"""Name -> stepper: the ODE methods of :func:`gdln.solve` and
+:func:`gdln.solution.solve_batch` (``method=``). ``"dop853"``: DOP853, explicit
+Runge-Kutta 8(5,3) over a batch axis, each member with its own step control;
+``"lsoda"``: LSODA, Adams/BDF, implicit where stiff. ``method="auto"`` takes LSODA for one
+system, DOP853 for a batch and LSODA where DOP853 stops."""
 
 
 def steppers_for(method: str, batch: int) -> tuple[Stepper, ...]:

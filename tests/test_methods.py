@@ -4,10 +4,13 @@ path), the refusals, and the protocol that lets solve take any route's dynamics.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import sympy as sp
-from helpers import RTOL_ODE, load
+from helpers import GRAPHS, RTOL_ODE, load, run_cli, write
 
 import gdln
 from gdln.settings import METHODS
@@ -76,6 +79,49 @@ def test_a_batch_of_one_is_the_single_solve(name: str, lump: str) -> None:
     assert set(one.series) == set(single.series)
     for name, values in single.series.items():
         assert np.array_equal(one.series[name], values), name
+
+
+def test_method_reaches_the_stepper_from_every_door(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the setting method, from the graph file's solve: section, --method or solve(method=),
+    # picks the stepper; the trajectory records the name asked for and the stepper used
+    text = (GRAPHS / "xor.yaml").read_text(encoding="utf-8")
+    assert "solve: {b0: 0.01, t_max: 10}" in text
+    preset = "solve: {b0: 0.01, t_max: 10, method: dop853}"
+    path = write(tmp_path, text.replace("solve: {b0: 0.01, t_max: 10}", preset), "xor.yaml")
+    problem = gdln.load(path)
+    from_file = gdln.solve(problem, points=5)
+    assert (from_file.meta["ode_method"], from_file.meta["integrator"]) == (
+        "dop853",
+        "dop853-numpy",
+    )
+    called = gdln.solve(problem, points=5, method="lsoda")
+    assert (called.meta["ode_method"], called.meta["integrator"]) == ("lsoda", "lsoda")
+    np.testing.assert_allclose(from_file.loss, called.loss, rtol=RTOL_ODE)
+    # a batch takes t_max, points and method from the file too
+    batch = solve_batch(gdln.reduce(problem), [1.0, 0.5])
+    assert batch[0].t[-1] == 10 and len(batch[0].t) == problem.settings.points
+    assert (batch[1].meta["ode_method"], batch[1].meta["integrator"]) == ("dop853", "dop853-numpy")
+    # the map has no stepper: the file's method does not stand in its way
+    assert gdln.solve(problem, points=5, dynamics="gd-map", lr=0.5).meta["method"] == "gd-map"
+    out = tmp_path / "t.json"
+    code, _, err = run_cli(
+        ["solve", str(path), "--points", "5", "--method", "lsoda", "-o", str(out)], capsys
+    )
+    assert code == 0, err
+    meta = json.loads(out.read_text(encoding="utf-8"))["meta"]
+    assert (meta["ode_method"], meta["integrator"]) == ("lsoda", "lsoda")
+
+
+def test_solve_batch_n_points_is_the_old_spelling_of_points() -> None:
+    reduction = gdln.reduce(load("xor"), lump="full", b0=0.05)
+    with pytest.warns(
+        gdln.GdlnDeprecationWarning,
+        match=r"solve_batch\(n_points=\.\.\.\) is now solve_batch\(points",
+    ):
+        (trajectory,) = solve_batch(reduction, [1.0], t_max=1, n_points=3)
+    assert len(trajectory.t) == 3
 
 
 def test_unknown_method_is_refused() -> None:

@@ -187,7 +187,20 @@ class NumericFlow:
         return f"NumericFlow({self.source!r}, size={len(self.y0)}, constants={len(self.constants)})"
 
     def rhs(self, y: np.ndarray, constants: np.ndarray | None = None) -> np.ndarray:
-        """$f$ at one state ``y`` ``(n,)`` (constants: :attr:`constants` unless given)."""
+        r"""$f$ at one state.
+
+        Parameters
+        ----------
+        y
+            The state ``(n,)``.
+        constants
+            The constants $c$ ``(k,)``; :attr:`constants` unless given.
+
+        Returns
+        -------
+        numpy.ndarray
+            $f(y; c)$, ``(n,)``.
+        """
         c = self.constants if constants is None else np.asarray(constants, dtype=float)
         y = np.asarray(y, dtype=float)
         if self.scalar is not None:
@@ -197,8 +210,19 @@ class NumericFlow:
         return np.asarray(self.batch_rhs(y[:, None], c[:, None]))[:, 0]
 
     def worst(self, state: np.ndarray) -> str:
-        """The entry that went furthest in ``state``: the first non-finite one, else the
-        largest in size, as ``name = value in mode a``."""
+        """The entry that went furthest in ``state``, for messages.
+
+        Parameters
+        ----------
+        state
+            A state ``(n,)``.
+
+        Returns
+        -------
+        str
+            ``name = value in mode a`` of the first entry that is not finite, else of the
+            largest in size.
+        """
         bad = np.flatnonzero(~np.isfinite(state))
         i = int(bad[0]) if len(bad) else int(np.argmax(np.abs(state)))
         name, mode = self.labels[i]

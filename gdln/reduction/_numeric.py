@@ -123,7 +123,8 @@ class Recorded:
     Attributes
     ----------
     series
-        Every variable (free and eliminated) by name: ``(T, modes, batch)``.
+        Every variable (free and eliminated) by ``(name, system)``: ``(T, modes, batch)``
+        (the trajectory names it, ``gdln.solution._trajectory.variable_key``).
     context_loss
         Per context, $\\tfrac12\\langle\\lVert y-h\\rVert^2\\rangle_c$: ``(T, contexts, batch)``.
     loss
@@ -131,7 +132,7 @@ class Recorded:
         ``(T, batch)``.
     """
 
-    series: dict[str, np.ndarray]
+    series: dict[tuple[str, int], np.ndarray]
     context_loss: np.ndarray
     loss: np.ndarray
 
@@ -153,7 +154,7 @@ class NumericFlow:
     batch_rhs
         $f(y, c)$ on states ``(n, batch)`` and constants ``(k, batch)``.
     labels
-        Per state entry, ``(variable name, mode)``, for messages.
+        Per state entry, ``(variable name, system, mode)``, for messages.
     blocks
         Per state entry, a block number: $\partial f_i/\partial y_j = 0$ unless entries
         ``i`` and ``j`` share a block (the modes of Eq. 10 evolve independently).
@@ -170,18 +171,22 @@ class NumericFlow:
     scalar_jacobian
         $\partial f_i/\partial y_j$ at one state and constants, dense ``(n, n)``, or
         ``None``.
+    systems
+        How many reduced systems are stacked in the state (``system`` of the labels and
+        the series counts them).
     """
 
     y0: np.ndarray
     constants: np.ndarray
     batch_rhs: BatchRhs
-    labels: tuple[tuple[str, int], ...]
+    labels: tuple[tuple[str, int, int], ...]
     blocks: np.ndarray
     record: Callable[[np.ndarray, np.ndarray], Recorded]
     meta: Mapping[str, Any]
     source: str
     scalar: ScalarRhs | None = None
     scalar_jacobian: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    systems: int = 1
 
     def __repr__(self) -> str:
         return f"NumericFlow({self.source!r}, size={len(self.y0)}, constants={len(self.constants)})"
@@ -208,25 +213,6 @@ class NumericFlow:
             self.scalar(y.tolist(), c.tolist(), out)
             return np.array(out)
         return np.asarray(self.batch_rhs(y[:, None], c[:, None]))[:, 0]
-
-    def worst(self, state: np.ndarray) -> str:
-        """The entry that went furthest in ``state``, for messages.
-
-        Parameters
-        ----------
-        state
-            A state ``(n,)``.
-
-        Returns
-        -------
-        str
-            ``name = value in mode a`` of the first entry that is not finite, else of the
-            largest in size.
-        """
-        bad = np.flatnonzero(~np.isfinite(state))
-        i = int(bad[0]) if len(bad) else int(np.argmax(np.abs(state)))
-        name, mode = self.labels[i]
-        return f"{name} = {state[i]:.4g} in mode {mode}"
 
 
 # -- compiling sympy expressions ---------------------------------------------------------
@@ -414,7 +400,6 @@ def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     n_consts = [len(n.consts) for n in numbers]
     cstarts = np.concatenate([[0], np.cumsum(n_consts)]).astype(int)
-    several = len(numbers) > 1
 
     def batch_rhs(y: np.ndarray, c: np.ndarray) -> np.ndarray:
         out = np.empty_like(y)
@@ -431,23 +416,19 @@ def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -
     def record(states: np.ndarray, c: np.ndarray) -> Recorded:
         T, _, b = states.shape
         context_loss = np.broadcast_to(context_constants[:, None], (T, len(probabilities), b))
-        series: dict[str, np.ndarray] = {}
+        series: dict[tuple[str, int], np.ndarray] = {}
         for k, (n, s0, c0, c1) in enumerate(
             zip(numbers, starts, cstarts, cstarts[1:], strict=False)
         ):
             y = states[:, s0 : s0 + n.size].reshape(T, len(n.free), n.n_modes, b)
             values = n.values(y, list(c[c0:c1]))
             context_loss = context_loss + n.context_losses(values)
-            suffix = f"@{k}" if several else ""
-            series |= {f"{v}{suffix}": np.asarray(arr) for v, arr in values.items()}
+            series |= {(str(v), k): np.asarray(arr) for v, arr in values.items()}
         context_loss = floor_at_zero(context_loss, context_constants[:, None])
         return Recorded(series, context_loss, np.einsum("c,tcb->tb", probabilities, context_loss))
 
     labels = tuple(
-        (f"{v}{f'@{k}' if several else ''}", a)
-        for k, n in enumerate(numbers)
-        for v in n.free
-        for a in range(n.n_modes)
+        (str(v), k, a) for k, n in enumerate(numbers) for v in n.free for a in range(n.n_modes)
     )
     blocks, block = [], 0
     for n in numbers:
@@ -481,6 +462,7 @@ def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -
         source=problem.source,
         scalar=scalar,
         scalar_jacobian=jacobian,
+        systems=len(numbers),
     )
 
 
@@ -494,7 +476,7 @@ class _Stacked:
         self.blocks: list[tuple[list[sp.Symbol], list[int], list[sp.Expr]]] = []
         for k, n in enumerate(numbers):
             start = len(self.state)
-            suffix = f"@{k}" if k else ""  # names as the variables', one per system
+            suffix = f"#{k}" if k else ""  # names as the variables', one per system
             mine = [sp.Dummy(f"{v}_{a}{suffix}") for v in n.free for a in range(n.n_modes)]
             consts = [sp.Dummy(f"{c}{suffix}") for c in n.constant_symbols]
             self.state += mine
@@ -578,7 +560,7 @@ def moment_flow(dynamics: FlowMoments) -> NumericFlow:
         for t in range(T):
             for k in range(n):  # never below 0
                 context_loss[t, :, k] = dynamics.context_losses(bs[t, :, :, k])
-        series = {str(v): bs[:, i] for i, v in enumerate(dynamics.variables)}
+        series = {(str(v), 0): bs[:, i] for i, v in enumerate(dynamics.variables)}
         loss = np.einsum("c,tcb->tb", probabilities, context_loss)
         return Recorded(series, context_loss, loss)
 
@@ -595,7 +577,7 @@ def moment_flow(dynamics: FlowMoments) -> NumericFlow:
         constants=np.zeros(0),
         batch_rhs=batch_rhs,
         labels=tuple(
-            (str(dynamics.variables[int(r)]), int(c)) for r, c in zip(rows, cols, strict=True)
+            (str(dynamics.variables[int(r)]), 0, int(c)) for r, c in zip(rows, cols, strict=True)
         ),
         blocks=cols.astype(int),
         record=record,

@@ -173,7 +173,7 @@ def solve(
         rtol=rtol,
         atol=atol,
         # the map has no stepper: only a method asked for in this call is refused with it
-        method=settings.method if step is None else method or "auto",
+        method=settings.method if step is None or method is not None else "auto",
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from .._errors import GdlnError
 from ..reduction._numeric import NumericFlow
+from ._stepper import worst_entry
 
 __all__ = ["iterate_gd_map"]
 
@@ -51,7 +52,7 @@ def iterate_gd_map(
                 step, y = _first_bad_step(flow, lr, good, good_step)
                 raise GdlnError(
                     f"{flow.source}: the gradient-descent map diverged at step {step} "
-                    f"(t = {step * lr:.4g} tau, lr={lr}), where {flow.worst(y)}; lower lr or b0 (--b0)"
+                    f"(t = {step * lr:.4g} tau, lr={lr}), where {worst_entry(flow, y)}; lower lr or b0 (--b0)"
                 )
             states.append(y.copy())
     return record * lr, np.array(states)[:, :, None]

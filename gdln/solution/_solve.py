@@ -33,8 +33,8 @@ from ..settings._declared import NOT_GIVEN, renamed
 from ._bounds import check_solve_settings, check_times
 from ._gd_map import iterate_gd_map
 from ._methods import AUTO, steppers_for
-from ._stepper import Stopped
-from ._trajectory import CONTEXT_LOSS, Trajectory
+from ._stepper import Stopped, worst_entry
+from ._trajectory import CONTEXT_LOSS, Trajectory, variable_key
 
 if TYPE_CHECKING:
     from ..reduction._moments import ExpectedDynamics
@@ -215,7 +215,7 @@ def _integrate_ode(
 def _stop_message(flow: NumericFlow, stopped: Stopped, scales: np.ndarray | None) -> str:
     """One line: what stopped the ODE, when, where (variable, mode, and the scale of a
     batch) and what to lower."""
-    where = flow.worst(stopped.state)
+    where = worst_entry(flow, stopped.state)
     if scales is not None:
         where += f" for scale {scales[stopped.member]:.4g}"
         advice = "lower the scale or t_max"
@@ -270,7 +270,10 @@ def _trajectories(
     recorded = flow.record(states, flow.constants[:, None] * scales**2)
     out = []
     for j, scale in enumerate(scales):
-        series = {name: arr[..., j] for name, arr in recorded.series.items()}
+        series = {
+            variable_key(name, system, flow.systems): arr[..., j]
+            for (name, system), arr in recorded.series.items()
+        }
         series[CONTEXT_LOSS] = recorded.context_loss[..., j]
         if not batch:  # one trajectory: its own contiguous arrays
             series = {name: np.ascontiguousarray(arr) for name, arr in series.items()}

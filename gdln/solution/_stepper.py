@@ -17,8 +17,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..reduction._numeric import NumericFlow
+from ._trajectory import variable_key
 
-__all__ = ["Stepper", "Stopped", "worst_member"]
+__all__ = ["Stepper", "Stopped", "worst_entry", "worst_member"]
 
 
 class Stopped(Exception):
@@ -80,3 +81,13 @@ def worst_member(states: np.ndarray) -> int:
     if bad.any():
         return int(np.flatnonzero(bad)[0])
     return int(np.argmax(np.abs(states).max(axis=0))) if states.size else 0
+
+
+def worst_entry(flow: NumericFlow, state: np.ndarray) -> str:
+    """The entry of ``state`` ``(n,)`` that went furthest, for messages: the first that is
+    not finite, else the largest in size, as ``name = value in mode a`` (the variable's
+    series name)."""
+    bad = np.flatnonzero(~np.isfinite(state))
+    i = int(bad[0]) if len(bad) else int(np.argmax(np.abs(state)))
+    name, system, mode = flow.labels[i]
+    return f"{variable_key(name, system, flow.systems)} = {state[i]:.4g} in mode {mode}"

@@ -46,87 +46,94 @@ def solve(
 ) -> Trajectory:
     r"""Solve the dynamics of a problem: the reduced ODE, or its exact gradient-descent map.
 
-        Every setting left ``None`` takes the problem's value (``problem.settings``: the
-        graph file's ``solve:`` section over the declared defaults,
-        :class:`gdln.settings.Settings`).
+    Every setting left ``None`` takes the problem's value (``problem.settings``: the
+    graph file's ``solve:`` section over the declared defaults,
+    :class:`gdln.settings.Settings`).
 
-        Parameters
-        ----------
-        model
-            A :class:`~gdln.Problem`, whose dynamics are obtained by ``route``; or what a
-            route gave: a reduction from :func:`gdln.reduce`, or the expected dynamics of
-            :func:`gdln.expected_dynamics` (the same ODE and GD map, evaluated without listing
-            paths; its variables are recorded per trained edge as ``(T, modes)``).
-        t_max
-            Final time, in units of $	au$ (default 10).
-        lr
-            The learning rate of the gradient-descent map (default 0.05).
-        dynamics
-            ``"flow"`` (default): the ODE, stepped by ``method``. ``"gd-map"``: iterate the
-            exact gradient-descent map with learning rate ``lr`` (``round(t_max/lr)`` steps,
-            at least 1 and at most :class:`gdln.graphfile.Limits` ``steps``), under every
-            lumping: variables that ``lump="full"`` eliminated through a conserved quantity
-            (Eq. 15, which holds for gradient flow only) are iterated by the map itself, in
-            the tied system before elimination (``meta["system"] == "tied"``; otherwise
-            ``"reduced"``). The recorded variables are the same either way.
-        points
-            Number of recorded times: an int from 2 to :class:`gdln.graphfile.Limits`
-            ``points`` (default 201).
-        method
-            The ODE stepper (:data:`gdln.settings.METHODS`; default ``"auto"``).
-        times
-            The times to record instead (units of $	au$; ``points`` is then not used):
-            increasing, from 0, the last at most ``t_max``; with the map, each a whole number
-            of steps $t/\mathrm{lr}$. :func:`gdln.compare` records the theory and the
-            simulations at the same steps this way.
-        rtol, atol
-            Tolerances of the ODE solver.
-        route, lump, b0
-            With a Problem: how its dynamics are obtained (:data:`gdln.settings.ROUTES`; the
-            one rule of every command, see :func:`gdln.reduce`; ``"auto"`` takes the moment
-            route where the paths are too many to list, and ``"matrix"`` solves the
-            full-matrix flow, :func:`gdln.solve_full`), the lumping and $b(0)$.
-        weight_decay
-            With a Problem: the weight decay $\gamma$ (default: the problem's
-            ``weight_decay`` setting, 0). The objective is Eq. (1) plus
-            $\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$, so every reduced variable gains
-            $-\gamma b$ in its flow and map (the recorded ``loss`` stays Eq. 1, without the
-            penalty); ``lump="full"`` is then refused (:func:`gdln.reduce`).
-        n_points
-            The keyword of an earlier release for ``points`` (a deprecation warning). An
-            ``lr`` given without ``dynamics`` keeps its earlier meaning, the map, with a
-            warning.
+    Parameters
+    ----------
+    model
+        A :class:`~gdln.Problem`, whose dynamics are obtained by ``route``; or what a
+        route gave: a reduction from :func:`gdln.reduce`, or the expected dynamics of
+        :func:`gdln.expected_dynamics` (the same ODE and GD map, evaluated without listing
+        paths; its variables are recorded per trained edge as ``(T, modes)``).
+    t_max
+        Final time, in units of $\tau$ (default 10).
+    lr
+        The learning rate of the gradient-descent map (default 0.05).
+    dynamics
+        ``"flow"`` (default): the ODE, stepped by ``method``. ``"gd-map"``: iterate the
+        exact gradient-descent map with learning rate ``lr`` (``round(t_max/lr)`` steps,
+        at least 1 and at most :class:`gdln.graphfile.Limits` ``steps``), under every
+        lumping: variables that ``lump="full"`` eliminated through a conserved quantity
+        (Eq. 15, which holds for gradient flow only) are iterated by the map itself, in
+        the tied system before elimination (``meta["system"] == "tied"``; otherwise
+        ``"reduced"``). The recorded variables are the same either way.
+    points
+        Number of recorded times: an int from 2 to :class:`gdln.graphfile.Limits`
+        ``points`` (default 201).
+    method
+        The ODE stepper (:data:`gdln.settings.METHODS`; default ``"auto"``):
+        ``"lsoda"`` (Adams/BDF, the fastest for one system), ``"dop853"`` (explicit
+        order 8, within 1e-10 of a tight solution where LSODA is about 1e-8 away,
+        about 20 times slower for one system) or ``"auto"``, which for one system is
+        ``"lsoda"`` (for a batch, :func:`gdln.solution.solve_batch`, DOP853 and
+        LSODA where it stops); recorded as ``meta["ode_method"]``, the stepper that
+        solved as ``meta["integrator"]``. Only for the flow: with
+        ``dynamics="gd-map"`` a method other than ``"auto"`` is refused.
+    times
+        The times to record instead (units of $\tau$; ``points`` is then not used):
+        increasing, from 0, the last at most ``t_max``; with the map, each a whole number
+        of steps $t/\mathrm{lr}$. :func:`gdln.compare` records the theory and the
+        simulations at the same steps this way.
+    rtol, atol
+        Tolerances of the ODE solver.
+    route, lump, b0
+        With a Problem: how its dynamics are obtained (:data:`gdln.settings.ROUTES`; the
+        one rule of every command, see :func:`gdln.reduce`; ``"auto"`` takes the moment
+        route where the paths are too many to list, and ``"matrix"`` solves the
+        full-matrix flow, :func:`gdln.solve_full`), the lumping and $b(0)$.
+    weight_decay
+        With a Problem: the weight decay $\gamma$ (default: the problem's
+        ``weight_decay`` setting, 0). The objective is Eq. (1) plus
+        $\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$, so every reduced variable gains
+        $-\gamma b$ in its flow and map (the recorded ``loss`` stays Eq. 1, without the
+        penalty); ``lump="full"`` is then refused (:func:`gdln.reduce`).
+    n_points
+        The keyword of an earlier release for ``points`` (a deprecation warning). An
+        ``lr`` given without ``dynamics`` keeps its earlier meaning, the map, with a
+        warning.
 
-        Raises
-        ------
-        GdlnError
-            Before anything is computed, if a setting is malformed (``t_max`` or ``lr`` not a
-            finite number > 0, ``points`` out of range, ``t_max/lr`` rounding to no step or to
-            more steps than the limit: each message names the limit and its environment
-            variable), if ``times`` is malformed; during the solve, if the solution overflows
-            or becomes non-finite (naming the time or step, the variable and its value), or the
-            ODE solver fails.
+    Raises
+    ------
+    GdlnError
+        Before anything is computed, if a setting is malformed (``t_max`` or ``lr`` not a
+        finite number > 0, ``points`` out of range, ``t_max/lr`` rounding to no step or to
+        more steps than the limit: each message names the limit and its environment
+        variable), if ``times`` is malformed; during the solve, if the solution overflows
+        or becomes non-finite (naming the time or step, the variable and its value), or the
+        ODE solver fails.
 
-        Warns
-        -----
-        DegenerateStartWarning
-            The initial values are a fixed point of the dynamics (e.g. ``b0=0``), so the
-            trajectory stays flat.
+    Warns
+    -----
+    DegenerateStartWarning
+        The initial values are a fixed point of the dynamics (e.g. ``b0=0``), so the
+        trajectory stays flat.
 
-        Returns
-        -------
-        Trajectory
-            ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
-            and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
-            $	frac12\langle\lVert y-h
-    Vert^2
-    angle_c$, labels in ``meta``); ``meta["route"]``
-            says how the dynamics were obtained.
+    Returns
+    -------
+    Trajectory
+        ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
+        and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
+        $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``);
+        ``meta["route"]`` says how the dynamics were obtained, ``meta["method"]`` which
+        dynamics were solved (``"ode"`` or ``"gd-map"``) and, for the ODE,
+        ``meta["integrator"]`` which stepper solved them.
 
-        References
-        ----------
-        Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
-        variables) and Eq. (1) (the loss).
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
+    variables) and Eq. (1) (the loss).
     """
     if n_points is not NOT_GIVEN:
         points = renamed("solve", "n_points", "points", n_points) if points is None else points
@@ -175,18 +182,14 @@ def solve(
         model,
         t_max=settings.t_max,
         lr=step,
-        n_points=settings.points,
+        points=settings.points,
         times=times,
         rtol=rtol,
         atol=atol,
+        # the map has no stepper: only a method asked for in this call is refused with it
+        method=settings.method if step is None or method is not None else "auto",
     )
-    meta = {**trajectory.meta, "route": route_of(model), "weight_decay": decay_of(model)}
-    return dataclasses.replace(trajectory, meta=meta)
-
-
-def decay_of(model: Reduction | ExpectedDynamics) -> float:
-    r"""The weight decay $\gamma$ in ``model``'s dynamics."""
-    return float(model.weight_decay)
+    return trajectory
 
 
 def route_of(model: Reduction | ExpectedDynamics) -> str:

@@ -19,6 +19,7 @@ from .._errors import TaskSpecError
 from ..task._examples import ExampleSet
 from ._errors import SimulationSpecError
 from ._plan import SPARSE_FRACTION, Plan, SparseGroup, compile_plan, sparse_groups
+from ._states import StatePlan, state_plan
 
 __all__ = ["Data", "GroupRows", "tensorise"]
 
@@ -63,6 +64,7 @@ class Data:
     sparse_const: torch.Tensor  # (n,): 1/2 sum over sparse outputs of |y_v|^2
     y_dense: torch.Tensor  # (n, sum |v| over the other outputs)
     groups: tuple[GroupRows, ...] = ()  # the sparse edges, in batched groups
+    states: StatePlan | None = None  # the examples' states, for full-batch steps by hand
 
     def __post_init__(self) -> None:
         if self.w.ndim != 1 or len(self.w) != self.n:
@@ -89,9 +91,18 @@ class _Tensors:
 
 
 def tensorise(
-    net: Plan, ex: ExampleSet, name: str, dtype: torch.dtype, device: torch.device
+    net: Plan,
+    ex: ExampleSet,
+    name: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    states: bool = False,
 ) -> Data:
-    """Check ``ex`` (called ``name`` in messages) against the graph and make its tensors."""
+    """Check ``ex`` (called ``name`` in messages) against the graph and make its tensors.
+
+    ``states``: also find the examples' states (:func:`~gdln.simulation._states.state_plan`).
+    """
     _check_examples(net, ex, name)
     n = len(ex)
     tensor = _Tensors(dtype, device)
@@ -137,6 +148,7 @@ def tensorise(
         sparse_const=sparse_const,
         y_dense=torch.cat(dense, dim=-1) if dense else tensor.zeros(n, 0),
         groups=groups,
+        states=state_plan(net, ex, w, dtype, device) if states else None,
     )
 
 

@@ -9,7 +9,7 @@ losses and outputs on a second set of examples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,7 +18,7 @@ import torch
 from .._edge import Edge, edge_name
 from ._data import Data
 from ._errors import SimulationSpecError
-from ._forward import Activations, forward
+from ._forward import forward
 from ._plan import Plan
 from ._weights import Weights
 
@@ -104,7 +104,7 @@ class Recorder:
         self,
         step: int,
         weights: Weights,
-        acts: Activations,
+        acts: Mapping[Hashable, torch.Tensor],
         per_example: torch.Tensor,
         *,
         divergence: Divergence | None = None,
@@ -124,14 +124,14 @@ class Recorder:
             a.reshape(t.shape) for a, (_, t) in zip(np.split(host, sizes), series, strict=True)
         ]
         if divergence is not None:
-            divergence.raise_if_bad(arrays[-2], arrays[-1])
+            divergence.raise_if_bad(arrays[-1])
         self.steps.append(step)
         for (name, _), array in zip(series, arrays, strict=True):
             if name:
                 self.rows.setdefault(name, []).append(array)
 
     def _series(
-        self, weights: Weights, acts: Activations, per_example: torch.Tensor
+        self, weights: Weights, acts: Mapping[Hashable, torch.Tensor], per_example: torch.Tensor
     ) -> list[tuple[str, torch.Tensor]]:
         """The recorded series of one step, as tensors on the device."""
         out = [("loss", per_example @ self.train.w)]

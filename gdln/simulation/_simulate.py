@@ -233,7 +233,8 @@ def _run(
             f"init_scheme: expected one of {sorted(INITS)}, got {init_scheme!r}"
         )
     dtype, device = TORCH_DTYPES[settings.dtype], torch_device(settings.device)
-    data = tensorise(net, examples, "examples", dtype, device)
+    kind = OPTIMIZER_CLASSES[settings.optimizer]
+    data = tensorise(net, examples, "examples", dtype, device, states=not kind.minibatch)
     evaluation = (
         None
         if eval_examples is None
@@ -256,7 +257,6 @@ def _run(
     warn_if_fixed_point(net.order, net.edges, trained, zero, net.outputs)
     W = [torch.tensor(np.array(a), dtype=dtype, device=device, requires_grad=True) for a in w0]
     gates = RandomGates(net, examples.random_gates, seeds, dtype, device)
-    kind = OPTIMIZER_CLASSES[settings.optimizer]
     sampler = None
     if kind.minibatch:
         assert settings.batch_size is not None  # SimulationSettings checked it

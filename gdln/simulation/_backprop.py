@@ -58,6 +58,8 @@ class _Op:
 
     A stacked product of ``k`` edges runs as ``S k`` matrix products of ``(r, |s|)`` by
     ``(|s|, |t|)``; its result, viewed ``(S, k r, |t|)``, holds the slots edge by edge.
+    Each step writes into the same buffers (``*_flat`` ``(S, k r, ·)`` and their 3-D
+    views ``(S k, r, ·)``), so a step allocates almost nothing.
     """
 
     product: Product
@@ -77,6 +79,7 @@ class _Op:
     into_zeros: torch.Tensor | None  # (S, rows of into, |t|)
     read: bool  # whether a later product reads the targets (not all outputs)
     target_zeros: torch.Tensor  # (S, r, |t|): a target that no later edge reads
+    buffers: dict[str, torch.Tensor]
 
 
 class StateStep:
@@ -111,7 +114,9 @@ class StateStep:
         self.raw = weights.blocks
         self.views = self._views(self.raw)  # the blocks trained in place: views made once
         self.node_loss = [(self.number[v], t) for v, t in plan.node_loss.items()]
-        self.zero_grads = [torch.zeros_like(b) for b in weights.blocks]
+        self.grads = [torch.zeros_like(b) for b in weights.blocks]  # idle edges keep these
+        for op in self.ops:
+            self.grads[op.block] = op.buffers["grad"]
         self.constant = torch.full((), plan.constant, dtype=self.dtype, device=self.device)
         self._example_rows: dict[Hashable, torch.Tensor] = {}
 
@@ -137,6 +142,25 @@ class StateStep:
         into_zeros = None
         if prod.into is not None and prod.target_index is not None:
             into_zeros = self._zeros(seeds, plan.rows[prod.into], t_width)
+        buffers = {}
+        for name, width in (("x", s_width), ("p", t_width), ("back", s_width), ("d", t_width)):
+            flat = self._zeros(seeds, k * r, width)
+            buffers[name], buffers[name + "3"] = flat, flat.view(batch, r, width)
+        buffers["grad"] = grad = torch.zeros_like(weights.blocks[block])
+        buffers["grad3"] = grad.view(batch, t_width, s_width)
+        if source_zeros is not None:
+            buffers["scatter"] = torch.zeros_like(source_zeros)
+        loss = plan.product_loss.get(p)
+        if loss is not None:  # the output loss terms, expanded to the seeds once
+            for name, values in (("mean", loss.mean), ("weight", loss.weight)):
+                full = values.expand(seeds, *values.shape).reshape(batch, r, values.shape[-1])
+                buffers[name] = full.contiguous()
+            buffers["error"] = error = self._zeros(batch, r, t_width)
+            buffers["dot"] = dot = self._zeros(seeds) if seeds > 1 else self._zeros()
+            buffers["dot_seeds"] = dot.view(seeds)
+            buffers["error_seeds"] = error.view(seeds, -1)
+            buffers["d_seeds"] = buffers["d3"].view(seeds, -1)
+            buffers["error_1d"], buffers["d_1d"] = error.view(-1), buffers["d3"].view(-1)
         return _Op(
             product=prod,
             block=block,
@@ -148,13 +172,14 @@ class StateStep:
             gate=gate,
             targets=tuple(self.number[t] for t in prod.targets),
             into=None if prod.into is None else self.number[prod.into],
-            loss=plan.product_loss.get(p),
+            loss=loss,
             source_zeros=source_zeros,
             source_rows=rows,
             back=back,
             into_zeros=into_zeros,
             target_zeros=self._zeros(seeds, r, t_width),
-            read=p not in plan.product_loss,
+            read=loss is None,
+            buffers=buffers,
         )
 
     def _views(self, blocks: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -175,17 +200,16 @@ class StateStep:
         list[torch.Tensor],
         list[tuple[torch.Tensor, torch.Tensor]],
     ]:
-        """Every node's storage, each product's slots $X$ and result $P = X W^\\top$, and
-        the weights' views."""
+        """Every node's storage, each product's slots $X$ and result $P = X W^\\top$
+        (3-D), and the weights' views."""
         views = self.views if blocks is self.raw else self._views(blocks)
         h: list[torch.Tensor | None] = [None] * len(self.nodes)
         for i, values in self.inputs:
             h[i] = values
         xs, ps = [], []
         for op, (_, weight_t) in zip(self.ops, views, strict=True):
-            prod = op.product
-            seeds, k, r = op.shape
-            s_width, t_width = op.width
+            prod, buffers = op.product, op.buffers
+            seeds = op.shape[0]
             if op.constant is not None:
                 x = op.constant
             else:
@@ -194,31 +218,32 @@ class StateStep:
                     assert source is not None
                 else:
                     source = torch.cat([h[u].expand(seeds, -1, -1) for u in op.sources], dim=1)  # type: ignore[union-attr]
-                if prod.source_index is not None:
-                    source = source.index_select(1, prod.source_index)
+                if prod.source_index is None:
+                    x = source
+                else:
+                    torch.index_select(source, 1, prod.source_index, out=buffers["x"])
                     if op.gate is not None:
-                        source = source * op.gate
-                x = source.view(op.batch, r, s_width) if prod.stacked else source
-            result = torch.bmm(x, weight_t)
+                        torch.mul(buffers["x"], op.gate, out=buffers["x"])
+                    x = buffers["x3"]
+            result = torch.bmm(x, weight_t, out=buffers["p3"])
             xs.append(x)
             ps.append(result)
             if op.into is None:
                 if not op.read:
                     continue
                 if prod.stacked:
-                    slots = result.view(seeds, k, r, t_width)
+                    slots = buffers["p"].unflatten(1, (op.shape[1], op.shape[2]))
                     for j, t in enumerate(op.targets):
                         h[t] = slots[:, j]
                 else:
                     h[op.targets[0]] = result
                 continue
-            flat = result.view(seeds, k * r, t_width) if prod.stacked else result
             if op.into_zeros is None:
-                h[op.into] = flat
+                h[op.into] = buffers["p"]
             else:
                 into = h[op.into]
                 h[op.into] = (op.into_zeros if into is None else into).index_add(
-                    1, prod.target_index, flat
+                    1, prod.target_index, buffers["p"]
                 )
         return h, xs, ps, views
 
@@ -228,7 +253,8 @@ class StateStep:
         r"""The loss ``(S,)``, the gradient of every block, and the pass for a record.
 
         The last is a function returning ``(activations, per-example losses (S, n))``,
-        computed only if called (a recorded step).
+        computed only if called (a recorded step). The gradients are buffers that the
+        next step overwrites.
         """
         h, xs, ps, views = self.forward(blocks)
         seeds = self.seeds
@@ -237,75 +263,71 @@ class StateStep:
         for v, term in self.node_loss:
             error = h[v] - term.mean  # type: ignore[operator]
             dh[v] = delta = error * term.weight
-            parts.append(self._dot(error, delta))
-        grads: list[torch.Tensor] | None = list(self.zero_grads) if backward else None
+            parts.append(torch.linalg.vecdot(error.reshape(seeds, -1), delta.reshape(seeds, -1)))
         for p in range(len(self.ops) - 1, -1, -1):
             op = self.ops[p]
+            buffers = op.buffers
             if op.loss is not None:
-                shape = op.shape if op.product.stacked else (seeds, op.shape[2])
-                error = ps[p].view(*shape, -1) - op.loss.mean
-                delta = error * op.loss.weight
-                parts.append(self._dot(error, delta))
-                delta = delta.view(ps[p].shape)
-            elif grads is None:
+                error = torch.sub(ps[p], buffers["mean"], out=buffers["error"])
+                delta = torch.mul(error, buffers["weight"], out=buffers["d3"])
+                if seeds == 1:
+                    torch.dot(buffers["error_1d"], buffers["d_1d"], out=buffers["dot"])
+                else:
+                    vecdot = torch.linalg.vecdot
+                    vecdot(buffers["error_seeds"], buffers["d_seeds"], out=buffers["dot"])
+                parts.append(buffers["dot_seeds"])
+            elif not backward:
                 continue
             else:
                 found = self._delta(op, dh)
                 if found is None:
                     continue
                 delta = found
-            if grads is None:
+            if not backward:
                 continue
-            grad = torch.bmm(delta.mT, xs[p])
-            grads[op.block] = grad.view(blocks[op.block].shape) if op.product.stacked else grad
+            torch.bmm(delta.mT, xs[p], out=buffers["grad3"])
             if op.constant is None:
                 self._to_sources(op, delta, views[p][0], dh)
         if not parts:
             loss = self.constant.expand(seeds)
         else:
             total = parts[0] if len(parts) == 1 else torch.stack(parts).sum(0)
-            loss = torch.add(self.constant, total.view(seeds), alpha=0.5)
+            loss = torch.add(self.constant, total, alpha=0.5)
+        grads = list(self.grads) if backward else None
         return loss, grads, lambda: self.record_pass(h, ps)
-
-    def _dot(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """The dot product of each seed's ``a`` and ``b`` ``(S,)``: one kernel for one seed."""
-        if self.seeds == 1:
-            return torch.dot(a.view(-1), b.view(-1)).view(1)
-        return torch.linalg.vecdot(a.view(self.seeds, -1), b.view(self.seeds, -1))
 
     def _delta(self, op: _Op, dh: list[torch.Tensor | None]) -> torch.Tensor | None:
         r"""$\partial\mathcal L/\partial P$ of a product's slots, 3-D, from its targets."""
-        prod = op.product
-        seeds, k, r = op.shape
+        prod, buffers = op.product, op.buffers
         if op.into is None:
             parts = [dh[t] for t in op.targets]
             if all(d is None for d in parts):
                 return None
             if not prod.stacked:
                 return parts[0]
-            stacked = torch.stack([op.target_zeros if d is None else d for d in parts], dim=1)
-            return stacked.view(op.batch, r, op.width[1])
+            parts = [op.target_zeros if d is None else d for d in parts]
+            torch.stack(parts, dim=1, out=buffers["d"].unflatten(1, (op.shape[1], op.shape[2])))
+            return buffers["d3"]
         into = dh[op.into]
         if into is None:
             return None
         if prod.target_index is not None:
-            into = into.index_select(1, prod.target_index)
-        return into.reshape(op.batch, r, op.width[1]) if prod.stacked else into
+            into = torch.index_select(into, 1, prod.target_index, out=buffers["d"])
+        return into.reshape(op.batch, op.shape[2], op.width[1]) if prod.stacked else into
 
     def _to_sources(
         self, op: _Op, delta: torch.Tensor, weight: torch.Tensor, dh: list[torch.Tensor | None]
     ) -> None:
         r"""Add $g\,\delta W_q$ of every slot to the $\delta$ of its source row."""
-        prod = op.product
-        seeds, k, r = op.shape
-        s_width = op.width[0]
-        back = torch.bmm(delta, weight)
-        if prod.stacked:
-            back = back.view(seeds, k * r, s_width)
+        prod, buffers = op.product, op.buffers
+        torch.bmm(delta, weight, out=buffers["back3"])
+        back = buffers["back"]
         if op.gate is not None:
-            back = back * op.gate
+            torch.mul(back, op.gate, out=back)
         if op.source_zeros is not None:
-            back = op.source_zeros.index_add(1, prod.source_index, back)
+            back = torch.index_add(
+                op.source_zeros, 1, prod.source_index, back, out=buffers["scatter"]
+            )
         parts = back.split(op.source_rows, dim=1) if len(op.sources) > 1 else (back,)
         for u, needed, part in zip(op.sources, op.back, parts, strict=True):
             if needed:

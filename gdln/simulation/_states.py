@@ -26,6 +26,7 @@ states).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
@@ -36,9 +37,6 @@ from ..task._examples import ExampleSet
 from ._plan import Plan
 
 __all__ = ["OutputLoss", "Product", "StatePlan", "state_plan"]
-
-_NONE = np.iinfo(np.int64).max  # an inactive term sorts after every active one
-
 
 @dataclass(frozen=True)
 class Product:
@@ -164,23 +162,34 @@ def _node_states(
         return state, 0, empty
     width = int(count.max())
     order = np.argsort(~active, axis=1, kind="stable")[:, :width]  # active in-edges first
-    on = np.take_along_axis(active, order, 1)
-    key = np.stack(
-        [
-            np.where(on, order, _NONE),
-            np.where(on, np.take_along_axis(source, order, 1), _NONE),
-            np.where(on, np.take_along_axis(code, order, 1), _NONE),
-        ],
-        axis=2,
-    ).reshape(n, 3 * width)
-    unique, inverse = np.unique(key[used], axis=0, return_inverse=True)
-    state[used] = inverse.reshape(-1)
-    triples = unique.reshape(len(unique), width, 3)
-    which, slot = np.nonzero(triples[:, :, 0] != _NONE)
-    position = triples[which, slot, 0]
-    gate = np.array([values[p][c] for p, c in zip(position, triples[which, slot, 2], strict=True)])
-    terms = _Terms(which, position, triples[which, slot, 1], gate)
-    return state, len(unique), terms
+    on = np.take_along_axis(active, order, 1)[used]
+    columns = [order, np.take_along_axis(source, order, 1), np.take_along_axis(code, order, 1)]
+    # an inactive term sorts after every active one of its column
+    key = np.stack([np.where(on, c[used], -1) for c in columns], axis=2).reshape(-1, 3 * width)
+    key = np.where(key < 0, key.max(0, initial=0) + 1, key)
+    first, inverse = _unique_rows(key)
+    state[used] = inverse
+    unique, live = key[first].reshape(len(first), width, 3), on[first]
+    which, slot = np.nonzero(live)
+    position, code_at = unique[which, slot, 0], unique[which, slot, 2]
+    offsets = np.cumsum([0] + [len(v) for v in values])
+    gate = np.concatenate(values)[offsets[position] + code_at]
+    terms = _Terms(which, position, unique[which, slot, 1], gate)
+    return state, len(first), terms
+
+
+def _unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first row of each distinct row of ``key`` (int >= 0), in lexicographic order,
+    and each row's number; one sort of integers when the rows fit one int64."""
+    radix = key.max(0) + 1
+    if math.prod(int(r) for r in radix) < 2**62:
+        code = np.zeros(len(key), dtype=np.int64)
+        for c in range(key.shape[1]):
+            code = code * int(radix[c]) + key[:, c]
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 def state_plan(
@@ -378,9 +387,11 @@ def _output_losses(net, ex, w, state, storage, products, rows, tensor):  # type:
                           for c in range(width)], axis=1) if size else np.zeros((0, width))  # fmt: skip
         mean = np.divide(total, weight[:, None], out=np.zeros_like(total), where=weight[:, None] > 0)
         residual = y[on] - mean[s[on]]
-        constant += 0.5 * float(w[on] @ (residual**2).sum(1))
+        # sums, not BLAS dot products: numpy's BLAS starts its threads for those, which
+        # on a busy machine costs up to tens of milliseconds a call
+        constant += 0.5 * float((w[on] * (residual**2).sum(1)).sum())
         off = 0.5 * (y[~on] ** 2).sum(1)
-        constant += float(w[~on] @ off)
+        constant += float((w[~on] * off).sum())
         base[~on] += off
         per_node[v] = (weight, mean, np.nonzero(on)[0], s[on], y[on])
     product_loss: dict[int, OutputLoss] = {}

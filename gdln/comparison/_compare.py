@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -41,7 +43,6 @@ from ..simulation import (
     SimulationSpecError,
     horizon_steps,
     initial_weights,
-    simulate,
 )
 from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
@@ -213,27 +214,24 @@ def compare(
     )
     base = _simulation_settings(settings)
     _check_workload(problem, base, steps=steps, seeds=seeds, n_points=n_points)
-    rule, b0 = _theory_start(
-        problem, theory_init, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
-    )
-    reduction = reduce(problem, lump=lump, init=b0, quotient=False)  # every edge has bases
     # One set of steps for all four runs, so that every gap compares equal times.
     record = _recorded_steps(steps, n_points)
-    times = record * lr
-    ode = solve(reduction, t_max=steps * lr, times=times)
-    gd_map = solve(reduction, t_max=steps * lr, lr=lr, times=times)
     sim_settings = replace(base, record_steps=tuple(int(k) for k in record))
-    decoupled, random = _simulations(
-        problem,
-        reduction,
-        steps=steps,
-        lr=lr,
-        init_scheme=init_scheme,
-        init=init,
-        seeds=seeds,
-        seed=seed,
-        settings=sim_settings,
+    common = dict(graph=problem.graph, examples=problem.examples(), steps=steps, lr=lr)
+    random_run = dict(
+        common, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed, settings=sim_settings
     )
+    with _Simulations() as runs_of:
+        runs_of.submit(random_run)  # started first: it does not need the theory
+        rule, b0 = _theory_start(
+            problem, theory_init, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
+        )
+        reduction = reduce(problem, lump=lump, init=b0, quotient=False)  # every edge has bases
+        runs_of.submit(_decoupled_run(common, reduction, seed=seed, settings=sim_settings))
+        times = record * lr
+        ode = solve(reduction, t_max=steps * lr, times=times)
+        gd_map = solve(reduction, t_max=steps * lr, lr=lr, times=times)
+        random, decoupled = runs_of.results(before=_load_figure_library)
     runs = Runs(ode, gd_map, decoupled, random)
     metrics: dict[str, Any] = {
         **_description(problem, runs, lr=lr, steps=steps, rule=rule, b0=b0),
@@ -377,44 +375,80 @@ def _theory_start(
     )
 
 
-def _simulations(
-    problem: Any,
-    reduction: Reduction,
-    *,
-    steps: int,
-    lr: float,
-    init_scheme: str,
-    init: float,
-    seeds: int,
-    seed: int,
-    settings: SimulationSettings,
-) -> tuple[Trajectory, Trajectory]:
-    """The full network from the decoupled weights of Eq. (9), and from random weights."""
-    graph, examples = problem.graph, problem.examples()
-    decoupled = simulate(
-        graph,
-        examples,
-        steps=steps,
-        lr=lr,
+def _decoupled_run(
+    common: dict[str, Any], reduction: Reduction, *, seed: int, settings: SimulationSettings
+) -> dict[str, Any]:
+    """The arguments of the simulation from the decoupled weights of Eq. (9)."""
+    weights = reduction.decoupled_weights(seed=seed)
+    return dict(
+        common,
         init_scheme="given",
-        weights={
-            (str(u), str(v)): w for (u, v), w in reduction.decoupled_weights(seed=seed).items()
-        },
+        weights={(str(u), str(v)): w for (u, v), w in weights.items()},
         bases=reduction.decoupled_bases(seed=seed),
         settings=settings,
     )
-    random = simulate(
-        graph,
-        examples,
-        steps=steps,
-        lr=lr,
-        init_scheme=init_scheme,
-        init=init,
-        seeds=seeds,
-        seed=seed,
-        settings=settings,
-    )
-    return decoupled, random
+
+
+class _Simulations:
+    """The runs of :func:`compare`, in a second process when that can overlap the theory.
+
+    The worker (:class:`gdln.simulation._worker.SimulationWorker`) imports torch and
+    simulates while this process reduces, solves and loads matplotlib: only when torch
+    is not imported here yet (its import is most of what overlaps), on POSIX, with at
+    least two cores. Otherwise the runs are made here, when their results are asked for.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+        self.worker: Any = None
+        if _use_worker():
+            from ..simulation._worker import SimulationWorker
+
+            try:
+                self.worker = SimulationWorker()
+            except OSError:  # no process to be had: simulate here
+                self.worker = None
+
+    def __enter__(self) -> _Simulations:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+    def submit(self, job: dict[str, Any]) -> None:
+        """Start (or queue) one run of :func:`gdln.simulate`."""
+        if self.worker is not None:
+            self.worker.submit(**job)
+        else:
+            self.jobs.append(job)
+
+    def results(self, *, before: Any = None) -> list[Trajectory]:
+        """The trajectories in the order submitted; ``before()`` runs first (while the
+        worker simulates)."""
+        if before is not None:
+            before()
+        if self.worker is not None:
+            return [self.worker.result() for _ in range(2)]
+        from ..simulation import simulate
+
+        return [simulate(**job) for job in self.jobs]
+
+
+def _use_worker() -> bool:
+    """Whether to simulate in a second process (see :class:`_Simulations`)."""
+    if "torch" in sys.modules or os.name != "posix":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) >= 2
+
+
+def _load_figure_library() -> None:
+    """Import matplotlib (with the Agg backend) now, while the simulations run."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot  # noqa: F401
 
 
 def _description(

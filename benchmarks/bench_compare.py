@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     loads = [cores if x == "cores" else int(x) for x in args.load.split(",")]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     print(f"# {cores} cores, load average {os.getloadavg()[0]:.1f} at the start")
-    print(f"# gdln {' '.join(COMMAND[:1] + ['graphs/routing.yaml'] + COMMAND[2:] + args.extra)}")
+    print(f"# gdln {' '.join([*COMMAND[:1], 'graphs/routing.yaml', *COMMAND[2:], *args.extra])}")
     walls: dict[int, list[float]] = {n: [] for n in loads}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeat):

@@ -76,7 +76,11 @@ def run_options(fn: Any) -> Any:
             "--progress/--no-progress", default=True, show_default=True, help="Show a progress bar."
         ),
         click.option(
-            "--threads", type=int, default=None, help="CPU threads for torch (default: torch's)."
+            "--threads",
+            type=int,
+            default=None,
+            help="CPU threads for torch (default: chosen from the work per step; 1 for "
+            "small networks and on a busy machine).",
         ),
         click.option(
             "--device",

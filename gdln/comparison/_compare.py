@@ -448,7 +448,7 @@ def _load_figure_library() -> None:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot
 
 
 def _description(

@@ -182,6 +182,15 @@ class StateStep:
             buffers=buffers,
         )
 
+    def work(self) -> tuple[float, int]:
+        """Floating-point operations of a step's products, and its tensor operations."""
+        flops = 0.0
+        for op in self.ops:
+            seeds, k, r = op.shape
+            products = 2 if op.constant is not None else 3  # forward, gradient, delta back
+            flops += 2.0 * products * seeds * k * r * op.width[0] * op.width[1]
+        return flops, 5 * len(self.ops) + 4
+
     def _views(self, blocks: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Each product's weights 3-D ``(batch, |t|, |s|)`` and transposed."""
         out = []
@@ -242,6 +251,7 @@ class StateStep:
                 h[op.into] = buffers["p"]
             else:
                 into = h[op.into]
+                assert prod.target_index is not None
                 h[op.into] = (op.into_zeros if into is None else into).index_add(
                     1, prod.target_index, buffers["p"]
                 )
@@ -305,8 +315,8 @@ class StateStep:
                 return None
             if not prod.stacked:
                 return parts[0]
-            parts = [op.target_zeros if d is None else d for d in parts]
-            torch.stack(parts, dim=1, out=buffers["d"].unflatten(1, (op.shape[1], op.shape[2])))
+            full = [op.target_zeros if d is None else d for d in parts]
+            torch.stack(full, dim=1, out=buffers["d"].unflatten(1, (op.shape[1], op.shape[2])))
             return buffers["d3"]
         into = dh[op.into]
         if into is None:
@@ -325,6 +335,7 @@ class StateStep:
         if op.gate is not None:
             torch.mul(back, op.gate, out=back)
         if op.source_zeros is not None:
+            assert prod.source_index is not None
             back = torch.index_add(
                 op.source_zeros, 1, prod.source_index, back, out=buffers["scatter"]
             )
@@ -344,7 +355,9 @@ class StateStep:
         """
         plan, seeds = self.plan, self.seeds
         per_example = plan.base.expand(seeds, plan.n)
-        terms = [(ps[p], op.loss) for p, op in enumerate(self.ops) if op.loss is not None]
+        terms: list[tuple[torch.Tensor | None, OutputLoss | None]] = [
+            (ps[p], op.loss) for p, op in enumerate(self.ops) if op.loss is not None
+        ]
         terms += [(h[v], t) for v, t in self.node_loss]
         for values, term in terms:
             assert values is not None and term is not None

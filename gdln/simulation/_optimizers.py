@@ -82,6 +82,10 @@ class Optimizer:
         """The blocks to train, holding copies of ``weights``."""
         return Weights.stacked(weights, [g.group.edges for g in self.train.groups])
 
+    def work(self) -> tuple[float, int]:
+        """Floating-point operations and tensor operations of a step (to choose threads)."""
+        raise NotImplementedError
+
     def params(self) -> list[torch.Tensor]:
         """The blocks to differentiate, in the order :meth:`update` takes the gradients."""
         return self.weights.blocks
@@ -168,6 +172,9 @@ class FullBatchGD(Optimizer):
         self.hand = StateStep(states, layout, self.net.sizes, self.net.hidden)
         return layout
 
+    def work(self) -> tuple[float, int]:
+        return self.hand.work()
+
     def step(self, step: int, factors: Mapping[int, torch.Tensor], *, record: bool) -> Step:
         loss, grads, full = self.hand.step(self.weights.gated(factors).blocks)
         assert grads is not None
@@ -188,6 +195,14 @@ class MinibatchSGD(Optimizer):
     """
 
     minibatch = True
+
+    def work(self) -> tuple[float, int]:
+        """Three products per edge (forward, two backward) on each seed's minibatch."""
+        assert self.sampler is not None
+        seeds = self.weights.blocks[0].shape[0]
+        rows = seeds * self.sampler.b
+        area = sum(self.net.sizes[s] * self.net.sizes[t] for s, t in self.net.edges)
+        return 6.0 * rows * area, 8 * len(self.net.edges)
 
     def loss(
         self, step: int, weights: Weights, *, record: bool

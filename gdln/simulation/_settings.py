@@ -89,9 +89,12 @@ class SimulationSettings:
     device
         ``None``/``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
     threads
-        CPU threads for torch during the run (restored afterwards); ``None`` leaves
-        torch's setting. Small networks run fastest on one thread, and on a busy machine
-        several threads can be orders of magnitude slower.
+        CPU threads for torch during the run (restored afterwards). ``None``: chosen from
+        the work of a training step, one thread unless its mean operation is large, and
+        never more than the cores free at the start (:func:`auto_threads
+        <gdln.simulation._threads.auto_threads>`); the trajectory's ``meta["threads"]``
+        says how many ran. Small networks run fastest on one thread, and on a busy
+        machine several threads can be orders of magnitude slower.
     record_every
         Record at steps ``0, record_every, 2 record_every, ...`` and at the last step.
     record_steps

@@ -56,6 +56,7 @@ from ._recording import Recorder, projection_bases, record_at
 from ._sampling import Sampler
 from ._seeds import seed_list
 from ._settings import SimulationSettings, check_positive
+from ._threads import auto_threads
 from ._training import Divergence, train
 from ._workload import check_workload, warn_if_fixed_point
 
@@ -180,8 +181,6 @@ def simulate(
             f"settings: expected a SimulationSettings, got {type(settings).__name__}"
         )
     before = torch.get_num_threads()
-    if settings.threads is not None:
-        torch.set_num_threads(settings.threads)
     try:
         return _run(
             graph,
@@ -214,7 +213,7 @@ def _run(
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None,
     settings: SimulationSettings,
 ) -> Trajectory:
-    """The body of :func:`simulate`, with torch's thread count already set."""
+    """The body of :func:`simulate`; it sets torch's thread count (the caller restores it)."""
     check_positive("steps", steps, integer=True, allow_zero=True)
     check_positive("lr", lr, integer=False)
     net = compile_plan(graph)
@@ -262,6 +261,10 @@ def _run(
         assert settings.batch_size is not None  # SimulationSettings checked it
         sampler = Sampler(examples.weights, seeds, settings.batch_size, device)
     optimizer = kind(net, data, W, lr=lr, momentum=settings.momentum, fixed=fixed, sampler=sampler)
+    threads = settings.threads
+    if threads is None:  # chosen from the work of a step (_threads.py)
+        threads = auto_threads(*optimizer.work()) if device.type == "cpu" else 1
+    torch.set_num_threads(threads)
     dt = lr / (1.0 - settings.momentum)  # flow time per step (module docstring)
     divergence = Divergence(seeds, dtype, device, limit=settings.diverge_above, dt=dt, lr=lr)
     train(
@@ -286,6 +289,7 @@ def _run(
         "init": float(init) if DRAWS[init_scheme] is not None else None,
         "seeds": seeds,
         **_settings_meta(settings, device),
+        "threads": int(threads),
         **_network_meta(net, data, evaluation, examples, fixed),
     }
     return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)

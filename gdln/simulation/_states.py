@@ -38,6 +38,7 @@ from ._plan import Plan
 
 __all__ = ["OutputLoss", "Product", "StatePlan", "state_plan"]
 
+
 @dataclass(frozen=True)
 class Product:
     r"""Edges of one shape whose terms $g_q W_q h_{s(q)}$ are one batched product.
@@ -157,7 +158,8 @@ def _node_states(
     state = np.full(n, -1, dtype=np.int64)
     count = active.sum(1)
     used = count > 0
-    empty = _Terms(*(np.zeros(0, dtype=np.int64) for _ in range(3)), np.zeros(0))
+    none = np.zeros(0, dtype=np.int64)
+    empty = _Terms(none, none, none, np.zeros(0))
     if not used.any():
         return state, 0, empty
     width = int(count.max())
@@ -369,48 +371,71 @@ class _Builder:
         )
 
 
-def _output_losses(net, ex, w, state, storage, products, rows, tensor):  # type: ignore[no-untyped-def]
+@dataclass(frozen=True)
+class _OutputStates:
+    """One output's states: total weight and weighted mean target, and its examples."""
+
+    weight: np.ndarray  # (rows,) W_u
+    mean: np.ndarray  # (rows, |v|) the weighted mean target of the state
+    examples: np.ndarray  # the examples where the output is not 0
+    state: np.ndarray  # their states
+    y: np.ndarray  # their targets
+
+
+def _output_states(
+    y: np.ndarray, w: np.ndarray, state: np.ndarray, rows: int
+) -> tuple[_OutputStates, float, np.ndarray]:
+    r"""An output's states, its constant share of Eq. (1), and the share per example of the
+    examples where it is 0 ($\tfrac12\lVert y\rVert^2$)."""
+    on = state >= 0
+    weight = np.bincount(state[on], weights=w[on], minlength=rows)
+    total = np.zeros((rows, y.shape[1]))
+    for c in range(y.shape[1]):
+        total[:, c] = np.bincount(state[on], weights=w[on] * y[on, c], minlength=rows)
+    mean = np.divide(total, weight[:, None], out=np.zeros_like(total), where=weight[:, None] > 0)
+    residual = y[on] - mean[state[on]]
+    off = np.zeros(len(w))
+    off[~on] = 0.5 * (y[~on] ** 2).sum(1)
+    # sums, not BLAS dot products: numpy's BLAS starts its threads for those, which on a
+    # busy machine costs up to tens of milliseconds a call
+    constant = 0.5 * float((w[on] * (residual**2).sum(1)).sum()) + float((w * off).sum())
+    found = _OutputStates(weight, mean, np.nonzero(on)[0], state[on], y[on])
+    return found, constant, off
+
+
+def _output_losses(  # type: ignore[no-untyped-def]
+    net: Plan, ex: ExampleSet, w: np.ndarray, state, storage, products, rows, tensor
+) -> tuple[dict[int, OutputLoss], dict[Hashable, OutputLoss], float, np.ndarray]:
     """The loss terms of every output: by product (outputs fed by one edge) or by node."""
-    n = len(w)
-    constant = 0.0
-    base = np.zeros(n)
-    per_node: dict[Hashable, tuple] = {}
+    constant, base = 0.0, np.zeros(len(w))
+    outputs: dict[Hashable, _OutputStates] = {}
     for v in net.outputs:
-        width = net.sizes[v]
         y = ex.targets.get(v)
-        y = np.zeros((n, width)) if y is None else np.asarray(y, dtype=np.float64)
-        s = state[v]
-        on = s >= 0
-        size = rows.get(v, 0)
-        weight = np.bincount(s[on], weights=w[on], minlength=size)
-        total = np.stack([np.bincount(s[on], weights=w[on] * y[on, c], minlength=size)
-                          for c in range(width)], axis=1) if size else np.zeros((0, width))  # fmt: skip
-        mean = np.divide(total, weight[:, None], out=np.zeros_like(total), where=weight[:, None] > 0)
-        residual = y[on] - mean[s[on]]
-        # sums, not BLAS dot products: numpy's BLAS starts its threads for those, which
-        # on a busy machine costs up to tens of milliseconds a call
-        constant += 0.5 * float((w[on] * (residual**2).sum(1)).sum())
-        off = 0.5 * (y[~on] ** 2).sum(1)
-        constant += float((w[~on] * off).sum())
-        base[~on] += off
-        per_node[v] = (weight, mean, np.nonzero(on)[0], s[on], y[on])
+        y = np.zeros((len(w), net.sizes[v])) if y is None else np.asarray(y, dtype=np.float64)
+        outputs[v], share, off = _output_states(y, w, state[v], rows.get(v, 0))
+        constant, base = constant + share, base + off
     product_loss: dict[int, OutputLoss] = {}
-    node_loss: dict[Hashable, OutputLoss] = {}
     for p, product in enumerate(products):
-        if product.into is None and all(t in per_node for t in product.targets):
+        if product.into is None and all(t in outputs for t in product.targets):
             k, r = len(product.targets), product.r
-            weight, mean = np.zeros((k, r, 1)), np.zeros((k, r, net.sizes[product.targets[0]]))
-            pairs = []
+            weight = np.zeros((k, r, 1))
+            mean = np.zeros((k, r, net.sizes[product.targets[0]]))
+            pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
             for j, t in enumerate(product.targets):
-                wt, mt, ex_rows, st, yt = per_node[t]
-                weight[j, : len(wt), 0], mean[j, : len(mt)] = wt, mt
-                pairs.append((ex_rows, j * r + st, yt))
+                found = outputs[t]
+                weight[j, : len(found.weight), 0], mean[j, : len(found.mean)] = (
+                    found.weight,
+                    found.mean,
+                )
+                pairs.append((found.examples, j * r + found.state, found.y))
             shape = (slice(None),) if product.stacked else (0,)
             product_loss[p] = _loss_terms(weight[shape], mean[shape], pairs, tensor)
+    node_loss: dict[Hashable, OutputLoss] = {}
     for v in net.outputs:
         if storage.get(v, ("none",))[0] == "sum":
-            wt, mt, ex_rows, st, yt = per_node[v]
-            node_loss[v] = _loss_terms(wt[:, None], mt, [(ex_rows, st, yt)], tensor)
+            found = outputs[v]
+            pairs = [(found.examples, found.state, found.y)]
+            node_loss[v] = _loss_terms(found.weight[:, None], found.mean, pairs, tensor)
     return product_loss, node_loss, constant, base
 
 

@@ -9,9 +9,12 @@ gdln) and takes its wall time; the load average is printed at the start and the 
 (the imports are what is left; the simulations run in a second process when one is
 started, and then only the wait for them is counted). ``--load N`` starts N busy-loop processes for the whole run
 (``--load cores`` one per core), so that the figures under load come from the same run
-as those without (``--load 0,cores`` runs both, alternating repeats).
+as those without (``--load 0,cores`` runs both, alternating repeats). ``--in-process`` also runs each
+repeat with torch imported before the command starts, so that ``compare`` makes its
+simulations in its own process instead of a worker (what it does when torch is loaded).
 
-    python benchmarks/bench_compare.py [--repeat 7] [--parts] [--load 0,cores] [--extra ...]
+    python benchmarks/bench_compare.py [--repeat 7] [--parts] [--load 0,cores]
+        [--in-process] [--extra ...]
 """
 
 from __future__ import annotations
@@ -58,7 +61,12 @@ def timed(module, name, label):
 import gdln.cli._common as common
 timed(common, "load_problem", "load the problem")
 timed(cmp, "reduce", "reduce (symbolic)")
-timed(cmp, "solve", "ODE and GD map")
+import gdln.solution
+def solve(*args, **kwargs):  # imported on first use, as compare does
+    from gdln.solution._solve import solve as inner
+    return inner(*args, **kwargs)
+gdln.solution.solve = solve
+timed(gdln.solution, "solve", "ODE and GD map (scipy imported at the first)")
 timed(cmp, "_load_figure_library", "import matplotlib")
 timed(cmp._Simulations, "results", "simulations (wait for them)")
 timed(cmp, "plot_loss", "loss figure (PNG, SVG)")
@@ -82,11 +90,16 @@ def _busy(count: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(count)]
 
 
-def _run(argv: list[str], env: dict[str, str]) -> float:
+def _run(argv: list[str], env: dict[str, str], *, here: bool = False) -> float:
+    """Wall time of ``gdln ARGV`` in a fresh process; ``here``: with torch imported first,
+    so that compare simulates in its own process (no worker)."""
+    if here:
+        code = f"import torch, gdln.cli\ngdln.cli.main({argv!r})"
+        command = [sys.executable, "-c", code]
+    else:
+        command = [sys.executable, "-m", "gdln", *argv]
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "gdln", *argv], check=True, capture_output=True, env=env, cwd=ROOT
-    )
+    subprocess.run(command, check=True, capture_output=True, env=env, cwd=ROOT)
     return time.perf_counter() - start
 
 
@@ -99,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--parts", action="store_true", help="time each stage once")
     parser.add_argument("--load", default="0", help="busy processes: N, 'cores', or a list")
+    parser.add_argument(
+        "--in-process", action="store_true", help="also: torch imported first (no worker)"
+    )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more options")
     args = parser.parse_args(argv)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -106,22 +122,29 @@ def main(argv: list[str] | None = None) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     print(f"# {cores} cores, load average {os.getloadavg()[0]:.1f} at the start")
     print(f"# gdln {' '.join([*COMMAND[:1], 'graphs/routing.yaml', *COMMAND[2:], *args.extra])}")
-    walls: dict[int, list[float]] = {n: [] for n in loads}
+    ways = [False, True] if args.in_process else [False]
+    walls: dict[tuple[int, bool], list[float]] = {(n, w): [] for n in loads for w in ways}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeat):
             for n in loads:
                 busy = _busy(n)
                 try:
                     time.sleep(0.2 if n else 0)  # let the busy loops start
-                    out = Path(tmp) / f"out-{n}-{r}"
-                    walls[n].append(_run([*COMMAND, *args.extra, "-o", str(out)], env))
+                    for here in ways:
+                        out = Path(tmp) / f"out-{n}-{r}-{here}"
+                        argv = [*COMMAND, *args.extra, "-o", str(out)]
+                        walls[(n, here)].append(_run(argv, env, here=here))
                 finally:
                     for p in busy:
                         p.kill()
                         p.wait()
-        print(f"{'busy processes':<16} {'wall s, median [min-max] of ' + str(args.repeat):<34}")
-        for n in loads:
-            print(f"{n:<16} {_cell(walls[n]):<34}")
+        print(
+            f"{'busy processes':<16} {'simulations':<24} "
+            f"{'wall s, median [min-max] of ' + str(args.repeat):<34}"
+        )
+        for (n, here), values in walls.items():
+            where = "here (torch first)" if here else "worker process"
+            print(f"{n:<16} {where:<24} {_cell(values):<34}")
         if args.parts:
             out = Path(tmp) / "parts"
             code = PARTS.format(root=str(ROOT), argv=[*COMMAND, *args.extra, "-o", str(out)])

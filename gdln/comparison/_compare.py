@@ -46,7 +46,7 @@ from ..simulation import (
 )
 from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
-from ..solution import Trajectory, solve
+from ..solution._trajectory import Trajectory
 from ..solution._bounds import beyond
 from ._figures import plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
@@ -223,6 +223,7 @@ def compare(
     )
     with _Simulations() as runs_of:
         runs_of.submit(random_run)  # started first: it does not need the theory
+        from ..solution import solve  # scipy, while the worker imports torch
         rule, b0 = _theory_start(
             problem, theory_init, init_scheme=init_scheme, init=init, seeds=seeds, seed=seed
         )

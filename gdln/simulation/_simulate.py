@@ -11,8 +11,10 @@ random gates (``examples.random_gates``, stochastic depth) multiply their item's
 $\delta\sim\mathrm{Bernoulli}(p)$, one draw per step per repetition shared by all
 examples, from ``numpy.random.default_rng((seed, 2))``; the recorded loss is then that of
 the step's draw. The loss is Eq. (1): the weighted average over examples of
-$\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$. Gradients are torch autograd on
-this full network; nothing here uses the reduced equations.
+$\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$. Gradients are the chain rule on
+this full network: for full-batch GD written out on the examples' distinct activations
+(``_states.py``, ``_backprop.py``), for minibatch SGD by torch autograd; nothing here uses
+the reduced equations.
 
 Time convention
 ---------------
@@ -89,7 +91,8 @@ def simulate(
     Forward pass $h_v = g_v\sum_{q:t(q)=v} g_q W_q h_{s(q)}$ (Sec. 2), loss Eq. (1), and
     the Euler discretisation of the gradient flow Eq. (2) of Saxe et al. 2022,
     $W_e \leftarrow W_e - \mathrm{lr}\,\partial\mathcal L/\partial W_e$, with gradients
-    from torch autograd on the full network. Time is $t/\tau = \mathrm{lr}\cdot\mathrm{step}$,
+    of the full network (by hand on the examples' distinct activations for ``"gd"``, by
+    torch autograd for ``"sgd"``). Time is $t/\tau = \mathrm{lr}\cdot\mathrm{step}$,
     and $\mathrm{step}\cdot\mathrm{lr}/(1-\mu)$ with momentum $\mu$ (module docstring).
 
     Parameters

@@ -7,6 +7,7 @@ No timings: the rule is checked on its inputs (the work of a step, the free core
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import pytest
 import torch
@@ -81,3 +82,15 @@ def test_simulate_runs_on_the_threads_the_rule_gives(monkeypatch: pytest.MonkeyP
     run = simulate(problem.graph, problem.examples(), steps=2, lr=0.05)
     assert run.meta["threads"] == 2 and seen == [2]
     assert torch.get_num_threads() == before
+
+
+def test_auto_is_the_declared_default_and_a_problems_count_overrides() -> None:
+    """``threads`` resolves through the problem's settings: ``"auto"`` (the declared
+    default, or given) chooses; an integer among the problem's settings is what runs."""
+    plain = gdln.load(ROUTING, params={"M": 4, "K": 2, "hidden": 8})
+    assert plain.settings.threads == "auto"
+    auto = SimulationSettings(threads="auto")
+    assert simulate(plain, steps=2, seeds=1, settings=auto).meta["threads"] == 1
+    two = replace(plain, settings=plain.settings.given(threads=2))
+    assert simulate(two, steps=2, seeds=1).meta["threads"] == 2
+    assert simulate(two, steps=2, seeds=1, settings=auto).meta["threads"] == 1

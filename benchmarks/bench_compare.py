@@ -60,13 +60,16 @@ def timed(module, name, label):
     setattr(module, name, wrapper)
 import gdln.cli._common as common
 timed(common, "load_problem", "load the problem")
-timed(cmp, "reduce", "reduce (symbolic)")
+timed(cmp, "reduce", "reduce (symbolic, the random start's modes)")
 import gdln.solution
-def solve(*args, **kwargs):  # imported on first use, as compare does
-    from gdln.solution._solve import solve as inner
-    return inner(*args, **kwargs)
-gdln.solution.solve = solve
-timed(gdln.solution, "solve", "ODE and GD map (scipy imported at the first)")
+def lazy(name, label):  # imported on first use, as compare does
+    def first(*args, **kwargs):
+        from gdln.solution import _dynamics
+        return getattr(_dynamics, name)(*args, **kwargs)
+    setattr(gdln.solution, name, first)
+    timed(gdln.solution, name, label)
+lazy("dynamics_of", "derive (dynamics_of; scipy imported)")
+lazy("solve", "ODE and GD map")
 timed(cmp, "_load_figure_library", "import matplotlib")
 timed(cmp._Simulations, "results", "simulations (wait for them)")
 timed(cmp, "plot_loss", "loss figure (PNG, SVG)")

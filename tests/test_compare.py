@@ -561,3 +561,30 @@ def test_solve_at_given_times_is_solve_on_its_own_grid() -> None:
     np.testing.assert_allclose(ode.loss, full_ode.loss[pick], rtol=1e-8)
     np.testing.assert_array_equal(gd_map.loss, full_map.loss[pick])
     np.testing.assert_allclose(gd_map.t, np.array(pick) * 0.1, rtol=1e-15)
+
+
+def test_compare_draws_the_theory_of_the_route_it_solved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the symmetry quotient (routing's default route), the singular-value figure gets
+    the reduction whose variables the ODE trajectory carries: every trained edge has its
+    theory curves, and the edges of one orbit share a panel (3 panels, not 15 empty ones)."""
+    import gdln.comparison._compare as compare_module
+
+    seen = []
+    plot = compare_module.plot_singular_values
+
+    def spy(out, metrics, reduction, runs):  # type: ignore[no-untyped-def]
+        seen.append((reduction, runs))
+        return plot(out, metrics, reduction, runs)
+
+    monkeypatch.setattr(compare_module, "plot_singular_values", spy)
+    problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 5, "K": 2, "hidden": 8})
+    settings = SimulationSettings(threads=1, progress=False)
+    compare(problem, tmp_path / "out", t_max=1.0, b0=0.1, seeds=2, points=5, settings=settings)
+    ((reduction, runs),) = seen
+    theory = theory_edge_values(reduction, runs.ode)
+    trained = [tuple(e) for e in problem.graph.edges]
+    assert sorted(theory) == sorted(trained)
+    _, panels = singular_value_figure(METRICS, reduction, runs)
+    assert len(panels) == 3 and all(panel.modes for panel in panels)

@@ -302,7 +302,7 @@ def compare(
     if out is None:
         return CompareResult(metrics, ode, gd_map, decoupled, random, ())
     with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
-        written = _write(temporary, metrics, whole, runs)
+        written = _write(temporary, metrics, model, runs)
     files = [out / f.name for f in written]
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
 

@@ -100,7 +100,7 @@ class Gdln:
     def run(self, steps: int) -> float:
         def call() -> None:
             run = simulate(
-                self.problem.graph, self.examples, steps=steps, lr=LR, init_scale=0.2,
+                self.problem.graph, self.examples, steps=steps, lr=LR, init_scale=0.2, seeds=1,
                 settings=self.settings,
             )  # fmt: skip
             self.threads = run.meta["threads"]
@@ -111,7 +111,13 @@ class Gdln:
     def losses(self, steps: int) -> np.ndarray:
         settings = SimulationSettings(dtype="float64", device=self.device)
         run = simulate(
-            self.problem.graph, self.examples, steps=steps, lr=LR, init_scale=0.2, settings=settings
+            self.problem.graph,
+            self.examples,
+            steps=steps,
+            lr=LR,
+            init_scale=0.2,
+            seeds=1,
+            settings=settings,
         )
         return run.loss[:, 0]
 

@@ -514,7 +514,7 @@ def _description(
     }
 
 
-def _write(out: Path, metrics: dict[str, Any], reduction: Reduction, runs: Runs) -> list[Path]:
+def _write(out: Path, metrics: dict[str, Any], reduction: Any, runs: Runs) -> list[Path]:
     """Write the trajectories, the figures and ``metrics.json`` (listing them all) into
     the new folder ``out`` (the temporary one of :func:`atomic_folder`)."""
     files = [

@@ -316,7 +316,12 @@ def compare(
         "device": decoupled.meta["device"],
         **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),
         "stages": predicted_stages(
-            problem, b0=start, route=chosen.route, lump=chosen.lump, t_max=steps * lr
+            problem,
+            b0=start,
+            route=chosen.route,
+            lump=chosen.lump,
+            t_max=steps * lr,
+            reduction=model if isinstance(model, Reduction) else None,
         ),
         "definitions": dict(DEFINITIONS),
     }

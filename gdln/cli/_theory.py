@@ -266,11 +266,13 @@ def solve(
             weight_decay=weight_decay,
         )
     else:
-        chosen = {"route": route, "lump": lump, "b0": b0, "weight_decay": weight_decay}
         model = problem
         if kernel and problem.settings.given(route=route).route != "matrix":
-            model = gdln.solution.dynamics_of(problem, **chosen)  # the kernel needs its bases
-            chosen = {}
+            # the kernel needs the reduction's bases: obtain it here, then solve it
+            model = gdln.solution.dynamics_of(
+                problem, route=route, lump=lump, b0=b0, weight_decay=weight_decay
+            )
+            route = lump = b0 = weight_decay = None  # applied already
         trajectory = gdln.solve(
             model,
             t_max=t_max,
@@ -278,7 +280,10 @@ def solve(
             dynamics=dynamics,
             points=points,
             method=method,
-            **chosen,
+            route=route,
+            lump=lump,
+            b0=b0,
+            weight_decay=weight_decay,
         )
     kernels = gdln.trajectory_kernels(model, trajectory) if kernel else None
     if kernels is not None:

@@ -21,6 +21,10 @@
 3. Theory against simulation for the horizon of Fig. 4e (M = 7, K = 4, hidden 64,
    t = 40 tau, lr = 0.05): time to solve the reduced ODE (Eq. 15, ``lump="full"``)
    against time to simulate the same horizon (target ratio >= 1000x).
+4. Per training step against a hand-written torch loop, the same loop
+   ``torch.compile``-d and JAX (``jit`` + ``lax.scan``): the rows of issue 25, Fig. 4e
+   (float64) and routing M = 100, K = 40 (float32), first call and later calls
+   (``benchmarks/bench_step.py``; ``--only step``).
 
 Runs on CPU now and on CUDA when present (``--device cuda``; default: CUDA if available).
 
@@ -29,6 +33,7 @@ Runs on CPU now and on CUDA when present (``--device cuda``; default: CUDA if av
     python benchmarks/bench_simulate.py --device cpu --threads 1
     python benchmarks/bench_simulate.py --device cpu --threads 1 --only seeds   # 2b alone
     python benchmarks/bench_simulate.py --device cpu --threads 1 --only sparse  # 2c alone
+    python benchmarks/bench_simulate.py --device cuda --only step   # section 4 on a GPU
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gdln  # noqa: E402
 from gdln import SimulationSettings, simulate  # noqa: E402
@@ -316,7 +322,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="fewer steps")
-    parser.add_argument("--only", choices=["seeds", "sparse"], help="run section 2b or 2c alone")
+    parser.add_argument(
+        "--only", choices=["seeds", "sparse", "step"], help="run section 2b, 2c or 4 alone"
+    )
     args = parser.parse_args()
     dev, dt, th, n = args.device, args.dtype, args.threads, args.seeds
 
@@ -327,6 +335,10 @@ def main() -> None:
     )
     if dev.startswith("cuda"):
         print(f"# GPU: {torch.cuda.get_device_name(0)}")
+    if args.only == "step":
+        step_rows(device=dev, threads=th, quick=args.quick)
+        print(f"# load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
+        return
     if args.only:
         section = seed_scaling if args.only == "seeds" else sparse_threshold
         section(device=dev, dtype=dt, threads=th, seeds=n)
@@ -402,9 +414,20 @@ def main() -> None:
     for seeds, t in timings.items():
         label = f"simulate to t=40: {steps} steps, {seeds} seed(s), {dev}"
         print(f"{label:<52} {t:>9.3g} {t / t_ode:>9.0f}x")
+    step_rows(device=dev, threads=th, quick=args.quick)
     print(
         f"# load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min)"
     )
+
+
+def step_rows(*, device: str, threads: int | None, quick: bool, repeat: int = 5) -> None:
+    """Section 4: the rows of ``bench_step.py`` (issue 25) on this device."""
+    import bench_step  # beside this script; sets XLA_FLAGS before jax is imported
+
+    print("\n## 4. per training step: gdln, hand-written loop, torch.compile, JAX")
+    torch.set_num_threads(threads or 1)
+    for name in bench_step.ROWS:
+        bench_step.row(name, device=device, repeat=repeat, quick=quick, skip=set())
 
 
 if __name__ == "__main__":

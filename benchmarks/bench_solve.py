@@ -1,229 +1,228 @@
-"""Reduced ODE solve against simulation, side by side in one run (issue 16, ODE rows).
+"""Reduced ODE solves, side by side in one run (issue 16 rows; issue 25 item 5).
 
 Fig. 4e of Saxe et al. 2022 (``graphs/routing.yaml``, M = 7, K = 4, hidden 64, t = 40 tau,
-201 recorded times, initial value 0.1) for ``lump="symmetry"`` and ``lump="full"``:
+201 recorded times, initial value 0.1, ``lump="symmetry"``):
 
-1. ``gdln.solve``: the first solve of a system (LSODA from Fortran, ``odeint``), the
-   second (numba compiles the system, with the ``fast`` extra), later ones (compiled
-   DOP853, else LSODA); the stepping alone by ``odeint`` and by ``solve_ivp`` (LSODA
-   from Python, what ``gdln.solve`` used before) on the same right-hand side;
-2. a grid of 1000 initial scales in one ``gdln.solution.solve_batch`` call: DOP853
-   compiled by numba, DOP853 in numpy across the batch (the path without numba), and LSODA
-   (the fallback, and the path without numba before), beside 1000 separate ``gdln.solve``
-   calls on their own reductions (20 of them, scaled up; the reductions are made outside
-   the clock); with ``--before REF``, also ``solve_batch`` of git revision REF, each path
-   in a fresh process;
-3. ``gdln.simulate`` of the same horizon (lr = 0.05, 800 steps, 1 seed, float64, 1 torch
-   thread, 200 records) divided by the ODE solve.
+1. **Scripts** (issue 25 item 5): a fresh Python process imports gdln, reduces Fig. 4e
+   and calls ``gdln.solve`` 20 times; the rows give the seconds spent solving after 1, 2,
+   5 and 20 calls, the first call, the second and the median of the later ones, with
+   numba enabled (where installed) and with ``GDLN_NO_NUMBA=1``, for this tree and, with
+   ``--before REF``, for git revision REF (extracted by ``git archive``). The processes
+   of the configurations take turns; a first process per configuration warms numba's
+   disk cache and is reported apart ("cold").
+2. **Batches**: ``gdln.solution.solve_batch`` of N initial scales 0.01..0.5
+   (``lump="symmetry"`` and ``"full"``) in a fresh process per row: the first call
+   (numba's import and compile included where it compiles) and two later calls, by
+   DOP853 in numpy, by DOP853 with numba compiling the right-hand side (forced, to show
+   where it pays: ``MIN_BATCH``), and by LSODA.
+3. **In one process**: one ``gdln.solve`` by each method (``gdln.settings.METHODS``), and
+   ``gdln.simulate`` of the same horizon (lr = 0.05, 800 steps, 1 seed, float64, 1 torch
+   thread, 200 records) divided by the solve.
 
-Run: ``PYTHONPATH=. python benchmarks/bench_solve.py [--quick] [--before REF]``
-(``GDLN_NO_NUMBA=1`` for the path without numba). Median and range of repeats.
+Run: ``PYTHONPATH=. python benchmarks/bench_solve.py [--quick] [--before REF]``.
+Median [least-most] of the repeats.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import platform
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+ROUTING = ROOT / "graphs" / "routing.yaml"
+T_MAX, INIT, LR = 40.0, 0.1, 0.05
+COUNTS = (1, 2, 5, 20)
+
+SCRIPT = """
+import inspect, sys, time
+start = time.perf_counter()
 import gdln
-from gdln.simulation import SimulationSettings, simulate
-from gdln.solution import _batch, _fast, _ode, _solve, solve_batch
-
-ROUTING = Path(__file__).resolve().parents[1] / "graphs" / "routing.yaml"
-T_MAX, N_POINTS, INIT, LR = 40.0, 201, 0.1, 0.05
-
-
-Timing = float | tuple[float, float, float]
-"""Seconds: one figure, or the median, least and most of repeats."""
-
-
-def timings(fn: Callable[[], object], repeats: int) -> tuple[float, float, float]:
-    """Median, least and most seconds of ``repeats`` calls."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)), min(times), max(times)
-
-
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    return timings(fn, repeats)[0]
-
-
-def shown(value: Timing) -> str:
-    if isinstance(value, tuple):
-        return f"{value[0]:.4g} [{value[1]:.3g}-{value[2]:.3g}]"
-    return f"{value:.4g}"
-
-
-def solve_ivp_seconds(reduction: gdln.Reduction, repeats: int) -> float:
-    """The stepping alone by ``solve_ivp``, as ``gdln.solve`` did before."""
-    flow = _solve._reduction_flow(reduction)
-    problem = _ode.OdeProblem(flow.y0, flow.rhs_ode)
-    times = np.linspace(0.0, T_MAX, N_POINTS)
-    return median_seconds(
-        lambda: _ode.integrate_ivp(problem, times, rtol=1e-10, atol=1e-12), repeats
-    )
-
-
-def odeint_seconds(reduction: gdln.Reduction, repeats: int) -> float:
-    """The stepping alone by ``odeint`` (the path without numba)."""
-    flow = _solve._reduction_flow(reduction)
-    problem = _ode.OdeProblem(flow.y0, flow.rhs_ode, flow.jacobian)
-    times = np.linspace(0.0, T_MAX, N_POINTS)
-    return median_seconds(lambda: _ode.integrate(problem, times, rtol=1e-10, atol=1e-12), repeats)
-
-
-def separate_seconds(problem: gdln.Problem, lump: str, sample: np.ndarray) -> float:
-    """One ``gdln.solve`` per scale of ``sample``, each on its own (untimed) reduction:
-    the first solve of a system, LSODA, lambdify included."""
-    reductions = [gdln.reduce(problem, lump=lump, b0=f"{scale:.3g}") for scale in sample]
-    start = time.perf_counter()
-    for reduction in reductions:
-        gdln.solve(reduction, t_max=T_MAX)
-    return time.perf_counter() - start
-
-
-def simulate_seconds(problem: gdln.Problem, repeats: int) -> float:
-    steps = round(T_MAX / LR)
-    settings = SimulationSettings(dtype="float64", threads=1, record_every=steps // 200)
-    simulate(problem.graph, problem.examples(), steps=2, lr=LR, settings=settings)  # warm-up
-    return median_seconds(
-        lambda: simulate(problem.graph, problem.examples(), steps=steps, lr=LR, settings=settings),
-        repeats,
-    )
-
-
-def lump_rows(
-    problem: gdln.Problem, lump: str, repeats: int
-) -> tuple[list[tuple[str, Timing]], float]:
-    """The rows for one lumping, and the time of ``gdln.solve``."""
-    rows: list[tuple[str, Timing]] = []
-    start = time.perf_counter()
-    reduction = gdln.reduce(problem, lump=lump, b0=INIT)
-    rows.append((f"{lump}: reduce (symbolic, once)", time.perf_counter() - start))
-    start = time.perf_counter()
-    gdln.solve(reduction, t_max=T_MAX)  # LSODA; compiles the right-hand side for it
-    rows.append((f"{lump}: first solve (LSODA, lambdify once)", time.perf_counter() - start))
-    if _fast.available():
-        start = time.perf_counter()
-        gdln.solve(reduction, t_max=T_MAX)
-        rows.append((f"{lump}: second solve (numba compiles, once)", time.perf_counter() - start))
-    ode_timing = timings(lambda: gdln.solve(reduction, t_max=T_MAX), repeats)
-    ode = ode_timing[0]
-    path = "compiled DOP853" if _fast.available() else "LSODA"
-    rows.append((f"{lump}: gdln.solve ({path}), t=40, 201 points", ode_timing))
-    rows.append(
-        (f"{lump}:   stepping by odeint (Fortran LSODA)", odeint_seconds(reduction, repeats))
-    )
-    rows.append(
-        (f"{lump}:   stepping by solve_ivp (before)", solve_ivp_seconds(reduction, repeats))
-    )
-    unit = gdln.reduce(problem, lump=lump, b0=1)
-    scales = np.geomspace(0.01, 0.5, 1000)
-    batch_repeats = 3 if repeats < 5 else 7
-    solve_batch(unit, scales[:20], t_max=1.0)  # compiles for this system (with numba)
-    for label, fast_batch, vector_steps in (
-        ("DOP853, numba", _batch.FAST_BATCH, _batch.VECTOR_STEPS),
-        ("DOP853, numpy", 10**9, _batch.VECTOR_STEPS),
-        ("LSODA", 10**9, -(10**9)),
-    ):
-        if label.endswith("numba") and not _fast.available():
-            continue
-        saved = _batch.FAST_BATCH, _batch.VECTOR_STEPS
-        _batch.FAST_BATCH, _batch.VECTOR_STEPS = fast_batch, vector_steps
-        n = 1 if label == "LSODA" else batch_repeats
-        batch = timings(lambda: solve_batch(unit, scales, t_max=T_MAX), n)
-        _batch.FAST_BATCH, _batch.VECTOR_STEPS = saved
-        rows.append((f"{lump}: solve_batch, 1000 scales 0.01..0.5 ({label})", batch))
-    separate = separate_seconds(problem, lump, scales[:: 1000 // 20])
-    rows.append((f"{lump}: 1000 x gdln.solve, new reductions, from 20", separate * 1000 / 20))
-    return rows, ode
-
-
-BEFORE = """
-import sys, time, numpy as np, gdln
-from gdln.solution import solve_batch
 problem = gdln.load(sys.argv[1], params={"M": "7", "K": "4", "hidden": "64"})
-scales = np.geomspace(0.01, 0.5, 1000)
-for lump in ("symmetry", "full"):
-    unit = gdln.reduce(problem, lump=lump, b0=1)
-    solve_batch(unit, scales[:20], t_max=1.0)
-    times = []
-    for _ in range(int(sys.argv[2])):
-        start = time.perf_counter()
-        solve_batch(unit, scales, t_max=40.0)
-        times.append(time.perf_counter() - start)
-    print(lump, np.median(times), min(times), max(times))
+# b0 since the settings redesign (issue 24), init at revisions before it (--before REF)
+start_kw = "b0" if "b0" in inspect.signature(gdln.reduce).parameters else "init"
+reduction = gdln.reduce(problem, lump="symmetry", **{start_kw: 0.1})
+setup = time.perf_counter() - start
+times = []
+for _ in range(int(sys.argv[2])):
+    start = time.perf_counter()
+    gdln.solve(reduction, t_max=40.0)
+    times.append(time.perf_counter() - start)
+print(setup, "numba" in sys.modules, *times)
+"""
+
+BATCH = """
+import sys, time
+import numpy as np
+import gdln
+from gdln.solution import _numba, solve_batch
+problem = gdln.load(sys.argv[1], params={"M": "7", "K": "4", "hidden": "64"})
+unit = gdln.reduce(problem, lump=sys.argv[4], b0=1)
+scales = np.geomspace(0.01, 0.5, int(sys.argv[2]))
+method = "lsoda" if sys.argv[3] == "lsoda" else "auto"
+if sys.argv[3] == "numba":
+    _numba.MIN_BATCH = 1  # compiled whatever the size
+seconds = []
+for _ in range(3):
+    start = time.perf_counter()
+    out = solve_batch(unit, scales, t_max=40.0, method=method)
+    seconds.append(time.perf_counter() - start)
+print(*seconds, out[0].meta["integrator"])
 """
 
 
-def before_rows(ref: str, repeats: int) -> list[tuple[str, Timing]]:
-    """``solve_batch`` of 1000 scales at git revision ``ref`` (a temporary worktree), with
-    and without numba, each in a fresh process."""
-    root = Path(__file__).resolve().parents[1]
-    rows: list[tuple[str, Timing]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "before"
-        subprocess.run(["git", "-C", str(root), "worktree", "add", "-q", "--detach", str(tree), ref],
-                       check=True)  # fmt: skip
-        try:
-            for numba in (True, False):
-                env = {**os.environ, "PYTHONPATH": str(tree)}
-                if not numba:
-                    env["GDLN_NO_NUMBA"] = "1"
-                elif not _fast.available():
-                    continue
-                command = [sys.executable, "-c", BEFORE, str(ROUTING), str(repeats)]
-                # cwd: ``-c`` puts the working directory first on sys.path
-                out = subprocess.run(command, env=env, cwd=tree, check=True,
-                                     capture_output=True, text=True)  # fmt: skip
-                for line in out.stdout.splitlines():
-                    lump, *values = line.split()
-                    label = f"{lump}: solve_batch at {ref} ({'numba' if numba else 'no numba'})"
-                    rows.append((label, (float(values[0]), float(values[1]), float(values[2]))))
-        finally:
-            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)],
-                           check=False)  # fmt: skip
+def spread(values: Sequence[float]) -> str:
+    """``median [least-most]`` of several values, or the one value."""
+    if len(values) == 1:
+        return f"{values[0]:.4g}"
+    return f"{np.median(values):.4g} [{min(values):.3g}-{max(values):.3g}]"
+
+
+def run(tree: Path, code: str, args: Sequence[str], *, numba: bool) -> str:
+    """The output of ``code`` in a fresh process on the gdln of ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("GDLN_NO_NUMBA", None)
+    if not numba:
+        env["GDLN_NO_NUMBA"] = "1"
+    command = [sys.executable, "-c", code, str(ROUTING), *args]
+    # cwd: ``-c`` puts the working directory first on sys.path
+    done = subprocess.run(command, env=env, cwd=tree, check=True, capture_output=True, text=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def script_rows(
+    configurations: Sequence[tuple[str, Path, bool]], repeats: int
+) -> list[tuple[str, str]]:
+    """The script rows of each ``(label, tree, numba)``; the processes of the
+    configurations take turns, so that a change of load falls on all of them alike."""
+    runs: dict[int, list[tuple[float, bool, list[float]]]] = {
+        i: [] for i in range(len(configurations))
+    }
+    cold: dict[int, list[float]] = {}
+    for k in range(repeats + 1):
+        for i, (_, tree, numba) in enumerate(configurations):
+            setup, imported, *times = run(tree, SCRIPT, [str(max(COUNTS))], numba=numba).split()
+            values = [float(x) for x in times]
+            if k == 0:  # the first process of each: numba's disk cache is cold
+                cold[i] = values
+            else:
+                runs[i].append((float(setup), imported == "True", values))
+    rows = []
+    for i, (label, _, numba) in enumerate(configurations):
+        name = f"{label}, {'numba' if numba else 'GDLN_NO_NUMBA=1'}"
+        got = runs[i]
+        for n in COUNTS:
+            rows.append((f"{name}: {n} solve(s)", spread([sum(v[:n]) for _, _, v in got])))
+        rows.append((f"{name}: first solve", spread([v[0] for _, _, v in got])))
+        rows.append((f"{name}: second solve", spread([v[1] for _, _, v in got])))
+        later = [float(np.median(v[2:])) for _, _, v in got]
+        rows.append((f"{name}: median of solves 3-20", spread(later)))
+        rows.append((f"{name}: 20 solves, first process (cold cache)", f"{sum(cold[i]):.4g}"))
+        rows.append((f"{name}: import gdln, load, reduce", spread([s for s, _, _ in got])))
+        rows.append((f"{name}: numba imported", str(any(i for _, i, _ in got))))
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats")
-    parser.add_argument("--before", metavar="REF", help="also time solve_batch at git REF")
-    args = parser.parse_args()
-    repeats = 3 if args.quick else 15
-    print(f"# load average at the start: {os.getloadavg()[0]:.1f} (1 min)")
-    print(f"# numba: {'used' if _fast.available() else 'not installed or GDLN_NO_NUMBA set'}")
-    problem = gdln.load(ROUTING, params={"M": "7", "K": "4", "hidden": "64"})
-    rows: list[tuple[str, Timing]] = []
-    if _fast.available():
-        start = time.perf_counter()
-        _fast._stepper()
-        rows.append(("numba: load (or compile) the DOP853 stepper", time.perf_counter() - start))
-    ode = {}
+def batch_rows(sizes: Sequence[int], numba_installed: bool) -> list[tuple[str, str]]:
+    """``solve_batch`` of each size in fresh processes: numpy's DOP853, DOP853 with the
+    right-hand side compiled by numba (forced, whatever ``MIN_BATCH`` says), LSODA."""
+    rows = []
     for lump in ("symmetry", "full"):
-        more, ode[lump] = lump_rows(problem, lump, repeats)
-        rows += more
-    sim = simulate_seconds(problem, 1 if args.quick else 3)
-    rows.append(("simulate to t=40: 800 steps, 1 seed, hidden 64", sim))
-    if args.before:
-        rows += before_rows(args.before, 1 if args.quick else 3)
-    print(f"{'what':<60} seconds (median [min-max] where repeated)")
-    for label, seconds in rows:
-        print(f"{label:<60} {shown(seconds)}")
-    for lump, seconds in ode.items():
-        print(f"simulate 1 seed / gdln.solve ({lump}): {sim / seconds:.0f}x")
+        for n in sizes:
+            for what in ("numpy", "numba", "lsoda") if numba_installed else ("numpy", "lsoda"):
+                out = run(ROOT, BATCH, [str(n), what, lump], numba=what == "numba").split()
+                first, *later = (float(x) for x in out[:-1])
+                label = f"{lump}: solve_batch, {n} scales, {out[-1]}"
+                rows.append((f"{label}: first call", f"{first:.4g}"))
+                rows.append((f"{label}: later calls", spread(later)))
+    return rows
+
+
+def timings(fn: Callable[[], object], repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def in_process_rows(repeats: int) -> list[tuple[str, str]]:
+    import gdln
+    from gdln.settings import METHODS
+    from gdln.simulation import SimulationSettings, simulate
+
+    problem = gdln.load(ROUTING, params={"M": "7", "K": "4", "hidden": "64"})
+    reduction = gdln.reduce(problem, lump="symmetry", b0=INIT)
+    rows = []
+    solve = {}
+    for method in METHODS:
+        gdln.solve(reduction, t_max=T_MAX, method=method)
+        solve[method] = timings(
+            lambda m=method: gdln.solve(reduction, t_max=T_MAX, method=m), repeats
+        )
+        rows.append((f"gdln.solve, method={method}, t=40, 201 points", spread(solve[method])))
+    steps = round(T_MAX / LR)
+    settings = SimulationSettings(dtype="float64", threads=1, record_every=steps // 200)
+    simulate(problem.graph, problem.examples(), steps=2, lr=LR, settings=settings)  # warm-up
+    sim = timings(
+        lambda: simulate(problem.graph, problem.examples(), steps=steps, lr=LR, settings=settings),
+        3 if repeats > 3 else 1,
+    )
+    rows.append(("simulate to t=40: 800 steps, 1 seed, hidden 64", spread(sim)))
+    ratio = float(np.median(sim)) / float(np.median(solve["auto"]))
+    rows.append(("simulate 1 seed / gdln.solve (auto)", f"{ratio:.0f}x"))
+    return rows
+
+
+def extracted(ref: str, folder: Path) -> Path:
+    """Revision ``ref`` of this repository, extracted into ``folder`` (no worktree)."""
+    tree = folder / ref.replace("/", "_")
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
+    parser.add_argument("--before", metavar="REF", help="also time the scripts at git REF")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 5
+    numba = importlib.util.find_spec("numba") is not None
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}; numba {'installed' if numba else 'not installed'}")  # fmt: skip
+    print(f"# load average at the start: {os.getloadavg()[0]:.1f} (1 min)")
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = [("this tree", ROOT)]
+        if args.before:
+            trees.append((f"at {args.before}", extracted(args.before, Path(tmp))))
+        configurations = [
+            (label, tree, enabled)
+            for label, tree in trees
+            for enabled in ((True, False) if numba else (False,))
+        ]
+        rows += script_rows(configurations, repeats)
+    sizes = (1000, 4000) if args.quick else (1000, 4000, 10000)
+    rows += batch_rows(sizes, numba)
+    rows += in_process_rows(7 if args.quick else 15)
+    width = max(len(label) for label, _ in rows)
+    print(f"{'what':<{width}}  seconds (median [least-most] where repeated)")
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
     print(f"# load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
 
 

@@ -28,6 +28,7 @@ from .balanced import decoupled_kernels as decoupled_kernels
 from .balanced import read_weight_file as read_weight_file
 from .balanced import solve_balanced as solve_balanced
 from .balanced import solve_from_weights as solve_from_weights
+from .balanced import trajectory_kernels as trajectory_kernels
 from .comparison import CompareResult as CompareResult
 from .comparison import compare as compare
 from .comparison import initial_mode_strengths as initial_mode_strengths

@@ -197,10 +197,9 @@ def test_the_quotient_never_runs_code(tmp_path: Path, capsys: pytest.CaptureFixt
 # -- the package's source ------------------------------------------------------------------
 # Calls that evaluate text, or unpickle, with why each allowed one cannot see a file's text.
 ALLOWED = {
-    ("solution/_fast.py", "exec"): "the source is printed by sympy from derived equations "
+    ("reduction/_numeric.py", "exec"): "the source is printed by sympy from derived equations "
     "whose symbols are renamed y_i, c_i, x_i",
-    ("solution/_solve.py", "lambdify"): "sympy expressions of the derivation, never text",
-    ("solution/_vector.py", "lambdify"): "sympy expressions of the derivation, never text",
+    ("reduction/_numeric.py", "lambdify"): "sympy expressions of the derivation, never text",
     ("graphfile/_safe_read.py", "yaml.load"): "Loader=CoreSchemaLoader, a SafeLoader "
     "(test_yaml_loader_is_safe)",
     ("sweep/_pool.py", "pickle.loads"): "the caller's own function, pickled by run_sweep in "

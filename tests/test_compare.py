@@ -648,3 +648,30 @@ def test_the_loss_figures_title_fits_the_figure_for_long_names_and_settings() ->
     box, whole = title.get_window_extent(renderer), fig.bbox
     assert box.x0 >= whole.x0 and box.x1 <= whole.x1 and box.y1 <= whole.y1
     assert "0.2" in title.get_text() and "parameter_5=50" in title.get_text()
+
+
+def test_compare_draws_the_theory_of_the_route_it_solved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the symmetry quotient (routing's default route), the singular-value figure gets
+    the reduction whose variables the ODE trajectory carries: every trained edge has its
+    theory curves, and the edges of one orbit share a panel (3 panels, not 15 empty ones)."""
+    import gdln.comparison._compare as compare_module
+
+    seen = []
+    plot = compare_module.plot_singular_values
+
+    def spy(out, metrics, reduction, runs):  # type: ignore[no-untyped-def]
+        seen.append((reduction, runs))
+        return plot(out, metrics, reduction, runs)
+
+    monkeypatch.setattr(compare_module, "plot_singular_values", spy)
+    problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 5, "K": 2, "hidden": 8})
+    settings = SimulationSettings(threads=1, progress=False)
+    compare(problem, tmp_path / "out", t_max=1.0, b0=0.1, seeds=2, points=5, settings=settings)
+    ((reduction, runs),) = seen
+    theory = theory_edge_values(reduction, runs.ode)
+    trained = [tuple(e) for e in problem.graph.edges]
+    assert sorted(theory) == sorted(trained)
+    _, panels = singular_value_figure(METRICS, reduction, runs)
+    assert len(panels) == 3 and all(panel.modes for panel in panels)

@@ -289,9 +289,8 @@ def _private_attributes_by_unit() -> dict[str, frozenset[str]]:
     return {name: frozenset(units) for name, units in defined.items()}
 
 
-# Reads that the steppers branch (issue 24 item 5) replaces by ReducedSystem's public
-# accessors; remove each entry when it lands.
-PENDING_READS = {"solution/_solve.py": {"system._lumped", "system._context_losses"}}
+# Reads allowed while another branch replaces them (module -> reads); none pending now.
+PENDING_READS: dict[str, set[str]] = {}
 
 
 def _foreign_private_reads(path: Path, defined: dict[str, frozenset[str]]) -> set[str]:

@@ -34,7 +34,7 @@ def test_a_converged_solve_reports_no_negative_loss(
 
 def test_the_batched_solve_and_the_moment_route_report_no_negative_loss() -> None:
     reduction = gdln.reduce(load("chain"), b0=0.1)
-    for trajectory in solve_batch(reduction, np.array([1.0, 0.5]), t_max=200, n_points=201):
+    for trajectory in solve_batch(reduction, np.array([1.0, 0.5]), t_max=200, points=201):
         assert trajectory.loss[-1] < 1e-12 and np.all(trajectory.loss >= 0)
         assert np.all(trajectory.series["context_loss"] >= 0)
     moments = gdln.expected_dynamics(load("chain"), b0=0.1)

@@ -8,8 +8,10 @@ a reference row left behind, a function that reads the file differently) fails h
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
+import sys
 import warnings
 from pathlib import Path
 
@@ -23,6 +25,8 @@ from gdln.cli._main import cli
 from gdln.settings import SettingError, Settings, declarations
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+settings_tables = importlib.import_module("settings_tables")
 GRAPHS = ROOT / "graphs"
 
 #: The public functions and the declared settings each takes as a keyword.
@@ -116,8 +120,21 @@ def test_schema_sections_are_the_declarations() -> None:
         assert set(schema[section]["properties"]) - declared <= {"init"}  # the old key
 
 
+def test_the_settings_tables_of_the_docs_are_the_declarations() -> None:
+    """docs/graph_files.md has one row per file key (values, default, option, meaning) and
+    docs/guide/cli.md one per option, as docs/_ext/settings_tables.py writes them."""
+    for page, tables in settings_tables.pages().items():
+        text = page.read_text(encoding="utf-8")
+        for head, rows in tables:
+            start, end = settings_tables.table_in(text, head)
+            assert text[start:end] == rows, (
+                f"{page.name}: the settings table differs from the declarations; "
+                "run python docs/_ext/settings_tables.py"
+            )
+
+
 def test_the_graph_file_reference_is_the_declarations() -> None:
-    """docs/graph_files.md has one row per file key: values, default, option and meaning."""
+    """Read independently of the generator: each declaration's row, cell by cell."""
     page = (ROOT / "docs" / "graph_files.md").read_text(encoding="utf-8")
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|.*\|$", page, re.M)}
     for declaration in declarations().values():

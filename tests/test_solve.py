@@ -37,7 +37,7 @@ def test_scalar_and_vectorised_right_hand_sides_agree(
 ) -> None:
     # Small states are compiled into one scalar function, large ones stay numpy-vectorised;
     # forcing the vectorised form on the same system must give the same solution.
-    from gdln.solution import _solve
+    from gdln.reduction import _numeric
 
     problem = load("routing", M=4, K=2)
     scalar = gdln.solve(
@@ -46,7 +46,7 @@ def test_scalar_and_vectorised_right_hand_sides_agree(
         dynamics="flow" if lr is None else "gd-map",
         lr=lr,
     )
-    monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+    monkeypatch.setattr(_numeric, "SCALAR_STATE_MAX", 0)
     vectorised = gdln.solve(
         gdln.reduce(problem, lump="none", b0=0.1),
         t_max=20,
@@ -137,10 +137,10 @@ def test_overflow_is_one_clear_error(
 ) -> None:
     # math-compiled right-hand sides raise OverflowError, numpy ones return inf: both are
     # reported with the time (or step), the variable and its value
-    from gdln.solution import _solve
+    from gdln.reduction import _numeric
 
     if not scalar:
-        monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+        monkeypatch.setattr(_numeric, "SCALAR_STATE_MAX", 0)
     reduction = gdln.reduce(load("routing"), lump="full", b0=1e200 if lr is None else 0.1)
     match = (
         r"routing\.yaml: the ODE overflowed at t = 0 tau, where B\d = 1e\+200 in mode \d"
@@ -236,10 +236,10 @@ def test_more_than_64_variables(
     lr: float | None, scalar: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # np.broadcast takes at most 64 arrays; race with lump="none" has 80 edge variables
-    from gdln.solution import _solve
+    from gdln.reduction import _numeric
 
     if not scalar:
-        monkeypatch.setattr(_solve, "_SCALAR_STATE_MAX", 0)
+        monkeypatch.setattr(_numeric, "SCALAR_STATE_MAX", 0)
     problem = load("race", M=8, P=4, hidden=2)
     free = gdln.reduce(problem, lump="none", b0=0.4)
     (system,) = free.systems
@@ -257,3 +257,36 @@ def test_more_than_64_variables(
     rtol = 1e-12 if lr else RTOL_ODE
     np.testing.assert_allclose(trajectory.loss, lumped.loss, rtol=rtol)
     assert trajectory.loss[-1] < 0.9 * trajectory.loss[0]
+
+
+def test_tied_system_is_the_reduced_one_before_elimination() -> None:
+    # lump="full" eliminates variables through conserved quantities (Eq. 15); the tied
+    # system (ReducedSystem.tied, what the gradient-descent map iterates) keeps them
+    # dynamical. On the manifold where Eq. (15) holds, its right-hand sides must be the
+    # reduced ones, and the chain rule's for the eliminated variables; checked at random
+    # points of every mode
+    reduction = gdln.reduce(load("routing", M=4, K=2), lump="full", b0=0.1)
+    (full,) = reduction.systems
+    tied = full.tied()
+    assert full.eliminated and not tied.eliminated and not tied.constants
+    assert set(tied.variables) == set(full.variables) | set(full.eliminated)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for j in range(len(full.modes)):
+        data = {s: v[j] for s, v in full.symbols.items()}
+        for _ in range(3):
+            point = {v: sp.Float(rng.uniform(0.2, 1.5)) for v in full.variables}
+            point |= {c: sp.Float(rng.uniform(0.1, 0.5)) for c in full.constants}
+            on_manifold = point | {e: x.xreplace(point | data) for e, x in full.eliminated.items()}
+            for v in full.variables:
+                expected = float(full.rhs[v].xreplace(point | data))
+                got = float(tied.rhs[v].xreplace(on_manifold | data))
+                assert got == pytest.approx(expected, rel=1e-12, abs=1e-14)
+            for e, x in full.eliminated.items():
+                chain = sum(sp.diff(x, v) * full.rhs[v] for v in full.variables)
+                expected = float(chain.xreplace(point | data))
+                got = float(tied.rhs[e].xreplace(on_manifold | data))
+                assert got == pytest.approx(expected, rel=1e-12, abs=1e-14)
+                checked += 1
+    assert checked >= 6
+    assert tied.tied() is tied and full.tied() is tied

@@ -48,7 +48,20 @@ def save(path: Path, weights: dict) -> Path:
 
 def solve_cli(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     rc, out, err = run_cli(
-        ["solve", GRAPH, "--param", "hidden=1", "--t-max", "6", "--points", "4", *args], capsys
+        [
+            "solve",
+            GRAPH,
+            "--param",
+            "hidden=1",
+            "--t-max",
+            "6",
+            "--points",
+            "4",
+            "--format",
+            "json",
+            *args,
+        ],
+        capsys,
     )
     assert rc == 0, err
     return json.loads(out)

@@ -172,10 +172,24 @@ def test_weight_decay_from_the_graph_file_and_command_line(
     problem = gdln.load(path)
     assert problem.settings.weight_decay == pytest.approx(0.1)
     assert gdln.reduce(problem).weight_decay == pytest.approx(0.1)
-    rc, out, _ = run_cli(["solve", str(path), "--t-max", "1", "--points", "2"], capsys)
+    rc, out, _ = run_cli(
+        ["solve", str(path), "--t-max", "1", "--points", "2", "--format", "json"], capsys
+    )
     assert rc == 0 and '"weight_decay": 0.1' in out
     rc, out, _ = run_cli(
-        ["solve", str(path), "--t-max", "1", "--points", "2", "--weight-decay", "0"], capsys
+        [
+            "solve",
+            str(path),
+            "--t-max",
+            "1",
+            "--points",
+            "2",
+            "--weight-decay",
+            "0",
+            "--format",
+            "json",
+        ],
+        capsys,
     )
     assert rc == 0 and '"weight_decay": 0.0' in out
 

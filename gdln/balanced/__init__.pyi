@@ -2,6 +2,7 @@ from ._errors import BalancedSpecError as BalancedSpecError
 from ._errors import NotBalancedError as NotBalancedError
 from ._given import read_weight_file as read_weight_file
 from ._given import solve_from_weights as solve_from_weights
+from ._kernel_route import trajectory_kernels as trajectory_kernels
 from ._pathways import Pathway as Pathway
 from ._pathways import balanced_pathways as balanced_pathways
 from ._solve import solve_balanced as solve_balanced

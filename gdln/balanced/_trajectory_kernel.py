@@ -41,7 +41,7 @@ import numpy as np
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..reduction._system import Reduction
-from ..solution._trajectory import Trajectory, pathway_key
+from ..solution._trajectory import KERNEL_DISTANCE, Trajectory, node_key, pathway_key
 from ..task._examples import ExampleSet
 from ..task._problem import Problem
 from ._errors import BalancedSpecError
@@ -69,6 +69,9 @@ class TrajectoryKernels:
         Hidden node -> ``(T, n, n)``, $h_v(x_a)^\top h_v(x_b)$.
     outputs
         ``(node, size)`` of each output node, in the order of the output axis.
+    origin
+        How they were obtained, in words (recorded as ``meta["kernel"]`` by
+        :meth:`added_to`).
 
     Raises
     ------
@@ -85,6 +88,7 @@ class TrajectoryKernels:
     ntk: np.ndarray
     representations: Mapping[str, np.ndarray] = field(default_factory=dict)
     outputs: tuple[tuple[str, int], ...] = ()
+    origin: str = ""
 
     def __post_init__(self) -> None:
         t = np.asarray(self.t, dtype=float)
@@ -119,6 +123,41 @@ class TrajectoryKernels:
         denominator = norms * norms[0]
         cosine = np.divide(inner, denominator, out=np.ones_like(inner), where=denominator > 0)
         return 1.0 - cosine
+
+    def added_to(self, trajectory: Trajectory) -> Trajectory:
+        r"""``trajectory`` with the kernel distance and the representations as series.
+
+        Parameters
+        ----------
+        trajectory
+            The trajectory these kernels were computed along (the same times).
+
+        Returns
+        -------
+        Trajectory
+            Its series plus ``kernel_distance`` $S(t)$ ``(T,)``
+            (:meth:`gdln.Trajectory.kernel_distance`) and each hidden node's
+            $h_v(x_a)^\top h_v(x_b)$ ``(T, n, n)`` (:meth:`gdln.Trajectory.rsm`);
+            ``meta["kernel"]`` says how they were obtained, ``meta["kernel_examples"]``
+            how many examples they run over.
+
+        Raises
+        ------
+        ValueError
+            The trajectory's times are not these kernels'.
+        """
+        if len(trajectory.t) != len(self.t) or not np.allclose(trajectory.t, self.t):
+            raise ValueError(
+                f"the kernels are at {len(self.t)} times, the trajectory at "
+                f"{len(trajectory.t)} other ones"
+            )
+        series = dict(trajectory.series)
+        series[KERNEL_DISTANCE] = self.distance
+        for node, rep in self.representations.items():
+            series[node_key("rsm", node)] = np.asarray(rep, dtype=float)
+        meta = {**trajectory.meta, "kernel": self.origin}
+        meta["kernel_examples"] = int(self.ntk.shape[1] // max(1, sum(k for _, k in self.outputs)))
+        return Trajectory(trajectory.t, trajectory.loss, series, meta)
 
 
 def weights_along(
@@ -243,13 +282,23 @@ def decoupled_kernels(
     Saxe, Sodhani & Lewallen (2022), Eq. (9) and Sec. 2; Jacot, Gabriel & Hongler (2018).
     """
     problem = reduction.problem
-    examples = _examples(problem)
+    _examples(problem)
     weights = weights_along(reduction, trajectory, seed=seed)
+    return kernels_of_weights(
+        problem, trajectory.t, weights, origin="the decoupled weights of Eq. (9)"
+    )
+
+
+def kernels_of_weights(
+    problem: Problem, t: np.ndarray, weights: Mapping[Edge, np.ndarray], *, origin: str
+) -> TrajectoryKernels:
+    """The kernels from every edge's weights ``(T, |target|, |source|)`` at the times ``t``."""
+    examples = _examples(problem)
     graph = problem.graph
     outputs = _outputs(graph)
     hidden = [v for v in graph.nodes if graph.in_degree(v) and graph.out_degree(v)]
-    _check_size(problem, len(trajectory.t), len(examples.weights), outputs, len(hidden))
-    T = len(trajectory.t)
+    _check_size(problem, len(t), len(examples.weights), outputs, len(hidden))
+    T = len(t)
     n = len(examples.weights)
     side = n * sum(k for _, k in outputs)
     ntk = np.empty((T, side, side))
@@ -259,7 +308,9 @@ def decoupled_kernels(
         ntk[k] = kernel
         for v in hidden:
             reps[str(v)][k] = acts[v] @ acts[v].T
-    return TrajectoryKernels(t=trajectory.t, ntk=ntk, representations=reps, outputs=tuple(outputs))
+    return TrajectoryKernels(
+        t=t, ntk=ntk, representations=reps, outputs=tuple(outputs), origin=origin
+    )
 
 
 def network_kernel(
@@ -376,6 +427,7 @@ def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKern
         ntk=kernel.reshape(T, n * width, n * width),
         representations=reps,
         outputs=tuple(outputs),
+        origin="the lambda-balanced representations W1^T W1, W2 W2^T of each pathway",
     )
 
 

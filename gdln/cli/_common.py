@@ -139,6 +139,18 @@ def display_options(fn: F) -> F:
     )(fn)
 
 
+def kernel_option(fn: F) -> F:
+    """``--kernel``: what a solve writes besides the trajectory (an output choice, not a
+    setting of the pipeline: it changes no number of the solution)."""
+    return click.option(
+        "--kernel",
+        is_flag=True,
+        help="Add the tangent kernel along the solution: the kernel distance S(t) from "
+        "t = 0 and each hidden node's representational similarity (its Gram matrix over "
+        "the task's examples), from the theory (gdln.trajectory_kernels).",
+    )(fn)
+
+
 def terminal_width(output: Output) -> int:
     """The columns text may take: the terminal's width on standard output (``COLUMNS``
     where set, else 80 when it is not a terminal), unlimited in a file."""

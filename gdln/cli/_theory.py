@@ -16,6 +16,7 @@ from ._common import (
     display_options,
     graph_arguments,
     hidden,
+    kernel_option,
     load_problem,
     old_option,
     output_file,
@@ -186,6 +187,7 @@ def derive(
     help="Start from a drawn lambda-balanced start, W2^T W2 - W1 W1^T = LAM I on every "
     "pathway (gdln.balanced_weights, scale 0.1, seed 0), solved in closed form.",
 )
+@kernel_option
 @hidden("--init", "old_init")
 @hidden("--ode", "old_ode", is_flag=True)
 @output_options(("text", "json", "csv"), default="text", what="trajectory")
@@ -204,6 +206,7 @@ def solve(
     method: str | None,
     weights_file: str | None,
     balanced_lambda: str | None,
+    kernel: bool,
     old_init: str | None,
     old_ode: bool | None,
     fmt: str | None,
@@ -214,6 +217,8 @@ def solve(
 
     Without -o it prints a short summary (loss at the start and end, time to half the
     initial loss); -o x.json / x.csv or --format json / csv writes the whole trajectory.
+    --kernel adds the tangent-kernel distance S(t) and each hidden node's
+    representational similarity over the task's examples (not on the moment route).
 
     The route is that of `gdln derive` (one rule for every command); auto takes the moment
     route where the paths are too many to list, and --route matrix solves the full-matrix
@@ -228,6 +233,7 @@ def solve(
       gdln solve graphs/chain.yaml --route matrix       # full matrices, no bases needed
       gdln solve graphs/xor.yaml --weights W.npz        # from given weights
       gdln solve graphs/xor.yaml --param hidden=1 --balanced 1   # a drawn start
+      gdln solve graphs/xor.yaml --kernel -o xor.csv    # with S(t) and h^T h
     """
     output = output_file(out, fmt, force, formats=("text", "json", "csv"))
     b0 = b0 or old_option("--init", "--b0", old_init)
@@ -237,6 +243,7 @@ def solve(
         raise CommandLineError(
             f"--lump {lump} and --route matrix: the full matrices are not lumped"
         )
+    problem = load_problem(file, params, task)
     if weights_file is not None or balanced_lambda is not None:
         given = {"--lump": lump, "--b0": b0, "--route": route, "--dynamics": dynamics, "--lr": lr}
         given["--method"] = method
@@ -249,8 +256,9 @@ def solve(
                 f"{what} and {clash[0]}: a start from weights is solved by its own route "
                 "(lambda-balanced closed form, else the full-matrix flow)"
             )
+        model: gdln.Problem | gdln.Reduction | gdln.ExpectedDynamics = problem
         trajectory = _from_weights(
-            load_problem(file, params, task),
+            problem,
             weights_file,
             balanced_lambda,
             t_max=t_max,
@@ -258,8 +266,15 @@ def solve(
             weight_decay=weight_decay,
         )
     else:
+        model = problem
+        if kernel and problem.settings.given(route=route).route != "matrix":
+            # the kernel needs the reduction's bases: obtain it here, then solve it
+            model = gdln.solution.dynamics_of(
+                problem, route=route, lump=lump, b0=b0, weight_decay=weight_decay
+            )
+            route = lump = b0 = weight_decay = None  # applied already
         trajectory = gdln.solve(
-            load_problem(file, params, task),
+            model,
             t_max=t_max,
             lr=lr,
             dynamics=dynamics,
@@ -270,8 +285,11 @@ def solve(
             b0=b0,
             weight_decay=weight_decay,
         )
+    kernels = gdln.trajectory_kernels(model, trajectory) if kernel else None
+    if kernels is not None:
+        trajectory = kernels.added_to(trajectory)
     if output.format == "text":
-        write(output, _solve_summary(file, trajectory))
+        write(output, _solve_summary(file, trajectory, kernels))
         return
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
 
@@ -308,9 +326,12 @@ def _number(option: str, text: str | None) -> float:
     return value
 
 
-def _solve_summary(file: str, trajectory: gdln.Trajectory) -> str:
-    """A solve in a few lines: what was solved, the loss at the start and the end, and the
-    time to half the initial loss (the whole trajectory is what -o / --format writes)."""
+def _solve_summary(
+    file: str, trajectory: gdln.Trajectory, kernels: gdln.TrajectoryKernels | None = None
+) -> str:
+    """A solve in a few lines: what was solved, the loss at the start and the end, the
+    time to half the initial loss, and with ``--kernel`` the kernel distance at the end
+    (the whole trajectory is what -o / --format writes)."""
     t, loss = trajectory.t, trajectory.loss
     meta = trajectory.meta
     variables = [k for k in trajectory.series if "loss" not in k]  # not the per-context losses
@@ -323,6 +344,14 @@ def _solve_summary(file: str, trajectory: gdln.Trajectory) -> str:
         f"  loss {loss[0]:.6g} at t = {t[0]:g}, {loss[-1]:.6g} at t = {t[-1]:g}{share}",
         f"  time to half the initial loss: {reached}",
         f"  {len(variables)} recorded series: {_listed(variables)}",
+    ]
+    if kernels is not None:
+        nodes = list(kernels.representations)
+        lines.append(
+            f"  kernel distance S = {kernels.distance[-1]:.4g} at t = {t[-1]:g} "
+            f"(0: lazy; similarity of {len(nodes)} hidden nodes: {_listed(nodes)})"
+        )
+    lines += [
         "  the whole trajectory: -o FILE.json or FILE.csv, or --format json|csv",
     ]
     return "\n".join(lines)

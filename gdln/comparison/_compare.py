@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -43,13 +45,11 @@ from ..simulation import (
     SimulationSpecError,
     horizon_steps,
     initial_weights,
-    simulate,
 )
 from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
-from ..solution import Trajectory, dynamics_of, solve
 from ..solution._bounds import check_count
-from ..solution._dynamics import route_of
+from ..solution._trajectory import Trajectory
 from ._figures import plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
@@ -260,22 +260,46 @@ def compare(
     rule = chosen.theory_start
     if rule == "auto":
         rule = "random" if b0 is None else "b0"
-    start = _theory_start(problem, chosen, rule)
-    model = dynamics_of(
-        problem,
-        route=chosen.route,
-        lump=chosen.lump,
-        b0=start,
-        weight_decay=chosen.weight_decay,
-    )
     # One set of steps for all four runs, so that every gap compares equal times.
     record = _recorded_steps(steps, chosen.points)
-    times = record * lr
-    ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
-    gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")
-    sim_settings = replace(base, record_steps=tuple(int(k) for k in record))
-    whole = _bases_of(model)
-    decoupled, random = _simulations(problem, whole, chosen, steps=steps, settings=sim_settings)
+    # resolved here (the file's simulate: section), as the runs get the graph and examples
+    sim_settings = replace(base, record_steps=tuple(int(k) for k in record)).resolved(
+        problem.settings
+    )
+    common = dict(
+        source=problem.graph,
+        examples=problem.examples(),
+        steps=steps,
+        lr=lr,
+        weight_decay=chosen.weight_decay,
+    )
+    random_run = dict(
+        common,
+        init_scheme=chosen.init_scheme,
+        init_scale=chosen.init_scale,
+        seeds=seeds,
+        seed=seed,
+        settings=sim_settings,
+    )
+    with _Simulations() as runs_of:
+        runs_of.submit(random_run)  # started first: it does not need the theory
+        from ..solution import dynamics_of, solve  # scipy, while the worker imports torch
+        from ..solution._dynamics import route_of
+
+        start = _theory_start(problem, chosen, rule)
+        model = dynamics_of(
+            problem,
+            route=chosen.route,
+            lump=chosen.lump,
+            b0=start,
+            weight_decay=chosen.weight_decay,
+        )
+        whole = _bases_of(model)
+        runs_of.submit(_decoupled_run(common, whole, seed=seed, settings=sim_settings))
+        times = record * lr
+        ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
+        gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")
+        random, decoupled = runs_of.results(before=_load_figure_library)
     runs = Runs(ode, gd_map, decoupled, random)
     metrics: dict[str, Any] = {
         **_description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start),
@@ -292,14 +316,19 @@ def compare(
         "device": decoupled.meta["device"],
         **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),
         "stages": predicted_stages(
-            problem, b0=start, route=chosen.route, lump=chosen.lump, t_max=steps * lr
+            problem,
+            b0=start,
+            route=chosen.route,
+            lump=chosen.lump,
+            t_max=steps * lr,
+            reduction=model if isinstance(model, Reduction) else None,
         ),
         "definitions": dict(DEFINITIONS),
     }
     if out is None:
         return CompareResult(metrics, ode, gd_map, decoupled, random, ())
     with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
-        written = _write(temporary, metrics, whole, runs)
+        written = _write(temporary, metrics, model, runs)
     files = [out / f.name for f in written]
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
 
@@ -416,36 +445,79 @@ def _bases_of(model: Any) -> Reduction:
     return whole
 
 
-def _simulations(
-    problem: Problem,
-    reduction: Reduction,
-    chosen: Settings,
-    *,
-    steps: int,
-    settings: SimulationSettings,
-) -> tuple[Trajectory, Trajectory]:
-    """The full network from the decoupled weights of Eq. (9), and from random weights."""
-    decoupled = simulate(
-        problem,
-        steps=steps,
-        lr=chosen.lr,
-        weight_decay=chosen.weight_decay,
-        weights=reduction.decoupled_weights(seed=chosen.seed),
-        bases=reduction.decoupled_bases(seed=chosen.seed),
+def _decoupled_run(
+    common: dict[str, Any], reduction: Reduction, *, seed: int, settings: SimulationSettings
+) -> dict[str, Any]:
+    """The arguments of the simulation from the decoupled weights of Eq. (9)."""
+    weights = reduction.decoupled_weights(seed=seed)
+    return dict(
+        common,
+        weights={(str(u), str(v)): w for (u, v), w in weights.items()},
+        bases=reduction.decoupled_bases(seed=seed),
         settings=settings,
     )
-    random = simulate(
-        problem,
-        steps=steps,
-        lr=chosen.lr,
-        weight_decay=chosen.weight_decay,
-        init_scheme=chosen.init_scheme,
-        init_scale=chosen.init_scale,
-        seeds=chosen.seeds,
-        seed=chosen.seed,
-        settings=settings,
-    )
-    return decoupled, random
+
+
+class _Simulations:
+    """The runs of :func:`compare`, in a second process when that can overlap the theory.
+
+    The worker (:class:`gdln.simulation._worker.SimulationWorker`) imports torch and
+    simulates while this process reduces, solves and loads matplotlib: only when torch
+    is not imported here yet (its import is most of what overlaps), on POSIX, with at
+    least two cores. Otherwise the runs are made here, when their results are asked for.
+    """
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+        self.worker: Any = None
+        if _use_worker():
+            from ..simulation._worker import SimulationWorker
+
+            try:
+                self.worker = SimulationWorker()
+            except OSError:  # no process to be had: simulate here
+                self.worker = None
+
+    def __enter__(self) -> _Simulations:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+    def submit(self, job: dict[str, Any]) -> None:
+        """Start (or queue) one run of :func:`gdln.simulate`."""
+        if self.worker is not None:
+            self.worker.submit(**job)
+        else:
+            self.jobs.append(job)
+
+    def results(self, *, before: Any = None) -> list[Trajectory]:
+        """The trajectories in the order submitted; ``before()`` runs first (while the
+        worker simulates)."""
+        if before is not None:
+            before()
+        if self.worker is not None:
+            return [self.worker.result() for _ in range(2)]
+        from ..simulation import simulate
+
+        return [simulate(**job) for job in self.jobs]
+
+
+def _use_worker() -> bool:
+    """Whether to simulate in a second process (see :class:`_Simulations`)."""
+    if "torch" in sys.modules or os.name != "posix":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) >= 2
+
+
+def _load_figure_library() -> None:
+    """Import matplotlib (with the Agg backend) now, while the simulations run."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot
 
 
 def _description(
@@ -468,7 +540,7 @@ def _description(
     }
 
 
-def _write(out: Path, metrics: dict[str, Any], reduction: Reduction, runs: Runs) -> list[Path]:
+def _write(out: Path, metrics: dict[str, Any], reduction: Any, runs: Runs) -> list[Path]:
     """Write the trajectories, the figures and ``metrics.json`` (listing them all) into
     the new folder ``out`` (the temporary one of :func:`atomic_folder`)."""
     files = [

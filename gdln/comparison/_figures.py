@@ -68,6 +68,7 @@ def save_figure(
     paths = [Path(out) / f"{stem}.{ext}" for ext in formats]
     for path in paths:
         fig.savefig(path, dpi=dpi)
+        fig.set_layout_engine("none")  # laid out once: the other formats keep its positions
     plt.close(fig)
     return paths
 

@@ -13,13 +13,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import GdlnError
+from ..reduction import Reduction
 from ..task import Problem
 
 __all__ = ["predicted_stages"]
 
 
 def predicted_stages(
-    problem: Problem, *, b0: Any, route: str, lump: str, t_max: float
+    problem: Problem,
+    *,
+    b0: Any,
+    route: str,
+    lump: str,
+    t_max: float,
+    reduction: Reduction | None = None,
 ) -> dict[str, Any]:
     r"""The stages of learning that :func:`gdln.timescales` predicts for a comparison.
 
@@ -35,6 +42,11 @@ def predicted_stages(
         read as ``symmetry``: the lumpings are exact, the stage times do not depend on it).
     t_max
         The comparison's horizon: stages after it are listed and flagged, not drawn.
+    reduction
+        The reduction the comparison solved, if any: its stages are read off it (they
+        depend on its structure and on $u_0$, not on its $b(0)$) instead of reducing again,
+        where it is one :func:`gdln.timescales` takes (lumping none, symmetry or balanced,
+        no weight decay).
 
     Returns
     -------
@@ -49,6 +61,7 @@ def predicted_stages(
     :func:`gdln.timescales`.
     """
     from ..stages import timescales
+    from ..stages._timescales import aligned_timescales
 
     values = list(b0.values()) if isinstance(b0, Mapping) else [b0]
     try:
@@ -63,8 +76,17 @@ def predicted_stages(
         note = "the moment route lists no pathways, so it has no stages"
         return {"u0": u0, "route": None, "stages": [], "note": note}
     lump = "symmetry" if lump == "full" else lump
+    reusable = (
+        reduction is not None
+        and reduction.lump in ("none", "symmetry", "balanced")
+        and not reduction.weight_decay
+    )
     try:
-        result = timescales(problem, b0=u0, route=route, lump=lump, ode=False)
+        if reusable:
+            assert reduction is not None
+            result = aligned_timescales(reduction, u0, ode=False)
+        else:
+            result = timescales(problem, b0=u0, route=route, lump=lump, ode=False)
     except GdlnError as err:
         return {"u0": u0, "route": None, "stages": [], "note": str(err)}
     stages = [

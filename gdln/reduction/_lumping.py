@@ -26,7 +26,7 @@ from ..graphfile._expressions import as_sympy
 from ._bases import generic_values
 from ._closed_form import closed_form
 from ._conserved import conserved_quadratics, eliminate, tidy
-from ._internal import replace, set_internal
+from ._internal import set_internal
 from ._loss import ModeLoss
 from ._poly import Polynomial
 from ._system import ReducedSystem
@@ -273,31 +273,4 @@ def lumped_system(
         _generators=generators,
         _context_losses=tuple(p.rename(mapping) for p in mode_loss.per_context),
         _loss_poly=tied_loss,
-    )
-
-
-def before_elimination(system: ReducedSystem) -> ReducedSystem:
-    r"""``system`` with nothing eliminated: $\tau\dot B_k=-\frac1{|O_k|}\partial\mathcal L/\partial B_k$.
-
-    The same tied variables, blocks, loss and initial values; every variable that Eq. (15)
-    of Saxe et al. 2022 eliminated is dynamical again (the gradient-descent map iterates
-    this system, since a discrete step does not conserve $Q$). A system with nothing
-    eliminated is returned as it is.
-    """
-    if not system.eliminated:
-        return system
-    generators = system._generators
-    rhs = {
-        v: sp.expand(
-            system._loss_poly.diff(k).to_sympy(generators) * sp.Rational(-1, system.orbit(v))
-        )
-        for k, v in enumerate(system._lumped)
-    }
-    return replace(
-        system,
-        variables=tuple(system._lumped),
-        rhs=rhs,
-        eliminated={},
-        constants={},
-        closed_form={},
     )

@@ -42,7 +42,8 @@ from ._internal import replace, set_internal
 from ._loss import context_constants, edge_symbols, floor_at_zero
 from ._modes import Space, mode_values, tidy_number
 from ._narrow import check_narrow_nodes
-from ._path_free import edge_components, path_free_modes, sources
+from ._numeric import NumericFlow, moment_flow
+from ._path_free import EdgeTable, edge_components, edge_table, path_free_modes, sources
 from ._poly import Polynomial, coefficient
 from ._reduce import initial_values
 from ._system import Reduction
@@ -269,6 +270,28 @@ class ExpectedDynamics(DecoupledBases):
         decay = self.weight_decay * np.where(self.alive, np.asarray(b, float), 0.0)  # gamma b
         return loss, grad_table[self._trained_row] * self.alive + decay
 
+    def numeric_flow(self, *, gd_map: bool = False) -> NumericFlow:
+        r"""These dynamics as :func:`gdln.solve` integrates them (the protocol of
+        :meth:`gdln.Reduction.numeric_flow`).
+
+        The state is the live entries of ``b`` (:attr:`alive`), edge by edge; the
+        right-hand side is :meth:`flow` (Eq. 10 in expectation), exact for the flow and the
+        gradient-descent map alike (nothing is eliminated), so ``gd_map`` changes nothing.
+        Its Jacobian couples only entries of one mode.
+
+        Parameters
+        ----------
+        gd_map
+            Whether the flow is for the gradient-descent map (the same flow here).
+
+        Returns
+        -------
+        NumericFlow
+            What :func:`gdln.solve` steps: the state, the right-hand side, what to record.
+        """
+        del gd_map  # nothing eliminated: the same dynamics for the flow and the map
+        return moment_flow(self)
+
     # -- the symbolic evaluation of the same tape ------------------------------------------
     def loss_polynomial(self, mode: int) -> sp.Expr:
         r"""$\mathcal L_\alpha$ of one mode, expanded: the tape evaluated with exact polynomials.
@@ -467,65 +490,6 @@ def expected_dynamics(
     return replace(dynamics, weight_decay=float(gamma)) if gamma else dynamics
 
 
-@dataclass(frozen=True)
-class _EdgeTable:
-    """The rows of the edge-value table: every edge of a component, fixed ones included.
-
-    Attributes
-    ----------
-    edges
-        One row per edge, ordered by target then source in topological order.
-    alive
-        ``(rows, modes)``: whether both ends of the edge carry the mode.
-    fixed
-        ``(rows, modes)``: $c_e$ of fixed edges where alive, 0 elsewhere.
-    trained
-        The trained edges, and ``trained_row`` their rows.
-    """
-
-    edges: tuple[Edge, ...]
-    alive: np.ndarray
-    fixed: np.ndarray
-    trained: tuple[Edge, ...]
-    trained_row: np.ndarray
-
-
-def _edge_table(
-    graph: nx.DiGraph,
-    component: Mapping[Edge, int],
-    space: Mapping[tuple[int, Hashable], Hashable],
-    modes: Sequence[Modes],
-    n_modes: int,
-) -> _EdgeTable:
-    """Which edge carries which mode, and the values of the fixed ones."""
-    data_nodes = {v for v in graph.nodes if graph.in_degree(v) == 0 or graph.out_degree(v) == 0}
-
-    def node_alive(k: int, v: Hashable) -> np.ndarray:
-        if v not in data_nodes:
-            return np.arange(n_modes) < graph.nodes[v]["size"]
-        if (k, v) not in space:
-            return np.zeros(n_modes, dtype=bool)
-        label = space[(k, v)]
-        return np.array(
-            [a < len(modes[k]) and label in modes[k].vectors[a] for a in range(n_modes)]
-        )
-
-    order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
-    edges = tuple(sorted(component, key=lambda e: (order[e[1]], order[e[0]])))
-    alive = np.array(
-        [node_alive(component[e], e[0]) & node_alive(component[e], e[1]) for e in edges]
-    ).reshape(len(edges), n_modes)
-    fixed = np.zeros((len(edges), n_modes))
-    for i, e in enumerate(edges):
-        c = fixed_value(graph, e)
-        if c is not None:
-            fixed[i] = float(c) * alive[i]
-    trained = tuple(e for e in edges if fixed_value(graph, e) is None)
-    row = {e: i for i, e in enumerate(edges)}
-    trained_row = np.array([row[e] for e in trained], dtype=np.int64)
-    return _EdgeTable(edges, alive, fixed, trained, trained_row)
-
-
 class _ModeValues:
     """Values per mode (padded to ``n_modes``) of dataset moments, computed once each."""
 
@@ -579,7 +543,7 @@ def _record_tape(
     problem: Problem,
     activity: Sequence[ContextActivity],
     component: Mapping[Edge, int],
-    table: _EdgeTable,
+    table: EdgeTable,
     values: _ModeValues,
 ) -> Tape:
     """Record every context's loss terms, component by component."""
@@ -610,7 +574,7 @@ def _assemble(
     """The tape and edge table of a problem whose components and bases are known."""
     task = problem.require_task()
     n_modes = max((len(m) for m in modes), default=0)
-    table = _edge_table(problem.graph, component, space, modes, n_modes)
+    table = edge_table(problem.graph, component, space, modes, n_modes)
     tape = _record_tape(
         problem, activity, component, table, _ModeValues(problem, space, modes, n_modes)
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -24,7 +25,7 @@ from ..paths._statistics import ContextActivity
 from ..task._problem import Problem
 from ..task._task import Context, Task, as_float
 from ._bases import Modes
-from ._fixed import joint_modes_fixed, with_fixed_blocks
+from ._fixed import fixed_value, joint_modes_fixed, with_fixed_blocks
 from ._modes import MAX_EXACT_DIMS, FieldBindings, Space, blocks_key, dataset_level_blocks
 
 __all__: list[str] = []  # package-internal: components and bases of the moment route
@@ -162,3 +163,62 @@ def _edge_bindings(
             for i, j in itertools.product(found, repeat=2):
                 bindings.xx[k].add((c.dataset, c.inputs[i], c.inputs[j]))
     return bindings, nodes
+
+
+@dataclass(frozen=True)
+class EdgeTable:
+    """The rows of the edge-value table: every edge of a component, fixed ones included.
+
+    Attributes
+    ----------
+    edges
+        One row per edge, ordered by target then source in topological order.
+    alive
+        ``(rows, modes)``: whether both ends of the edge carry the mode.
+    fixed
+        ``(rows, modes)``: $c_e$ of fixed edges where alive, 0 elsewhere.
+    trained
+        The trained edges, and ``trained_row`` their rows.
+    """
+
+    edges: tuple[Edge, ...]
+    alive: np.ndarray
+    fixed: np.ndarray
+    trained: tuple[Edge, ...]
+    trained_row: np.ndarray
+
+
+def edge_table(
+    graph: nx.DiGraph,
+    component: Mapping[Edge, int],
+    space: Mapping[tuple[int, Hashable], Hashable],
+    modes: Sequence[Modes],
+    n_modes: int,
+) -> EdgeTable:
+    """Which edge carries which mode, and the values of the fixed ones."""
+    data_nodes = {v for v in graph.nodes if graph.in_degree(v) == 0 or graph.out_degree(v) == 0}
+
+    def node_alive(k: int, v: Hashable) -> np.ndarray:
+        if v not in data_nodes:
+            return np.arange(n_modes) < graph.nodes[v]["size"]
+        if (k, v) not in space:
+            return np.zeros(n_modes, dtype=bool)
+        label = space[(k, v)]
+        return np.array(
+            [a < len(modes[k]) and label in modes[k].vectors[a] for a in range(n_modes)]
+        )
+
+    order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
+    edges = tuple(sorted(component, key=lambda e: (order[e[1]], order[e[0]])))
+    alive = np.array(
+        [node_alive(component[e], e[0]) & node_alive(component[e], e[1]) for e in edges]
+    ).reshape(len(edges), n_modes)
+    fixed = np.zeros((len(edges), n_modes))
+    for i, e in enumerate(edges):
+        c = fixed_value(graph, e)
+        if c is not None:
+            fixed[i] = float(c) * alive[i]
+    trained = tuple(e for e in edges if fixed_value(graph, e) is None)
+    row = {e: i for i, e in enumerate(edges)}
+    trained_row = np.array([row[e] for e in trained], dtype=np.int64)
+    return EdgeTable(edges, alive, fixed, trained, trained_row)

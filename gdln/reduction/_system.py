@@ -6,6 +6,7 @@ See :mod:`gdln.reduction._reduce` for how they are built (Sec. 3.1 of Saxe et al
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,9 @@ from ..task._problem import Problem
 from ._bases import Modes
 from ._closed_form import ClosedForm
 from ._decoupled import DecoupledBases
+from ._internal import replace
 from ._modes import mode_values
+from ._numeric import NumericFlow, reduction_flow
 from ._poly import Polynomial
 
 __all__ = ["ReducedSystem", "Reduction"]
@@ -148,6 +151,48 @@ class ReducedSystem:
             for v in self.variables
         ]
 
+    def tied(self) -> ReducedSystem:
+        r"""This system with nothing eliminated: $\tau\dot B_k=-\frac1{|O_k|}\,\partial\mathcal L/\partial B_k$.
+
+        Tying edge variables by symmetry or by equal initial values is exact for gradient
+        descent as for gradient flow (every member of a block takes the same step), but
+        eliminating a variable through a conserved quadratic quantity $Q$ (Eq. 15 of Saxe
+        et al. 2022, ``lump="full"``) is exact for the flow only: a step
+        $B \leftarrow B+\mathrm{lr}\,f(B)$ changes $Q$ by $O(\mathrm{lr}^2)$. The tied
+        system keeps the same variables (the eliminated ones dynamical again), blocks,
+        loss and initial values (the gradient-descent map iterates it, since a discrete
+        step does not conserve $Q$). A system with nothing eliminated is returned as it
+        is; the tied system is built once.
+
+        Returns
+        -------
+        ReducedSystem
+            The tied system: :attr:`variables` are the lumped variables before Eq. (15),
+            nothing is eliminated and there are no constants.
+        """
+        if not self.eliminated:
+            return self
+        if self not in _TIED:
+            rhs = {
+                v: sp.expand(
+                    self._loss_poly.diff(k).to_sympy(self._generators)
+                    * sp.Rational(-1, self.orbit(v))
+                )
+                for k, v in enumerate(self._lumped)
+            }
+            _TIED[self] = replace(
+                self,
+                variables=tuple(self._lumped),
+                rhs=rhs,
+                eliminated={},
+                constants={},
+                closed_form={},
+            )
+        return _TIED[self]
+
+
+_TIED: weakref.WeakKeyDictionary[ReducedSystem, ReducedSystem] = weakref.WeakKeyDictionary()
+
 
 @dataclass(frozen=True, eq=False)
 class Reduction(DecoupledBases):
@@ -229,6 +274,34 @@ class Reduction(DecoupledBases):
     def n_modes(self) -> int:
         """The number of modes that have a reduced system."""
         return sum(len(s.modes) for s in self.systems)
+
+    def numeric_flow(self, *, gd_map: bool = False) -> NumericFlow:
+        r"""The reduced dynamics in numbers, as :func:`gdln.solve` integrates them.
+
+        Every system stacked into one flat state, the equations compiled once (see
+        :class:`~gdln.reduction.NumericFlow`); :class:`~gdln.ExpectedDynamics` gives the
+        same protocol for the moment route.
+
+        Parameters
+        ----------
+        gd_map
+            For the gradient-descent map: the systems of ``lump="full"`` before the
+            elimination of Eq. (15), which only gradient flow respects
+            (:meth:`ReducedSystem.tied`; ``meta["system"]`` is then ``"tied"``, else
+            ``"reduced"``).
+
+        Returns
+        -------
+        NumericFlow
+            What :func:`gdln.solve` steps: the state, the right-hand side, what to record.
+
+        Raises
+        ------
+        GdlnError
+            The data, initial values or equations still hold symbols (e.g. a reduction
+            kept symbolic with ``reduce(symbolic=...)``).
+        """
+        return reduction_flow(self, gd_map=gd_map)
 
     def context_labels(self) -> tuple[str, ...]:
         """The labels of the task's contexts, in order.

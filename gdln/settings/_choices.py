@@ -66,7 +66,8 @@ DYNAMICS: Mapping[str, str] = MappingProxyType(
 
 METHODS: Mapping[str, str] = MappingProxyType(
     {
-        "auto": "dop853, and lsoda where the dynamics are stiff",
+        "auto": "lsoda for one system; for a batch of initial scales dop853, and lsoda where "
+        "dop853 stops (a stiff system)",
         "dop853": "the explicit Runge-Kutta pair of order 8(5,3) of Dormand and Prince",
         "lsoda": "LSODA, switching between Adams and BDF steps as the dynamics turn stiff",
     }

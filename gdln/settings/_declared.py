@@ -357,7 +357,8 @@ class Settings:
     )
     threads: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
         "auto",
-        "CPU threads for torch: auto chooses from the work per step (1 for small networks).",
+        "CPU threads for torch: auto chooses from the work per step and the free cores (1 for "
+        "small networks or a busy machine); the run's meta['threads'] says how many ran.",
         _auto_or(_count(1)),
         "'auto' or an integer >= 1",
     )

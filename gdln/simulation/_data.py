@@ -19,6 +19,7 @@ from .._errors import TaskSpecError
 from ..task._examples import ExampleSet
 from ._errors import SimulationSpecError
 from ._plan import SPARSE_FRACTION, Plan, SparseGroup, compile_plan, sparse_groups
+from ._states import StatePlan, state_plan
 
 __all__ = ["Data", "GroupRows", "tensorise"]
 
@@ -52,7 +53,9 @@ class Data:
     node_gates: Mapping[Hashable, torch.Tensor]
     edge_gates: Mapping[int, torch.Tensor]
     w: torch.Tensor
-    context_avg: torch.Tensor  # (n, C): column c averages over context c
+    context: torch.Tensor  # (n,) int64: the context of each example
+    context_weight: torch.Tensor  # (n,): its weight within its context (summing to 1)
+    context_empty: torch.Tensor  # (C,): nan for a context without weight, else 0
     labels: tuple[str, ...]
     n: int
     group_gates: Mapping[tuple[int, ...], torch.Tensor | None]  # fan-out group -> (n, sum |t|)
@@ -63,10 +66,20 @@ class Data:
     sparse_const: torch.Tensor  # (n,): 1/2 sum over sparse outputs of |y_v|^2
     y_dense: torch.Tensor  # (n, sum |v| over the other outputs)
     groups: tuple[GroupRows, ...] = ()  # the sparse edges, in batched groups
+    states: StatePlan | None = None  # the examples' states, for full-batch steps by hand
 
     def __post_init__(self) -> None:
         if self.w.ndim != 1 or len(self.w) != self.n:
             raise ValueError("weights must be (n,)")
+
+    def per_context(self, per_example: torch.Tensor) -> torch.Tensor:
+        """The weighted average of ``per_example`` ``(S, n)`` within each context ``(S, C)``.
+
+        ``nan`` for a context without weight.
+        """
+        weighted = per_example * self.context_weight
+        zeros = self.context_empty.expand(per_example.shape[0], -1)
+        return zeros.index_add(1, self.context, weighted)
 
 
 @dataclass(frozen=True)
@@ -89,9 +102,18 @@ class _Tensors:
 
 
 def tensorise(
-    net: Plan, ex: ExampleSet, name: str, dtype: torch.dtype, device: torch.device
+    net: Plan,
+    ex: ExampleSet,
+    name: str,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    states: bool = False,
 ) -> Data:
-    """Check ``ex`` (called ``name`` in messages) against the graph and make its tensors."""
+    """Check ``ex`` (called ``name`` in messages) against the graph and make its tensors.
+
+    ``states``: also find the examples' states (:func:`~gdln.simulation._states.state_plan`).
+    """
     _check_examples(net, ex, name)
     n = len(ex)
     tensor = _Tensors(dtype, device)
@@ -101,7 +123,7 @@ def tensorise(
     }
     node_gates, edge_gates = _gates(net, ex, name, tensor)
     w = _example_weights(ex, name)
-    labels, avg = _context_average(ex, w)
+    labels, context, within, empty = _context_average(ex, w)
     rows = _sparse_rows(n, edge_gates)
     plan = compile_plan(net.graph, frozenset(rows)) if rows else net
     sparse_outputs = tuple(
@@ -126,7 +148,9 @@ def tensorise(
         node_gates=node_gates,
         edge_gates=edge_gates,
         w=tensor(w),
-        context_avg=tensor(avg),
+        context=torch.as_tensor(context, dtype=torch.int64, device=device),
+        context_weight=tensor(within),
+        context_empty=tensor(empty),
         labels=labels,
         n=n,
         group_gates=_group_gates(net, plan, edge_gates, n, tensor),
@@ -137,6 +161,7 @@ def tensorise(
         sparse_const=sparse_const,
         y_dense=torch.cat(dense, dim=-1) if dense else tensor.zeros(n, 0),
         groups=groups,
+        states=state_plan(net, ex, w, dtype, device) if states else None,
     )
 
 
@@ -266,8 +291,11 @@ def _example_weights(ex: ExampleSet, name: str) -> np.ndarray:
     return w
 
 
-def _context_average(ex: ExampleSet, w: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
-    """Context labels, and ``(n, C)`` whose column ``c`` averages over context ``c``.
+def _context_average(
+    ex: ExampleSet, w: np.ndarray
+) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """Context labels, each example's context and weight within it, and ``nan`` (else 0)
+    for each context without weight.
 
     Within a context the examples count by their weights; a context without weight
     averages to ``nan``.
@@ -275,14 +303,9 @@ def _context_average(ex: ExampleSet, w: np.ndarray) -> tuple[tuple[str, ...], np
     ctx = np.asarray(ex.context, dtype=np.int64)
     n_ctx = max(int(ctx.max()) + 1, len(ex.context_labels))
     labels = tuple(ex.context_labels) + tuple(str(c) for c in range(len(ex.context_labels), n_ctx))
-    avg = np.zeros((len(w), n_ctx))
-    for c in range(n_ctx):
-        mass = w[ctx == c].sum()
-        if mass > 0:
-            avg[ctx == c, c] = w[ctx == c] / mass
-        else:
-            avg[:, c] = np.nan
-    return labels, avg
+    mass = np.bincount(ctx, weights=w, minlength=n_ctx)
+    within = np.divide(w, mass[ctx], out=np.zeros_like(w), where=mass[ctx] > 0)
+    return labels, ctx, within, np.where(mass > 0, 0.0, np.nan)
 
 
 def _sparse_rows(n: int, edge_gates: Mapping[int, torch.Tensor]) -> dict[int, torch.Tensor]:

@@ -40,3 +40,11 @@ class SimulationDivergedError(GdlnError, FloatingPointError):
         self.value = value
         self.seed = seed
         super().__init__(message)
+
+    def __reduce__(self) -> tuple:
+        """Rebuilt with its step, value and seed (sent back by a simulation worker)."""
+        return (_diverged, (str(self), self.step, self.value, self.seed))
+
+
+def _diverged(message: str, step: int, value: float, seed: int) -> SimulationDivergedError:
+    return SimulationDivergedError(message, step=step, value=value, seed=seed)

@@ -132,7 +132,9 @@ def compile_plan(graph: nx.DiGraph, sparse: frozenset[int] = frozenset()) -> Pla
 
 SPARSE_FRACTION = 1 / 4
 """A gated edge on for at most this fraction of (at least 16) examples is computed on
-those rows only (full-batch passes): the routing network of Fig. 4 with M domains then
+those rows only, in the full-batch passes of :func:`~gdln.simulation._forward.forward`
+(minibatch SGD's recorded passes, evaluation examples; full-batch GD runs on the
+examples' states instead, ``_states.py``): the routing network of Fig. 4 with M domains then
 costs O(n) instead of O(M n) per gated layer. The sum computed is the same. Since the
 gated edges of one shape became one batched product, this is faster than the grouped
 dense products from M = 4 on (routing, 1 thread, float64: M=7 hidden 64, 1.14 -> 0.89 ms

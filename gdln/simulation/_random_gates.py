@@ -68,22 +68,23 @@ class RandomGates:
         self.p = np.array(probabilities)
         self.rngs = [np.random.default_rng((s, GATE_STREAM)) for s in seeds]
         self.dtype, self.device, self.chunk = dtype, device, chunk
-        self.factors: dict[int, torch.Tensor] = {}  # block -> this chunk's factors, by step
+        self.chunk_factors: dict[int, torch.Tensor] = {}  # block -> this chunk's, by step
         self.left = 0  # steps of the chunk not yet used
 
     def apply(self, weights: Weights) -> Weights:
         """This step's weights: each multiplied by the gates of the items acting on it."""
+        return weights.gated(self.factors(weights))
+
+    def factors(self, weights: Weights) -> dict[int, torch.Tensor]:
+        """This step's factor of every gated block of ``weights`` (block -> tensor)."""
         if not self.targets:
-            return weights
+            return {}
         if self.left == 0:
-            self.factors = self._draw(weights)
+            self.chunk_factors = self._draw(weights)
             self.left = self.chunk
         at = self.chunk - self.left
         self.left -= 1
-        blocks = list(weights.blocks)
-        for b, factor in self.factors.items():
-            blocks[b] = blocks[b] * factor[at]
-        return weights.with_blocks(blocks)
+        return {b: factor[at] for b, factor in self.chunk_factors.items()}
 
     def _draw(self, weights: Weights) -> dict[int, torch.Tensor]:
         r"""The next :attr:`chunk` steps' draws, as one factor tensor per gated block.

@@ -9,7 +9,7 @@ losses and outputs on a second set of examples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -25,11 +25,18 @@ from ..solution._trajectory import (
 )
 from ._data import Data
 from ._errors import SimulationSpecError
-from ._forward import Activations, forward
+from ._forward import forward
 from ._plan import Plan
 from ._weights import Weights
 
 __all__ = ["Recorder", "projection_bases", "record_at"]
+
+Names = str | tuple[str, ...]
+"""A series' name, or the names of the slices of a tensor along axis 1."""
+
+_Bases = tuple[Names, int | None, torch.Tensor, torch.Tensor]
+"""Projection names, the slot of the edge in its block (``None``: the block, or all its
+slots stacked), and the left and right bases."""
 
 
 def record_at(steps: int, record_every: int, record_steps: Sequence[int] | None) -> set[int]:
@@ -87,7 +94,7 @@ class Divergence(Protocol):
     """What :meth:`Recorder.record` checks: a :class:`~gdln.simulation._training.Divergence`."""
 
     def state(self) -> list[torch.Tensor]: ...
-    def raise_if_bad(self, steps: np.ndarray, values: np.ndarray) -> None: ...
+    def raise_if_bad(self, ring: np.ndarray) -> None: ...
 
 
 class Recorder:
@@ -109,13 +116,14 @@ class Recorder:
         self.net, self.train, self.eval, self.bases, self.rsm = net, train, evaluation, bases, rsm
         self.weights = weights
         self.steps: list[int] = []
-        self.rows: dict[str, list[np.ndarray]] = {}
+        self.rows: dict[Names, list[np.ndarray]] = {}
+        self.block_bases: dict[int, list[_Bases]] | None = None
 
     def record(
         self,
         step: int,
         weights: Weights,
-        acts: Activations,
+        acts: Mapping[Hashable, torch.Tensor],
         per_example: torch.Tensor,
         *,
         divergence: Divergence | None = None,
@@ -135,19 +143,22 @@ class Recorder:
             a.reshape(t.shape) for a, (_, t) in zip(np.split(host, sizes), series, strict=True)
         ]
         if divergence is not None:
-            divergence.raise_if_bad(arrays[-2], arrays[-1])
+            divergence.raise_if_bad(arrays[-1])
         self.steps.append(step)
-        for (name, _), array in zip(series, arrays, strict=True):
-            if name:
-                self.rows.setdefault(name, []).append(array)
+        for (names, _), array in zip(series, arrays, strict=True):
+            if names:
+                self.rows.setdefault(names, []).append(array)
 
     def _series(
-        self, weights: Weights, acts: Activations, per_example: torch.Tensor
-    ) -> list[tuple[str, torch.Tensor]]:
-        """The recorded series of one step, as tensors on the device."""
-        out = [("loss", per_example @ self.train.w)]
-        ctx = per_example @ self.train.context_avg
-        out += [(context_key(label), ctx[:, c]) for c, label in enumerate(self.train.labels)]
+        self, weights: Weights, acts: Mapping[Hashable, torch.Tensor], per_example: torch.Tensor
+    ) -> list[tuple[Names, torch.Tensor]]:
+        """The recorded series of one step, as tensors on the device.
+
+        A tuple of names stands for the slices of its tensor along axis 1, one series each.
+        """
+        out: list[tuple[Names, torch.Tensor]] = [("loss", per_example @ self.train.w)]
+        labels = tuple(context_key(label) for label in self.train.labels)
+        out.append((labels, self.train.per_context(per_example)))
         with torch.no_grad():
             out += self._weight_series(weights)
             rsm_acts = acts
@@ -155,37 +166,82 @@ class Recorder:
                 eval_acts, eval_loss = forward(self.net, weights, self.eval, outputs=True)
                 rsm_acts = eval_acts
                 out.append((EVAL_LOSS, eval_loss @ self.eval.w))
-                ectx = eval_loss @ self.eval.context_avg
-                out += [
-                    (context_key(lab, evaluation=True), ectx[:, c])
-                    for c, lab in enumerate(self.eval.labels)
-                ]
+                labels = tuple(context_key(lab, evaluation=True) for lab in self.eval.labels)
+                out.append((labels, self.eval.per_context(eval_loss)))
                 out.append((EVAL_EXAMPLE_LOSS, eval_loss))
                 out += [(node_key("output", v), eval_acts[v]) for v in self.net.outputs]
             if self.rsm:
                 out += [(node_key("rsm", v), rsm_acts[v] @ rsm_acts[v].mT) for v in self.net.hidden]
         return out
 
-    def _weight_series(self, weights: Weights) -> list[tuple[str, torch.Tensor]]:
-        """Singular values (one batched SVD per block), weights and projections per edge.
+    def _weight_series(self, weights: Weights) -> list[tuple[Names, torch.Tensor]]:
+        """Singular values (one batched SVD per block), weights and projections.
 
+        A block of stacked edges gives one tensor of each, its slots along axis 1.
         Non-finite entries are zeroed for the SVD: a diverged step raises before storing.
         """
-        svs = [torch.linalg.svdvals(b.nan_to_num(0.0, 0.0, 0.0)) for b in weights.blocks]
-        out = []
-        for i, e in enumerate(self.net.edges):
-            b, slot = weights.where[i]
-            w = weights.edge(i)
-            out.append((edge_key("sv", e), svs[b] if slot is None else svs[b][:, slot]))
+        out: list[tuple[Names, torch.Tensor]] = []
+        for b, block in enumerate(weights.blocks):
+            svs = torch.linalg.svdvals(block.nan_to_num(0.0, 0.0, 0.0))
+            out.append((_block_keys("sv", weights, b, self.net.edges), svs))
             if self.weights:
-                out.append((edge_key("W", e), w))
-            if e in self.bases:
-                left, right = self.bases[e]
-                out.append((edge_key("proj", e), torch.einsum("ta,Sts,sa->Sa", left, w, right)))
+                out.append((_block_keys("W", weights, b, self.net.edges), block))
+        for b, groups in self._bases(weights).items():
+            block = weights.blocks[b]
+            for group, slot, left, right in groups:
+                if isinstance(group, tuple):  # slots of a stacked block, bases stacked
+                    value = torch.einsum("kta,Skts,ksa->Ska", left, block, right)
+                else:
+                    w = block if slot is None else block[:, slot]
+                    value = torch.einsum("ta,Sts,sa->Sa", left, w, right)
+                out.append((group, value))
         return out
+
+    def _bases(self, weights: Weights) -> dict[int, list[_Bases]]:
+        """The projection bases of each block: stacked when every slot has bases of one
+        shape, else one entry per edge (made at the first record)."""
+        if self.block_bases is not None:
+            return self.block_bases
+        found: dict[int, list[_Bases]] = {}
+        for b, block in enumerate(weights.blocks):
+            edges = [i for i, (bb, _) in enumerate(weights.where) if bb == b]
+            edges.sort(key=lambda i: weights.where[i][1] or 0)
+            pairs = [self.bases.get(self.net.edges[i]) for i in edges]
+            if not any(p is not None for p in pairs):
+                continue
+            stacked = block.ndim == 4
+            shapes = {None if p is None else (p[0].shape, p[1].shape) for p in pairs}
+            if stacked and len(shapes) == 1 and None not in shapes:
+                names = tuple(edge_key("proj", self.net.edges[i]) for i in edges)
+                left = torch.stack([p[0] for p in pairs if p is not None])
+                right = torch.stack([p[1] for p in pairs if p is not None])
+                found[b] = [(names, None, left, right)]
+                continue
+            found[b] = []
+            for i, pair in zip(edges, pairs, strict=True):
+                if pair is not None:
+                    name = edge_key("proj", self.net.edges[i])
+                    found[b].append((name, weights.where[i][1], *pair))
+        self.block_bases = found
+        return found
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """The recorded steps ``(T,)``, the loss ``(T, S)`` and every other series."""
-        series = {k: np.stack(v) for k, v in self.rows.items()}
+        series: dict[str, np.ndarray] = {}
+        for names, rows in self.rows.items():
+            stacked = np.stack(rows)
+            if isinstance(names, str):
+                series[names] = stacked
+            else:
+                series.update((name, stacked[:, :, j]) for j, name in enumerate(names))
         loss = series.pop("loss")
         return np.asarray(self.steps), loss, series
+
+
+def _block_keys(quantity: str, weights: Weights, b: int, edges: Sequence[Edge]) -> Names:
+    """The series name of ``quantity`` of block ``b``'s edge, or of each of its slots in
+    order (a stacked block)."""
+    slots = {slot: i for i, (bb, slot) in enumerate(weights.where) if bb == b}
+    if None in slots:
+        return edge_key(quantity, edges[slots[None]])
+    return tuple(edge_key(quantity, edges[slots[j]]) for j in range(len(slots)))

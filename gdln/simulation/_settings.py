@@ -113,9 +113,13 @@ class SimulationSettings:
     device
         ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
     threads
-        CPU threads for torch during the run (restored afterwards): ``"auto"`` chooses,
-        an int sets them. Small networks run fastest on one thread, and on a busy machine
-        several threads can be orders of magnitude slower.
+        CPU threads for torch during the run (restored afterwards). ``"auto"`` (the
+        default): chosen from the work of a training step, one thread unless its mean
+        operation is large, and never more than the cores free at the start
+        (:func:`auto_threads <gdln.simulation._threads.auto_threads>`); an int sets them.
+        The trajectory's ``meta["threads"]`` says how many ran. Small networks run fastest
+        on one thread, and on a busy machine several threads can be orders of magnitude
+        slower.
     progress
         Show a tqdm progress bar: ``"auto"`` when standard error is a terminal.
     record_every

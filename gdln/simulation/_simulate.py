@@ -11,8 +11,10 @@ random gates (``examples.random_gates``, stochastic depth) multiply their item's
 $\delta\sim\mathrm{Bernoulli}(p)$, one draw per step per repetition shared by all
 examples, from ``numpy.random.default_rng((seed, 2))``; the recorded loss is then that of
 the step's draw. The loss is Eq. (1): the weighted average over examples of
-$\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$. Gradients are torch autograd on
-this full network; nothing here uses the reduced equations.
+$\tfrac12\sum_{v\in\mathrm{Out}}\lVert y_v-h_v\rVert^2$. Gradients are the chain rule on
+this full network: for full-batch GD written out on the examples' distinct activations
+(``_states.py``, ``_backprop.py``), for minibatch SGD by torch autograd; nothing here uses
+the reduced equations.
 
 Time convention
 ---------------
@@ -60,6 +62,7 @@ from ._recording import Recorder, projection_bases, record_at
 from ._sampling import Sampler
 from ._settings import SimulationSettings, check_positive
 from ._start import start_of
+from ._threads import auto_threads
 from ._training import Divergence, train
 from ._workload import check_workload, warn_if_fixed_point
 
@@ -99,7 +102,8 @@ def simulate(
     Forward pass $h_v = g_v\sum_{q:t(q)=v} g_q W_q h_{s(q)}$ (Sec. 2), loss Eq. (1), and
     the Euler discretisation of the gradient flow Eq. (2) of Saxe et al. 2022,
     $W_e \leftarrow W_e - \mathrm{lr}\,\partial\mathcal L/\partial W_e$, with gradients
-    from torch autograd on the full network. Time is $t/\tau = \mathrm{lr}\cdot\mathrm{step}$,
+    of the full network (by hand on the examples' distinct activations for ``"gd"``, by
+    torch autograd for ``"sgd"``). Time is $t/\tau = \mathrm{lr}\cdot\mathrm{step}$,
     and $\mathrm{step}\cdot\mathrm{lr}/(1-\mu)$ with momentum $\mu$ (module docstring).
 
     Parameters
@@ -232,10 +236,7 @@ def simulate(
         points=points,
         settings=settings,
     )
-    threads = start.settings.threads
     before = torch.get_num_threads()
-    if threads != "auto":
-        torch.set_num_threads(threads)
     try:
         return _run(
             start.graph,
@@ -270,7 +271,7 @@ def _run(
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None,
     settings: SimulationSettings,
 ) -> Trajectory:
-    """The body of :func:`simulate`, with torch's thread count already set."""
+    """The body of :func:`simulate`; it sets torch's thread count (the caller restores it)."""
     dtype_name, optimizer_name, momentum = settings.dtype, settings.optimizer, settings.momentum
     assert dtype_name and optimizer_name and momentum is not None  # resolved by start_of
     check_positive("steps", steps, integer=True, allow_zero=True)
@@ -293,7 +294,8 @@ def _run(
             f"init_scheme: expected one of {sorted(INITS)}, got {init_scheme!r}"
         )
     dtype, device = TORCH_DTYPES[dtype_name], torch_device(settings.device)
-    data = tensorise(net, examples, "examples", dtype, device)
+    kind = OPTIMIZER_CLASSES[optimizer_name]
+    data = tensorise(net, examples, "examples", dtype, device, states=not kind.minibatch)
     evaluation = (
         None
         if eval_examples is None
@@ -316,7 +318,6 @@ def _run(
     warn_if_fixed_point(net.order, net.edges, trained, zero, net.outputs)
     W = [torch.tensor(np.array(a), dtype=dtype, device=device, requires_grad=True) for a in w0]
     gates = RandomGates(net, examples.random_gates, seeds, dtype, device)
-    kind = OPTIMIZER_CLASSES[optimizer_name]
     sampler = None
     if kind.minibatch:
         assert settings.batch_size is not None  # SimulationSettings checked it
@@ -331,6 +332,10 @@ def _run(
         sampler=sampler,
         weight_decay=weight_decay,
     )
+    threads = settings.threads
+    if threads == "auto":  # chosen from the work of a step (_threads.py)
+        threads = auto_threads(*optimizer.work()) if device.type == "cpu" else 1
+    torch.set_num_threads(threads)
     dt = lr / (1.0 - momentum)  # flow time per step (module docstring)
     divergence = Divergence(seeds, dtype, device, limit=settings.diverge_above, dt=dt, lr=lr)
     train(
@@ -356,6 +361,7 @@ def _run(
         "init": float(init) if DRAWS[init_scheme] is not None else None,
         "seeds": seeds,
         **_settings_meta(settings, device),
+        "threads": int(threads),
         **_network_meta(net, data, evaluation, examples, fixed),
     }
     return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)

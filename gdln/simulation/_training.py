@@ -8,7 +8,7 @@ $W^{(\mathrm{steps})}$ is evaluated (and recorded) too, so a run of ``steps`` st
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import numpy as np
 import torch
@@ -28,8 +28,11 @@ CHECK_EVERY = 256
 class Divergence:
     """Watches the loss of every repetition for the first step at which it went bad.
 
-    Bad means non-finite or above ``limit``. The first bad step is kept on the device,
-    so watching costs no synchronisation; :meth:`check` raises.
+    Bad means non-finite or above ``limit``. Each step's losses are kept on the device in a
+    ring of :data:`CHECK_EVERY` rows (one copy a step, no synchronisation); :meth:`check`
+    (or a record, which brings :meth:`state` to the host with its series) raises for the
+    first bad step since the last check. Checks come at least every :data:`CHECK_EVERY`
+    steps, so no step is overwritten before it is seen.
     """
 
     def __init__(
@@ -43,33 +46,36 @@ class Divergence:
         lr: float,
     ) -> None:
         self.seeds, self.limit, self.dt, self.lr = seeds, limit, dt, lr
-        self.bad_step = torch.full((len(seeds),), -1, dtype=torch.int64, device=device)
-        self.bad_value = torch.zeros(len(seeds), dtype=dtype, device=device)
+        self.ring = torch.zeros((CHECK_EVERY, len(seeds)), dtype=dtype, device=device)
+        self.pending: list[int] = []
 
     def watch(self, step: int, loss: torch.Tensor) -> None:
-        """Note ``step`` for each repetition whose ``loss`` is bad for the first time."""
-        # NaN fails every comparison; an infinite limit needs the explicit test for inf
-        good = loss <= self.limit if np.isfinite(self.limit) else torch.isfinite(loss)
-        new = (self.bad_step < 0).logical_and_(good.logical_not_())
-        self.bad_step = torch.where(new, step, self.bad_step)
-        self.bad_value = torch.where(new, loss, self.bad_value)
+        """Keep ``step``'s losses ``(S,)`` until the next check."""
+        self.ring[step % CHECK_EVERY].copy_(loss)
+        self.pending.append(step)
 
     def state(self) -> list[torch.Tensor]:
-        """The first bad step and its loss per repetition, for :meth:`raise_if_bad`."""
-        return [self.bad_step, self.bad_value]
+        """The losses since the last check, for :meth:`raise_if_bad`."""
+        return [self.ring]
 
     def check(self) -> None:
         """Raise :class:`SimulationDivergedError` for the earliest bad step seen, if any."""
-        if bool((self.bad_step >= 0).any()):
-            self.raise_if_bad(self.bad_step.cpu().numpy(), self.bad_value.cpu().numpy())
+        if self.pending:
+            self.raise_if_bad(self.ring.cpu().numpy())
 
-    def raise_if_bad(self, steps: np.ndarray, values: np.ndarray) -> None:
-        """Raise for the earliest bad step in ``steps`` (host copies of :meth:`state`)."""
-        steps = np.asarray(steps).astype(np.int64)
-        if not (steps >= 0).any():
+    def raise_if_bad(self, ring: np.ndarray) -> None:
+        """Raise for the earliest bad step since the last check (``ring``: a host copy of
+        :meth:`state`); the steps checked are then forgotten."""
+        steps, self.pending = self.pending, []
+        values = np.asarray(ring)[[s % CHECK_EVERY for s in steps]]
+        # NaN fails every comparison; an infinite limit needs the explicit test for inf
+        good = values <= self.limit if np.isfinite(self.limit) else np.isfinite(values)
+        bad = ~good
+        if not bad.any():
             return
-        r = int(np.argmin(np.where(steps >= 0, steps, np.iinfo(np.int64).max)))
-        first, value = int(steps[r]), float(values[r])
+        row = int(np.argmax(bad.any(axis=1)))
+        r = int(np.argmax(bad[row]))
+        first, value = steps[row], float(values[row, r])
         raise SimulationDivergedError(
             f"training diverged at step {first} (t = {first * self.dt:.6g} tau), seed "
             f"{self.seeds[r]}: loss = {value!r}, expected a finite loss <= diverge_above="
@@ -97,27 +103,24 @@ def train(
     :data:`CHECK_EVERY` steps.
     """
     weights = optimizer.weights
-    params = optimizer.params()
     bar = progress_bar(total=steps, disable=not progress, desc="simulate", unit="step")
     for step in range(steps + 1):
         last = step == steps
         record = step in record_at
-        with torch.set_grad_enabled(not last):
-            gated = gates.apply(weights)  # this step's random gates, folded into the weights
-            full: Pass | None
-            if last:
-                loss, full = optimizer.final_loss(gated)
-                watched = loss.detach()
-            else:
-                loss, watched, full = optimizer.loss(step, gated, record=record)
-            divergence.watch(step, watched)
-            if full is not None and record:
-                recorder.record(step, weights, *full, divergence=divergence)
-            elif last or step % CHECK_EVERY == 0:
-                divergence.check()
-            if last:
-                break
-            grads = torch.autograd.grad(loss.sum(), params)
+        factors = gates.factors(weights)  # this step's random gates, block -> factor
+        full: Callable[[], Pass] | None
+        if last:
+            watched, made = optimizer.final_loss(factors)
+            full = lambda made=made: made  # noqa: E731
+        else:
+            watched, full, grads = optimizer.step(step, factors, record=record)
+        divergence.watch(step, watched)
+        if full is not None and record:
+            recorder.record(step, weights, *full(), divergence=divergence)
+        elif last or step % CHECK_EVERY == 0:
+            divergence.check()
+        if last:
+            break
         optimizer.update(grads)
         if progress and (step % 100 == 99 or step == steps - 1):
             bar.update(step + 1 - bar.n)

@@ -9,7 +9,7 @@ block. The values are those of Sec. 2 of Saxe et al. 2022 whatever the storage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -37,8 +37,14 @@ class Weights:
         return cls(weights, [(i, None) for i in range(len(weights))], {})
 
     @classmethod
-    def stacked(cls, weights: Sequence[torch.Tensor], groups: Sequence[tuple[int, ...]]) -> Weights:
-        """New leaf blocks (requiring gradients) holding ``weights``, ``groups`` stacked."""
+    def stacked(
+        cls,
+        weights: Sequence[torch.Tensor],
+        groups: Sequence[tuple[int, ...]],
+        *,
+        grad: bool = True,
+    ) -> Weights:
+        """New leaf blocks holding ``weights``, ``groups`` stacked; requiring gradients if ``grad``."""
         grouped = {i for g in groups for i in g}
         blocks: list[torch.Tensor] = []
         where: list[tuple[int, int | None]] = [(-1, None)] * len(weights)
@@ -52,7 +58,15 @@ class Weights:
             for slot, i in enumerate(g):
                 where[i] = (len(blocks), slot)
             blocks.append(torch.stack([weights[i].detach() for i in g], dim=1))
-        return cls([b.requires_grad_(True) for b in blocks], where, table)
+        return cls([b.requires_grad_(grad) for b in blocks], where, table)
+
+    def gated(self, factors: Mapping[int, torch.Tensor]) -> Weights:
+        """The blocks times this step's random-gate ``factors`` (block -> factor)."""
+        if not factors:
+            return self
+        return self.with_blocks(
+            [b * factors[i] if i in factors else b for i, b in enumerate(self.blocks)]
+        )
 
     def with_blocks(self, blocks: Sequence[torch.Tensor]) -> Weights:
         """The same layout holding ``blocks`` (e.g. the blocks times this step's gates)."""

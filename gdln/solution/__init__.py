@@ -1,4 +1,4 @@
-"""Numeric solution of the reduced dynamics: the ODE and the exact gradient-descent map."""
+"""Numeric solution of the reduced dynamics: the ODE (a table of steppers) and the GD map."""
 
 from .._lazy import attach_stub
 

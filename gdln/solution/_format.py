@@ -11,9 +11,11 @@ import numpy as np
 
 from ._trajectory import (
     CONTEXT_LOSS,
+    KERNEL_DISTANCE,
     Trajectory,
     context_columns,
     matrix_key,
+    node_key,
     variable_in_key,
 )
 
@@ -80,7 +82,14 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
 def _column_names(trajectory: Trajectory, key: str, count: int) -> list[str]:
     """The CSV names of the ``count`` columns of series ``key``: a reduced variable's by
     the network's mode numbers (``meta["modes"]``: one list per system, or one list), any
-    other series' by their index (singular values by rank, from 1)."""
+    other series' by their index (singular values by rank, from 1; a representational
+    similarity by its pair of examples)."""
+    if key == KERNEL_DISTANCE and count == 1:
+        return [key]
+    if key.startswith(node_key("rsm", "")):  # (n, n) over the examples, row-major
+        n = round(count**0.5)
+        if n * n == count:
+            return [f"{key} (examples {a} and {b})" for a in range(n) for b in range(n)]
     name, system = variable_in_key(key)
     modes: Any = trajectory.meta.get("modes")
     if modes and all(isinstance(m, list) for m in modes):

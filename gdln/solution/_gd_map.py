@@ -1,47 +1,71 @@
-r"""Which reduced system the gradient-descent map iterates, so that it stays exact.
+r"""The exact gradient-descent map $y \leftarrow y + \mathrm{lr}\,f(y)$ of the reduced dynamics.
 
-Tying edge variables by symmetry or by equal initial values (``symmetry``, ``balanced``)
-is exact for gradient descent: every member of a block takes the same step. Eliminating a
-variable through a conserved quadratic quantity $Q$ (Eq. 15 of Saxe et al. 2022, lumping
-``full``) is exact for gradient *flow* only: a discrete step $B \leftarrow B+\mathrm{lr}\,f(B)$
-changes $Q$ by $O(\mathrm{lr}^2)$. So the map iterates the tied system *before*
-elimination, whose variables are the free and the eliminated ones together, and reports
-them under the same names; nothing is reconstructed from $Q$.
+From decoupled initial weights, full-batch gradient descent with learning rate ``lr`` on
+the full network is, mode by mode, this map of the reduced variables (the Euler step
+$dt = \mathrm{lr}$ of Eq. 10 of Saxe et al. 2022). It iterates the flow that
+``numeric_flow(gd_map=True)`` gives: under ``lump="full"`` the tied system before the
+elimination of Eq. (15), which only gradient flow respects
+(:meth:`gdln.ReducedSystem.tied`).
 """
 
 from __future__ import annotations
 
-import weakref
+import numpy as np
 
-from ..reduction._internal import replace
-from ..reduction._lumping import before_elimination
-from ..reduction._system import ReducedSystem, Reduction
+from .._errors import GdlnError
+from ..reduction._numeric import NumericFlow
+from ._stepper import worst_entry
 
-__all__: list[str] = []  # package-internal: the system the GD map iterates, for solve
-
-_TIED: weakref.WeakKeyDictionary[ReducedSystem, ReducedSystem] = weakref.WeakKeyDictionary()
+__all__ = ["iterate_gd_map"]
 
 
-def tied_system(system: ReducedSystem) -> ReducedSystem:
-    r"""``system`` with nothing eliminated (``reduction._lumping.before_elimination``).
+def iterate_gd_map(
+    flow: NumericFlow, t_max: float, lr: float, *, points: int, record: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Gradient descent $y \leftarrow y + \mathrm{lr}\,f(y)$: times ``(T,)``, states ``(T, n, 1)``.
 
-    Built once per system (the ODE solver and the map share caches keyed by system).
+    ``round(t_max / lr)`` steps; about ``points`` of them are recorded, step 0 and the
+    last included (or up to the last of the increasing steps ``record``, each of them
+    recorded). A step that overflows is found by replaying from the last record.
+
+    Raises
+    ------
+    GdlnError
+        A step that overflows or turns non-finite (naming the step, its time, the
+        variable and its value).
     """
-    if not system.eliminated:
-        return system  # stored, it would keep itself alive in the weak cache
-    if system not in _TIED:
-        _TIED[system] = before_elimination(system)
-    return _TIED[system]
+    if record is None:
+        steps = round(t_max / lr)
+        record = np.unique(np.linspace(0, steps, min(points, steps + 1)).round().astype(int))
+    states, y, step = [], flow.y0.copy(), 0
+    with np.errstate(all="ignore"):
+        for target in record:
+            good, good_step = y, step
+            try:
+                while step < target:
+                    y = y + lr * flow.rhs(y)
+                    step += 1
+                finite = bool(np.all(np.isfinite(y)))
+            except (OverflowError, ZeroDivisionError):
+                finite = False
+            if not finite:
+                step, y = _first_bad_step(flow, lr, good, good_step)
+                raise GdlnError(
+                    f"{flow.source}: the gradient-descent map diverged at step {step} "
+                    f"(t = {step * lr:.4g} tau, lr={lr}), where {worst_entry(flow, y)}; lower lr or b0 (--b0)"
+                )
+            states.append(y.copy())
+    return record * lr, np.array(states)[:, :, None]
 
 
-def map_reduction(reduction: Reduction) -> tuple[Reduction, str]:
-    """The reduction whose systems the exact gradient-descent map iterates, and a note.
-
-    The note (recorded as ``meta["system"]``) says which system was iterated:
-    ``"reduced"`` when no variable was eliminated (the reduction's own systems, exact for
-    the map), else ``"tied"`` (the tied system of ``lump="full"`` before Eq. 15).
-    """
-    systems = tuple(tied_system(s) for s in reduction.systems)
-    if all(new is old for new, old in zip(systems, reduction.systems, strict=True)):
-        return reduction, "reduced"
-    return replace(reduction, systems=systems), "tied"
+def _first_bad_step(
+    flow: NumericFlow, lr: float, y: np.ndarray, step: int
+) -> tuple[int, np.ndarray]:
+    """Replay the map from a finite state to the first step that is not finite."""
+    try:
+        while np.all(np.isfinite(y)):
+            y = y + lr * flow.rhs(y)
+            step += 1
+    except (OverflowError, ZeroDivisionError):
+        step += 1
+    return step, y

@@ -26,6 +26,7 @@ __all__ = [
     "CONTEXT_LOSS",
     "EVAL_EXAMPLE_LOSS",
     "EVAL_LOSS",
+    "KERNEL_DISTANCE",
     "Trajectory",
     "context_columns",
     "context_key",
@@ -45,6 +46,8 @@ EVAL_LOSS = "eval/loss"
 """A simulation's loss on its evaluation examples, ``(T, seeds)``."""
 EVAL_EXAMPLE_LOSS = "eval/example_loss"
 """A simulation's loss on each evaluation example, ``(T, seeds, n)``."""
+KERNEL_DISTANCE = "kernel_distance"
+"""The tangent-kernel distance $S(t)$ from the first time, ``(T,)`` (``gdln solve --kernel``)."""
 
 _EDGE_QUANTITIES = ("W", "sv", "proj")
 _NODE_PREFIXES = {"rsm": "rsm/", "output": "eval/output/"}
@@ -154,9 +157,9 @@ class Trajectory:
 
     Read the series through the accessors (:meth:`variable`, :meth:`context_losses`,
     :meth:`singular_values`, :meth:`weights`, :meth:`projections`, :meth:`rsm`,
-    :meth:`evaluation_loss`, :meth:`example_losses`, :meth:`outputs`, :meth:`pathway`);
-    the names in
-    ``series`` are the keys of saved files (see Notes).
+    :meth:`kernel_distance`, :meth:`evaluation_loss`, :meth:`example_losses`,
+    :meth:`outputs`, :meth:`pathway`); the names in ``series`` are the keys of saved files
+    (see Notes).
 
     Parameters
     ----------
@@ -190,7 +193,11 @@ class Trajectory:
     ``sv/<edge>``                   singular values of an edge's weights, ``(T, S, k)``
     ``W/<edge>``                    the weights, ``(T, S, |target|, |source|)``
     ``proj/<edge>``                 the weights in given mode bases, ``(T, S, k)``
-    ``rsm/<node>``                  $h_vh_v^\top$ at a hidden node, ``(T, S, n, n)``
+    ``rsm/<node>``                  $h_vh_v^\top$ at a hidden node, ``(T, S, n, n)``;
+                                    ``(T, n, n)`` from the theory
+                                    (:meth:`gdln.TrajectoryKernels.added_to`)
+    ``kernel_distance``             the tangent-kernel distance $S(t)$, ``(T,)``
+                                    (:meth:`gdln.TrajectoryKernels.added_to`)
     ``eval/loss``                   the loss on the evaluation examples, ``(T, S)``
     ``eval/loss/<label>``           that loss within one context, ``(T, S)``
     ``eval/example_loss``           that loss per example, ``(T, S, n)``
@@ -397,14 +404,36 @@ class Trajectory:
         Returns
         -------
         numpy.ndarray
-            ``(T, seeds, n, n)`` over the evaluation (else the training) examples.
+            ``(T, seeds, n, n)`` over the evaluation (else the training) examples of a
+            simulation; ``(T, n, n)`` over the task's examples from the theory
+            (:meth:`gdln.TrajectoryKernels.added_to`).
 
         Raises
         ------
         KeyError
-            The simulation did not record it (``SimulationSettings(rsm=True)``).
+            The simulation did not record it (``SimulationSettings(rsm=True)``), or the
+            solve was not given the kernels.
         """
         return self._get(node_key("rsm", node))
+
+    def kernel_distance(self) -> np.ndarray:
+        r"""The tangent-kernel distance $S(t)$ from the first recorded time, ``(T,)``.
+
+        $S(t) = 1 - \langle K_0,K_t\rangle_F/(\lVert K_0\rVert_F\lVert K_t\rVert_F)$ of
+        :attr:`gdln.TrajectoryKernels.distance`.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(T,)``.
+
+        Raises
+        ------
+        KeyError
+            The trajectory was not given the kernels
+            (:meth:`gdln.TrajectoryKernels.added_to`, ``gdln solve --kernel``).
+        """
+        return self._get(KERNEL_DISTANCE)
 
     def pathway(self, quantity: str, pathway: str) -> np.ndarray:
         r"""A pathway's network function or representation from :func:`gdln.solve_balanced`.

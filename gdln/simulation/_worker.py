@@ -1,0 +1,132 @@
+r"""Simulations in a second Python process, started before they are needed.
+
+:func:`gdln.compare` needs sympy, scipy and matplotlib for the theory and the figures,
+and torch for the simulations of the full network (Sec. 2 of Saxe et al. 2022); torch
+alone takes about a second to import. A :class:`SimulationWorker` imports torch in a
+process of its own as soon as it starts and then runs :func:`gdln.simulate` for each job
+it is sent, in order, so that on a machine with a free core the imports, the theory and
+the simulations overlap.
+
+The two processes talk over a :func:`multiprocessing.Pipe`: the parent sends the
+arguments of :func:`gdln.simulate` (objects it made itself, e.g. a loaded problem's
+graph and examples), the worker sends back the :class:`~gdln.Trajectory` or the
+exception. Nothing read from a file is unpickled, only what these two processes made.
+The worker ignores SIGINT (the parent handles Ctrl-C and then ends it) and exits when
+the parent closes the pipe or goes away.
+"""
+
+from __future__ import annotations
+
+import copy
+import multiprocessing
+import os
+import pickle
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from .._errors import GdlnError
+
+__all__ = ["SimulationWorker", "serve"]
+
+_START = "import sys; from gdln.simulation._worker import serve; serve(int(sys.argv[1]))"
+
+
+class SimulationWorker:
+    """A second process that runs :func:`gdln.simulate` for the jobs it is sent, in order.
+
+    Use it as a context manager (the process ends on exit), :meth:`submit` the keyword
+    arguments of each run, and take the results in the same order with :meth:`result`.
+    """
+
+    def __init__(self) -> None:
+        ours, theirs = multiprocessing.Pipe()
+        package = str(Path(__file__).resolve().parents[2])  # this gdln, whatever sys.path
+        path = os.environ.get("PYTHONPATH")
+        env = dict(os.environ, PYTHONPATH=package + (os.pathsep + path if path else ""))
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _START, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        finally:
+            theirs.close()
+        self.conn = ours
+        # jobs are written by a thread: the worker reads them only once torch is imported,
+        # and a job larger than the pipe's buffer must not hold this process until then
+        self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.sender = threading.Thread(target=self._send, daemon=True)
+        self.sender.start()
+
+    def _send(self) -> None:
+        while (data := self.outbox.get()) is not None:
+            try:
+                self.conn.send_bytes(data)
+            except OSError:  # the worker is gone; result() says so
+                return
+
+    def __enter__(self) -> SimulationWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(self, **kwargs: Any) -> None:
+        """Send one run of :func:`gdln.simulate` with these keyword arguments."""
+        self.outbox.put(pickle.dumps(kwargs, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def result(self) -> Any:
+        """The trajectory of the earliest run not yet taken; its exception is raised here."""
+        try:
+            kind, value = self.conn.recv()
+        except (EOFError, OSError):
+            code = self.process.wait()
+            raise GdlnError(
+                f"the simulation process ended without a result (exit status {code})"
+            ) from None
+        if kind == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        """End the process (at once if it is still running a job) and close the pipe."""
+        self.outbox.put(None)
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.sender.join()
+        self.conn.close()
+
+
+def serve(fd: int) -> None:
+    """The worker's loop: import torch, then run each job sent down ``fd`` and reply."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    conn = Connection(fd)
+    from ._simulate import simulate  # torch, while the parent works on the theory
+
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", simulate(**job))
+        except BaseException as error:  # the parent raises it
+            reply = ("error", _sendable(error))
+        conn.send(reply)
+
+
+def _sendable(error: BaseException) -> BaseException:
+    """``error``, or a :class:`GdlnError` with its text if it cannot be rebuilt elsewhere."""
+    try:
+        copy.deepcopy(error)  # what pickling it would rebuild
+        return error
+    except Exception:
+        return GdlnError(f"{type(error).__name__}: {error}")

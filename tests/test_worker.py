@@ -1,0 +1,105 @@
+"""Simulations in a second process (``gdln/simulation/_worker.py``) and ``compare``'s use of it.
+
+The references are the same runs made in this process: a trajectory from the worker must
+equal it exactly (the same code on the same thread count), an error must arrive with its
+type and fields, and ``gdln compare`` in a fresh process must not import torch itself.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gdln
+from gdln.comparison import _compare as compare_module
+from gdln.simulation import SimulationDivergedError, SimulationSettings, simulate
+from gdln.simulation._worker import SimulationWorker
+
+ROOT = Path(__file__).resolve().parents[1]
+ROUTING = str(ROOT / "graphs" / "routing.yaml")
+SMALL = {"M": 3, "K": 2, "hidden": 5}
+
+
+def test_a_divergence_keeps_its_fields_through_pickling() -> None:
+    error = SimulationDivergedError("diverged at step 3", step=3, value=float("inf"), seed=7)
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is SimulationDivergedError and str(back) == str(error)
+    assert (back.step, back.value, back.seed) == (3, float("inf"), 7)
+
+
+def test_the_worker_returns_what_simulate_returns_here() -> None:
+    problem = gdln.load(ROUTING, params=SMALL)
+    job = dict(
+        source=problem.graph,
+        examples=problem.examples(),
+        steps=30,
+        lr=0.05,
+        seeds=2,
+        settings=SimulationSettings(record_every=10, threads=1),
+    )
+    here = simulate(**job)
+    with SimulationWorker() as worker:
+        worker.submit(**job)
+        worker.submit(**{**job, "lr": 1e6, "settings": SimulationSettings(threads=1)})
+        there = worker.result()
+        with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+") as info:
+            worker.result()
+    np.testing.assert_array_equal(there.loss, here.loss)
+    assert there.series.keys() == here.series.keys()
+    for name, values in here.series.items():
+        np.testing.assert_array_equal(there.series[name], values)
+    assert there.meta == here.meta
+    assert info.value.seed in (0, 1) and info.value.step >= 0
+
+
+def test_a_worker_that_dies_is_reported() -> None:
+    with SimulationWorker() as worker:
+        worker.process.kill()
+        with pytest.raises(gdln.GdlnError, match="simulation process ended without a result"):
+            worker.result()
+
+
+def test_compare_through_the_worker_equals_compare_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problem = gdln.load(ROUTING, params=SMALL)
+    kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, settings=SimulationSettings(threads=1))
+    monkeypatch.setattr(compare_module, "_use_worker", lambda: False)
+    here = gdln.compare(problem, tmp_path / "here", **kw)
+    monkeypatch.setattr(compare_module, "_use_worker", lambda: True)
+    there = gdln.compare(problem, tmp_path / "there", **kw)
+    for a, b in ((here.random, there.random), (here.decoupled, there.decoupled)):
+        np.testing.assert_array_equal(a.loss, b.loss)
+        for name, values in a.series.items():
+            np.testing.assert_array_equal(b.series[name], values)
+    assert json.dumps(here.metrics, sort_keys=True, default=str) == json.dumps(
+        there.metrics, sort_keys=True, default=str
+    )
+
+
+@pytest.mark.slow  # a fresh interpreter and its worker: 5-8 s on a busy machine
+def test_the_compare_command_leaves_torch_to_the_worker(tmp_path: Path) -> None:
+    """In a fresh process, ``gdln compare`` gets its simulations from the worker."""
+    out = tmp_path / "cmp"
+    code = (
+        "import sys, gdln.cli\n"
+        "try:\n"
+        f"    gdln.cli.main(['compare', {ROUTING!r}, '--param', 'M=3', '--param', 'K=2',"
+        f" '--param', 'hidden=5', '--t-max', '1', '--seeds', '2', '--no-progress',"
+        f" '-o', {str(out)!r}])\n"
+        "except SystemExit as stop:\n"
+        "    assert not stop.code, stop.code\n"
+        "print('torch' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert (out / "sim_random.npz").exists() and (out / "loss.png").exists()

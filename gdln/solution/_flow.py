@@ -30,7 +30,7 @@ from ..paths._statistics import PathStatistics, active_paths
 from ..task._problem import Problem
 from ..task._task import as_float, unbound_message
 
-__all__ = ["full_flow"]
+__all__ = ["full_flow", "zero_weight_loss"]
 
 MAX_DENSE_COLUMNS = 2048
 r"""Largest number of input columns into one output whose $\Sigma^x$ is stored as one matrix."""
@@ -106,7 +106,7 @@ class FlowPlan:
             paths=tuple(tuple(index[e] for e in p.edges) for p in paths),
             targets=targets,
             trained=tuple(graph.edges[e].get("fixed") is None for e in edges),
-            constant=_constant(problem),
+            constant=zero_weight_loss(problem),
             weight_decay=float(weight_decay),
         )
 
@@ -255,7 +255,7 @@ def _number(value: Any) -> float:
     return float(value)
 
 
-def _constant(problem: Problem) -> float:
+def zero_weight_loss(problem: Problem) -> float:
     r"""$\tfrac12\langle\lVert y\rVert^2\rangle$ over the contexts (the loss of zero weights)."""
     task = problem.require_task()
     total = 0.0

@@ -36,7 +36,7 @@ from .._edge import Edge, edge_name
 from .._errors import TaskSpecError
 from ..paths._paths import Path
 from ..paths._statistics import PathStatistics, path_statistics
-from ..solution._flow import full_flow
+from ..solution._flow import full_flow, zero_weight_loss
 from ..task._problem import Problem
 from ..task._task import as_float
 from ._aligned import FORCED, path_name
@@ -101,7 +101,7 @@ class _Network:
             rows, cols = self.size[e[1]], self.size[e[0]]
             fixed = graph.edges[e].get("fixed")
             self.W[e] = float(fixed) * np.eye(rows) if fixed is not None else np.zeros((rows, cols))
-        self.constant = _zero_weight_loss(problem)
+        self.constant = zero_weight_loss(problem)
         self.reference: dict[Path, _Form] = {}  # each path's first rank-one form
         # the size of a rate: the largest input-output correlation
         self.scale = max((float(np.linalg.norm(m, 2)) for m in self.syx.values()), default=0.0)
@@ -149,17 +149,6 @@ class _Network:
         if np.linalg.norm(rest[:, k]) < 1e-9:
             return U[:, 0]
         return rest[:, k] / np.linalg.norm(rest[:, k])
-
-
-def _zero_weight_loss(problem: Problem) -> float:
-    r"""$\tfrac12\langle\lVert y\rVert^2\rangle$ over the contexts (Eq. 1 at zero weights)."""
-    task = problem.require_task()
-    total = 0.0
-    for c in task.contexts:
-        data = task.datasets[c.dataset]
-        for f in c.targets.values():
-            total += 0.5 * float(c.probability) * float(np.trace(as_float(data.moment(f, f))))
-    return total
 
 
 def _rank_one(net: _Network, p: Path, small: set[Edge]) -> _Form:

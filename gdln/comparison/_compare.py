@@ -284,7 +284,6 @@ def compare(
     with _Simulations() as runs_of:
         runs_of.submit(random_run)  # started first: it does not need the theory
         from ..solution import dynamics_of, solve  # scipy, while the worker imports torch
-        from ..solution._dynamics import route_of
 
         start = _theory_start(problem, chosen, rule)
         model = dynamics_of(
@@ -307,7 +306,7 @@ def compare(
         "init_scale": float(chosen.init_scale),
         "seeds": list(random.meta["seeds"]),
         "lump": chosen.lump,
-        "route": route_of(model),
+        "route": ode.meta["route"],  # as the solver recorded it
         "modes": {
             edge_name(e): [int(a) for a in whole.edge_bases(e, seed=seed)[2]]
             for e in trained_edges(problem.graph)

@@ -24,7 +24,7 @@ from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory
 
-__all__ = ["dynamics_of", "route_of", "solve"]
+__all__ = ["dynamics_of", "solve"]
 
 
 def solve(
@@ -190,14 +190,6 @@ def solve(
         method=settings.method if step is None or method is not None else "auto",
     )
     return trajectory
-
-
-def route_of(model: Reduction | ExpectedDynamics) -> str:
-    """How ``model`` was obtained, in words: the reduction's route (the symmetry quotient,
-    or why it did not apply), ``"every context"`` or ``"moments"``."""
-    if isinstance(model, ExpectedDynamics):
-        return "moments"
-    return model.route or "every context"
 
 
 def dynamics_of(

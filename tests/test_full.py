@@ -295,3 +295,10 @@ def test_solve_route_matrix_follows_the_full_gradient_flow(
     assert payload["loss"][-1] < 0.5 * payload["loss"][0]
     code, out, err = run_cli([*args, "--lump", "full"], capsys)
     assert code == 2 and "--lump full and --route matrix" in err
+
+
+def test_route_matrix_refuses_times_it_would_not_record(tmp_path: Path) -> None:
+    # the full-matrix flow records evenly spaced points; chosen times were silently ignored
+    problem = gdln.load(write(tmp_path, NOT_DIAGONALIZABLE))
+    with pytest.raises(gdln.GdlnError, match=r"route 'matrix' records 5 evenly spaced times"):
+        gdln.solve(problem, route="matrix", t_max=1.0, points=5, times=[0.0, 0.5])

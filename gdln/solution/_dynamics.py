@@ -156,6 +156,12 @@ def solve(
         if chosen.route == "matrix":
             from ._full import solve_full
 
+            if times is not None:
+                raise GdlnError(
+                    f"{problem.source}: route 'matrix' records {settings.points} evenly "
+                    "spaced times (points); times=[...] is for the reduced routes"
+                )
+
             full = solve_full(
                 model,
                 t_max=settings.t_max,
@@ -178,7 +184,7 @@ def solve(
             "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
             "obtained; this model was obtained already"
         )
-    trajectory = solve_model(
+    return solve_model(
         model,
         t_max=settings.t_max,
         lr=step,
@@ -189,7 +195,6 @@ def solve(
         # the map has no stepper: only a method asked for in this call is refused with it
         method=settings.method if step is None or method is not None else "auto",
     )
-    return trajectory
 
 
 def dynamics_of(

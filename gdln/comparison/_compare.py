@@ -23,7 +23,6 @@ Fig. 4e ($b(0) = 0.1$ against $\sigma_0 = 0.2$).
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping
@@ -387,11 +386,6 @@ def _check_workload(
         sizes=node_sizes(problem.graph),
         edges=list(problem.graph.edges),
     )
-
-
-def _is_number(value: Any) -> bool:
-    """A finite int or float, not a bool."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _simulation_settings(settings: SimulationSettings | None) -> SimulationSettings:

@@ -9,11 +9,9 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import networkx as nx
 import numpy as np
 import pytest
-import torch
-from helpers import run_cli, write
+from helpers import full_loss_and_gradient, run_cli, write
 
 import gdln
 import gdln.reduction._reduce as reduce_module
@@ -21,36 +19,13 @@ import gdln.reduction._reduce as reduce_module
 
 def autograd_gd(problem: gdln.Problem, weights: dict, *, lr: float, steps: int) -> np.ndarray:
     """Eq. (1) along ``steps`` steps of W <- W - lr dL/dW (torch autograd, float64)."""
-    graph = problem.graph
-    ex = problem.examples()
-    order = list(nx.topological_sort(graph))
-    W = {
-        e: torch.tensor(np.asarray(w), dtype=torch.float64, requires_grad=True)
-        for e, w in weights.items()
-    }
-    x = {v: torch.tensor(a, dtype=torch.float64) for v, a in ex.inputs.items()}
-    y = {v: torch.tensor(a, dtype=torch.float64) for v, a in ex.targets.items()}
-    g = {k: torch.tensor(a, dtype=torch.float64)[:, None] for k, a in ex.gates.items()}
-    mass = torch.tensor(ex.weights, dtype=torch.float64)
+    examples = problem.examples()
+    W = {e: np.asarray(w, dtype=np.float64) for e, w in weights.items()}
     losses = []
     for _ in range(steps + 1):
-        h: dict = {}
-        for v in order:
-            if graph.in_degree(v) == 0:
-                h[v] = x[v]
-                continue
-            total = sum(g.get((u, v), 1.0) * (h[u] @ W[(u, v)].T) for u in graph.predecessors(v))
-            h[v] = g.get(v, 1.0) * total
-        loss = sum(
-            0.5 * (mass * ((y[v] - h[v]) ** 2).sum(1)).sum()
-            for v in graph.nodes
-            if graph.out_degree(v) == 0
-        )
-        losses.append(float(loss.detach()))
-        grads = torch.autograd.grad(loss, list(W.values()))
-        with torch.no_grad():
-            for w, d in zip(W.values(), grads, strict=True):
-                w -= lr * d
+        loss, grads = full_loss_and_gradient(problem, W, examples)
+        losses.append(loss)
+        W = {e: w - lr * grads[e] for e, w in W.items()}
     return np.array(losses)
 
 

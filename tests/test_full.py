@@ -6,10 +6,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import networkx as nx
 import numpy as np
 import pytest
-import torch
 from helpers import NOT_DIAGONALIZABLE, RTOL_EXACT, full_loss_and_gradient, load, run_cli, write
 
 import gdln
@@ -61,38 +59,15 @@ def test_full_dynamics_from_decoupled_weights_match_the_reduction() -> None:
 
 
 def autograd_gradient(problem: gdln.Problem, edges: list) -> Callable[[list], tuple]:
-    """Eq. (1) on the raw examples and its gradient, by torch autograd (float64).
-
-    The forward pass h_v = g_v sum_q g_q W_q h_s(q) is written here, independently of
-    gdln's path statistics; returns a function of the weights (in ``edges`` order).
-    """
-    graph = problem.graph
-    ex = problem.examples()
-    order = list(nx.topological_sort(graph))
-    x = {v: torch.tensor(a, dtype=torch.float64) for v, a in ex.inputs.items()}
-    y = {v: torch.tensor(a, dtype=torch.float64) for v, a in ex.targets.items()}
-    g = {k: torch.tensor(a, dtype=torch.float64)[:, None] for k, a in ex.gates.items()}
-    mass = torch.tensor(ex.weights, dtype=torch.float64)
+    """Eq. (1) on the raw examples and its gradient, by torch autograd (float64)
+    (``helpers.full_loss_and_gradient``, independent of gdln's path statistics), as a
+    function of the weights in ``edges`` order."""
+    examples = problem.examples()
 
     def loss_and_gradient(weights: list) -> tuple:
-        W = {
-            e: torch.tensor(np.asarray(w), dtype=torch.float64, requires_grad=True)
-            for e, w in zip(edges, weights, strict=True)
-        }
-        h: dict = {}
-        for v in order:
-            if graph.in_degree(v) == 0:
-                h[v] = x[v]
-                continue
-            total = sum(g.get((u, v), 1.0) * (h[u] @ W[(u, v)].T) for u in graph.predecessors(v))
-            h[v] = g.get(v, 1.0) * total
-        loss = sum(
-            0.5 * (mass * ((y[v] - h[v]) ** 2).sum(1)).sum()
-            for v in graph.nodes
-            if graph.out_degree(v) == 0
-        )
-        grads = torch.autograd.grad(loss, [W[e] for e in edges])
-        return float(loss.detach()), [d.numpy() for d in grads]
+        given = {e: np.asarray(w, dtype=np.float64) for e, w in zip(edges, weights, strict=True)}
+        loss, grads = full_loss_and_gradient(problem, given, examples)
+        return loss, [grads[e] for e in edges]
 
     return loss_and_gradient
 

@@ -510,6 +510,9 @@ def test_compare_gaps_are_taken_at_the_same_steps(
     assert steps % (n_points - 1) != 0
     for run in (result.gd_map, result.decoupled, result.random):
         np.testing.assert_array_equal(run.t, result.ode.t)
+    # the decoupled start is one run (the file's seeds count repeats only the random one)
+    assert result.decoupled.meta["seeds"] == [0] and result.decoupled.loss.shape[1] == 1
+    assert result.random.loss.shape[1] == 2
     assert result.metrics["decoupled_vs_map"] < 1e-13
     assert result.metrics["decoupled_vs_ode"] == pytest.approx(
         result.metrics["map_vs_ode"], abs=1e-13

@@ -446,6 +446,7 @@ def _decoupled_run(
     return dict(
         common,
         weights={(str(u), str(v)): w for (u, v), w in weights.items()},
+        seeds=[seed],  # one run: given weights and full-batch steps make every seed alike
         bases=reduction.decoupled_bases(seed=seed),
         settings=settings,
     )

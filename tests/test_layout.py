@@ -123,6 +123,18 @@ def test_import_gdln_loads_no_heavy_library() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_the_simulation_worker_imports_no_symbolic_library() -> None:
+    """The process compare simulates in imports torch, not sympy or scipy (issue 25: the
+    reader of graph files took 0.35 s of its start, on the comparison's critical path)."""
+    code = (
+        "import sys; from gdln.simulation._worker import serve; "
+        "from gdln.simulation._simulate import simulate; "
+        "print(sorted(m for m in ('sympy', 'scipy', 'matplotlib') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def _cli_imports(path: Path) -> list[str]:
     """Import statements of a CLI module that reach a private part of gdln."""
     tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -39,14 +39,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
 import torch
 
 from .._edge import Edge, edge_name
-from ..graphfile._reader import Problem
 from ..settings._choices import INITS
 from ..settings._declared import NOT_GIVEN, renamed
 from ..solution._trajectory import Trajectory
@@ -65,6 +64,9 @@ from ._start import start_of
 from ._threads import auto_threads
 from ._training import Divergence, train
 from ._workload import check_workload, warn_if_fixed_point
+
+if TYPE_CHECKING:  # sympy and the graph-file reader stay out of a bare simulation's imports
+    from ..task import Problem
 
 __all__ = ["TIME_CONVENTION", "simulate"]
 

@@ -13,21 +13,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
 
 from .._edge import Edge
-from ..graphfile._reader import Problem, with_task
-from ..reduction._reduce import reduce
-from ..reduction._system import Reduction
 from ..settings._declared import SettingError, Settings
 from ..task._examples import ExampleSet
 from ._errors import SimulationSpecError
 from ._seeds import seed_list
 from ._settings import SimulationSettings
 from ._workload import horizon_steps
+
+if TYPE_CHECKING:  # imported where used: a run on a graph needs no sympy (the worker's start)
+    from ..reduction._system import Reduction
+    from ..task import Problem
 
 __all__ = ["Start", "start_of"]
 
@@ -72,7 +73,7 @@ def start_of(
     settings: SimulationSettings | None,
 ) -> Start:
     """Resolve the keywords of :func:`gdln.simulate` against the problem's settings."""
-    problem = source if isinstance(source, Problem) else None
+    problem = _problem_of(source)
     if settings is None:
         settings = SimulationSettings()
     elif not isinstance(settings, SimulationSettings):
@@ -130,6 +131,8 @@ def start_of(
             raise SimulationSpecError("eval_task: needs a Problem, whose graph the task fits")
         if eval_examples is not None:
             raise SimulationSpecError("give eval_examples or eval_task, not both")
+        from ..graphfile._reader import with_task
+
         eval_examples = with_task(problem, eval_task).examples()
     return Start(
         graph=graph,
@@ -160,4 +163,16 @@ def _reduction(problem: Problem | None, b0: Any, what: str) -> Reduction:
     one variable per edge (:meth:`gdln.Reduction.decoupled_weights`)."""
     if problem is None:
         raise SimulationSpecError(f"{what}: needs a Problem, whose reduction gives the bases")
+    from ..reduction._reduce import reduce
+
     return reduce(problem, lump="none", route="contexts", b0=b0)
+
+
+def _problem_of(source: Any) -> Problem | None:
+    """``source`` if it is a :class:`~gdln.Problem`, ``None`` for a graph (whose check
+    needs no import of the graph-file reader and sympy)."""
+    if isinstance(source, nx.DiGraph):
+        return None
+    from ..task import Problem
+
+    return source if isinstance(source, Problem) else None

@@ -189,12 +189,10 @@ class Recorder:
         for b, groups in self._bases(weights).items():
             block = weights.blocks[b]
             for group, slot, left, right in groups:
-                if isinstance(group, tuple):  # slots of a stacked block, bases stacked
-                    value = torch.einsum("kta,Skts,ksa->Ska", left, block, right)
-                else:
-                    w = block if slot is None else block[:, slot]
-                    value = torch.einsum("ta,Sts,sa->Sa", left, w, right)
-                out.append((group, value))
+                w = block if isinstance(group, tuple) or slot is None else block[:, slot]
+                # b^a = l_a^T W r_a for each mode a (stacked slots: for each edge too), as
+                # two products: einsum would plan its contraction at every record
+                out.append((group, ((w @ right) * left).sum(-2)))
         return out
 
     def _bases(self, weights: Weights) -> dict[int, list[_Bases]]:

@@ -297,6 +297,14 @@ def compare(
         times = record * lr
         ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
         gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")
+        stages = predicted_stages(  # while the simulations run
+            problem,
+            b0=start,
+            route=chosen.route,
+            lump=chosen.lump,
+            t_max=steps * lr,
+            reduction=model if isinstance(model, Reduction) else None,
+        )
         random, decoupled = runs_of.results(before=_load_figure_library)
     runs = Runs(ode, gd_map, decoupled, random)
     metrics: dict[str, Any] = {
@@ -313,14 +321,7 @@ def compare(
         "dtype": decoupled.meta["dtype"],
         "device": decoupled.meta["device"],
         **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),
-        "stages": predicted_stages(
-            problem,
-            b0=start,
-            route=chosen.route,
-            lump=chosen.lump,
-            t_max=steps * lr,
-            reduction=model if isinstance(model, Reduction) else None,
-        ),
+        "stages": stages,
         "definitions": dict(DEFINITIONS),
     }
     if out is None:

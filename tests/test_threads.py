@@ -7,8 +7,10 @@ No timings: the rule is checked on its inputs (the work of a step, the free core
 from __future__ import annotations
 
 import io
+import threading
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -94,3 +96,43 @@ def test_auto_is_the_declared_default_and_a_problems_count_overrides() -> None:
     two = replace(plain, settings=plain.settings.given(threads=2))
     assert simulate(two, steps=2, seeds=1).meta["threads"] == 2
     assert simulate(two, steps=2, seeds=1, settings=auto).meta["threads"] == 1
+
+
+def _singular_value_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("gdln-svd")]
+
+
+def test_singular_values_on_the_second_thread_are_those_of_the_recorded_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``threads`` left ``auto`` on two cores the SVDs run beside the training: the
+    run equals one without that thread bit for bit, its singular values are numpy's of
+    the weights recorded at the same steps, and the thread is gone afterwards."""
+    monkeypatch.setattr(threads_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 6})
+    made = []
+    original = threads_module.record_thread
+
+    def spy(device, threads):  # type: ignore[no-untyped-def]
+        made.append(original(device, threads))
+        return made[-1]
+
+    monkeypatch.setattr(gdln.simulation._simulate, "record_thread", spy)
+    kwargs = dict(steps=40, lr=0.1, seeds=3)
+    beside = simulate(problem, **kwargs, settings=SimulationSettings(record_weights=True))
+    alone = simulate(problem, **kwargs, settings=SimulationSettings(threads=1))
+    assert made == [True, False]
+    assert not _singular_value_threads()
+    for key, values in alone.series.items():
+        np.testing.assert_array_equal(beside.series[key], values, err_msg=key)
+    for edge in problem.graph.edges:
+        weights = beside.weights(edge)  # (time, seed, |t|, |s|)
+        expected = np.linalg.svd(weights, compute_uv=False)
+        np.testing.assert_allclose(beside.singular_values(edge), expected, atol=1e-13)
+
+
+def test_the_second_thread_ends_when_a_run_diverges() -> None:
+    problem = gdln.load(ROUTING, params={"M": 3, "K": 2, "hidden": 6})
+    with pytest.raises(gdln.GdlnError, match="diverged"):
+        simulate(problem, steps=200, lr=50.0, seeds=2, init_scale=1.0)
+    assert not _singular_value_threads()

@@ -10,6 +10,7 @@ losses and outputs on a second set of examples.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
@@ -101,7 +102,11 @@ class Recorder:
     """Collects the series of a run, one row per recorded step; :meth:`arrays` stacks them.
 
     ``bases``: edge -> ``(left, right)`` mode vectors to project on; ``rsm`` and
-    ``weights`` switch on the similarity matrices and the weights.
+    ``weights`` switch on the similarity matrices and the weights. ``background``: the
+    singular values are computed on a second thread while training goes on (the SVDs
+    were half of a small network's run; torch releases the GIL in them), from a copy of
+    the weights taken at the step; :meth:`arrays` waits for them, :meth:`close` ends the
+    thread. Used as a context manager, it is closed on the way out.
     """
 
     def __init__(
@@ -112,12 +117,28 @@ class Recorder:
         bases: Mapping[Edge, tuple[torch.Tensor, torch.Tensor]],
         rsm: bool,
         weights: bool,
+        *,
+        background: bool = False,
     ) -> None:
         self.net, self.train, self.eval, self.bases, self.rsm = net, train, evaluation, bases, rsm
         self.weights = weights
         self.steps: list[int] = []
-        self.rows: dict[Names, list[np.ndarray]] = {}
+        self.rows: dict[Names, list[np.ndarray | Future[np.ndarray]]] = {}
         self.block_bases: dict[int, list[_Bases]] | None = None
+        self.pool = (
+            ThreadPoolExecutor(1, "gdln-svd", initializer=_same_threads) if background else None
+        )
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the singular values' thread (waiting for the SVDs it has begun)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
     def record(
         self,
@@ -134,6 +155,17 @@ class Recorder:
         checked before anything is stored.
         """
         series = self._series(weights, acts, per_example)
+        # one batched SVD per block, of a copy with non-finite entries zeroed (a diverged
+        # step raises before storing), here or on the second thread
+        blocks = [
+            (_block_keys("sv", weights, b, self.net.edges), block.detach().nan_to_num(0, 0, 0))
+            for b, block in enumerate(weights.blocks)
+        ]
+        later: list[tuple[Names, Future[np.ndarray]]] = []
+        if self.pool is None:
+            series += [(names, torch.linalg.svdvals(copy)) for names, copy in blocks]
+        else:
+            later = [(names, self.pool.submit(_singular_values, copy)) for names, copy in blocks]
         if divergence is not None:
             series += [("", t) for t in divergence.state()]
         flat = torch.cat([t.detach().to(torch.float64).flatten() for _, t in series])
@@ -148,6 +180,8 @@ class Recorder:
         for (names, _), array in zip(series, arrays, strict=True):
             if names:
                 self.rows.setdefault(names, []).append(array)
+        for names, future in later:
+            self.rows.setdefault(names, []).append(future)
 
     def _series(
         self, weights: Weights, acts: Mapping[Hashable, torch.Tensor], per_example: torch.Tensor
@@ -175,15 +209,12 @@ class Recorder:
         return out
 
     def _weight_series(self, weights: Weights) -> list[tuple[Names, torch.Tensor]]:
-        """Singular values (one batched SVD per block), weights and projections.
+        """Weights and projections (the singular values are :meth:`record`'s).
 
         A block of stacked edges gives one tensor of each, its slots along axis 1.
-        Non-finite entries are zeroed for the SVD: a diverged step raises before storing.
         """
         out: list[tuple[Names, torch.Tensor]] = []
         for b, block in enumerate(weights.blocks):
-            svs = torch.linalg.svdvals(block.nan_to_num(0.0, 0.0, 0.0))
-            out.append((_block_keys("sv", weights, b, self.net.edges), svs))
             if self.weights:
                 out.append((_block_keys("W", weights, b, self.net.edges), block))
         for b, groups in self._bases(weights).items():
@@ -227,13 +258,26 @@ class Recorder:
         """The recorded steps ``(T,)``, the loss ``(T, S)`` and every other series."""
         series: dict[str, np.ndarray] = {}
         for names, rows in self.rows.items():
-            stacked = np.stack(rows)
+            stacked = np.stack([r.result() if isinstance(r, Future) else r for r in rows])
             if isinstance(names, str):
                 series[names] = stacked
             else:
                 series.update((name, stacked[:, :, j]) for j, name in enumerate(names))
         loss = series.pop("loss")
         return np.asarray(self.steps), loss, series
+
+
+def _same_threads() -> None:
+    """Give the second thread the run's thread count (set before its first record): a new
+    thread starts with OpenMP's default team, every core, and its SVDs would then differ
+    from the run's own in the last bits."""
+    torch.set_num_threads(torch.get_num_threads())
+
+
+def _singular_values(block: torch.Tensor) -> np.ndarray:
+    """The singular values of each matrix of ``block`` in descending order, on the host in
+    float64 (the second thread's job)."""
+    return torch.linalg.svdvals(block).to(torch.float64).cpu().numpy()
 
 
 def _block_keys(quantity: str, weights: Weights, b: int, edges: Sequence[Edge]) -> Names:

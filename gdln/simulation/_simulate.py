@@ -61,7 +61,7 @@ from ._recording import Recorder, projection_bases, record_at
 from ._sampling import Sampler
 from ._settings import SimulationSettings, check_positive
 from ._start import start_of
-from ._threads import auto_threads
+from ._threads import auto_threads, record_thread
 from ._training import Divergence, train
 from ._workload import check_workload, warn_if_fixed_point
 
@@ -310,6 +310,7 @@ def _run(
         projection_bases(net, bases, dtype, device),
         settings.rsm,
         settings.record_weights,
+        background=record_thread(device, settings.threads),
     )
     fixed = fixed_edges(net)
     w0 = start_weights(
@@ -340,16 +341,17 @@ def _run(
     torch.set_num_threads(threads)
     dt = lr / (1.0 - momentum)  # flow time per step (module docstring)
     divergence = Divergence(seeds, dtype, device, limit=settings.diverge_above, dt=dt, lr=lr)
-    train(
-        optimizer,
-        steps=steps,
-        gates=gates,
-        recorder=recorder,
-        record_at=recorded,
-        divergence=divergence,
-        progress=sys.stderr.isatty() if settings.progress == "auto" else settings.progress,
-    )
-    steps_rec, loss_rec, series = recorder.arrays()
+    with recorder:
+        train(
+            optimizer,
+            steps=steps,
+            gates=gates,
+            recorder=recorder,
+            record_at=recorded,
+            divergence=divergence,
+            progress=sys.stderr.isatty() if settings.progress == "auto" else settings.progress,
+        )
+        steps_rec, loss_rec, series = recorder.arrays()
     meta = {
         "method": "simulate",
         "graph": str(graph.graph.get("name", "")),

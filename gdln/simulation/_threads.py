@@ -9,6 +9,12 @@ idle one (issue 25). So a run takes one thread unless the mean operation of its 
 is large (:data:`FLOPS_PER_THREAD` floating-point operations for each thread), and never
 more threads than the cores free when it starts.
 
+The singular values a run records are another matter: each is one LAPACK call that
+needs no other thread to finish, so with ``threads`` left ``auto`` they are computed on
+a second thread beside the training (:func:`record_thread`) wherever this process may
+use two cores; under load that thread simply shares the cores, with no wait on every
+operation.
+
 Only the standard library is imported here.
 """
 
@@ -16,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["FLOPS_PER_THREAD", "auto_threads", "free_cores"]
+__all__ = ["FLOPS_PER_THREAD", "auto_threads", "free_cores", "record_thread"]
 
 FLOPS_PER_THREAD = 2e7
 """Floating-point operations of the mean operation of a step per thread it gets: about
@@ -60,3 +66,17 @@ def auto_threads(flops: float, operations: int, *, free: int | None = None) -> i
     if wanted <= 1:
         return 1
     return max(1, min(wanted, free_cores() if free is None else free))
+
+
+def record_thread(device: object, threads: int | str) -> bool:
+    """Whether a run's singular values are computed on a second thread: on the CPU, with
+    ``threads`` left ``"auto"`` (a count the user gives is all the run takes) and at least
+    two cores this process may use.
+
+    >>> record_thread("cuda", "auto"), record_thread("cpu", 1)
+    (False, False)
+    """
+    if threads != "auto" or getattr(device, "type", device) != "cpu":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) >= 2

@@ -698,3 +698,23 @@ def test_stats_wraps_at_the_terminals_width(tmp_path, capsys, monkeypatch) -> No
         if columns == 250:  # a wide terminal: each row of the 8 x 8 matrix on one line
             assert len(_sigma_yx_rows(out)[-1].strip()) > 80
             assert _sigma_yx_rows(out)[-1].rstrip().endswith("]]")
+
+
+def test_the_program_flushes_everything_before_it_ends_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The program skips the interpreter's teardown after its output is flushed: a pipe
+    gets every line the command prints in this process, and the exit status is kept."""
+    argv = ["derive", str(GRAPHS / "routing.yaml"), "--param", "M=3", "--param", "K=2"]
+    code, out, _ = run_cli(argv, capsys)
+    program = subprocess.run(
+        [sys.executable, "-m", "gdln", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert (program.returncode, program.stdout) == (code, out) and code == 0 and out
+    missing = subprocess.run(
+        [sys.executable, "-m", "gdln", "derive", str(tmp_path / "none.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1

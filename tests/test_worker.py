@@ -8,6 +8,7 @@ type and fields, and ``gdln compare`` in a fresh process must not import torch i
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 import gdln
-from gdln.comparison import _compare as compare_module
+from gdln.comparison import _process as process_module
 from gdln.simulation import SimulationDivergedError, SimulationSettings, simulate
 from gdln.simulation._worker import SimulationWorker
 
@@ -70,9 +71,9 @@ def test_compare_through_the_worker_equals_compare_here(
 ) -> None:
     problem = gdln.load(ROUTING, params=SMALL)
     kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, settings=SimulationSettings(threads=1))
-    monkeypatch.setattr(compare_module, "_use_worker", lambda: False)
+    monkeypatch.setattr(process_module, "_use_worker", lambda: False)
     here = gdln.compare(problem, tmp_path / "here", **kw)
-    monkeypatch.setattr(compare_module, "_use_worker", lambda: True)
+    monkeypatch.setattr(process_module, "_use_worker", lambda: True)
     there = gdln.compare(problem, tmp_path / "there", **kw)
     for a, b in ((here.random, there.random), (here.decoupled, there.decoupled)):
         np.testing.assert_array_equal(a.loss, b.loss)
@@ -103,3 +104,71 @@ def test_the_compare_command_leaves_torch_to_the_worker(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "False"
     assert (out / "sim_random.npz").exists() and (out / "loss.png").exists()
+
+
+def test_start_simulations_hands_its_process_to_the_next_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process started ahead is the one compare simulates in (no second is started),
+    and the next compare in the block, finding none, starts its own."""
+    from gdln.simulation import _worker as worker_module
+
+    monkeypatch.setattr(worker_module, "worthwhile", lambda: True)
+    started = []
+    real_init = SimulationWorker.__init__
+
+    def counting_init(self: SimulationWorker) -> None:
+        real_init(self)
+        started.append(self.process.pid)
+
+    monkeypatch.setattr(SimulationWorker, "__init__", counting_init)
+    problem = gdln.load(ROUTING, params=SMALL)
+    kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, settings=SimulationSettings(threads=1))
+    with gdln.comparison.start_simulations():
+        assert len(started) == 1
+        ahead = worker_module._STANDBY[0]
+        first = gdln.compare(problem, tmp_path / "a", **kw)
+        assert len(started) == 1 and ahead.process.poll() is not None  # used, then ended
+        gdln.compare(problem, tmp_path / "b", **kw)
+        assert len(started) == 2
+    here = simulate(problem, steps=20, lr=0.05, seeds=2, settings=SimulationSettings(threads=1))
+    np.testing.assert_array_equal(first.random.loss[-1], here.loss[-1])
+
+
+def test_a_process_started_ahead_and_not_used_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gdln.simulation import _worker as worker_module
+
+    monkeypatch.setattr(worker_module, "worthwhile", lambda: True)
+    with pytest.raises(gdln.GdlnError, match="no such file"), gdln.comparison.start_simulations():
+        ahead = worker_module._STANDBY[0]
+        gdln.load(ROOT / "graphs" / "no_such_graph.yaml")
+    assert ahead.process.poll() is not None and not worker_module._STANDBY
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+def test_the_compare_command_leaves_no_process_behind_on_bad_input(tmp_path: Path) -> None:
+    """``gdln compare`` starts its simulation process before reading the file; a file it
+    refuses (exit 2) ends that process too: none is left with the run's marker."""
+    marker = f"GDLN_TEST_MARKER_{tmp_path.name}"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nodes: [\n")
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:  # not a pipe: reading one to its end would wait for them all
+        result = subprocess.run(
+            [sys.executable, "-m", "gdln", "compare", str(bad), "-o", str(tmp_path / "out")],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, marker: "1"},
+            timeout=120,
+        )
+    err = log.read_text()
+    assert result.returncode == 2 and err.startswith("gdln: error: "), err
+    assert len(err.splitlines()) == 1
+    left = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                left.append(environ.parent.name)
+        except OSError:
+            continue
+    assert left == []

@@ -157,7 +157,8 @@ def compare(
         else:
             settings["b0"] = settings["b0"] or old
     run = gdln.SimulationSettings(**{k: settings.pop(k) for k in _RUN_SETTINGS if k in settings})
-    with refusals():
+    # the simulation process starts first: torch loads while the file is read
+    with refusals(), gdln.comparison.start_simulations():
         result = gdln.compare(
             load_problem(file, params, task), folder, force=force, settings=run, **settings
         )

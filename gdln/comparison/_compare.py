@@ -23,8 +23,6 @@ Fig. 4e ($b(0) = 0.1$ against $\sigma_0 = 0.2$).
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -52,6 +50,7 @@ from ..solution._trajectory import Trajectory
 from ._figures import plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
+from ._process import Simulations
 from ._stages import predicted_stages
 
 __all__ = ["FILES", "CompareResult", "compare"]
@@ -280,7 +279,7 @@ def compare(
         seed=seed,
         settings=sim_settings,
     )
-    with _Simulations() as runs_of:
+    with Simulations() as runs_of:
         runs_of.submit(random_run)  # started first: it does not need the theory
         from ..solution import dynamics_of, solve  # scipy, while the worker imports torch
 
@@ -451,60 +450,6 @@ def _decoupled_run(
         bases=reduction.decoupled_bases(seed=seed),
         settings=settings,
     )
-
-
-class _Simulations:
-    """The runs of :func:`compare`, in a second process when that can overlap the theory.
-
-    The worker (:class:`gdln.simulation._worker.SimulationWorker`) imports torch and
-    simulates while this process reduces, solves and loads matplotlib: only when torch
-    is not imported here yet (its import is most of what overlaps), on POSIX, with at
-    least two cores. Otherwise the runs are made here, when their results are asked for.
-    """
-
-    def __init__(self) -> None:
-        self.jobs: list[dict[str, Any]] = []
-        self.worker: Any = None
-        if _use_worker():
-            from ..simulation._worker import SimulationWorker
-
-            try:
-                self.worker = SimulationWorker()
-            except OSError:  # no process to be had: simulate here
-                self.worker = None
-
-    def __enter__(self) -> _Simulations:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.worker is not None:
-            self.worker.close()
-
-    def submit(self, job: dict[str, Any]) -> None:
-        """Start (or queue) one run of :func:`gdln.simulate`."""
-        if self.worker is not None:
-            self.worker.submit(**job)
-        else:
-            self.jobs.append(job)
-
-    def results(self, *, before: Any = None) -> list[Trajectory]:
-        """The trajectories in the order submitted; ``before()`` runs first (while the
-        worker simulates)."""
-        if before is not None:
-            before()
-        if self.worker is not None:
-            return [self.worker.result() for _ in range(2)]
-        from ..simulation import simulate
-
-        return [simulate(**job) for job in self.jobs]
-
-
-def _use_worker() -> bool:
-    """Whether to simulate in a second process (see :class:`_Simulations`)."""
-    if "torch" in sys.modules or os.name != "posix":
-        return False
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cores or 1) >= 2
 
 
 def _load_figure_library() -> None:

@@ -17,6 +17,7 @@ the parent closes the pipe or goes away.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import multiprocessing
 import os
@@ -26,13 +27,14 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from .._errors import GdlnError
 
-__all__ = ["SimulationWorker", "serve"]
+__all__ = ["SimulationWorker", "serve", "standby", "take_standby", "worthwhile"]
 
 _START = "import sys; from gdln.simulation._worker import serve; serve(int(sys.argv[1]))"
 
@@ -103,6 +105,53 @@ class SimulationWorker:
         self.process.wait()
         self.sender.join()
         self.conn.close()
+
+
+def worthwhile() -> bool:
+    """Whether simulating in a second process can overlap work here: torch is not imported
+    in this process yet (its import is most of what overlaps), on POSIX, with at least two
+    cores this process may use."""
+    if "torch" in sys.modules or os.name != "posix":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) >= 2
+
+
+_STANDBY: list[SimulationWorker] = []
+"""The worker :func:`standby` started, until :func:`take_standby` takes it (at most one)."""
+
+
+@contextlib.contextmanager
+def standby() -> Iterator[None]:
+    """Start a worker now, where :func:`worthwhile`, for the first :func:`take_standby` in
+    this block; it imports torch while the caller does something else (reads its problem).
+    One not taken is ended on the way out."""
+    if _STANDBY or not worthwhile():
+        yield
+        return
+    try:
+        worker = SimulationWorker()
+    except OSError:  # no process to be had: the taker starts its own or simulates here
+        yield
+        return
+    _STANDBY.append(worker)
+    try:
+        yield
+    finally:
+        if worker in _STANDBY:
+            _STANDBY.remove(worker)
+            worker.close()
+
+
+def take_standby() -> SimulationWorker | None:
+    """The worker :func:`standby` started, if it is still running (then it is the caller's
+    to close), else ``None``."""
+    while _STANDBY:
+        worker = _STANDBY.pop()
+        if worker.process.poll() is None:
+            return worker
+        worker.close()
+    return None
 
 
 def serve(fd: int) -> None:

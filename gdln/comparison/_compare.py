@@ -47,7 +47,7 @@ from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
-from ._figures import plot_loss, plot_singular_values, trained_edges
+from ._figures import draw_side_by_side, plot_loss, plot_singular_values, trained_edges
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
 from ._process import Simulations
@@ -489,8 +489,12 @@ def _write(out: Path, metrics: dict[str, Any], reduction: Any, runs: Runs) -> li
         runs.decoupled.save(out / "sim_decoupled.npz"),
         runs.random.save(out / "sim_random.npz"),
     ]
-    files += plot_loss(out, metrics, runs)
-    files += plot_singular_values(out, metrics, reduction, runs)
+    files += draw_side_by_side(
+        [
+            lambda: plot_loss(out, metrics, runs),
+            lambda: plot_singular_values(out, metrics, reduction, runs),
+        ]
+    )
     metrics["files"] = [f.name for f in files] + ["metrics.json"]
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     files.append(out / "metrics.json")

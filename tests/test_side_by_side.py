@@ -1,0 +1,84 @@
+"""Figures drawn side by side in forked processes (``draw_side_by_side``, issue 25).
+
+The reference is the same jobs run one after another in this process: the files, their
+order and a failing job's error must not depend on where a job ran.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from gdln.comparison import _figures as figures
+from gdln.comparison._figures import draw_side_by_side
+
+LINUX_TWO_CORES = sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2
+
+
+def _job(folder: Path, name: str):  # type: ignore[no-untyped-def]
+    def write() -> list[Path]:
+        path = folder / name
+        path.write_text(str(os.getpid()))
+        return [path]
+
+    return write
+
+
+@pytest.mark.skipif(not LINUX_TWO_CORES, reason="forks only on Linux with two cores")
+def test_all_but_the_last_job_run_in_children_and_the_files_keep_their_order(
+    tmp_path: Path,
+) -> None:
+    assert threading.active_count() == 1  # else nothing is forked (tested below)
+    written = draw_side_by_side([_job(tmp_path, n) for n in ("a", "b", "c")])
+    assert written == [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    pids = [int(p.read_text()) for p in written]
+    assert pids[-1] == os.getpid() and len({*pids}) == 3
+
+
+def test_with_another_thread_running_every_job_runs_here(tmp_path: Path) -> None:
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        written = draw_side_by_side([_job(tmp_path, n) for n in ("a", "b")])
+    finally:
+        stop.set()
+        other.join()
+    assert [int(p.read_text()) for p in written] == [os.getpid(), os.getpid()]
+
+
+def test_a_job_that_fails_in_its_child_is_run_here_and_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(figures, "_can_fork", lambda: True)
+    calls = []
+
+    def failing() -> list[Path]:
+        calls.append(os.getpid())
+        raise ValueError("no figure")
+
+    with pytest.raises(ValueError, match="no figure"):
+        draw_side_by_side([failing, _job(tmp_path, "b")])
+    assert calls == [os.getpid()]  # the child's attempt is not seen here; this one raised
+    assert int((tmp_path / "b").read_text()) == os.getpid()
+
+
+def test_compare_writes_the_same_figures_whether_drawn_side_by_side_or_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gdln
+
+    problem = gdln.load(Path(__file__).parents[1] / "graphs" / "routing.yaml",
+                        params={"M": 3, "K": 2, "hidden": 5})  # fmt: skip
+    kw = dict(lr=0.05, t_max=2.0, seeds=2, points=11)
+    monkeypatch.setattr(figures, "_can_fork", lambda: True)
+    side = gdln.compare(problem, tmp_path / "side", **kw)
+    monkeypatch.setattr(figures, "_can_fork", lambda: False)
+    turn = gdln.compare(problem, tmp_path / "turn", **kw)
+    assert [f.name for f in side.files] == [f.name for f in turn.files]
+    for name in ("loss.png", "singular_values.png"):
+        assert (tmp_path / "side" / name).read_bytes() == (tmp_path / "turn" / name).read_bytes()

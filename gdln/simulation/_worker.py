@@ -160,6 +160,11 @@ def serve(fd: int) -> None:
     conn = Connection(fd)
     from ._simulate import simulate  # torch, while the parent works on the theory
 
+    # replies are sent by a thread: the parent reads them when it needs them, and a reply
+    # larger than the pipe's buffer must not hold up the next run until then
+    replies: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    sender = threading.Thread(target=_send_replies, args=(conn, replies), daemon=True)
+    sender.start()
     while True:
         try:
             job = conn.recv()
@@ -169,7 +174,16 @@ def serve(fd: int) -> None:
             reply: tuple[str, Any] = ("ok", simulate(**job))
         except BaseException as error:  # the parent raises it
             reply = ("error", _sendable(error))
-        conn.send(reply)
+        replies.put(reply)
+
+
+def _send_replies(conn: Connection, replies: queue.SimpleQueue[tuple[str, Any]]) -> None:
+    """Send each reply in order, until the parent is gone."""
+    while True:
+        try:
+            conn.send(replies.get())
+        except OSError:
+            return
 
 
 def _sendable(error: BaseException) -> BaseException:

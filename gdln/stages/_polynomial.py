@@ -9,6 +9,7 @@ and integer powers, evaluated, differentiated and restricted with numpy.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -64,17 +65,21 @@ class Polynomial:
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """$\\partial/\\partial x_i$ at ``x``, for every $i$."""
-        x = np.asarray(x, float)
-        out = np.zeros(self.n_variables)
-        for i in range(self.n_variables):
-            p = self.powers[:, i]
-            hit = p > 0
-            if not hit.any():
-                continue
-            lowered = self.powers[hit].copy()
-            lowered[:, i] -= 1
-            out[i] = (self.coefficients[hit] * p[hit]) @ np.prod(x**lowered, axis=1)
-        return out
+        factors, lowered = self._derivative
+        return np.asarray((factors * np.prod(np.asarray(x, float) ** lowered, axis=2)).sum(axis=1))
+
+    @functools.cached_property
+    def _derivative(self) -> tuple[np.ndarray, np.ndarray]:
+        """``factors[i, t]`` $= c_t p_{ti}$ and ``lowered[i, t]``, term $t$'s powers with
+        $p_{ti}$ lowered by one (0 where $p_{ti} = 0$, whose factor is 0): the derivative
+        in $x_i$ as one array expression (the flows that settle a plateau call it
+        thousands of times)."""
+        n = self.n_variables
+        factors = self.coefficients[None, :] * self.powers.T
+        lowered = np.repeat(self.powers[None, :, :], n, axis=0)
+        for i in range(n):
+            lowered[i, :, i] = np.maximum(self.powers[:, i] - 1, 0)
+        return factors, lowered
 
     def restrict(self, fixed: Sequence[int], values: np.ndarray) -> Polynomial:
         """Substitute ``values`` for the variables ``fixed``; the others stay, in order."""

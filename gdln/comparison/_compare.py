@@ -47,7 +47,13 @@ from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
-from ._figures import draw_side_by_side, plot_loss, plot_singular_values, trained_edges
+from ._figures import (
+    draw_side_by_side,
+    plot_loss,
+    plot_singular_values,
+    prepare_drawing,
+    trained_edges,
+)
 from ._metrics import DEFINITIONS, Runs, loss_metrics
 from ._modes import initial_mode_strengths
 from ._process import Simulations
@@ -304,7 +310,7 @@ def compare(
             t_max=steps * lr,
             reduction=model if isinstance(model, Reduction) else None,
         )
-        random, decoupled = runs_of.results(before=_load_figure_library)
+        random, decoupled = runs_of.results(before=prepare_drawing)
     runs = Runs(ode, gd_map, decoupled, random)
     metrics: dict[str, Any] = {
         **_description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start),
@@ -450,14 +456,6 @@ def _decoupled_run(
         bases=reduction.decoupled_bases(seed=seed),
         settings=settings,
     )
-
-
-def _load_figure_library() -> None:
-    """Import matplotlib (with the Agg backend) now, while the simulations run."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot
 
 
 def _description(

@@ -30,6 +30,7 @@ __all__ = [
     "loss_figure",
     "plot_loss",
     "plot_singular_values",
+    "prepare_drawing",
     "save_figure",
     "singular_value_figure",
     "trained_edges",
@@ -77,6 +78,24 @@ def save_figure(
         fig.set_layout_engine("none")  # laid out once: the other formats keep its positions
     plt.close(fig)
     return paths
+
+
+def prepare_drawing() -> None:
+    """Import matplotlib and draw a small figure to memory, while there is time to spare
+    (:func:`gdln.compare` does it while the simulations run): the first figure a process
+    draws also loads the fonts and builds the math-text parser, about 0.1 s, which the
+    figures drawn afterwards (and the processes forked to draw them) then find done."""
+    fig = _figure((2.0, 1.5))
+    ax = fig.add_subplot()
+    ax.plot([0.0, 1.0], [0.0, 1.0], "o", label=r"$b_e^\alpha$")
+    ax.set_xlabel(r"$t/\tau$")
+    ax.set_title("a", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.canvas.draw()
+    fig.clear()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def draw_side_by_side(jobs: Sequence[Callable[[], list[Path]]]) -> list[Path]:

@@ -284,8 +284,9 @@ def singular_values(block: torch.Tensor) -> torch.Tensor:
 
 
 def _singular_values(block: torch.Tensor) -> np.ndarray:
-    """:func:`singular_values` on the host in float64 (the second thread's job)."""
-    return singular_values(block).to(torch.float64).cpu().numpy()
+    """:func:`singular_values` in float64 as numpy (the second thread's job, on the CPU
+    only: no copy from a device)."""
+    return singular_values(block).to(torch.float64).numpy()
 
 
 def _block_keys(quantity: str, weights: Weights, b: int, edges: Sequence[Edge]) -> Names:

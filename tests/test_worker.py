@@ -46,11 +46,11 @@ def test_the_worker_returns_what_simulate_returns_here() -> None:
     )
     here = simulate(**job)
     with SimulationWorker() as worker:
-        worker.submit(**job)
-        worker.submit(**{**job, "lr": 1e6, "settings": SimulationSettings(threads=1)})
-        there = worker.result()
+        first = worker.submit(**job)
+        second = worker.submit(**{**job, "lr": 1e6, "settings": SimulationSettings(threads=1)})
+        there = worker.result(first)
         with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+") as info:
-            worker.result()
+            worker.result(second)
     np.testing.assert_array_equal(there.loss, here.loss)
     assert there.series.keys() == here.series.keys()
     for name, values in here.series.items():
@@ -63,7 +63,7 @@ def test_a_worker_that_dies_is_reported() -> None:
     with SimulationWorker() as worker:
         worker.process.kill()
         with pytest.raises(gdln.GdlnError, match="simulation process ended without a result"):
-            worker.result()
+            worker.result(0)
 
 
 def test_compare_through_the_worker_equals_compare_here(
@@ -172,3 +172,19 @@ def test_the_compare_command_leaves_no_process_behind_on_bad_input(tmp_path: Pat
         except OSError:
             continue
     assert left == []
+
+
+def test_of_the_jobs_waiting_the_lowest_priority_number_runs_first() -> None:
+    """Jobs sent before the worker is free (it is still importing torch) run by priority,
+    then in the order sent; each result is taken by its number, in any order."""
+    problem = gdln.load(ROUTING, params=SMALL)
+    job = dict(source=problem.graph, examples=problem.examples(), lr=0.05, seeds=1)
+    settings = SimulationSettings(record_every=10, threads=1)
+    with SimulationWorker() as worker:
+        numbers = [
+            worker.submit(priority=p, steps=s, settings=settings, **job)
+            for p, s in ((1, 30), (0, 20), (1, 10), (0, 40))
+        ]
+        runs = {n: worker.result(n) for n in reversed(numbers)}
+    assert [runs[n].meta["steps"] for n in numbers] == [30, 20, 10, 40]
+    assert worker.arrived == [numbers[1], numbers[3], numbers[0], numbers[2]]

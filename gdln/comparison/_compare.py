@@ -286,7 +286,7 @@ def compare(
         settings=sim_settings,
     )
     with Simulations() as runs_of:
-        runs_of.submit(random_run)  # started first: it does not need the theory
+        runs_of.submit(random_run, priority=1)  # sent first: it does not need the theory
         from ..solution import dynamics_of, solve  # scipy, while the worker imports torch
 
         start = _theory_start(problem, chosen, rule)
@@ -298,7 +298,9 @@ def compare(
             weight_decay=chosen.weight_decay,
         )
         whole = _bases_of(model)
-        runs_of.submit(_decoupled_run(common, whole, seed=seed, settings=sim_settings))
+        # one seed: run first if the random runs have not begun (the shorter run first
+        # keeps both cores busy while the figures' library loads here)
+        runs_of.submit(_decoupled_run(common, whole, seed=seed, settings=sim_settings), priority=0)
         times = record * lr
         ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
         gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")

@@ -27,7 +27,8 @@ class Simulations:
     """
 
     def __init__(self) -> None:
-        self.jobs: list[dict[str, Any]] = []
+        self.jobs: list[tuple[int, dict[str, Any]]] = []
+        self.numbers: list[int] = []
         self.worker: Any = None
         if _use_worker():
             from ..simulation._worker import SimulationWorker, take_standby
@@ -46,12 +47,13 @@ class Simulations:
         if self.worker is not None:
             self.worker.close()
 
-    def submit(self, job: dict[str, Any]) -> None:
-        """Start (or queue) one run of :func:`gdln.simulate`."""
+    def submit(self, job: dict[str, Any], *, priority: int = 0) -> None:
+        """Start (or queue) one run of :func:`gdln.simulate`; of the runs waiting when
+        the worker is free, a lower ``priority`` number runs first."""
         if self.worker is not None:
-            self.worker.submit(**job)
+            self.numbers.append(self.worker.submit(priority=priority, **job))
         else:
-            self.jobs.append(job)
+            self.jobs.append((priority, job))
 
     def results(self, *, before: Any = None) -> list[Trajectory]:
         """The trajectories in the order submitted; ``before()`` runs first (while the
@@ -59,10 +61,10 @@ class Simulations:
         if before is not None:
             before()
         if self.worker is not None:
-            return [self.worker.result() for _ in range(2)]
+            return [self.worker.result(n) for n in self.numbers]
         from ..simulation import simulate
 
-        return [simulate(**job) for job in self.jobs]
+        return [simulate(**job) for _, job in self.jobs]
 
 
 def _use_worker() -> bool:

@@ -40,10 +40,12 @@ _START = "import sys; from gdln.simulation._worker import serve; serve(int(sys.a
 
 
 class SimulationWorker:
-    """A second process that runs :func:`gdln.simulate` for the jobs it is sent, in order.
+    """A second process that runs :func:`gdln.simulate` for the jobs it is sent.
 
     Use it as a context manager (the process ends on exit), :meth:`submit` the keyword
-    arguments of each run, and take the results in the same order with :meth:`result`.
+    arguments of each run (with a priority), and take each result by the number
+    :meth:`submit` returned with :meth:`result`. Of the jobs waiting when the worker is
+    free, it runs the one of lowest priority number first, then the earliest sent.
     """
 
     def __init__(self) -> None:
@@ -66,6 +68,9 @@ class SimulationWorker:
         self.outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.sender = threading.Thread(target=self._send, daemon=True)
         self.sender.start()
+        self.sent = 0
+        self.received: dict[int, tuple[str, Any]] = {}
+        self.arrived: list[int] = []  # the jobs' numbers in the order their results came
 
     def _send(self) -> None:
         while (data := self.outbox.get()) is not None:
@@ -80,19 +85,28 @@ class SimulationWorker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def submit(self, **kwargs: Any) -> None:
-        """Send one run of :func:`gdln.simulate` with these keyword arguments."""
-        self.outbox.put(pickle.dumps(kwargs, protocol=pickle.HIGHEST_PROTOCOL))
+    def submit(self, *, priority: int = 0, **kwargs: Any) -> int:
+        """Send one run of :func:`gdln.simulate` with these keyword arguments; return the
+        number :meth:`result` takes. ``priority``: a lower number runs first among the
+        jobs waiting when the worker is free."""
+        number = self.sent
+        self.sent += 1
+        self.outbox.put(pickle.dumps((number, priority, kwargs), protocol=pickle.HIGHEST_PROTOCOL))
+        return number
 
-    def result(self) -> Any:
-        """The trajectory of the earliest run not yet taken; its exception is raised here."""
-        try:
-            kind, value = self.conn.recv()
-        except (EOFError, OSError):
-            code = self.process.wait()
-            raise GdlnError(
-                f"the simulation process ended without a result (exit status {code})"
-            ) from None
+    def result(self, number: int) -> Any:
+        """The trajectory of job ``number``; its exception is raised here."""
+        while number not in self.received:
+            try:
+                done, kind, value = self.conn.recv()
+            except (EOFError, OSError):
+                code = self.process.wait()
+                raise GdlnError(
+                    f"the simulation process ended without a result (exit status {code})"
+                ) from None
+            self.received[done] = (kind, value)
+            self.arrived.append(done)
+        kind, value = self.received.pop(number)
         if kind == "error":
             raise value
         return value
@@ -162,22 +176,27 @@ def serve(fd: int) -> None:
 
     # replies are sent by a thread: the parent reads them when it needs them, and a reply
     # larger than the pipe's buffer must not hold up the next run until then
-    replies: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    replies: queue.SimpleQueue[tuple[int, str, Any]] = queue.SimpleQueue()
     sender = threading.Thread(target=_send_replies, args=(conn, replies), daemon=True)
     sender.start()
+    waiting: list[tuple[int, int, dict[str, Any]]] = []  # (priority, number, job)
     while True:
         try:
-            job = conn.recv()
+            while not waiting or conn.poll():  # block for one job, then take all sent
+                number, priority, job = conn.recv()
+                waiting.append((priority, number, job))
         except (EOFError, OSError):  # the parent is gone
             return
+        waiting.sort(key=lambda w: w[:2])
+        _, number, job = waiting.pop(0)
         try:
-            reply: tuple[str, Any] = ("ok", simulate(**job))
+            reply: tuple[int, str, Any] = (number, "ok", simulate(**job))
         except BaseException as error:  # the parent raises it
-            reply = ("error", _sendable(error))
+            reply = (number, "error", _sendable(error))
         replies.put(reply)
 
 
-def _send_replies(conn: Connection, replies: queue.SimpleQueue[tuple[str, Any]]) -> None:
+def _send_replies(conn: Connection, replies: queue.SimpleQueue[tuple[int, str, Any]]) -> None:
     """Send each reply in order, until the parent is gone."""
     while True:
         try:

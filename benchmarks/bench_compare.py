@@ -6,8 +6,8 @@
 Each repeat runs the command in a fresh process with default settings (threads chosen by
 gdln) and takes its wall time; the load average is printed at the start and the end.
 ``--parts`` then runs it once more with timers around each stage of the main process
-(the imports are what is left; the simulations run in a second process when one is
-started, and then only the wait for them is counted). ``--load N`` starts N busy-loop processes for the whole run
+(the imports are what is left; the simulations run in a second process, started before
+the file is read, and then only the wait for them is counted). ``--load N`` starts N busy-loop processes for the whole run
 (``--load cores`` one per core), so that the figures under load come from the same run
 as those without (``--load 0,cores`` runs both, alternating repeats). ``--in-process`` also runs each
 repeat with torch imported before the command starts, so that ``compare`` makes its
@@ -48,6 +48,7 @@ import sys, time, json
 start = time.perf_counter()
 sys.path.insert(0, {root!r})
 import gdln.comparison._compare as cmp
+import gdln.comparison._process as process
 spent = {{}}
 def timed(module, name, label):
     inner = getattr(module, name)
@@ -60,7 +61,6 @@ def timed(module, name, label):
     setattr(module, name, wrapper)
 import gdln.cli._common as common
 timed(common, "load_problem", "load the problem")
-timed(cmp, "reduce", "reduce (symbolic, the random start's modes)")
 import gdln.solution
 def lazy(name, label):  # imported on first use, as compare does
     def first(*args, **kwargs):
@@ -70,17 +70,18 @@ def lazy(name, label):  # imported on first use, as compare does
     timed(gdln.solution, name, label)
 lazy("dynamics_of", "derive (dynamics_of; scipy imported)")
 lazy("solve", "ODE and GD map")
-timed(cmp, "_load_figure_library", "import matplotlib")
-timed(cmp._Simulations, "results", "simulations (wait for them)")
-timed(cmp, "plot_loss", "loss figure (PNG, SVG)")
-timed(cmp, "plot_singular_values", "singular-value figure (PNG, SVG)")
+timed(cmp, "_bases_of", "the whole network's bases (Eq. 9)")
+timed(cmp, "predicted_stages", "stage times (timescales)")
+timed(cmp, "prepare_drawing", "import matplotlib, warm its text")
+timed(process.Simulations, "results", "simulations (wait for them)")
+timed(cmp, "_write", "figures side by side, files")
 import gdln.cli
 try:
     gdln.cli.main({argv!r})
 except SystemExit:
     pass
 total = time.perf_counter() - start
-spent["simulations (wait for them)"] -= spent.get("import matplotlib", 0.0)
+spent["simulations (wait for them)"] -= spent.get("import matplotlib, warm its text", 0.0)
 spent["imports and the rest"] = total - sum(spent.values())
 spent["total (in process)"] = total
 print("@@" + json.dumps(spent))

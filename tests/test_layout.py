@@ -113,26 +113,25 @@ def test_top_level_exports_nothing_private_or_typing_only() -> None:
     assert {"kernels", "sd"} <= set(gdln.__all__)
 
 
-def test_import_gdln_loads_no_heavy_library() -> None:
-    code = (
-        "import sys, gdln; gdln.__all__; "
-        "print(sorted(m for m in ('torch', 'sympy', 'scipy', 'networkx', 'numpy') "
-        "if m in sys.modules))"
-    )
+def _loaded_after(statements: str, libraries: tuple[str, ...]) -> list[str]:
+    """Which of ``libraries`` a fresh interpreter has imported after ``statements``."""
+    code = f"import sys; {statements}; print(sorted(m for m in {libraries!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    return ast.literal_eval(out.stdout.strip())
+
+
+def test_import_gdln_loads_no_heavy_library() -> None:
+    heavy = ("torch", "sympy", "scipy", "networkx", "numpy")
+    assert _loaded_after("import gdln; gdln.__all__", heavy) == []
 
 
 def test_the_simulation_worker_imports_no_symbolic_library() -> None:
     """The process compare simulates in imports torch, not sympy or scipy (issue 25: the
     reader of graph files took 0.35 s of its start, on the comparison's critical path)."""
-    code = (
-        "import sys; from gdln.simulation._worker import serve; "
-        "from gdln.simulation._simulate import simulate; "
-        "print(sorted(m for m in ('sympy', 'scipy', 'matplotlib') if m in sys.modules))"
+    statements = (
+        "from gdln.simulation._worker import serve; from gdln.simulation._simulate import simulate"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert _loaded_after(statements, ("sympy", "scipy", "matplotlib")) == []
 
 
 def _cli_imports(path: Path) -> list[str]:

@@ -4,13 +4,14 @@ r"""Simulations in a second Python process, started before they are needed.
 and torch for the simulations of the full network (Sec. 2 of Saxe et al. 2022); torch
 alone takes about a second to import. A :class:`SimulationWorker` imports torch in a
 process of its own as soon as it starts and then runs :func:`gdln.simulate` for each job
-it is sent, in order, so that on a machine with a free core the imports, the theory and
-the simulations overlap.
+it is sent (of those waiting, the lowest priority number first), so that on a machine
+with a free core the imports, the theory and the simulations overlap. :func:`standby`
+starts one before its jobs are known (``gdln compare`` does, before reading the file).
 
 The two processes talk over a :func:`multiprocessing.Pipe`: the parent sends the
 arguments of :func:`gdln.simulate` (objects it made itself, e.g. a loaded problem's
-graph and examples), the worker sends back the :class:`~gdln.Trajectory` or the
-exception. Nothing read from a file is unpickled, only what these two processes made.
+graph and examples) with a number and a priority, the worker sends back the number
+with the :class:`~gdln.Trajectory` or the exception. Nothing read from a file is unpickled, only what these two processes made.
 The worker ignores SIGINT (the parent handles Ctrl-C and then ends it) and exits when
 the parent closes the pipe or goes away.
 """

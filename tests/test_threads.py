@@ -122,6 +122,7 @@ def test_singular_values_on_the_second_thread_are_those_of_the_recorded_weights(
     beside = simulate(problem, **kwargs, settings=SimulationSettings(record_weights=True))
     alone = simulate(problem, **kwargs, settings=SimulationSettings(threads=1))
     assert made == [True, False]
+    assert beside.meta["singular_values_thread"] and not alone.meta["singular_values_thread"]
     assert not _singular_value_threads()
     for key, values in alone.series.items():
         np.testing.assert_array_equal(beside.series[key], values, err_msg=key)

@@ -119,7 +119,10 @@ class SimulationSettings:
         (:func:`auto_threads <gdln.simulation._threads.auto_threads>`); an int sets them.
         The trajectory's ``meta["threads"]`` says how many ran. Small networks run fastest
         on one thread, and on a busy machine several threads can be orders of magnitude
-        slower.
+        slower. With ``"auto"`` on two or more cores the recorded singular values are
+        computed on one more thread beside the training
+        (:func:`record_thread <gdln.simulation._threads.record_thread>`;
+        ``meta["singular_values_thread"]``), with the same values.
     progress
         Show a tqdm progress bar: ``"auto"`` when standard error is a terminal.
     record_every

@@ -303,6 +303,7 @@ def _run(
         if eval_examples is None
         else tensorise(net, eval_examples, "eval_examples", dtype, device)
     )
+    beside = record_thread(device, settings.threads)
     recorder = Recorder(
         net,
         data,
@@ -310,7 +311,7 @@ def _run(
         projection_bases(net, bases, dtype, device),
         settings.rsm,
         settings.record_weights,
-        background=record_thread(device, settings.threads),
+        background=beside,
     )
     fixed = fixed_edges(net)
     w0 = start_weights(
@@ -366,6 +367,7 @@ def _run(
         "seeds": seeds,
         **_settings_meta(settings, device),
         "threads": int(threads),
+        "singular_values_thread": beside,
         **_network_meta(net, data, evaluation, examples, fixed),
     }
     return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)

@@ -281,6 +281,29 @@ def test_old_file_key_is_read_this_release(tmp_path: Path) -> None:
     assert float(problem.settings.b0) == 0.3
 
 
+@pytest.mark.parametrize(
+    ("solve", "message"),
+    [
+        ("{init: null, t_max: 40}", r"solve\.init: expected a real number, got None"),
+        (
+            "{b0: 0.1, t_max: 40, init: 0.3}",
+            r"solve\.init: solve\.b0 and solve\.init are one setting, the second its old "
+            r"name; keep solve\.b0 only",
+        ),
+    ],
+)
+def test_an_old_file_key_is_named_as_written(tmp_path: Path, solve: str, message: str) -> None:
+    """Errors name the key the file wrote (found by the graph-file fuzzer: ``init: null``
+    beside ``b0`` was reported as ``solve.b0: ... None``, a key whose value was 0.1)."""
+    path = tmp_path / "old.yaml"
+    text = (GRAPHS / "chain.yaml").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("solve:"))
+    path.write_text(text.replace(line, f"solve: {solve}"))
+    with pytest.warns(gdln.GdlnDeprecationWarning), pytest.raises(gdln.GdlnError) as info:
+        gdln.load(path)
+    assert re.search(message, str(info.value)), str(info.value)
+
+
 OLD_OPTIONS = [
     (["derive", "xor", "--init", "0.2"], "--init is now --b0"),
     (["derive", "xor", "--no-quotient"], "--quotient/--no-quotient is now --route contexts"),

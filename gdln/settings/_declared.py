@@ -404,6 +404,7 @@ class Settings:
             An unknown key, or a value its declaration refuses (naming file and key).
         """
         values: dict[str, Any] = {}
+        written: dict[str, str] = {}  # setting -> the key the file wrote it under
         by_key = {d.file_key: name for name, d in declarations().items() if d.file_key}
         for section, mapping in sections.items():
             if not isinstance(mapping, Mapping):
@@ -413,7 +414,7 @@ class Settings:
                     key=section,
                 )
             for key, value in mapping.items():
-                file_key = f"{section}.{key}"
+                as_written = file_key = f"{section}.{key}"
                 if file_key in DEPRECATED_KEYS:
                     new = DEPRECATED_KEYS[file_key]
                     warnings.warn(
@@ -431,8 +432,16 @@ class Settings:
                         source=source,
                         key=section,
                     )
+                if name in written:  # the old key beside the new one
+                    raise SettingError(
+                        f"{written[name]} and {as_written} are one setting, the second its "
+                        f"old name; keep {file_key} only",
+                        source=source,
+                        key=as_written,
+                    )
+                written[name] = as_written
                 values[name] = _read(
-                    name, declarations()[name], value, source=source, from_file=True
+                    name, declarations()[name], value, source=source, key=as_written
                 )
         return cls(**values, source=source)
 
@@ -472,15 +481,16 @@ def _read(
     value: Any,
     *,
     source: str | None = None,
-    from_file: bool = False,
+    key: str | None = None,
 ) -> Any:
     """``value`` read by the declaration; an error names the file (where known), and the
-    file key (a value from the file) or the setting and its option (a value given)."""
+    file key as written (``key``: a value from the file) or the setting and its option
+    (a value given)."""
     try:
         return declaration.parse(value)
     except (ValueError, TypeError, ArithmeticError) as err:
-        if from_file and declaration.file_key:
-            where = declaration.file_key
+        if key is not None:
+            where = key
         else:
             where = f"{name} ({declaration.option})" if declaration.option else name
         raise SettingError(str(err), source=source, key=where) from None

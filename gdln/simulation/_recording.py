@@ -98,15 +98,21 @@ class Divergence(Protocol):
     def raise_if_bad(self, ring: np.ndarray) -> None: ...
 
 
+SVD_CHUNK = 16
+"""Recorded steps whose singular values the second thread computes in one batched SVD."""
+
+
 class Recorder:
     """Collects the series of a run, one row per recorded step; :meth:`arrays` stacks them.
 
     ``bases``: edge -> ``(left, right)`` mode vectors to project on; ``rsm`` and
     ``weights`` switch on the similarity matrices and the weights. ``background``: the
     singular values are computed on a second thread while training goes on (the SVDs
-    were half of a small network's run; torch releases the GIL in them), from a copy of
-    the weights taken at the step; :meth:`arrays` waits for them, :meth:`close` ends the
-    thread. Used as a context manager, it is closed on the way out.
+    were half of a small network's run; torch releases the GIL in them), from copies of
+    the weights taken at the steps, :data:`SVD_CHUNK` recorded steps in one batched SVD
+    per block (a hand-over per step cost more than a small network's SVDs);
+    :meth:`arrays` waits for them, :meth:`close` ends the thread. Used as a context
+    manager, it is closed on the way out.
     """
 
     def __init__(
@@ -123,11 +129,14 @@ class Recorder:
         self.net, self.train, self.eval, self.bases, self.rsm = net, train, evaluation, bases, rsm
         self.weights = weights
         self.steps: list[int] = []
-        self.rows: dict[Names, list[np.ndarray | Future[np.ndarray]]] = {}
+        self.rows: dict[Names, list[np.ndarray]] = {}
         self.block_bases: dict[int, list[_Bases]] | None = None
         self.pool = (
             ThreadPoolExecutor(1, "gdln-svd", initializer=_same_threads) if background else None
         )
+        self.sv_names: list[Names] = []  # the singular values' series, one per block
+        self.copies: list[list[torch.Tensor]] = []  # per recorded step not yet sent: blocks
+        self.chunks: list[Future[list[np.ndarray]]] = []  # per chunk: (steps, ...) per block
 
     def __enter__(self) -> Recorder:
         return self
@@ -161,11 +170,8 @@ class Recorder:
             (_block_keys("sv", weights, b, self.net.edges), block.detach().nan_to_num(0, 0, 0))
             for b, block in enumerate(weights.blocks)
         ]
-        later: list[tuple[Names, Future[np.ndarray]]] = []
         if self.pool is None:
             series += [(names, singular_values(copy)) for names, copy in blocks]
-        else:
-            later = [(names, self.pool.submit(_singular_values, copy)) for names, copy in blocks]
         if divergence is not None:
             series += [("", t) for t in divergence.state()]
         flat = torch.cat([t.detach().to(torch.float64).flatten() for _, t in series])
@@ -180,8 +186,17 @@ class Recorder:
         for (names, _), array in zip(series, arrays, strict=True):
             if names:
                 self.rows.setdefault(names, []).append(array)
-        for names, future in later:
-            self.rows.setdefault(names, []).append(future)
+        if self.pool is not None:
+            self.sv_names = [names for names, _ in blocks]
+            self.copies.append([copy for _, copy in blocks])
+            if len(self.copies) == SVD_CHUNK:
+                self._send_copies()
+
+    def _send_copies(self) -> None:
+        """Hand the copies taken so far to the second thread, as one chunk."""
+        if self.copies and self.pool is not None:
+            self.chunks.append(self.pool.submit(_chunk_singular_values, self.copies))
+            self.copies = []
 
     def _series(
         self, weights: Weights, acts: Mapping[Hashable, torch.Tensor], per_example: torch.Tensor
@@ -257,8 +272,14 @@ class Recorder:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """The recorded steps ``(T,)``, the loss ``(T, S)`` and every other series."""
         series: dict[str, np.ndarray] = {}
-        for names, rows in self.rows.items():
-            stacked = np.stack([r.result() if isinstance(r, Future) else r for r in rows])
+        self._send_copies()
+        done = [chunk.result() for chunk in self.chunks]
+        stacks = {names: np.stack(rows) for names, rows in self.rows.items()}
+        stacks.update(  # after the others, as when they are computed here
+            (names, np.concatenate([chunk[b] for chunk in done]))
+            for b, names in enumerate(self.sv_names)
+        )
+        for names, stacked in stacks.items():
             if isinstance(names, str):
                 series[names] = stacked
             else:
@@ -283,10 +304,14 @@ def singular_values(block: torch.Tensor) -> torch.Tensor:
     return torch.linalg.svdvals(block.mT if block.shape[-2] < block.shape[-1] else block)
 
 
-def _singular_values(block: torch.Tensor) -> np.ndarray:
-    """:func:`singular_values` in float64 as numpy (the second thread's job, on the CPU
-    only: no copy from a device)."""
-    return singular_values(block).to(torch.float64).numpy()
+def _chunk_singular_values(copies: list[list[torch.Tensor]]) -> list[np.ndarray]:
+    """The second thread's job: per block, :func:`singular_values` of its copies at the
+    chunk's recorded steps stacked ``(steps, ...)``, in float64 as numpy (on the CPU only:
+    no copy from a device)."""
+    return [
+        singular_values(torch.stack(list(block))).to(torch.float64).numpy()
+        for block in zip(*copies, strict=True)
+    ]
 
 
 def _block_keys(quantity: str, weights: Weights, b: int, edges: Sequence[Edge]) -> Names:

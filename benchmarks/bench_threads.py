@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,23 +23,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_compare import _busy  # noqa: E402
+from bench_step import LOOP  # noqa: E402  (times simulate's training loop)
+
 import gdln  # noqa: E402
-import gdln.simulation._simulate as simulate_module  # noqa: E402
 from gdln import SimulationSettings, simulate  # noqa: E402
-
-TRAIN = simulate_module.train
-LOOP: list[float] = []  # the time of the last call's training loop
-
-
-def _timed_train(*args, **kwargs):  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    try:
-        return TRAIN(*args, **kwargs)
-    finally:
-        LOOP.append(time.perf_counter() - start)
-
-
-simulate_module.train = _timed_train
 
 NETWORKS = {  # name -> (params, dtype, seeds, k)
     "Fig. 4e (M=7 K=4 hidden 64), 1 seed": ({"M": 7, "K": 4, "hidden": 64}, "float64", 1, 400),
@@ -49,10 +38,6 @@ NETWORKS = {  # name -> (params, dtype, seeds, k)
     "M=100 K=4 hidden 256, 1 seed": ({"M": 100, "K": 4, "hidden": 256}, "float32", 1, 100),
 }
 CHOICES = {"default": None, "1 thread": 1, "2 threads": 2}
-
-
-def _busy(count: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
 def _call(problem, examples, steps: int, dtype: str, seeds: int, threads: int | None):  # type: ignore[no-untyped-def]

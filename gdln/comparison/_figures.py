@@ -127,8 +127,11 @@ def draw_side_by_side(jobs: Sequence[Callable[[], list[Path]]]) -> list[Path]:
 
 def _can_fork() -> bool:
     """See :func:`draw_side_by_side`."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    return sys.platform.startswith("linux") and threading.active_count() == 1 and cores >= 2
+    from ..simulation._threads import usable_cores
+
+    return (
+        sys.platform.startswith("linux") and threading.active_count() == 1 and usable_cores() >= 2
+    )
 
 
 def _fork(job: Callable[[], list[Path]]) -> tuple[int, int] | None:

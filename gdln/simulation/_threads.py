@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["FLOPS_PER_THREAD", "auto_threads", "free_cores", "record_thread"]
+__all__ = ["FLOPS_PER_THREAD", "auto_threads", "free_cores", "record_thread", "usable_cores"]
 
 FLOPS_PER_THREAD = 2e7
 """Floating-point operations of the mean operation of a step per thread it gets: about
 one millisecond of one core, against the tens of microseconds that waking a thread and
 waiting for it cost on an idle machine."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system has one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1
 
 
 def free_cores() -> int:
@@ -36,7 +42,7 @@ def free_cores() -> int:
     Other runnable tasks are counted from ``/proc/loadavg`` (those running or waiting
     for a core right now, this one excepted), else from the 1-minute load average.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     try:
         with open("/proc/loadavg", encoding="ascii") as f:
             runnable = int(f.read().split()[3].split("/")[0])
@@ -46,7 +52,7 @@ def free_cores() -> int:
             others = round(os.getloadavg()[0])
         except OSError:
             others = 0
-    return max(1, (cores or 1) - others)
+    return max(1, cores - others)
 
 
 def auto_threads(flops: float, operations: int, *, free: int | None = None) -> int:
@@ -78,5 +84,4 @@ def record_thread(device: object, threads: int | str) -> bool:
     """
     if threads != "auto" or getattr(device, "type", device) != "cpu":
         return False
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cores or 1) >= 2
+    return usable_cores() >= 2

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import GdlnError
+from ._threads import usable_cores
 
 __all__ = ["SimulationWorker", "serve", "standby", "take_standby", "worthwhile"]
 
@@ -128,8 +129,7 @@ def worthwhile() -> bool:
     cores this process may use."""
     if "torch" in sys.modules or os.name != "posix":
         return False
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cores or 1) >= 2
+    return usable_cores() >= 2
 
 
 _STANDBY: list[SimulationWorker] = []

@@ -27,7 +27,7 @@ class Simulations:
     """
 
     def __init__(self) -> None:
-        self.jobs: list[tuple[int, dict[str, Any]]] = []
+        self.jobs: list[dict[str, Any]] = []
         self.numbers: list[int] = []
         self.worker: Any = None
         if _use_worker():
@@ -49,11 +49,12 @@ class Simulations:
 
     def submit(self, job: dict[str, Any], *, priority: int = 0) -> None:
         """Start (or queue) one run of :func:`gdln.simulate`; of the runs waiting when
-        the worker is free, a lower ``priority`` number runs first."""
+        the worker is free, a lower ``priority`` number runs first (here, where all are
+        run when their results are asked for, it changes nothing)."""
         if self.worker is not None:
             self.numbers.append(self.worker.submit(priority=priority, **job))
         else:
-            self.jobs.append((priority, job))
+            self.jobs.append(job)
 
     def results(self, *, before: Any = None) -> list[Trajectory]:
         """The trajectories in the order submitted; ``before()`` runs first (while the
@@ -64,7 +65,7 @@ class Simulations:
             return [self.worker.result(n) for n in self.numbers]
         from ..simulation import simulate
 
-        return [simulate(**job) for _, job in self.jobs]
+        return [simulate(**job) for job in self.jobs]
 
 
 def _use_worker() -> bool:

@@ -338,6 +338,9 @@ def _solve_summary(
     half = gdln.time_to_half_loss(t, loss)
     reached = f"{half:.4g} tau" if half is not None else f"never (before t = {t[-1]:g} tau)"
     route = meta.get("route") or meta.get("system") or "?"
+    reason = meta.get("route_reason") or ""
+    if reason and route != "quotient":  # why auto took it (the quotient says so in derive)
+        route = f"{route}; {reason}"
     share = f" ({loss[-1] / loss[0]:.3g} of the initial loss)" if loss[0] > 0 else ""
     lines = [
         f"solved {file}: {len(t)} points to t = {t[-1]:g} tau (route: {route})",

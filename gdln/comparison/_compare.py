@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from .._edge import edge_name
+from .._errors import NotDiagonalizableError
 from ..graphfile._reader import Problem
 from ..outputs import atomic_folder, check_folder
-from ..reduction import Reduction, reduce
+from ..reduction import Reduction
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, SettingError, Settings, renamed
 from ..simulation import (
@@ -41,7 +42,6 @@ from ..simulation import (
     SimulationSettings,
     SimulationSpecError,
     horizon_steps,
-    initial_weights,
 )
 from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
@@ -54,10 +54,17 @@ from ._figures import (
     prepare_drawing,
     trained_edges,
 )
+from ._matrix import (
+    MATRIX_DEFINITIONS,
+    matrix_metrics,
+    matrix_starts,
+    matrix_theory,
+    typical_scale,
+)
 from ._metrics import DEFINITIONS, Runs, loss_metrics
-from ._modes import initial_mode_strengths
 from ._process import Simulations
 from ._stages import predicted_stages
+from ._starts import start_rule, starts_in_words, theory_start
 
 __all__ = ["FILES", "CompareResult", "compare"]
 
@@ -89,7 +96,9 @@ class CompareResult:
     ode, gd_map, decoupled, random
         The four trajectories: the reduced ODE (Eq. (9) of Saxe et al. 2022), its
         gradient-descent map, the simulation from decoupled initial conditions and the
-        simulation from random initial weights.
+        simulation from random initial weights. On the matrix route ``ode`` and
+        ``gd_map`` are the full-matrix flow and map from each seed's own initial weights
+        (loss ``(T, seeds)``, as ``random``), and ``decoupled`` is ``None``.
     files
         The paths written.
 
@@ -102,7 +111,7 @@ class CompareResult:
     metrics: Mapping[str, Any]
     ode: Trajectory
     gd_map: Trajectory
-    decoupled: Trajectory
+    decoupled: Trajectory | None
     random: Trajectory
     files: tuple[Path, ...] = field(default=())
 
@@ -261,9 +270,7 @@ def compare(
     steps = horizon_steps(chosen.t_max, lr=lr)
     base = _simulation_settings(settings)
     _check_workload(problem, base, steps=steps, seeds=seeds, n_points=chosen.points)
-    rule = chosen.theory_start
-    if rule == "auto":
-        rule = "random" if b0 is None else "b0"
+    rule, rule_source = start_rule(problem, chosen, b0=b0, init_scale=init_scale)
     # One set of steps for all four runs, so that every gap compares equal times.
     record = _recorded_steps(steps, chosen.points)
     # resolved here (the file's simulate: section), as the runs get the graph and examples
@@ -285,23 +292,29 @@ def compare(
         seed=seed,
         settings=sim_settings,
     )
+    times = record * lr
+    taken = _route(problem, chosen, rule)
+    if taken.model is None:
+        return _compare_matrix(
+            problem,
+            out,
+            chosen=chosen,
+            rule=(rule, rule_source),
+            reason=taken.reason,
+            run=dict(common, seeds=seeds, seed=seed, settings=sim_settings),
+            times=times,
+            steps=steps,
+            force=force,
+        )
     with Simulations() as runs_of:
         runs_of.submit(random_run, priority=1)  # sent first: it does not need the theory
-        from ..solution import dynamics_of, solve  # scipy, while the worker imports torch
+        from ..solution import solve  # scipy, while the worker imports torch
 
-        start = _theory_start(problem, chosen, rule)
-        model = dynamics_of(
-            problem,
-            route=chosen.route,
-            lump=chosen.lump,
-            b0=start,
-            weight_decay=chosen.weight_decay,
-        )
+        start, model = taken.start, taken.model
         whole = _bases_of(model)
         # one seed: run first if the random runs have not begun (the shorter run first
         # keeps both cores busy while the figures' library loads here)
         runs_of.submit(_decoupled_run(common, whole, seed=seed, settings=sim_settings), priority=0)
-        times = record * lr
         ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
         gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")
         stages = predicted_stages(  # while the simulations run
@@ -314,13 +327,17 @@ def compare(
         )
         random, decoupled = runs_of.results(before=prepare_drawing)
     runs = Runs(ode, gd_map, decoupled, random)
+    described = _description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start)
     metrics: dict[str, Any] = {
-        **_description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start),
+        **described,
+        "theory_start_from": rule_source,
+        "starts": starts_in_words(described, chosen, rule),
         "init_scheme": chosen.init_scheme,
         "init_scale": float(chosen.init_scale),
         "seeds": list(random.meta["seeds"]),
         "lump": chosen.lump,
         "route": ode.meta["route"],  # as the solver recorded it
+        "route_reason": ode.meta.get("route_reason", ""),
         "modes": {
             edge_name(e): [int(a) for a in whole.edge_bases(e, seed=seed)[2]]
             for e in trained_edges(problem.graph)
@@ -337,6 +354,106 @@ def compare(
         written = _write(temporary, metrics, model, runs)
     files = [out / f.name for f in written]
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """The theory's route for a comparison: its dynamics (``None`` on the matrix route),
+    its start $b(0)$ and why ``auto`` took it."""
+
+    model: Any
+    start: Any
+    reason: str
+
+
+def _route(problem: Problem, chosen: Settings, rule: str) -> _Taken:
+    """The one route rule of every command (:func:`gdln.solution._dynamics.route_of`),
+    with the theory's start: the exact reduction where the statistics share bases, else
+    the full-matrix flow (``model`` ``None``)."""
+    from ..solution._dynamics import route_of
+
+    if chosen.route == "matrix":
+        return _Taken(None, chosen.b0, "")
+    start = chosen.b0
+    if rule == "random":
+        try:
+            start = theory_start(problem, chosen, rule)
+        except NotDiagonalizableError:
+            if chosen.route != "auto":
+                raise
+            # no bases, so no mode strengths: the route rule below takes the full matrices
+    taken = route_of(
+        problem,
+        route=chosen.route,
+        lump=chosen.lump,
+        b0=start,
+        weight_decay=chosen.weight_decay,
+    )
+    return _Taken(taken.model, start, taken.reason)
+
+
+def _compare_matrix(
+    problem: Problem,
+    out: Path | None,
+    *,
+    chosen: Settings,
+    rule: tuple[str, str],
+    reason: str,
+    run: dict[str, Any],
+    times: np.ndarray,
+    steps: int,
+    force: bool,
+) -> CompareResult:
+    """:func:`compare` on the matrix route (:mod:`gdln.comparison._matrix`): the random
+    runs from the starts of ``rule``, and the full-matrix flow and map from each run's own
+    initial weights; no decoupled run (there are no bases)."""
+    lr, t_max = chosen.lr, steps * chosen.lr
+    starts = matrix_starts(
+        problem, rule=rule[0], chosen=chosen, seeds=chosen.seeds, seed=chosen.seed
+    )
+    edges = trained_edges(problem.graph)
+    given = {(str(u), str(v)): w for (u, v), w in starts.items()}
+    with Simulations() as runs_of:
+        runs_of.submit(dict(run, weights=given), priority=0)
+        ode, gd_map = matrix_theory(
+            problem, starts, t_max=t_max, lr=lr, times=times, weight_decay=chosen.weight_decay
+        )
+        scale = typical_scale(starts, edges)
+        stages = predicted_stages(problem, b0=scale, route="matrix", lump=chosen.lump, t_max=t_max)
+        (random,) = runs_of.results(before=prepare_drawing)
+    runs = Runs(ode, gd_map, None, random)
+    described = _description(problem, runs, lr=lr, steps=steps, rule=rule[0], b0=scale)
+    start = (
+        f"random W(0), singular values b0 = {float(chosen.b0):g}"
+        if rule[0] == "b0"
+        else f"{chosen.init_scheme}, init_scale {float(chosen.init_scale):g}"
+    )
+    metrics: dict[str, Any] = {
+        **described,
+        "theory_start_from": rule[1],
+        "starts": {
+            "ode": "each seed's own W(0)",
+            "gd_map": "each seed's own W(0)",
+            "random": start,
+        },
+        "init_scheme": chosen.init_scheme if rule[0] == "random" else "given",
+        "init_scale": float(chosen.init_scale),
+        "seeds": list(random.meta["seeds"]),
+        "lump": "none",
+        "route": "matrix",
+        "route_reason": reason,
+        "dtype": random.meta["dtype"],
+        "device": random.meta["device"],
+        **matrix_metrics(runs, edges=edges),
+        "stages": stages,
+        "definitions": {**DEFINITIONS, **MATRIX_DEFINITIONS},
+    }
+    result = CompareResult(metrics, ode, gd_map, None, random, ())
+    if out is None:
+        return result
+    with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
+        written = _write(temporary, metrics, None, runs)
+    return replace(result, files=tuple(out / f.name for f in written))
 
 
 def _recorded_steps(steps: int, n_points: int) -> np.ndarray:
@@ -416,23 +533,6 @@ def _simulation_settings(settings: SimulationSettings | None) -> SimulationSetti
     return replace(settings, **gradient_descent)
 
 
-def _theory_start(problem: Problem, chosen: Settings, rule: str) -> Any:
-    """$b(0)$ of the theory and the decoupled run: ``chosen.b0`` (rule ``"b0"``), or per
-    edge the mode strengths of the random runs' own initial weights (rule ``"random"``,
-    :func:`initial_mode_strengths`, averaged over the seeds)."""
-    if rule == "b0":
-        return chosen.b0
-    drawn = initial_weights(
-        problem.graph,
-        init_scheme=chosen.init_scheme,
-        init_scale=chosen.init_scale,
-        seeds=chosen.seeds,
-        seed=chosen.seed,
-    )
-    modes_only = reduce(problem, lump="none", route="contexts")
-    return initial_mode_strengths(modes_only, drawn, seed=chosen.seed)
-
-
 def _bases_of(model: Any) -> Reduction:
     """The reduction whose bases give the decoupled weights of Eq. (9): the whole network's
     (:attr:`gdln.Reduction.whole`; every context, one variable per edge where the theory
@@ -482,11 +582,12 @@ def _description(
 
 def _write(out: Path, metrics: dict[str, Any], reduction: Any, runs: Runs) -> list[Path]:
     """Write the trajectories, the figures and ``metrics.json`` (listing them all) into
-    the new folder ``out`` (the temporary one of :func:`atomic_folder`)."""
+    the new folder ``out`` (the temporary one of :func:`atomic_folder`); the matrix route
+    (``reduction`` ``None``) has no decoupled run."""
     files = [
         runs.ode.save(out / "theory_ode.npz"),
         runs.gd_map.save(out / "theory_map.npz"),
-        runs.decoupled.save(out / "sim_decoupled.npz"),
+        *([] if runs.decoupled is None else [runs.decoupled.save(out / "sim_decoupled.npz")]),
         runs.random.save(out / "sim_random.npz"),
     ]
     files += draw_side_by_side(

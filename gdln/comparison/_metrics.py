@@ -52,7 +52,7 @@ class Runs:
 
     ode: Trajectory
     gd_map: Trajectory
-    decoupled: Trajectory
+    decoupled: Trajectory | None
     random: Trajectory
 
 
@@ -119,6 +119,7 @@ def loss_metrics(runs: Runs, *, source: str) -> dict[str, Any]:
     ``source`` names the problem in the error raised when the initial loss is not positive.
     """
     ode, gd_map, decoupled, random = runs.ode, runs.gd_map, runs.decoupled, runs.random
+    assert decoupled is not None  # the reduced routes' comparison
     l0 = float(ode.loss[0])
     if not l0 > 0:
         raise GdlnError(f"{source}: the initial loss is {l0}; nothing to learn")

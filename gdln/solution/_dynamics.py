@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy.typing as npt
 
-from .._errors import GdlnDeprecationWarning, GdlnError, TooManyPathsError
+from .._errors import (
+    GdlnDeprecationWarning,
+    GdlnError,
+    NotDiagonalizableError,
+    TooManyPathsError,
+)
 from ..graphfile._reader import Problem
 from ..reduction._moments import ExpectedDynamics, expected_dynamics
 from ..reduction._reduce import reduce
@@ -24,7 +30,7 @@ from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory
 
-__all__ = ["dynamics_of", "solve"]
+__all__ = ["RouteTaken", "dynamics_of", "route_of", "solve"]
 
 
 def solve(
@@ -153,14 +159,15 @@ def solve(
     check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
     if isinstance(model, Problem):
         chosen = settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
-        if chosen.route == "matrix":
+        taken = route_of(
+            model,
+            route=chosen.route,
+            lump=chosen.lump,
+            b0=chosen.b0,
+            weight_decay=chosen.weight_decay,
+        )
+        if taken.model is None:
             from ._full import solve_full
-
-            if times is not None:
-                raise GdlnError(
-                    f"{problem.source}: route 'matrix' records {settings.points} evenly "
-                    "spaced times (points); times=[...] is for the reduced routes"
-                )
 
             full = solve_full(
                 model,
@@ -170,15 +177,10 @@ def solve(
                 points=settings.points,
                 b0=chosen.b0,
                 weight_decay=chosen.weight_decay,
+                times=times,
             )
-            return dataclasses.replace(full, meta={**full.meta, "route": "matrix"})
-        model = dynamics_of(
-            model,
-            route=chosen.route,
-            lump=chosen.lump,
-            b0=chosen.b0,
-            weight_decay=chosen.weight_decay,
-        )
+            return dataclasses.replace(full, meta={**full.meta, **taken.meta()})
+        model = taken.model
     elif route is not None or lump is not None or b0 is not None or weight_decay is not None:
         raise GdlnError(
             "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
@@ -247,3 +249,96 @@ def dynamics_of(
         if settings.route != "auto":
             raise
         return expected_dynamics(problem, b0=settings.b0, weight_decay=decay)
+
+
+@dataclass(frozen=True)
+class RouteTaken:
+    """The route the one rule of every command takes for a problem (:func:`route_of`).
+
+    Parameters
+    ----------
+    name
+        Its declared name (:data:`gdln.settings.ROUTES`): ``"quotient"``, ``"contexts"``,
+        ``"moments"`` or ``"matrix"``.
+    model
+        The dynamics it obtained (a reduction or the expected dynamics), ``None`` on the
+        matrix route (the full matrices, :func:`gdln.solve_full`).
+    reason
+        Why ``auto`` took it where that is not plain (no common bases, too many paths, no
+        symmetry quotient), or what the quotient is; ``""`` otherwise.
+    """
+
+    name: str
+    model: Reduction | ExpectedDynamics | None
+    reason: str = ""
+
+    def meta(self) -> dict[str, str]:
+        """The trajectory's ``meta`` entries for the route: ``route`` and ``route_reason``.
+
+        Returns
+        -------
+        dict
+            ``{"route": name}``, with ``"route_reason"`` where there is one.
+        """
+        return {"route": self.name, **({"route_reason": self.reason} if self.reason else {})}
+
+
+def route_of(
+    problem: Problem,
+    *,
+    route: str | None = None,
+    lump: str | None = None,
+    b0: Any = None,
+    weight_decay: float | str | None = None,
+) -> RouteTaken:
+    """The one route rule of ``solve`` and ``compare``: the exact reduction where it exists.
+
+    ``auto`` reduces (:func:`gdln.reduce`: the symmetry quotient where it holds, else
+    every context); where the co-active paths are too many to list it takes the moment
+    route (the same dynamics, :func:`gdln.expected_dynamics`), and where the statistics
+    have no common bases (Eqs. 7-8 of Saxe et al. 2022) the full-matrix flow of
+    Eqs. (3)-(4), which needs none. A route asked for by name is taken or refused.
+
+    Parameters
+    ----------
+    problem
+        A loaded problem; its settings give every value not given here.
+    route, lump, b0, weight_decay
+        The settings of the same names; ``None`` takes the problem's.
+
+    Returns
+    -------
+    RouteTaken
+        The route's declared name, its dynamics (``None`` for the full matrices) and why.
+
+    Raises
+    ------
+    NotDiagonalizableError
+        A reduced route asked for by name, and no common bases.
+    TooManyPathsError
+        A symbolic route asked for by name, and too many paths to list.
+    """
+    settings = problem.settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
+    if settings.route == "matrix":
+        return RouteTaken("matrix", None)
+    try:
+        model = dynamics_of(
+            problem,
+            route=settings.route,
+            lump=settings.lump,
+            b0=settings.b0,
+            weight_decay=settings.weight_decay,
+        )
+    except NotDiagonalizableError as err:
+        if settings.route != "auto":
+            raise
+        return RouteTaken(
+            "matrix",
+            None,
+            f"auto: no common bases (Eqs. 7-8; residual {err.residual:.2g}), so the "
+            "full-matrix flow (Eqs. 3-4)",
+        )
+    if isinstance(model, ExpectedDynamics):
+        reason = "" if settings.route == "moments" else "auto: too many paths to list"
+        return RouteTaken("moments", model, reason)
+    return RouteTaken(model.route_name, model, model.route)

@@ -13,11 +13,15 @@ and writes loss and singular-value figures (PNG and SVG), the four trajectories
 (``.npz``) and ``metrics.json``. Time is in units of $\tau$ with
 $t/\tau = \mathrm{lr}\cdot\mathrm{step}$ throughout.
 
-By default the theory (and the decoupled run) starts from the initial mode strengths of
-the random weights themselves (:func:`initial_mode_strengths`), so that theory and
-random-init simulation start from the same place whatever $\sigma_0$ is; ``b0`` (given for
-the call, or ``theory_start="b0"``: the problem's ``b0`` setting) fixes $b(0)$ instead, as in
-Fig. 4e ($b(0) = 0.1$ against $\sigma_0 = 0.2$).
+The theory (and the decoupled run) starts by one rule (``theory_start="auto"``,
+:mod:`gdln.comparison._starts`): at ``b0`` where it is given for the call, at the initial
+mode strengths of the random weights themselves (:func:`initial_mode_strengths`) where
+``init_scale`` is, else at the file's ``solve.b0`` if it writes one, else at the random
+weights' strengths. Fig. 4e pairs $b(0) = 0.1$ with $\sigma_0 = 0.2$.
+
+The route is the one rule of every command: where the statistics have no common bases
+(Eqs. 7-8) the theory is the full-matrix flow and gradient-descent map of Eqs. (3)-(4)
+from each random run's own initial weights, seed by seed (:mod:`gdln.comparison._matrix`).
 """
 
 from __future__ import annotations
@@ -178,11 +182,15 @@ def compare(
         default ``"xavier"``) and its initial scale $\sigma_0$ (default 0.2).
     theory_start, b0
         Where the theory and the decoupled simulation start
-        (:data:`gdln.settings.THEORY_STARTS`). ``"auto"`` (default): $b(0)$ = ``b0`` when
-        ``b0`` is given for this call, else ``"random"``: read off the random runs' initial
-        weights by :func:`initial_mode_strengths` (one value per edge, averaged over the
-        seeds), so theory and random init start from the same mode strengths. ``"b0"``:
-        the ``b0`` setting (given, else the file's ``solve.b0``).
+        (:data:`gdln.settings.THEORY_STARTS`). ``"auto"`` (default): the nearer source
+        decides: ``b0`` given for this call; else ``"random"`` if ``init_scale`` is given
+        for it; else ``"b0"`` if the file writes ``solve.b0``; else ``"random"``.
+        ``"random"``: read off the random runs' initial weights by
+        :func:`initial_mode_strengths` (one value per edge, averaged over the seeds), so
+        theory and random init start from the same mode strengths. ``"b0"``: the ``b0``
+        setting (given, else the file's ``solve.b0``). On the matrix route the random runs
+        start at the random scheme (rule ``"random"``) or at random weights whose singular
+        values all equal ``b0`` (rule ``"b0"``), and the theory at each run's own weights.
     seeds, seed
         Number of random-init repetitions and the first seed (the decoupled run's hidden
         bases $R_v$ use ``seed`` too; default 10 and 0).
@@ -215,9 +223,14 @@ def compare(
         mean loss), ``time_to_half_loss`` (first $t$ with $L\le L(0)/2$; ``None`` if not
         within ``t_max``) for each run, and ``time_to_half_loss["random"]``, its summary
         over all seeds with the censored ones (never within ``t_max``) counted and
-        reported as ``"> t_max"``; ``theory_start`` and ``b0`` (edge -> $b_e(0)$) say
-        where the theory started; ``modes`` (edge -> the reduction's numbers of the
-        modes it carries) is the numbering of the figure's legends and the text report.
+        reported as ``"> t_max"``; ``theory_start``, ``theory_start_from`` (which
+        source decided, in words), ``starts`` (each curve's start in words, as in the
+        legend) and ``b0`` (edge -> $b_e(0)$) say where the theory started; ``route`` (the
+        declared name) and ``route_reason``; ``modes`` (edge -> the reduction's numbers
+        of the modes it carries) is the numbering of the figure's legends and the text
+        report. On the matrix route: ``random_vs_map`` and ``random_vs_ode`` per seed
+        against the map and flow from that seed's own weights, half-loss times per seed,
+        and no decoupled metrics.
 
     Raises
     ------

@@ -96,9 +96,11 @@ def solve(
         Tolerances of the ODE solver.
     route, lump, b0
         With a Problem: how its dynamics are obtained (:data:`gdln.settings.ROUTES`; the
-        one rule of every command, see :func:`gdln.reduce`; ``"auto"`` takes the moment
-        route where the paths are too many to list, and ``"matrix"`` solves the
-        full-matrix flow, :func:`gdln.solve_full`), the lumping and $b(0)$.
+        one rule of every command, :func:`route_of`: ``"auto"`` reduces, takes the moment
+        route where the paths are too many to list and the full-matrix flow,
+        :func:`gdln.solve_full` from random weights whose singular values all equal
+        ``b0``, where the statistics have no common bases; ``"matrix"`` asks for that
+        flow), the lumping and $b(0)$.
     weight_decay
         With a Problem: the weight decay $\gamma$ (default: the problem's
         ``weight_decay`` setting, 0). The objective is Eq. (1) plus
@@ -132,7 +134,9 @@ def solve(
         ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
         and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
         $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``);
-        ``meta["route"]`` says how the dynamics were obtained, ``meta["method"]`` which
+        ``meta["route"]`` names the route taken (``"quotient"``, ``"contexts"``,
+        ``"moments"`` or ``"matrix"``) and ``meta["route_reason"]`` why, where auto fell
+        back, or what the quotient is; ``meta["method"]`` which
         dynamics were solved (``"ode"`` or ``"gd-map"``) and, for the ODE,
         ``meta["integrator"]`` which stepper solved them.
 
@@ -157,6 +161,7 @@ def solve(
     )
     step = settings.lr if settings.dynamics == "gd-map" else None
     check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
+    taken: RouteTaken | None = None
     if isinstance(model, Problem):
         chosen = settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
         taken = route_of(
@@ -186,7 +191,7 @@ def solve(
             "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
             "obtained; this model was obtained already"
         )
-    return solve_model(
+    trajectory = solve_model(
         model,
         t_max=settings.t_max,
         lr=step,
@@ -197,6 +202,9 @@ def solve(
         # the map has no stepper: only a method asked for in this call is refused with it
         method=settings.method if step is None or method is not None else "auto",
     )
+    if taken is None:
+        return trajectory
+    return dataclasses.replace(trajectory, meta={**trajectory.meta, **taken.meta()})
 
 
 def dynamics_of(

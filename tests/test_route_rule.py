@@ -87,6 +87,8 @@ def test_routes_are_reported_by_their_declared_names(tmp_path: Path, capsys) -> 
     path = write(tmp_path, FILE)
     code, out, _ = run_cli(["solve", str(path)], capsys)
     assert code == 0 and "(route: matrix; auto: no common bases" in out.splitlines()[0]
+    code, out, err = run_cli(["solve", str(path), "--kernel"], capsys)  # from its weights
+    assert code == 0 and "kernel distance S" in out, err
     code, _, err = run_cli(["derive", str(path)], capsys)  # derive is symbolic: it refuses
     assert code == 2 and "solve/compare take the full-matrix flow" in err
     assert len(err.strip()) - len(str(path)) <= 300  # the path is the test folder's

@@ -267,12 +267,17 @@ def solve(
         )
     else:
         model = problem
-        if kernel and problem.settings.given(route=route).route != "matrix":
+        chosen = problem.settings.given(route=route).route
+        if kernel and chosen != "matrix":
             # the kernel needs the reduction's bases: obtain it here, then solve it
-            model = gdln.solution.dynamics_of(
-                problem, route=route, lump=lump, b0=b0, weight_decay=weight_decay
-            )
-            route = lump = b0 = weight_decay = None  # applied already
+            try:
+                model = gdln.solution.dynamics_of(
+                    problem, route=route, lump=lump, b0=b0, weight_decay=weight_decay
+                )
+                route = lump = b0 = weight_decay = None  # applied already
+            except gdln.NotDiagonalizableError:
+                if chosen != "auto":
+                    raise  # else the route rule's full-matrix flow, whose weights it records
         trajectory = gdln.solve(
             model,
             t_max=t_max,

@@ -120,7 +120,7 @@ def test_no_common_bases_residual_is_a_share_in_0_1(tmp_path) -> None:
     assert 0 < info.value.residual <= 1
     message = str(info.value)
     assert f"relative residual {info.value.residual:.3g}: the largest share of one" in message
-    assert "gdln.solve_full" in message and "--route matrix" in message
+    assert "solve/compare take the full-matrix flow" in message
 
 
 def _off_diagonal_share_by_hand(modes: gdln.Modes, row: str, col: str, matrix: np.ndarray) -> float:

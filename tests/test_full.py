@@ -233,7 +233,7 @@ def test_stats_without_common_bases_prints_the_statistics_then_refuses(
     assert "Sigma_x(x->h->y, x->h->y) =" in out
     assert "stay off-diagonal; relative residual 0.5" in out
     assert err.count("\n") == 1 and err.startswith("gdln: error: ")
-    assert "gdln.solve_full" in err and "gdln solve FILE --route matrix" in err
+    assert "solve/compare take the full-matrix flow" in err
     code, out, _ = run_cli(["stats", str(path), "--format", "json"], capsys)
     payload = json.loads(out)
     assert code == 2 and payload["Sigma_yx"]["x->h->y"]
@@ -272,8 +272,11 @@ def test_solve_route_matrix_follows_the_full_gradient_flow(
     assert code == 2 and "--lump full and --route matrix" in err
 
 
-def test_route_matrix_refuses_times_it_would_not_record(tmp_path: Path) -> None:
-    # the full-matrix flow records evenly spaced points; chosen times were silently ignored
+def test_route_matrix_records_the_times_asked_for(tmp_path: Path) -> None:
+    # the full-matrix flow recorded evenly spaced points and refused chosen times (issue 33)
     problem = gdln.load(write(tmp_path, NOT_DIAGONALIZABLE))
-    with pytest.raises(gdln.GdlnError, match=r"route 'matrix' records 5 evenly spaced times"):
-        gdln.solve(problem, route="matrix", t_max=1.0, points=5, times=[0.0, 0.5])
+    chosen = gdln.solve(problem, route="matrix", t_max=1.0, points=5, times=[0.0, 0.3, 0.5])
+    np.testing.assert_allclose(chosen.t, [0.0, 0.3, 0.5])
+    start = {(u, v): chosen.weights((u, v))[0] for u, v in problem.graph.edges}
+    loss, _ = reference_flow(problem, start, np.array([0.0, 0.3, 0.5]))
+    np.testing.assert_allclose(chosen.loss, loss, rtol=1e-9)

@@ -166,7 +166,7 @@ TASK = "task:\n  examples:\n    - {inputs: {x: [1, 0]}, targets: {y: [1]}, %s}\n
             BASE + "datasets: {d: {builtin: hierarchy, examples: {a: [[1]]}}}\n"
             "task: {contexts: [{probability: 1, dataset: d, active: [x->y]}]}\n",
             gdln.TaskSpecError,
-            r"datasets\.d: give one of 'builtin', 'examples', 'moments' or 'npz', not",
+            r"datasets\.d: give one of 'builtin', 'examples', 'moments', 'npz' or 'teacher', not",
         ),
         (
             BASE + "datasets: {d: {builtin: [1]}}\n"

@@ -70,7 +70,7 @@ def test_cli_kernel_on_the_symmetry_quotient_equals_torch_func_on_the_simulated_
     payload = _solved([*args, "--points", "3"], capsys)
     meta = payload["meta"]
     assert isinstance(meta, dict)
-    assert meta["route"].startswith("symmetry quotient")
+    assert meta["route"] == "quotient" and meta["route_reason"].startswith("symmetry quotient")
     assert "contexts route" in meta["kernel"]
     problem = load("routing", **params)
     reduction = gdln.reduce(problem, b0=0.3, route="contexts", lump="none")
@@ -162,7 +162,7 @@ def test_cli_kernel_on_the_moment_route_is_refused_in_one_line(
 def test_a_reduced_trajectory_needs_its_reduction() -> None:
     problem = load("xor", hidden=2)
     trajectory = gdln.solve(problem, t_max=1.0, points=2)
-    with pytest.raises(gdln.GdlnError, match=r"route 'every context'.*pass gdln.solution"):
+    with pytest.raises(gdln.GdlnError, match=r"route 'contexts'.*pass gdln.solution"):
         gdln.trajectory_kernels(problem, trajectory)
 
 

@@ -59,6 +59,10 @@ def test_every_shipped_graph_validates(path: Path) -> None:
         BASE
         + DATA % "{examples: {a: [[1, 0], [0, 1]], b: [[1], [0]]}, weights: [1, 3]}"
         + CONTEXT % BOUND,
+        BASE
+        + DATA
+        % "{teacher: {inputs: {a: 2}, covariance: [[1, 0.5], [0.5, 1]], targets: {b: [[1, 0]]}, "
+        "noise: {b: 0.1}}}" + CONTEXT % BOUND,
         "params: {n: 3}\nnodes: [{id: x, size: n}, {id: y, size: n}]\nedges: [{source: x, target: y, fixed: 1/2}]\n"
         "datasets: {d: {builtin: whitened, size: n}}\n"
         "task: {contexts: [{probability: 1, dataset: d, inputs: {x: x}, targets: {y: y}}]}\n",

@@ -212,7 +212,7 @@ def test_every_door_takes_one_route_and_one_system(name: str, params: dict, tmp_
     problem = gdln.load(GRAPHS / f"{name}.yaml", params=params)
     derived = gdln.reduce(problem)
     solved = gdln.solve(problem, t_max=2, points=5)
-    assert solved.meta["route"] == (derived.route or "every context")
+    assert solved.meta["route"] == derived.route_name
     variables = {str(v) for s in derived.systems for v in (*s.variables, *s.eliminated)}
     suffixed = len(derived.systems) > 1
     names = {k.split("@")[0] if suffixed else k for k in solved.series if k != "context_loss"}
@@ -236,7 +236,8 @@ def test_every_door_takes_one_route_and_one_system(name: str, params: dict, tmp_
 def test_routing_takes_the_quotient_through_every_door() -> None:
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": "5", "K": "3", "hidden": "8"})
     assert gdln.reduce(problem).route.startswith("symmetry quotient: 15 contexts in 1")
-    assert gdln.solve(problem, t_max=1, points=2).meta["route"].startswith("symmetry quotient")
+    solved = gdln.solve(problem, t_max=1, points=2).meta
+    assert solved["route"] == "quotient" and solved["route_reason"].startswith("symmetry quotient")
     assert gdln.timescales(problem, b0=0.01, ode=False).stages  # derives on the same route
     contexts = gdln.reduce(problem, route="contexts")
     assert contexts.route == "" and len(contexts.problem.require_task().contexts) == 15

@@ -131,13 +131,17 @@ def compare(
 ) -> None:
     """Reduced theory (ODE and GD map) vs simulation (decoupled and random init).
 
-    Writes loss.png/.svg, singular_values.png/.svg (Fig. 4e-f), the four trajectories
-    and metrics.json into OUT. Time is in units of tau: t/tau = lr * step. The loss
-    figure marks the stage times gdln timescales predicts (metrics.json "stages").
+    Writes loss.png/.svg, singular_values.png/.svg (Fig. 4e-f), the trajectories and
+    metrics.json into OUT. Time is in units of tau: t/tau = lr * step. The loss figure
+    marks the stage times gdln timescales predicts (metrics.json "stages").
 
-    By default (--theory-start auto) the theory starts from the mode strengths of the
-    random initial weights themselves, so the comparison holds at any --init-scale; with
-    --b0 it starts there instead: --b0 0.1 with --init-scale 0.2 is the setting of Fig. 4e.
+    The route is the one rule of every command: where the statistics have no common
+    bases (or with --route matrix) the theory is the full-matrix flow and GD map from
+    each random run's own initial weights, seed by seed, and there is no decoupled run.
+
+    The theory starts (--theory-start auto) at b0 where --b0 is given, or the file's
+    solve.b0 when neither --b0 nor --init-scale is given; else at the mode strengths of
+    the random initial weights. --b0 0.1 with --init-scale 0.2 is the setting of Fig. 4e.
 
     \b
     Example:
@@ -174,7 +178,16 @@ def _compare_summary(m: Any) -> str:
     def time(value: float | None) -> str:
         return f"> {t_max:g}" if value is None else f"{value:.3g}"
 
-    return (
+    first = f"  route {m['route']}" + (f" ({m['route_reason']})" if m.get("route_reason") else "")
+    first += f"; theory from {m['starts']['ode']} ({m['theory_start_from']})\n"
+    if m["route"] == "matrix":
+        return (
+            f"{first}"
+            f"  max loss gap, fraction of L(0), seed by seed: random vs full-matrix GD map "
+            f"{m['random_vs_map']:.1e}, vs full-matrix flow {gaps.text()}\n"
+            f"  time to half loss (tau), random: {times.text()}"
+        )
+    return first + (
         f"  max loss gap, fraction of L(0): decoupled vs GD map {m['decoupled_vs_map']:.1e}, "
         f"random vs ODE {gaps.text()}\n"
         f"  time to half loss (tau): ODE {time(half['ode'])}, GD map {time(half['gd_map'])}, "

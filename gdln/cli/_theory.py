@@ -267,12 +267,17 @@ def solve(
         )
     else:
         model = problem
-        if kernel and problem.settings.given(route=route).route != "matrix":
+        chosen = problem.settings.given(route=route).route
+        if kernel and chosen != "matrix":
             # the kernel needs the reduction's bases: obtain it here, then solve it
-            model = gdln.solution.dynamics_of(
-                problem, route=route, lump=lump, b0=b0, weight_decay=weight_decay
-            )
-            route = lump = b0 = weight_decay = None  # applied already
+            try:
+                model = gdln.solution.dynamics_of(
+                    problem, route=route, lump=lump, b0=b0, weight_decay=weight_decay
+                )
+                route = lump = b0 = weight_decay = None  # applied already
+            except gdln.NotDiagonalizableError:
+                if chosen != "auto":
+                    raise  # else the route rule's full-matrix flow, whose weights it records
         trajectory = gdln.solve(
             model,
             t_max=t_max,
@@ -338,6 +343,9 @@ def _solve_summary(
     half = gdln.time_to_half_loss(t, loss)
     reached = f"{half:.4g} tau" if half is not None else f"never (before t = {t[-1]:g} tau)"
     route = meta.get("route") or meta.get("system") or "?"
+    reason = meta.get("route_reason") or ""
+    if reason and route != "quotient":  # why auto took it (the quotient says so in derive)
+        route = f"{route}; {reason}"
     share = f" ({loss[-1] / loss[0]:.3g} of the initial loss)" if loss[0] > 0 else ""
     lines = [
         f"solved {file}: {len(t)} points to t = {t[-1]:g} tau (route: {route})",

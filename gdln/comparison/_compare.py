@@ -13,11 +13,15 @@ and writes loss and singular-value figures (PNG and SVG), the four trajectories
 (``.npz``) and ``metrics.json``. Time is in units of $\tau$ with
 $t/\tau = \mathrm{lr}\cdot\mathrm{step}$ throughout.
 
-By default the theory (and the decoupled run) starts from the initial mode strengths of
-the random weights themselves (:func:`initial_mode_strengths`), so that theory and
-random-init simulation start from the same place whatever $\sigma_0$ is; ``b0`` (given for
-the call, or ``theory_start="b0"``: the problem's ``b0`` setting) fixes $b(0)$ instead, as in
-Fig. 4e ($b(0) = 0.1$ against $\sigma_0 = 0.2$).
+The theory (and the decoupled run) starts by one rule (``theory_start="auto"``,
+:mod:`gdln.comparison._starts`): at ``b0`` where it is given for the call, at the initial
+mode strengths of the random weights themselves (:func:`initial_mode_strengths`) where
+``init_scale`` is, else at the file's ``solve.b0`` if it writes one, else at the random
+weights' strengths. Fig. 4e pairs $b(0) = 0.1$ with $\sigma_0 = 0.2$.
+
+The route is the one rule of every command: where the statistics have no common bases
+(Eqs. 7-8) the theory is the full-matrix flow and gradient-descent map of Eqs. (3)-(4)
+from each random run's own initial weights, seed by seed (:mod:`gdln.comparison._matrix`).
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from .._edge import edge_name
+from .._errors import NotDiagonalizableError
 from ..graphfile._reader import Problem
 from ..outputs import atomic_folder, check_folder
-from ..reduction import Reduction, reduce
+from ..reduction import Reduction
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, SettingError, Settings, renamed
 from ..simulation import (
@@ -41,7 +46,6 @@ from ..simulation import (
     SimulationSettings,
     SimulationSpecError,
     horizon_steps,
-    initial_weights,
 )
 from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
@@ -54,10 +58,17 @@ from ._figures import (
     prepare_drawing,
     trained_edges,
 )
+from ._matrix import (
+    MATRIX_DEFINITIONS,
+    matrix_metrics,
+    matrix_starts,
+    matrix_theory,
+    typical_scale,
+)
 from ._metrics import DEFINITIONS, Runs, loss_metrics
-from ._modes import initial_mode_strengths
 from ._process import Simulations
 from ._stages import predicted_stages
+from ._starts import start_rule, starts_in_words, theory_start
 
 __all__ = ["FILES", "CompareResult", "compare"]
 
@@ -89,7 +100,9 @@ class CompareResult:
     ode, gd_map, decoupled, random
         The four trajectories: the reduced ODE (Eq. (9) of Saxe et al. 2022), its
         gradient-descent map, the simulation from decoupled initial conditions and the
-        simulation from random initial weights.
+        simulation from random initial weights. On the matrix route ``ode`` and
+        ``gd_map`` are the full-matrix flow and map from each seed's own initial weights
+        (loss ``(T, seeds)``, as ``random``), and ``decoupled`` is ``None``.
     files
         The paths written.
 
@@ -102,7 +115,7 @@ class CompareResult:
     metrics: Mapping[str, Any]
     ode: Trajectory
     gd_map: Trajectory
-    decoupled: Trajectory
+    decoupled: Trajectory | None
     random: Trajectory
     files: tuple[Path, ...] = field(default=())
 
@@ -169,11 +182,15 @@ def compare(
         default ``"xavier"``) and its initial scale $\sigma_0$ (default 0.2).
     theory_start, b0
         Where the theory and the decoupled simulation start
-        (:data:`gdln.settings.THEORY_STARTS`). ``"auto"`` (default): $b(0)$ = ``b0`` when
-        ``b0`` is given for this call, else ``"random"``: read off the random runs' initial
-        weights by :func:`initial_mode_strengths` (one value per edge, averaged over the
-        seeds), so theory and random init start from the same mode strengths. ``"b0"``:
-        the ``b0`` setting (given, else the file's ``solve.b0``).
+        (:data:`gdln.settings.THEORY_STARTS`). ``"auto"`` (default): the nearer source
+        decides: ``b0`` given for this call; else ``"random"`` if ``init_scale`` is given
+        for it; else ``"b0"`` if the file writes ``solve.b0``; else ``"random"``.
+        ``"random"``: read off the random runs' initial weights by
+        :func:`initial_mode_strengths` (one value per edge, averaged over the seeds), so
+        theory and random init start from the same mode strengths. ``"b0"``: the ``b0``
+        setting (given, else the file's ``solve.b0``). On the matrix route the random runs
+        start at the random scheme (rule ``"random"``) or at random weights whose singular
+        values all equal ``b0`` (rule ``"b0"``), and the theory at each run's own weights.
     seeds, seed
         Number of random-init repetitions and the first seed (the decoupled run's hidden
         bases $R_v$ use ``seed`` too; default 10 and 0).
@@ -206,9 +223,14 @@ def compare(
         mean loss), ``time_to_half_loss`` (first $t$ with $L\le L(0)/2$; ``None`` if not
         within ``t_max``) for each run, and ``time_to_half_loss["random"]``, its summary
         over all seeds with the censored ones (never within ``t_max``) counted and
-        reported as ``"> t_max"``; ``theory_start`` and ``b0`` (edge -> $b_e(0)$) say
-        where the theory started; ``modes`` (edge -> the reduction's numbers of the
-        modes it carries) is the numbering of the figure's legends and the text report.
+        reported as ``"> t_max"``; ``theory_start``, ``theory_start_from`` (which
+        source decided, in words), ``starts`` (each curve's start in words, as in the
+        legend) and ``b0`` (edge -> $b_e(0)$) say where the theory started; ``route`` (the
+        declared name) and ``route_reason``; ``modes`` (edge -> the reduction's numbers
+        of the modes it carries) is the numbering of the figure's legends and the text
+        report. On the matrix route: ``random_vs_map`` and ``random_vs_ode`` per seed
+        against the map and flow from that seed's own weights, half-loss times per seed,
+        and no decoupled metrics.
 
     Raises
     ------
@@ -261,9 +283,7 @@ def compare(
     steps = horizon_steps(chosen.t_max, lr=lr)
     base = _simulation_settings(settings)
     _check_workload(problem, base, steps=steps, seeds=seeds, n_points=chosen.points)
-    rule = chosen.theory_start
-    if rule == "auto":
-        rule = "random" if b0 is None else "b0"
+    rule, rule_source = start_rule(problem, chosen, b0=b0, init_scale=init_scale)
     # One set of steps for all four runs, so that every gap compares equal times.
     record = _recorded_steps(steps, chosen.points)
     # resolved here (the file's simulate: section), as the runs get the graph and examples
@@ -285,23 +305,29 @@ def compare(
         seed=seed,
         settings=sim_settings,
     )
+    times = record * lr
+    taken = _route(problem, chosen, rule)
+    if taken.model is None:
+        return _compare_matrix(
+            problem,
+            out,
+            chosen=chosen,
+            rule=(rule, rule_source),
+            reason=taken.reason,
+            run=dict(common, seeds=seeds, seed=seed, settings=sim_settings),
+            times=times,
+            steps=steps,
+            force=force,
+        )
     with Simulations() as runs_of:
         runs_of.submit(random_run, priority=1)  # sent first: it does not need the theory
-        from ..solution import dynamics_of, solve  # scipy, while the worker imports torch
+        from ..solution import solve  # scipy, while the worker imports torch
 
-        start = _theory_start(problem, chosen, rule)
-        model = dynamics_of(
-            problem,
-            route=chosen.route,
-            lump=chosen.lump,
-            b0=start,
-            weight_decay=chosen.weight_decay,
-        )
+        start, model = taken.start, taken.model
         whole = _bases_of(model)
         # one seed: run first if the random runs have not begun (the shorter run first
         # keeps both cores busy while the figures' library loads here)
         runs_of.submit(_decoupled_run(common, whole, seed=seed, settings=sim_settings), priority=0)
-        times = record * lr
         ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
         gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")
         stages = predicted_stages(  # while the simulations run
@@ -314,13 +340,17 @@ def compare(
         )
         random, decoupled = runs_of.results(before=prepare_drawing)
     runs = Runs(ode, gd_map, decoupled, random)
+    described = _description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start)
     metrics: dict[str, Any] = {
-        **_description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start),
+        **described,
+        "theory_start_from": rule_source,
+        "starts": starts_in_words(described, chosen, rule),
         "init_scheme": chosen.init_scheme,
         "init_scale": float(chosen.init_scale),
         "seeds": list(random.meta["seeds"]),
         "lump": chosen.lump,
         "route": ode.meta["route"],  # as the solver recorded it
+        "route_reason": ode.meta.get("route_reason", ""),
         "modes": {
             edge_name(e): [int(a) for a in whole.edge_bases(e, seed=seed)[2]]
             for e in trained_edges(problem.graph)
@@ -337,6 +367,106 @@ def compare(
         written = _write(temporary, metrics, model, runs)
     files = [out / f.name for f in written]
     return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """The theory's route for a comparison: its dynamics (``None`` on the matrix route),
+    its start $b(0)$ and why ``auto`` took it."""
+
+    model: Any
+    start: Any
+    reason: str
+
+
+def _route(problem: Problem, chosen: Settings, rule: str) -> _Taken:
+    """The one route rule of every command (:func:`gdln.solution._dynamics.route_of`),
+    with the theory's start: the exact reduction where the statistics share bases, else
+    the full-matrix flow (``model`` ``None``)."""
+    from ..solution._dynamics import route_of
+
+    if chosen.route == "matrix":
+        return _Taken(None, chosen.b0, "")
+    start = chosen.b0
+    if rule == "random":
+        try:
+            start = theory_start(problem, chosen, rule)
+        except NotDiagonalizableError:
+            if chosen.route != "auto":
+                raise
+            # no bases, so no mode strengths: the route rule below takes the full matrices
+    taken = route_of(
+        problem,
+        route=chosen.route,
+        lump=chosen.lump,
+        b0=start,
+        weight_decay=chosen.weight_decay,
+    )
+    return _Taken(taken.model, start, taken.reason)
+
+
+def _compare_matrix(
+    problem: Problem,
+    out: Path | None,
+    *,
+    chosen: Settings,
+    rule: tuple[str, str],
+    reason: str,
+    run: dict[str, Any],
+    times: np.ndarray,
+    steps: int,
+    force: bool,
+) -> CompareResult:
+    """:func:`compare` on the matrix route (:mod:`gdln.comparison._matrix`): the random
+    runs from the starts of ``rule``, and the full-matrix flow and map from each run's own
+    initial weights; no decoupled run (there are no bases)."""
+    lr, t_max = chosen.lr, steps * chosen.lr
+    starts = matrix_starts(
+        problem, rule=rule[0], chosen=chosen, seeds=chosen.seeds, seed=chosen.seed
+    )
+    edges = trained_edges(problem.graph)
+    given = {(str(u), str(v)): w for (u, v), w in starts.items()}
+    with Simulations() as runs_of:
+        runs_of.submit(dict(run, weights=given), priority=0)
+        ode, gd_map = matrix_theory(
+            problem, starts, t_max=t_max, lr=lr, times=times, weight_decay=chosen.weight_decay
+        )
+        scale = typical_scale(starts, edges)
+        stages = predicted_stages(problem, b0=scale, route="matrix", lump=chosen.lump, t_max=t_max)
+        (random,) = runs_of.results(before=prepare_drawing)
+    runs = Runs(ode, gd_map, None, random)
+    described = _description(problem, runs, lr=lr, steps=steps, rule=rule[0], b0=scale)
+    start = (
+        f"random W(0), singular values b0 = {float(chosen.b0):g}"
+        if rule[0] == "b0"
+        else f"{chosen.init_scheme}, init_scale {float(chosen.init_scale):g}"
+    )
+    metrics: dict[str, Any] = {
+        **described,
+        "theory_start_from": rule[1],
+        "starts": {
+            "ode": "each seed's own W(0)",
+            "gd_map": "each seed's own W(0)",
+            "random": start,
+        },
+        "init_scheme": chosen.init_scheme if rule[0] == "random" else "given",
+        "init_scale": float(chosen.init_scale),
+        "seeds": list(random.meta["seeds"]),
+        "lump": "none",
+        "route": "matrix",
+        "route_reason": reason,
+        "dtype": random.meta["dtype"],
+        "device": random.meta["device"],
+        **matrix_metrics(runs, edges=edges),
+        "stages": stages,
+        "definitions": {**DEFINITIONS, **MATRIX_DEFINITIONS},
+    }
+    result = CompareResult(metrics, ode, gd_map, None, random, ())
+    if out is None:
+        return result
+    with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
+        written = _write(temporary, metrics, None, runs)
+    return replace(result, files=tuple(out / f.name for f in written))
 
 
 def _recorded_steps(steps: int, n_points: int) -> np.ndarray:
@@ -416,23 +546,6 @@ def _simulation_settings(settings: SimulationSettings | None) -> SimulationSetti
     return replace(settings, **gradient_descent)
 
 
-def _theory_start(problem: Problem, chosen: Settings, rule: str) -> Any:
-    """$b(0)$ of the theory and the decoupled run: ``chosen.b0`` (rule ``"b0"``), or per
-    edge the mode strengths of the random runs' own initial weights (rule ``"random"``,
-    :func:`initial_mode_strengths`, averaged over the seeds)."""
-    if rule == "b0":
-        return chosen.b0
-    drawn = initial_weights(
-        problem.graph,
-        init_scheme=chosen.init_scheme,
-        init_scale=chosen.init_scale,
-        seeds=chosen.seeds,
-        seed=chosen.seed,
-    )
-    modes_only = reduce(problem, lump="none", route="contexts")
-    return initial_mode_strengths(modes_only, drawn, seed=chosen.seed)
-
-
 def _bases_of(model: Any) -> Reduction:
     """The reduction whose bases give the decoupled weights of Eq. (9): the whole network's
     (:attr:`gdln.Reduction.whole`; every context, one variable per edge where the theory
@@ -482,11 +595,12 @@ def _description(
 
 def _write(out: Path, metrics: dict[str, Any], reduction: Any, runs: Runs) -> list[Path]:
     """Write the trajectories, the figures and ``metrics.json`` (listing them all) into
-    the new folder ``out`` (the temporary one of :func:`atomic_folder`)."""
+    the new folder ``out`` (the temporary one of :func:`atomic_folder`); the matrix route
+    (``reduction`` ``None``) has no decoupled run."""
     files = [
         runs.ode.save(out / "theory_ode.npz"),
         runs.gd_map.save(out / "theory_map.npz"),
-        runs.decoupled.save(out / "sim_decoupled.npz"),
+        *([] if runs.decoupled is None else [runs.decoupled.save(out / "sim_decoupled.npz")]),
         runs.random.save(out / "sim_random.npz"),
     ]
     files += draw_side_by_side(

@@ -28,6 +28,7 @@ __all__ = [
     "Panel",
     "draw_side_by_side",
     "loss_figure",
+    "matrix_singular_value_figure",
     "plot_loss",
     "plot_singular_values",
     "prepare_drawing",
@@ -200,6 +201,11 @@ def loss_figure(metrics: Mapping[str, Any], runs: Runs) -> Any:
         The figure (the stage lines carry the ``gid`` ``"stage N"``).
     """
     ode, gd_map, decoupled, random = runs.ode, runs.gd_map, runs.decoupled, runs.random
+    starts = metrics.get("starts") or {}
+
+    def start(curve: str) -> str:
+        return f" from {starts[curve]}" if curve in starts else ""
+
     fig = _figure()
     ax = fig.add_subplot()
     n = random.loss.shape[1]
@@ -212,25 +218,52 @@ def loss_figure(metrics: Mapping[str, Any], runs: Runs) -> Any:
         mean,
         color="tab:red",
         lw=1.5,
-        label=f"simulation, random init ({n} seeds, mean ± sd)",
+        label=f"simulation, {n} seeds (mean ± sd), random init: {starts.get('random', '')}"
+        if "random" in starts
+        else f"simulation, random init ({n} seeds, mean ± sd)",
     )
-    step = max(1, len(decoupled.t) // 25)
-    ax.plot(
-        decoupled.t[::step],
-        decoupled.loss[::step, 0],
-        "o",
-        color="tab:green",
-        ms=4,
-        label="simulation, decoupled init (Eq. 9)",
-    )
-    ax.plot(ode.t, ode.loss, color="tab:blue", lw=2, label="theory, reduced ODE (Eq. 10)")
-    ax.plot(gd_map.t, gd_map.loss, "--", color="navy", lw=1, label="theory, reduced GD map")
+    if decoupled is None:  # the matrix route: the flow and map from each seed's weights
+        for s in range(n):
+            ax.plot(ode.t, ode.loss[:, s], color="tab:blue", lw=0.8, alpha=0.6)
+        ax.plot(
+            ode.t,
+            ode.loss.mean(1),
+            color="tab:blue",
+            lw=2,
+            label=f"theory, full-matrix flow (Eqs. 3-4){start('ode')}, mean",
+        )
+        ax.plot(
+            gd_map.t,
+            gd_map.loss.mean(1),
+            "--",
+            color="navy",
+            lw=1,
+            label="theory, full-matrix GD map, mean of seeds",
+        )
+    else:
+        step = max(1, len(decoupled.t) // 25)
+        ax.plot(
+            decoupled.t[::step],
+            decoupled.loss[::step, 0],
+            "o",
+            color="tab:green",
+            ms=4,
+            label="simulation, decoupled init (Eq. 9), at the theory's b(0)",
+        )
+        ax.plot(
+            ode.t,
+            ode.loss,
+            color="tab:blue",
+            lw=2,
+            label=f"theory, reduced ODE (Eq. 10){start('ode')}",
+        )
+        ax.plot(gd_map.t, gd_map.loss, "--", color="navy", lw=1, label="theory, reduced GD map")
     ax.set_xlabel(r"time $t$ (units of $\tau$; $t/\tau$ = lr $\times$ step)")
     ax.set_ylabel(r"training loss $\mathcal{L}$ (Eq. 1)")
     ax.set_title(_title(metrics), fontsize=9)
     ax.set_ylim(bottom=0)
     _mark_stages(ax, metrics.get("stages") or {})
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return fig
 
 
@@ -281,7 +314,10 @@ class Panel:
 def plot_singular_values(
     out: Path, metrics: Mapping[str, Any], reduction: Any, runs: Runs
 ) -> list[Path]:
-    """``singular_values.png``/``.svg``: the modes' strengths against time (Fig. 4f)."""
+    """``singular_values.png``/``.svg``: the modes' strengths against time (Fig. 4f); on
+    the matrix route (``reduction`` ``None``) each edge's singular values by rank."""
+    if reduction is None:
+        return save_figure(matrix_singular_value_figure(metrics, runs), out, "singular_values")
     fig, _ = singular_value_figure(metrics, reduction, runs)
     return save_figure(fig, out, "singular_values")
 
@@ -322,6 +358,46 @@ def singular_value_figure(
     return fig, panels
 
 
+def matrix_singular_value_figure(metrics: Mapping[str, Any], runs: Runs) -> Any:
+    """The figure of ``singular_values.png`` on the matrix route: per trained edge, the
+    singular values by rank of the full-matrix flow from each seed's weights (median over
+    the seeds) and of the simulations (median and quartiles)."""
+    edges = list(metrics["singular_values_at_end"])  # the trained edges, by name
+    ncols = min(4, len(edges))
+    nrows = -(-len(edges) // ncols)
+    fig = _figure((3.4 * max(ncols, 2), 3.0 * nrows + 1.2))
+    axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
+    for ax, e in zip(axes, edges, strict=False):
+        theory = np.median(runs.ode.singular_values(e), axis=1)
+        q1, median, q3 = np.percentile(runs.random.singular_values(e), [25, 50, 75], axis=1)
+        for r in range(theory.shape[1]):
+            colour = _COLOURS[r % len(_COLOURS)]
+            ax.fill_between(runs.random.t, q1[:, r], q3[:, r], color="tab:red", alpha=0.12, lw=0)
+            ax.plot(
+                runs.random.t,
+                median[:, r],
+                ":",
+                color="tab:red",
+                lw=1.2,
+                label="simulation: median and IQR over seeds" if r == 0 else None,
+            )
+            ax.plot(
+                runs.ode.t,
+                theory[:, r],
+                color=colour,
+                lw=2,
+                label=f"rank {r + 1}: full-matrix flow, median over seeds",
+            )
+        ax.set_title(f"edge {e}", fontsize=8)
+        ax.set_xlabel(r"time $t/\tau$ (lr $\times$ step)")
+    for ax in axes[len(edges) :]:
+        ax.set_visible(False)
+    axes[0].set_ylabel("singular values of $W_e$")
+    axes[0].legend(fontsize=7, ncol=1)
+    fig.suptitle(_title(metrics), fontsize=9)
+    return fig
+
+
 _COLOURS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
 _STYLES: tuple[Any, ...] = ("-", (0, (6, 2)), (0, (3, 3)), (3, (3, 3)), (0, (1, 1)), (1, (1, 1)))
 
@@ -329,6 +405,7 @@ _STYLES: tuple[Any, ...] = ("-", (0, (6, 2)), (0, (3, 3)), (3, (3, 3)), (0, (1, 
 def _draw_panel(ax: Any, panel: Panel, theory: Mapping[Edge, np.ndarray], runs: Runs) -> None:
     """One orbit: random singular values by rank, then theory and decoupled run by mode."""
     ode, decoupled, random = runs.ode, runs.decoupled, runs.random
+    assert decoupled is not None  # the reduced routes' figure
     names = [edge_name(e) for e in panel.edges]
     k = len(panel.modes) or random.singular_values(panel.edges[0]).shape[2]
     pooled = np.concatenate([random.singular_values(e)[:, :, :k] for e in panel.edges], axis=1)
@@ -390,7 +467,9 @@ def _title(metrics: Mapping[str, Any], *, width: int = 95) -> str:
         f"{metrics['graph']}" + (f" ({params})" if params else "") + ";",
         f"lr = {metrics['lr']:g},",
         f"{start},",
-        f"random: {metrics['init_scheme']} $\\sigma_0$ = {metrics['init_scale']:g}",
+        f"random: {metrics['starts']['random']}"
+        if "starts" in metrics
+        else f"random: {metrics['init_scheme']} $\\sigma_0$ = {metrics['init_scale']:g}",
     ]
     lines = [""]
     for phrase in phrases:

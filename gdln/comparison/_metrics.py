@@ -30,7 +30,9 @@ DEFINITIONS: Mapping[str, str] = {
     f"{SPREAD}, and the number of seeds",
     "random_mean_vs_ode": "max_t |mean over seeds of L_sim(t) - L_ode(t)| / L(0)",
     "theory_start": "random: b_e(0) read off the random initial weights "
-    "(gdln.comparison.initial_mode_strengths); b0: the b0 setting (b0 holds the values)",
+    "(gdln.comparison.initial_mode_strengths); b0: the b0 setting (b0 holds the values); "
+    "theory_start_from says which source decided (auto: the run's b0 or init_scale, else "
+    "the file's solve.b0, else random), starts where each curve starts",
     "modes": "edge -> the reduction's numbers of the modes it carries (Reduction.edge_bases), "
     "as in the figures' legends and in gdln reduce's text",
     "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation; null "
@@ -52,7 +54,7 @@ class Runs:
 
     ode: Trajectory
     gd_map: Trajectory
-    decoupled: Trajectory
+    decoupled: Trajectory | None
     random: Trajectory
 
 
@@ -119,6 +121,7 @@ def loss_metrics(runs: Runs, *, source: str) -> dict[str, Any]:
     ``source`` names the problem in the error raised when the initial loss is not positive.
     """
     ode, gd_map, decoupled, random = runs.ode, runs.gd_map, runs.decoupled, runs.random
+    assert decoupled is not None  # the reduced routes' comparison
     l0 = float(ode.loss[0])
     if not l0 > 0:
         raise GdlnError(f"{source}: the initial loss is {l0}; nothing to learn")

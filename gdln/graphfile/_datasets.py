@@ -1,9 +1,12 @@
 r"""The ``datasets:`` of a graph or task file, and the matrices and ``.npz`` files they hold.
 
-A dataset is given in one of four forms: ``builtin:`` (a name from
+A dataset is given in one of five forms: ``builtin:`` (a name from
 :data:`gdln.task._builtin.BUILTIN_DATASETS` and its settings), ``examples:`` (rows per
 field, with optional ``weights:``), ``moments:`` (exact second moments
-$\langle a\,b^\top\rangle$) or ``npz:`` (a file of float arrays, one per field).
+$\langle a\,b^\top\rangle$, checked by :mod:`gdln.graphfile._consistency`: a block
+given both ways must agree and the joint moment must be positive semidefinite),
+``teacher:`` (inputs of a given covariance, targets from a teacher matrix plus noise,
+whose moments gdln computes exactly) or ``npz:`` (a file of float arrays, one per field).
 
 What a dataset costs is bounded before it is built: exact values (``examples:``,
 ``moments:``, built-in datasets) count against the limit ``exact_values``, and an ``.npz``
@@ -15,6 +18,7 @@ averages of products of two values, stay finite in float64.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,13 +29,16 @@ import sympy as sp
 from .._errors import GraphSpecError, shorten
 from ..task._builtin import BUILTIN_DATASETS
 from ..task._task import Dataset
+from ._consistency import check_moments, rounding
 from ._document import Scope, mapping, text
 from ._limits import count_values
 from ._npz import read_npz
 
 __all__ = ["MAX_MAGNITUDE", "check_weights", "load_npz", "read_datasets", "read_matrix"]
 
-FORMS = ("builtin", "examples", "moments", "npz")
+FORMS = ("builtin", "examples", "moments", "npz", "teacher")
+
+_FORMS_LISTED = ", ".join(f"'{f}'" for f in FORMS[:-1]) + f" or '{FORMS[-1]}'"
 
 MAX_MAGNITUDE = 1e100
 r"""Largest magnitude of a data value: squares stay below $10^{200}$, far from float64's
@@ -53,9 +60,9 @@ def read_dataset(name: str, spec: Any, scope: Scope) -> Dataset:
     spec = mapping(spec, scope)
     forms = [k for k in FORMS if k in spec]
     if len(forms) > 1:
-        raise scope.fail(f"give one of 'builtin', 'examples', 'moments' or 'npz', not {forms}")
+        raise scope.fail(f"give one of {_FORMS_LISTED}, not {forms}")
     if not forms:
-        raise scope.fail("expected one of 'builtin', 'examples', 'moments' or 'npz'")
+        raise scope.fail(f"expected one of {_FORMS_LISTED}")
     return _READERS[forms[0]](name, spec, scope)
 
 
@@ -122,6 +129,7 @@ def _examples(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
 def _moments(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
     here = scope.at("moments")
     moments: dict[tuple[str, str], Any] = {}
+    slack: dict[tuple[str, str], np.ndarray] = {}
     fields: dict[str, int] = {}
     for a, row in mapping(spec["moments"], here).items():
         a = text(a, here.at(str(a)), what="a field name")
@@ -129,6 +137,7 @@ def _moments(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
             b = text(b, here.at(a, str(b)), what="a field name")
             m = read_matrix(value, here.at(a, b))
             moments[(a, b)] = m
+            slack[(a, b)] = typed_rounding(value, m)
             for f, dim in ((a, m.rows), (b, m.cols)):
                 if fields.setdefault(f, dim) != dim:
                     raise here.at(a, b).fail(
@@ -137,7 +146,170 @@ def _moments(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
     for f in fields:
         if (f, f) not in moments:
             raise here.fail(f"missing moment {f}.{f} (the second moment of field {f!r})")
+    check_moments(moments, slack, lambda key, message: here.at(*key).fail(message))
     return Dataset(name=name, fields=fields, moments_given=moments)
+
+
+TEACHER_KEYS = ("inputs", "covariance", "targets", "noise")
+
+
+def _teacher(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
+    r"""Inputs of a given covariance and targets from a teacher matrix plus noise.
+
+    With the inputs stacked, $x = (a; b; \dots)$, of covariance $C$ and each target
+    $t = W_t x + n_t$ with noise $n_t$ of covariance $N_t$, independent of $x$ and of the
+    other targets' noise, the second moments of Eqs. (5)-(6) of Saxe et al. 2022 are
+
+    $$\langle x x^\top\rangle = C,\quad \langle t\,x^\top\rangle = W_t C,\quad
+    \langle t\,s^\top\rangle = W_t C W_s^\top + [t = s]\,N_t,$$
+
+    computed exactly from the file's numbers, and positive semidefinite jointly once $C$
+    and each $N_t$ are (checked), so they cannot contradict each other.
+    """
+    here = scope.at("teacher")
+    spec = mapping(spec["teacher"], here)
+    unknown = [str(k) for k in spec if k not in TEACHER_KEYS]
+    if unknown:
+        raise here.fail(f"unknown key {shorten(unknown[0])}; expected {', '.join(TEACHER_KEYS)}")
+    for key in ("inputs", "targets"):
+        if key not in spec:
+            raise here.fail(f"missing {key!r}: {_TEACHER_HINT}")
+    inputs: dict[str, int] = {}
+    for f, dim in mapping(spec["inputs"], here.at("inputs")).items():
+        at = here.at("inputs", str(f))
+        field = text(f, at, what="a field name")
+        size = at.number(dim)
+        if not isinstance(size, int) or not 1 <= size <= MAX_FIELD_SIZE:
+            raise at.fail(
+                f"expected the field's dimension, an integer from 1 to "
+                f"{MAX_FIELD_SIZE}, got {shorten(dim)}"
+            )
+        inputs[field] = size
+    if not inputs:
+        raise here.at("inputs").fail(f"no input fields: {_TEACHER_HINT}")
+    n = sum(inputs.values())
+    covariance = _covariance(spec, n, inputs, here)
+    maps: dict[str, sp.ImmutableMatrix] = {}
+    for f, value in mapping(spec["targets"], here.at("targets")).items():
+        at = here.at("targets", str(f))
+        field = text(f, at, what="a field name")
+        if field in inputs:
+            raise at.fail(f"field {field!r} is an input too; name the target another way")
+        maps[field] = read_matrix(value, at)
+        if maps[field].cols != n:
+            raise at.fail(
+                f"the teacher matrix has {maps[field].cols} columns; expected one per input "
+                f"dimension ({n}: {', '.join(f'{k} {d}' for k, d in inputs.items())})"
+            )
+    if not maps:
+        raise here.at("targets").fail(f"no target fields: {_TEACHER_HINT}")
+    noise = _noise(spec, maps, here)
+    rows = sum(m.rows for m in maps.values())
+    count_values(
+        "exact_values",
+        rows * n * (n + rows),
+        f"the teacher's moments W C and W C W^T: {rows * n * (n + rows)} exact products",
+        source=scope.source,
+        key=here.key,
+        cls=scope.error,
+    )
+    offsets = dict(zip(inputs, itertools.accumulate([0, *inputs.values()]), strict=False))
+    moments: dict[tuple[str, str], Any] = {}
+    for f, start in offsets.items():
+        for g, other in offsets.items():
+            block = covariance[start : start + inputs[f], other : other + inputs[g]]
+            moments[(f, g)] = sp.ImmutableMatrix(block)
+    for t, w in maps.items():
+        product = w * covariance
+        for g, other in offsets.items():
+            moments[(t, g)] = sp.ImmutableMatrix(product[:, other : other + inputs[g]])
+        for s, v in maps.items():
+            block = product * v.T + (noise[t] if s == t else sp.zeros(w.rows, v.rows))
+            moments[(t, s)] = sp.ImmutableMatrix(block)
+    fields = {**inputs, **{t: w.rows for t, w in maps.items()}}
+    return Dataset(name=name, fields=fields, moments_given=moments)
+
+
+_TEACHER_HINT = (
+    "expected teacher: {inputs: {FIELD: dimension}, covariance: matrix, "
+    "targets: {FIELD: teacher matrix}, noise: {FIELD: variance or matrix}}"
+)
+MAX_FIELD_SIZE = 1_000_000
+"""Largest dimension of a teacher dataset's input field."""
+
+
+def _covariance(
+    spec: Mapping[str, Any], n: int, inputs: Mapping[str, int], here: Scope
+) -> sp.ImmutableMatrix:
+    """The stacked inputs' covariance (default the identity), symmetric and PSD."""
+    if "covariance" not in spec:
+        count_values(
+            "exact_values",
+            n * n,
+            f"an identity covariance of {n} x {n} exact values",
+            source=here.source,
+            key=here.key,
+            cls=here.error,
+        )
+        return sp.ImmutableMatrix(sp.eye(n))
+    at = here.at("covariance")
+    value = spec["covariance"]
+    matrix = read_matrix(value, at)
+    if matrix.shape != (n, n):
+        raise at.fail(
+            f"shape {matrix.rows} x {matrix.cols}; expected {n} x {n}, one row and column "
+            f"per input dimension ({', '.join(f'{k} {d}' for k, d in inputs.items())})"
+        )
+    check_moments(
+        {("x", "x"): matrix},
+        {("x", "x"): typed_rounding(value, matrix)},
+        _failing_at(at),
+        what="covariance",
+        title="the covariance",
+    )
+    return matrix
+
+
+def _noise(
+    spec: Mapping[str, Any], maps: Mapping[str, sp.ImmutableMatrix], here: Scope
+) -> dict[str, sp.ImmutableMatrix]:
+    """Each target's noise covariance: a number (times the identity) or a matrix, PSD."""
+    given = mapping(spec.get("noise", {}), here.at("noise"))
+    unknown = [str(k) for k in given if k not in maps]
+    if unknown:
+        raise here.at("noise").fail(
+            f"no target field {shorten(unknown[0])}; noise is given per target field "
+            f"({', '.join(maps)})"
+        )
+    noise = {}
+    for t, w in maps.items():
+        if t not in given:
+            noise[t] = sp.ImmutableMatrix(sp.zeros(w.rows, w.rows))
+            continue
+        at = here.at("noise", t)
+        value = given[t]
+        if not isinstance(value, list):
+            value = [[value if i == j else 0 for j in range(w.rows)] for i in range(w.rows)]
+        matrix = read_matrix(value, at)
+        if matrix.shape != (w.rows, w.rows):
+            raise at.fail(
+                f"shape {matrix.rows} x {matrix.cols}; expected a variance or a "
+                f"{w.rows} x {w.rows} covariance (target {t!r} has dimension {w.rows})"
+            )
+        check_moments(
+            {("n", "n"): matrix},
+            {("n", "n"): typed_rounding(value, matrix)},
+            _failing_at(at),
+            what="noise covariance",
+            title="the noise covariance",
+        )
+        noise[t] = matrix
+    return noise
+
+
+def _failing_at(scope: Scope) -> Callable[[tuple[str, ...], str], Exception]:
+    """The errors of :func:`check_moments` for one matrix, all at ``scope``."""
+    return lambda _key, message: scope.fail(message)
 
 
 def _npz(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
@@ -208,14 +380,30 @@ _READERS: dict[str, Callable[[str, Mapping[str, Any], Scope], Dataset]] = {
     "examples": _examples,
     "moments": _moments,
     "npz": _npz,
+    "teacher": _teacher,
 }
+
+
+def typed_rounding(value: Any, matrix: sp.MatrixBase) -> np.ndarray:
+    """How far each entry of a matrix read by :func:`read_matrix` may be from what its
+    writer meant (:func:`~gdln.graphfile._consistency.rounding`: typed decimals)."""
+    rows = _rows(value)
+    return np.array(
+        [[rounding(x, matrix[i, j]) for j, x in enumerate(row)] for i, row in enumerate(rows)]
+    ).reshape(matrix.shape)
+
+
+def _rows(value: Any) -> list[Any]:
+    """A matrix as written: a number, a row or rows, as a list of rows."""
+    rows = value if isinstance(value, list) else [value]
+    if rows and not isinstance(rows[0], list):
+        rows = [rows]
+    return rows
 
 
 def read_matrix(value: Any, scope: Scope) -> sp.ImmutableMatrix:
     """An exact matrix: a number, a row ``[a, b]`` or rows ``[[a, b], [c, d]]``."""
-    rows = value if isinstance(value, list) else [value]
-    if rows and not isinstance(rows[0], list):
-        rows = [rows]
+    rows = _rows(value)
     if (
         not rows
         or not all(isinstance(row, list) for row in rows)

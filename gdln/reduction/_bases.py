@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from .._errors import NotDiagonalizableError
+from .._errors import NotDiagonalizableError, shorten_text
 
 __all__ = ["Modes"]
 
@@ -356,13 +356,14 @@ def _verify(modes: Modes, blocks: Sequence[Block]) -> None:
         offenders.sort(reverse=True)
         worst = offenders[0][0]
         names = tuple(tag for _, tag in offenders)
-        listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        listed = ", ".join(shorten_text(n, 40) for n in names[:2]) + (
+            f" and {len(names) - 2} more" if len(names) > 2 else ""
+        )
         raise NotDiagonalizableError(
-            f"the path statistics have no common bases (Eqs. 7-8): {listed} stay off-diagonal "
-            f"(relative residual {worst:.3g}: the largest share of one, by Frobenius norm, off "
-            f"the diagonal in the best bases found, 0 to 1); the exact reduction (Eq. 10) does "
-            f"not apply, the full-matrix dynamics (Eqs. 3-4) do: gdln.solve_full, or "
-            f"`gdln solve FILE --route matrix`",
+            f"no common bases (Eqs. 7-8): {listed} stay off-diagonal (relative residual "
+            f"{worst:.3g}: the largest share of one off the diagonal), so no reduced "
+            "ODE (Eq. 10); solve/compare take the full-matrix flow (Eqs. 3-4), timescales "
+            "asymptotic stages",
             paths=names,
             residual=worst,
         )

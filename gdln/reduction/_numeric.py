@@ -98,6 +98,8 @@ class FlowReduction(Protocol):
     @property
     def route(self) -> str: ...
     @property
+    def route_name(self) -> str: ...
+    @property
     def weight_decay(self) -> Any: ...
 
 
@@ -443,7 +445,8 @@ def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -
         "source": problem.source,
         "params": {k: str(v) for k, v in problem.params.items()},
         "lump": reduction.lump,
-        "route": reduction.route or "every context",
+        "route": reduction.route_name,
+        "route_reason": reduction.route,
         "weight_decay": float(reduction.weight_decay),
         "time_unit": "tau",
         "modes": [list(s.modes) for s in reduction.systems],

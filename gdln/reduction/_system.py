@@ -349,6 +349,19 @@ class Reduction(DecoupledBases):
             exact=exact,
         )
 
+    @property
+    def route_name(self) -> str:
+        """The declared name of the route the systems were derived by.
+
+        Returns
+        -------
+        str
+            ``"quotient"`` (one context per orbit of the symmetry quotient) or
+            ``"contexts"`` (every context), as :data:`gdln.settings.ROUTES` names them;
+            :attr:`route` says more.
+        """
+        return "quotient" if self.route.startswith(QUOTIENT_ROUTE) else "contexts"
+
     # -- bases and decoupled weights (Eq. 9) -----------------------------------------
     @functools.cached_property
     def whole(self) -> Reduction:

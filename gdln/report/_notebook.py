@@ -58,7 +58,7 @@ class Comparison(Protocol):
     @property
     def gd_map(self) -> Trajectory: ...
     @property
-    def decoupled(self) -> Trajectory: ...
+    def decoupled(self) -> Trajectory | None: ...
     @property
     def random(self) -> Trajectory: ...
     @property
@@ -172,8 +172,11 @@ def comparison_rows(result: Comparison) -> list[tuple[str, str]]:
         )
     half = m.get("time_to_half_loss", {})
     for key, label in _RUNS[:3]:
-        if key in half:
-            rows.append((f"t at L(0)/2, {label}", _number(half[key])))
+        value = half.get(key)
+        if isinstance(value, Mapping):  # a summary over seeds (the matrix route)
+            rows.append((f"t at L(0)/2, {label} (median)", _number(value.get("median"))))
+        elif key in half:
+            rows.append((f"t at L(0)/2, {label}", _number(value)))
     random = half.get("random")
     if isinstance(random, Mapping):
         rows.append((f"t at L(0)/2, {_RUNS[3][1]} (median)", _number(random.get("median"))))
@@ -190,9 +193,8 @@ def comparison_html(result: Comparison) -> str:
     if written and written[0].is_file():
         png = written[0].read_bytes()
     else:
-        curves = [
-            (label, getattr(result, key).t, getattr(result, key).loss) for key, label in _RUNS
-        ]
+        runs = [(label, getattr(result, key)) for key, label in _RUNS]
+        curves = [(label, run.t, run.loss) for label, run in runs if run is not None]
         png = _loss_png(curves, title="loss (Eq. 1): theory and simulation")
     table = _table(comparison_rows(result), caption="Theory against simulation")
     return f"<div>{table}{_image(png, 'loss of theory and simulation')}</div>"

@@ -386,7 +386,10 @@ def format_derivation(reduction: Reduction, fmt: str = "text") -> str:
         return json.dumps(_derivation_json(reduction), indent=1)
     latex = fmt == "latex"
     lines = []
-    head = f"{reduction.problem.name}: lump={reduction.lump}; time in units of tau; loss = {reduction.constant} + sum over modes of L_mode"
+    head = (
+        f"{reduction.problem.name}: route {reduction.route_name}, lump={reduction.lump}; time "
+        f"in units of tau; loss = {reduction.constant} + sum over modes of L_mode"
+    )
     lines.append(("% " if latex else "") + head)
     if reduction.route:
         lines.append(("% " if latex else "") + f"route: {reduction.route}")
@@ -463,7 +466,8 @@ def _derivation_json(reduction: Reduction) -> dict[str, Any]:
         "source": reduction.problem.source,
         "params": {k: str(v) for k, v in reduction.problem.params.items()},
         "lump": reduction.lump,
-        "route": reduction.route or "every context",
+        "route": reduction.route_name,
+        "route_reason": reduction.route,
         "symbolic": list(reduction.symbolic),
         "loss_constant": _str(reduction.constant),
         "systems": systems,

@@ -43,8 +43,10 @@ Equation numbers are those of Saxe, Sodhani & Lewallen (2022)."""
 
 ROUTES: Mapping[str, str] = MappingProxyType(
     {
-        "auto": "quotient where the task has a repeat: family of contexts and its symmetry "
-        "holds, else contexts; moments where the paths are too many to list",
+        "auto": "the exact reduction where the statistics share bases (quotient where the "
+        "task has a repeat: family of contexts and its symmetry holds, else contexts; "
+        "moments where the paths are too many to list), else what applies: matrix for "
+        "solve and compare, the asymptotic stages for timescales; derive refuses",
         "quotient": "derive from one context per orbit of the file's cyclic symmetry",
         "contexts": "derive from every context, listing the co-active paths",
         "moments": "the same expected loss and dynamics evaluated without listing paths "
@@ -107,7 +109,8 @@ DTYPES: Mapping[str, str] = MappingProxyType(
 
 THEORY_STARTS: Mapping[str, str] = MappingProxyType(
     {
-        "auto": "b0 where it is given for this call, else read off the random weights",
+        "auto": "the nearer source decides: b0 given for this call, else random if "
+        "init_scale is given for it, else b0 if the file writes solve.b0, else random",
         "b0": "the b0 setting (given, else the file's solve.b0, else its default)",
         "random": "read off the random runs' initial weights (their mode strengths, averaged "
         "over the seeds), so that theory and random runs start alike",

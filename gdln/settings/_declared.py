@@ -193,6 +193,8 @@ class Settings:
         Whether runs show a progress bar.
     source
         The file the values were read from, named in error messages (``None``: not a file).
+    written
+        The names of the settings the file wrote (:meth:`from_file`); empty otherwise.
     """
 
     lump: str = _declare(
@@ -291,8 +293,9 @@ class Settings:
     )
     theory_start: str = _declare(
         "auto",
-        "Where compare starts the theory and the decoupled run: b0 where it is given for "
-        "the run, else the mode strengths of the random initial weights.",
+        "Where compare starts the theory and the decoupled run: auto takes b0 where b0 is "
+        "given (for the run, else in the file) and init_scale is not given for the run, "
+        "else the mode strengths of the random initial weights.",
         _choice(THEORY_STARTS),
         "one of the theory starts",
         choices=THEORY_STARTS,
@@ -371,6 +374,8 @@ class Settings:
 
     source: str | None = field(default=None, compare=False, repr=False)
     """The file whose sections preset these settings (errors name it)."""
+    written: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """The settings the file wrote (for rules that honour the file's own choice)."""
 
     def __post_init__(self) -> None:
         for name, declaration in declarations().items():
@@ -443,7 +448,7 @@ class Settings:
                 values[name] = _read(
                     name, declarations()[name], value, source=source, key=as_written
                 )
-        return cls(**values, source=source)
+        return cls(**values, source=source, written=frozenset(values))
 
     def given(self, **values: Any) -> Settings:
         """These settings with the given values instead; ``None`` keeps a value.

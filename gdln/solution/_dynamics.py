@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy.typing as npt
 
-from .._errors import GdlnDeprecationWarning, GdlnError, TooManyPathsError
+from .._errors import (
+    GdlnDeprecationWarning,
+    GdlnError,
+    NotDiagonalizableError,
+    TooManyPathsError,
+)
 from ..graphfile._reader import Problem
 from ..reduction._moments import ExpectedDynamics, expected_dynamics
 from ..reduction._reduce import reduce
@@ -24,7 +30,7 @@ from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory
 
-__all__ = ["dynamics_of", "solve"]
+__all__ = ["RouteTaken", "dynamics_of", "route_of", "solve"]
 
 
 def solve(
@@ -90,9 +96,11 @@ def solve(
         Tolerances of the ODE solver.
     route, lump, b0
         With a Problem: how its dynamics are obtained (:data:`gdln.settings.ROUTES`; the
-        one rule of every command, see :func:`gdln.reduce`; ``"auto"`` takes the moment
-        route where the paths are too many to list, and ``"matrix"`` solves the
-        full-matrix flow, :func:`gdln.solve_full`), the lumping and $b(0)$.
+        one rule of every command, :func:`route_of`: ``"auto"`` reduces, takes the moment
+        route where the paths are too many to list and the full-matrix flow,
+        :func:`gdln.solve_full` from random weights whose singular values all equal
+        ``b0``, where the statistics have no common bases; ``"matrix"`` asks for that
+        flow), the lumping and $b(0)$.
     weight_decay
         With a Problem: the weight decay $\gamma$ (default: the problem's
         ``weight_decay`` setting, 0). The objective is Eq. (1) plus
@@ -126,7 +134,9 @@ def solve(
         ``loss`` (Eq. 1); ``series`` holds every reduced variable as ``(T, modes)``
         and ``"context_loss"`` as ``(T, contexts)`` (per-context loss
         $\tfrac12\langle\lVert y-h\rVert^2\rangle_c$, labels in ``meta``);
-        ``meta["route"]`` says how the dynamics were obtained, ``meta["method"]`` which
+        ``meta["route"]`` names the route taken (``"quotient"``, ``"contexts"``,
+        ``"moments"`` or ``"matrix"``) and ``meta["route_reason"]`` why, where auto fell
+        back, or what the quotient is; ``meta["method"]`` which
         dynamics were solved (``"ode"`` or ``"gd-map"``) and, for the ODE,
         ``meta["integrator"]`` which stepper solved them.
 
@@ -151,16 +161,18 @@ def solve(
     )
     step = settings.lr if settings.dynamics == "gd-map" else None
     check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
+    taken: RouteTaken | None = None
     if isinstance(model, Problem):
         chosen = settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
-        if chosen.route == "matrix":
+        taken = route_of(
+            model,
+            route=chosen.route,
+            lump=chosen.lump,
+            b0=chosen.b0,
+            weight_decay=chosen.weight_decay,
+        )
+        if taken.model is None:
             from ._full import solve_full
-
-            if times is not None:
-                raise GdlnError(
-                    f"{problem.source}: route 'matrix' records {settings.points} evenly "
-                    "spaced times (points); times=[...] is for the reduced routes"
-                )
 
             full = solve_full(
                 model,
@@ -170,21 +182,16 @@ def solve(
                 points=settings.points,
                 b0=chosen.b0,
                 weight_decay=chosen.weight_decay,
+                times=times,
             )
-            return dataclasses.replace(full, meta={**full.meta, "route": "matrix"})
-        model = dynamics_of(
-            model,
-            route=chosen.route,
-            lump=chosen.lump,
-            b0=chosen.b0,
-            weight_decay=chosen.weight_decay,
-        )
+            return dataclasses.replace(full, meta={**full.meta, **taken.meta()})
+        model = taken.model
     elif route is not None or lump is not None or b0 is not None or weight_decay is not None:
         raise GdlnError(
             "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
             "obtained; this model was obtained already"
         )
-    return solve_model(
+    trajectory = solve_model(
         model,
         t_max=settings.t_max,
         lr=step,
@@ -195,6 +202,9 @@ def solve(
         # the map has no stepper: only a method asked for in this call is refused with it
         method=settings.method if step is None or method is not None else "auto",
     )
+    if taken is None:
+        return trajectory
+    return dataclasses.replace(trajectory, meta={**trajectory.meta, **taken.meta()})
 
 
 def dynamics_of(
@@ -247,3 +257,96 @@ def dynamics_of(
         if settings.route != "auto":
             raise
         return expected_dynamics(problem, b0=settings.b0, weight_decay=decay)
+
+
+@dataclass(frozen=True)
+class RouteTaken:
+    """The route the one rule of every command takes for a problem (:func:`route_of`).
+
+    Parameters
+    ----------
+    name
+        Its declared name (:data:`gdln.settings.ROUTES`): ``"quotient"``, ``"contexts"``,
+        ``"moments"`` or ``"matrix"``.
+    model
+        The dynamics it obtained (a reduction or the expected dynamics), ``None`` on the
+        matrix route (the full matrices, :func:`gdln.solve_full`).
+    reason
+        Why ``auto`` took it where that is not plain (no common bases, too many paths, no
+        symmetry quotient), or what the quotient is; ``""`` otherwise.
+    """
+
+    name: str
+    model: Reduction | ExpectedDynamics | None
+    reason: str = ""
+
+    def meta(self) -> dict[str, str]:
+        """The trajectory's ``meta`` entries for the route: ``route`` and ``route_reason``.
+
+        Returns
+        -------
+        dict
+            ``{"route": name}``, with ``"route_reason"`` where there is one.
+        """
+        return {"route": self.name, **({"route_reason": self.reason} if self.reason else {})}
+
+
+def route_of(
+    problem: Problem,
+    *,
+    route: str | None = None,
+    lump: str | None = None,
+    b0: Any = None,
+    weight_decay: float | str | None = None,
+) -> RouteTaken:
+    """The one route rule of ``solve`` and ``compare``: the exact reduction where it exists.
+
+    ``auto`` reduces (:func:`gdln.reduce`: the symmetry quotient where it holds, else
+    every context); where the co-active paths are too many to list it takes the moment
+    route (the same dynamics, :func:`gdln.expected_dynamics`), and where the statistics
+    have no common bases (Eqs. 7-8 of Saxe et al. 2022) the full-matrix flow of
+    Eqs. (3)-(4), which needs none. A route asked for by name is taken or refused.
+
+    Parameters
+    ----------
+    problem
+        A loaded problem; its settings give every value not given here.
+    route, lump, b0, weight_decay
+        The settings of the same names; ``None`` takes the problem's.
+
+    Returns
+    -------
+    RouteTaken
+        The route's declared name, its dynamics (``None`` for the full matrices) and why.
+
+    Raises
+    ------
+    NotDiagonalizableError
+        A reduced route asked for by name, and no common bases.
+    TooManyPathsError
+        A symbolic route asked for by name, and too many paths to list.
+    """
+    settings = problem.settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
+    if settings.route == "matrix":
+        return RouteTaken("matrix", None)
+    try:
+        model = dynamics_of(
+            problem,
+            route=settings.route,
+            lump=settings.lump,
+            b0=settings.b0,
+            weight_decay=settings.weight_decay,
+        )
+    except NotDiagonalizableError as err:
+        if settings.route != "auto":
+            raise
+        return RouteTaken(
+            "matrix",
+            None,
+            f"auto: no common bases (Eqs. 7-8; residual {err.residual:.2g}), so the "
+            "full-matrix flow (Eqs. 3-4)",
+        )
+    if isinstance(model, ExpectedDynamics):
+        reason = "" if settings.route == "moments" else "auto: too many paths to list"
+        return RouteTaken("moments", model, reason)
+    return RouteTaken(model.route_name, model, model.route)

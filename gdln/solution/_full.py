@@ -16,6 +16,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import numpy.typing as npt
 from scipy.integrate import solve_ivp
 
 from .._edge import Edge, edge_name
@@ -23,6 +24,7 @@ from .._errors import GdlnError
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, renamed
 from ..task._problem import Problem
+from ._bounds import check_times
 from ._flow import FlowPlan
 from ._trajectory import CONTEXT_LOSS, Trajectory, matrix_key
 
@@ -50,6 +52,7 @@ def solve_full(
     b0: Any = None,
     seed: int | None = None,
     weight_decay: float | str | None = None,
+    times: npt.ArrayLike | None = None,
     n_points: Any = NOT_GIVEN,
     init: Any = NOT_GIVEN,
 ) -> Trajectory:
@@ -80,6 +83,10 @@ def solve_full(
         The weight decay $\gamma$ (default: the problem's setting, 0): each trained edge's
         flow gains $-\gamma W_e$ (the gradient of $\tfrac\gamma2\lVert W_e\rVert_F^2$);
         the recorded loss stays Eq. (1).
+    times
+        The times to record instead of ``points`` evenly spaced ones: increasing, from 0,
+        the last at most ``t_max``; with the map, each a whole number of steps
+        $t/\mathrm{lr}$ (as for :func:`gdln.solve`).
     n_points, init
         The keywords of an earlier release for ``points`` and ``b0`` (a deprecation
         warning); an ``lr`` given without ``dynamics`` keeps its earlier meaning, the map.
@@ -129,6 +136,7 @@ def solve_full(
     n_points = settings.points
     lr = settings.lr if settings.dynamics == "gd-map" else None
     t_max, steps = _horizon(settings.t_max, lr, n_points)
+    recorded = None if times is None else check_times(times, t_max, lr)
     if weights is None:
         weights = initial_full_weights(problem, b0=settings.b0, seed=settings.seed)
     edges = list(weights)
@@ -136,10 +144,15 @@ def solve_full(
     plan = FlowPlan.of(problem, edges, weight_decay=settings.weight_decay)
     with _blas_threads(plan, values):
         if lr is None:
-            t, states = _integrate(plan, values, t_max, n_points)
+            even = np.linspace(0.0, t_max, n_points)
+            t, states = _integrate(plan, values, t_max, even if recorded is None else recorded)
             method = "full-ode"
         else:
-            t, states = _iterate(plan, values, lr, steps, n_points)
+            if recorded is None:
+                record = np.rint(np.linspace(0, steps, n_points)).astype(int)
+            else:
+                record = np.rint(recorded / lr).astype(int)
+            t, states = _iterate(plan, values, lr, record)
             method = "full-gd-map"
     return _trajectory(problem, plan, t, states, method)
 
@@ -244,9 +257,9 @@ def _initial_number(problem: Problem, edge: Edge, value: Any) -> float:
 
 
 def _integrate(
-    plan: FlowPlan, values: list[np.ndarray], t_max: float, n_points: int
+    plan: FlowPlan, values: list[np.ndarray], t_max: float, t_eval: np.ndarray
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
-    """DOP853 on the flattened weights, recorded at ``n_points`` even times."""
+    """DOP853 on the flattened weights, recorded at the times ``t_eval``."""
     shapes = [w.shape for w in values]
     splits = np.cumsum([w.size for w in values])[:-1]
 
@@ -257,7 +270,7 @@ def _integrate(
         return np.concatenate([f.ravel() for f in plan.flow(unpack(y))])
 
     y0 = np.concatenate([w.ravel() for w in values])
-    t_eval = np.linspace(0.0, t_max, n_points)
+    t_eval = np.minimum(t_eval, t_max)
     result = solve_ivp(rhs, (0.0, t_max), y0, method="DOP853", t_eval=t_eval, rtol=RTOL, atol=ATOL)
     if not result.success:
         raise GdlnError(f"the ODE solver failed: {result.message}")
@@ -265,10 +278,10 @@ def _integrate(
 
 
 def _iterate(
-    plan: FlowPlan, values: list[np.ndarray], lr: float, steps: int, n_points: int
+    plan: FlowPlan, values: list[np.ndarray], lr: float, steps: np.ndarray
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
-    """Gradient descent with learning rate ``lr``, recorded at the steps nearest even times."""
-    record = sorted(set(np.rint(np.linspace(0, steps, n_points)).astype(int).tolist()))
+    """Gradient descent with learning rate ``lr``, recorded at the given steps."""
+    record = sorted(set(steps.tolist()))
     weights = [w.copy() for w in values]
     states = []
     step = 0

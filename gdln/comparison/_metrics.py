@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import GdlnError
-from ..solution._trajectory import Trajectory, time_to_half_loss
+from ..solution._loss_curve import time_to_half_loss
+from ..solution._trajectory import Trajectory
 from ._summary import SPREAD, summarize_seeds
 
 __all__ = ["DEFINITIONS", "Runs", "loss_metrics", "max_relative_gap"]

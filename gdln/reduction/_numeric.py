@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,6 +38,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter
 
+from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..task._problem import Problem
 from ..task._task import unbound_message
@@ -63,6 +64,8 @@ class FlowSystem(Protocol):
 
     @property
     def variables(self) -> Sequence[sp.Symbol]: ...
+    @property
+    def edges(self) -> Mapping[sp.Symbol, Sequence[Edge]]: ...
     @property
     def rhs(self) -> Mapping[sp.Symbol, sp.Expr]: ...
     @property
@@ -106,6 +109,8 @@ class FlowMoments(Protocol):
 
     @property
     def problem(self) -> Problem: ...
+    @property
+    def edges(self) -> Sequence[Edge]: ...
     @property
     def variables(self) -> Sequence[sp.Symbol]: ...
     @property
@@ -178,6 +183,9 @@ class NumericFlow:
     systems
         How many reduced systems are stacked in the state (``system`` of the labels and
         the series counts them).
+    edges
+        Variable name -> the names of the edges it stands for: one name, one edge set,
+        in every system (a variable of several systems stands for the same edges in each).
     """
 
     y0: np.ndarray
@@ -191,6 +199,7 @@ class NumericFlow:
     scalar: ScalarRhs | None = None
     scalar_jacobian: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     systems: int = 1
+    edges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"NumericFlow({self.source!r}, size={len(self.y0)}, constants={len(self.constants)})"
@@ -468,7 +477,23 @@ def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -
         scalar=scalar,
         scalar_jacobian=jacobian,
         systems=len(numbers),
+        edges=_variable_edges(reduction.systems),
     )
+
+
+def _variable_edges(systems: Sequence[FlowSystem]) -> dict[str, tuple[str, ...]]:
+    """Variable name -> its edges' names, over every system; a name given to two edge sets
+    (which :func:`gdln.reduce` never does) is refused."""
+    out: dict[str, tuple[str, ...]] = {}
+    for system in systems:
+        for variable, edges in system.edges.items():
+            names = tuple(edge_name(e) for e in edges)
+            if set(out.setdefault(str(variable), names)) != set(names):
+                raise GdlnError(
+                    f"variable {variable} stands for two edge sets: "
+                    f"{', '.join(out[str(variable)])} and {', '.join(names)}"
+                )
+    return out
 
 
 class _Stacked:
@@ -589,4 +614,7 @@ def moment_flow(dynamics: FlowMoments) -> NumericFlow:
         record=record,
         meta=meta,
         source=dynamics.problem.source,
+        edges={
+            str(v): (edge_name(e),) for v, e in zip(dynamics.variables, dynamics.edges, strict=True)
+        },
     )

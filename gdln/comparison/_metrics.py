@@ -33,7 +33,7 @@ DEFINITIONS: Mapping[str, str] = {
     "theory_start": "random: b_e(0) read off the random initial weights "
     "(gdln.comparison.initial_mode_strengths); b0: the b0 setting (b0 holds the values)",
     "modes": "edge -> the reduction's numbers of the modes it carries (Reduction.edge_bases), "
-    "as in the figures' legends and in gdln reduce's text",
+    "as in the figures' legends and in gdln derive's text ('system k: modes [...]')",
     "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation; null "
     "(one run) or '> t_max' (a quantile over seeds) where not reached within t_max",
     "time_to_half_loss.random": f"over all seeds, censored ones (never within t_max) "

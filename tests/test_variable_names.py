@@ -275,3 +275,18 @@ def test_constants_of_eq_15_have_one_name_each(tmp_path: Path) -> None:
             squared = float((expression**2).subs(start).subs(constant, system.constants[constant]))
             assert squared == pytest.approx(start[variable] ** 2, rel=1e-12)
     _one_set_per_name([(name, edges) for _, name, edges in _pairs(reduction)])
+
+
+def test_a_solve_refuses_a_name_given_to_two_edge_sets(tmp_path: Path) -> None:
+    # reduce never does this; a reduction edited by hand that does is not solved
+    from gdln.reduction._internal import replace
+
+    reduction = gdln.reduce(gdln.load(write(tmp_path, SHARED)), lump="symmetry")
+    second = reduction.systems[1]
+    first_variable = second.variables[0]
+    edges = {**second.edges, first_variable: (("x2", "h"),)}
+    edited = replace(reduction, systems=(reduction.systems[0], replace(second, edges=edges)))
+    with pytest.raises(
+        gdln.GdlnError, match=rf"variable {first_variable} stands for two edge sets"
+    ):
+        gdln.solve(edited, t_max=1, points=2)

@@ -39,7 +39,7 @@ from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter
 
 from .._edge import Edge, edge_name
-from .._errors import GdlnError
+from .._errors import GdlnError, shorten_text
 from ..task._problem import Problem
 from ..task._task import unbound_message
 from ._loss import floor_at_zero
@@ -491,7 +491,8 @@ def _variable_edges(systems: Sequence[FlowSystem]) -> dict[str, tuple[str, ...]]
             if set(out.setdefault(str(variable), names)) != set(names):
                 raise GdlnError(
                     f"variable {variable} stands for two edge sets: "
-                    f"{', '.join(out[str(variable)])} and {', '.join(names)}"
+                    f"{shorten_text(', '.join(out[str(variable)]), 100)} and "
+                    f"{shorten_text(', '.join(names), 100)}"
                 )
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._errors import GdlnError
+from .._errors import GdlnError, shorten, shorten_text
 
 __all__ = ["AmbiguousVariableError"]
 
@@ -22,11 +22,31 @@ class AmbiguousVariableError(GdlnError, KeyError):
 
     @classmethod
     def between(cls, name: str, systems: Sequence[int], modes: Any) -> AmbiguousVariableError:
-        """The error for ``name`` recorded in ``systems`` (``modes``: ``meta["modes"]``)."""
+        """The error for ``name``, recorded in each of ``systems``.
+
+        Parameters
+        ----------
+        name
+            The variable's name.
+        systems
+            The systems that record it.
+        modes
+            ``meta["modes"]`` of the trajectory (one list per system), to name each
+            system's modes; anything else names none.
+
+        Returns
+        -------
+        AmbiguousVariableError
+            The error, its one-line message naming the systems and their modes.
+        """
         listed = (
             modes if isinstance(modes, list) and all(isinstance(m, list) for m in modes) else []
         )
         which = "; ".join(
-            f"system {k}" + (f" (modes {listed[k]})" if k < len(listed) else "") for k in systems
+            f"system {k}" + (f" (modes {shorten(listed[k])})" if k < len(listed) else "")
+            for k in systems
         )
-        return cls(f"variable {name!r} is recorded in several systems ({which}): pass system=")
+        return cls(
+            f"variable {shorten(name)} is recorded in several systems ({shorten_text(which, 200)}): "
+            "pass system="
+        )

@@ -189,7 +189,8 @@ class Trajectory:
     name                            series
     ==============================  ===================================================
     ``B1``, ``B1@k``                a reduced variable, ``(T, modes)`` (:func:`gdln.solve`;
-                                    ``@k`` for system ``k`` when there are several)
+                                    ``@k`` for system ``k`` when there are several;
+                                    its edges in :attr:`variable_edges`)
     ``context_loss``                ``(T, contexts)``, labels in ``meta["context_labels"]``
                                     (:func:`gdln.solve`, :func:`gdln.solve_full`)
     ``loss/<label>``                a context's loss, ``(T, S)`` (:func:`gdln.simulate`)

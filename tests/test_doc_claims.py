@@ -195,11 +195,14 @@ def _choice_errors(where: str, code: str) -> list[str]:
         by_option.setdefault(option, set()).update(choices)
     keywords = {name: set(d.choices) for name, d in SETTINGS.items() if d.choices}
     wrong = []
+    placeholder = re.compile(r"[A-Z][A-Z0-9_]*")  # --route X, route="NAME"
     for option, value in re.findall(r"(--[a-z][\w-]*)[ =]([\w.:-]+)", code):
+        if placeholder.fullmatch(value):
+            continue
         if option in by_option and value not in by_option[option]:
             wrong.append(f"{where}: {option} {value}")
     for name, value in re.findall(r"\b(\w+)=[\"']([^\"'\n]+)[\"']", code):
-        if name in keywords and value not in keywords[name]:
+        if name in keywords and value not in keywords[name] and not placeholder.fullmatch(value):
             wrong.append(f"{where}: {name}={value!r}")
     if re.search(r"\b(solve|simulate):", code):  # a graph file's settings
         for name, value in re.findall(r"\b(\w+): *([\w-]+)", code):
@@ -247,6 +250,7 @@ def test_the_checks_catch_what_they_are_for() -> None:
     assert _choice_errors("x", 'gdln.solve(problem, route="every context")')
     assert _choice_errors("x", "solve: {lump: fast}")
     assert not _choice_errors("x", "gdln solve FILE --route contexts --lump none")
+    assert not _choice_errors("x", '`--route X`, `route="X"`')  # placeholders
     assert [c for c, _, _ in _command_lines("`gdln reduce FILE`")] == ["reduce"]
     assert list(COMMAND_IN_TEXT.finditer("as in gdln reduce's text"))
 

@@ -68,6 +68,7 @@ from .simulation import SimulationSpecError as SimulationSpecError
 from .simulation import initial_weights as initial_weights
 from .simulation import minibatch_indices as minibatch_indices
 from .simulation import simulate as simulate
+from .solution import AmbiguousVariableError as AmbiguousVariableError
 from .solution import Trajectory as Trajectory
 from .solution import format_trajectory as format_trajectory
 from .solution import full_flow as full_flow

@@ -155,6 +155,6 @@ class GdlnDeprecationWarning(GdlnWarning, FutureWarning):
 class DegenerateStartWarning(GdlnWarning):
     """The initial state is a fixed point of the dynamics, so nothing will change.
 
-    For example $b(0) = 0$ (``--init 0``): every path through two or more trained edges
+    For example $b(0) = 0$ (``--b0 0``): every path through two or more trained edges
     has a zero product and a zero gradient, so the learning curve stays flat.
     """

@@ -277,7 +277,7 @@ def test_solve_output_has_the_loss_of_each_context(fmt, tmp_path, capsys) -> Non
         per_context = np.array([data["context_loss"][label] for label in labels]).T
         variables = {k: np.array(v).T for k, v in data["variables"].items()}
     else:
-        rows = list(csv.reader(io.StringIO(out)))
+        rows = list(csv.reader(io.StringIO(out.partition("\n")[2])))  # after variable_edges
         table = np.array(rows[1:], dtype=float)
         column = {name: table[:, i] for i, name in enumerate(rows[0])}
         t, loss = column["t"], column["loss"]

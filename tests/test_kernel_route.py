@@ -142,7 +142,7 @@ def test_the_summary_and_the_csv_name_the_kernel(
     args = ["solve", xor, "--param=hidden=2", "--kernel", "--points", "3", "-o", str(table)]
     code, _, err = run_cli(args, capsys)
     assert code == 0, err
-    header = table.read_text().splitlines()[0].split(",")
+    header = table.read_text().splitlines()[1].split(",")  # after the variable_edges line
     assert "kernel_distance" in header
     assert "rsm/h0 (examples 0 and 3)" in header
     assert len([c for c in header if c.startswith("rsm/h1 ")]) == 16

@@ -34,7 +34,8 @@ from gdln.simulation._init import DRAWS
 from gdln.simulation._optimizers import OPTIMIZER_CLASSES
 from gdln.simulation._plan import compile_plan
 from gdln.simulation._settings import MINIBATCH
-from gdln.solution._trajectory import Trajectory, time_to_half_loss
+from gdln.solution._loss_curve import time_to_half_loss
+from gdln.solution._trajectory import Trajectory
 from gdln.task._examples import ExampleSet
 
 ROOT = Path(__file__).resolve().parents[1]

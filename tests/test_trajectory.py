@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 from pathlib import Path
@@ -108,7 +107,9 @@ def test_json_format_reads_back() -> None:
 
 
 def read_csv(text: str) -> tuple[list[str], np.ndarray]:
-    rows = list(csv.reader(io.StringIO(text)))
+    """The header and the values of a trajectory's CSV, after its ``# variable_edges`` line."""
+    lines = text.splitlines()
+    rows = list(csv.reader(lines[1:] if lines[0].startswith("# ") else lines))
     return rows[0], np.array(rows[1:], dtype=float)
 
 

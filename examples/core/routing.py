@@ -11,7 +11,7 @@ What is computed (time in units of $\tau$, $t/\tau = \lambda\cdot\mathrm{step}$)
 * **Fig. 4e** training loss from the reduced ODE (Eqs. 44-46, found by :func:`gdln.reduce`
   with ``lump="symmetry"``; Eq. 15 is its lumped form), from the decoupled initial
   weights of Eq. (9) and from $0.2\times$ Xavier weights (10 seeds). The theory's initial
-  value $b_e = 0.1$ is the graph file's ``solve.init``, not fitted.
+  value $b_e = 0.1$ is the graph file's ``solve.b0``, not fitted.
 * **Fig. 4f / App. C** singular values $B_1$ (input weights $x_i\to h_1$) and $B_2$
   (hidden weights $h_1 \to h_2$) per mode, the ratio $B_2/B_1$ against $\sqrt M$
   (Eq. 51), and the conserved quantity $M B_1^2 - B_2^2$ over time.

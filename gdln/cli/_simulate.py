@@ -71,8 +71,8 @@ def simulate(
 ) -> None:
     """Train the full gated network of FILE by gradient descent and save its trajectory.
 
-    One weight matrix per edge, gates per example, loss of Eq. (1), gradients by autograd;
-    seeds run batched. Time is in units of tau: t/tau = lr * step, and with --momentum
+    One weight matrix per edge, gates per example, loss of Eq. (1); gradients by the chain
+    rule written out (--optimizer gd) or by torch autograd (sgd); seeds run batched. Time is in units of tau: t/tau = lr * step, and with --momentum
     mu t/tau = step * lr / (1 - mu), the gradient-flow time heavy ball approximates.
 
     \b

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import GdlnError
-from ..solution._trajectory import Trajectory, time_to_half_loss
+from ..solution._loss_curve import time_to_half_loss
+from ..solution._trajectory import Trajectory
 from ._summary import SPREAD, summarize_seeds
 
 __all__ = ["DEFINITIONS", "Runs", "loss_metrics", "max_relative_gap"]
@@ -34,7 +35,7 @@ DEFINITIONS: Mapping[str, str] = {
     "theory_start_from says which source decided (auto: the run's b0 or init_scale, else "
     "the file's solve.b0, else random), starts where each curve starts",
     "modes": "edge -> the reduction's numbers of the modes it carries (Reduction.edge_bases), "
-    "as in the figures' legends and in gdln reduce's text",
+    "as in the figures' legends and in gdln derive's text ('system k: modes [...]')",
     "time_to_half_loss": "first t/tau with L(t) <= L(0)/2, linear interpolation; null "
     "(one run) or '> t_max' (a quantile over seeds) where not reached within t_max",
     "time_to_half_loss.random": f"over all seeds, censored ones (never within t_max) "

@@ -10,7 +10,7 @@ removes $B_1$. Conserved quantities hold for the flow only, not for a discrete s
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy as sp
@@ -109,6 +109,8 @@ def eliminate(
     variables: list[sp.Symbol],
     edges: Mapping[sp.Symbol, tuple[Edge, ...]],
     initial: Mapping[sp.Symbol, Any],
+    *,
+    constant: Callable[[], sp.Symbol] | None = None,
 ) -> tuple[dict[sp.Symbol, sp.Expr], dict[sp.Symbol, sp.Expr], dict[sp.Symbol, Any]]:
     """Use conserved quantities to remove variables (Eq. 15), keeping shared ones.
 
@@ -116,7 +118,8 @@ def eliminate(
     the others' right-hand sides, is replaced by $\\pm\\sqrt{(C - \\dots)/c}$ with the sign
     of its initial value; among several, the one standing for the most edges goes.
     Returns the new right-hand sides, the eliminated variables' expressions and the
-    constants $C$ with their values.
+    constants $C$ with their values; ``constant()`` names each new constant (default
+    ``C``, ``C_2``, ...).
     """
     rhs = dict(rhs)
     eliminated: dict[sp.Symbol, sp.Expr] = {}
@@ -128,8 +131,10 @@ def eliminate(
         if not candidates or len(remaining) == 1:
             continue
         v = max(candidates, key=lambda w: (len(edges[w]), variables.index(w)))
-        name = "C" if not constants else f"C_{len(constants) + 1}"
-        C = sp.Symbol(name, real=True)
+        if constant is None:
+            C = sp.Symbol("C" if not constants else f"C_{len(constants) + 1}", real=True)
+        else:
+            C = constant()
         constants[C] = sp.nsimplify(q_now.subs(initial))
         coefficient = sp.Poly(q_now, v).coeff_monomial(v**2)
         square = sp.expand((C - (q_now - coefficient * v**2)) / coefficient)

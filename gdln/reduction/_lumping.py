@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
@@ -188,6 +189,31 @@ def _generic_float(value: Any) -> float:
     return float(value)
 
 
+@dataclass
+class Names:
+    """The names one reduction gives, so that a name means one thing in all its systems.
+
+    A lumped variable is named by the edges it stands for: the same edge set keeps its
+    name in every system, a new one takes the next ``B1``, ``B2``, ...; each constant of
+    Eq. (15) takes the next of ``C``, ``C_2``, ... (a builder, filled system by system).
+    """
+
+    variables: dict[frozenset[Edge], sp.Symbol] = field(default_factory=dict)
+    constants: int = 0
+
+    def variable(self, edges: Iterable[Edge]) -> sp.Symbol:
+        """The name of the variable standing for ``edges``."""
+        key = frozenset(edges)
+        if key not in self.variables:
+            self.variables[key] = sp.Symbol(f"B{len(self.variables) + 1}", real=True)
+        return self.variables[key]
+
+    def constant(self) -> sp.Symbol:
+        """A new constant's name."""
+        self.constants += 1
+        return sp.Symbol("C" if self.constants == 1 else f"C_{self.constants}", real=True)
+
+
 def lumped_system(
     mode_loss: ModeLoss,
     blocks: list[list[int]],
@@ -197,12 +223,14 @@ def lumped_system(
     orbits: Sequence[tuple[Edge, ...]] | None = None,
     sizes: Sequence[Any] | None = None,
     weight_decay: Any = 0,
+    names: Names | None = None,
 ) -> ReducedSystem:
     r"""The system of the tied variables: $\tau\dot B_k=-\frac1{|O_k|}\partial\mathcal L/\partial B_k$.
 
     One variable per block (``B1``, ``B2``, ...; the edge's own $b_e$ without lumping),
     its conserved quadratic quantities, and for ``lump="full"`` the variables they
-    eliminate (Eq. 15); closed forms where one variable is left.
+    eliminate (Eq. 15); closed forms where one variable is left. ``names`` gives the
+    names of the reduction's earlier systems (:class:`Names`; a fresh one by default).
 
     With weight decay $\gamma$ the loss gains $\tfrac\gamma2\sum_k|O_k|B_k^2$ (decoupled
     weights have $\lVert W_e\rVert^2=\sum_\alpha b_{e,\alpha}^2$), so every right-hand
@@ -212,10 +240,15 @@ def lumped_system(
     among ``decaying``, not ``conserved``.
     """
     edges, n_edges = mode_loss.edges, len(mode_loss.edges)
+    names = Names() if names is None else names
+    block_edges = [
+        tuple(x for i in members for x in ((edges[i],) if orbits is None else orbits[i]))
+        for members in blocks
+    ]
     if lump == "none":
         variables = [mode_loss.generators[i] for i in range(n_edges)]
     else:
-        variables = [sp.Symbol(f"B{k + 1}", real=True) for k in range(len(blocks))]
+        variables = [names.variable(members) for members in block_edges]
     # new generator list: lumped variables first, then data symbols
     data_symbols = mode_loss.generators[n_edges:]
     generators = tuple(variables) + tuple(data_symbols)
@@ -235,12 +268,7 @@ def lumped_system(
     rhs_poly = {k: tied_loss.diff(k) * (-1 / block_size[k]) for k in range(len(blocks))}
     rhs = {variables[k]: tidy(p.to_sympy(generators)) for k, p in rhs_poly.items()}
     initial = {variables[k]: init[edges[members[0]]] for k, members in enumerate(blocks)}
-    system_edges = {
-        variables[k]: tuple(
-            x for i in members for x in ((edges[i],) if orbits is None else orbits[i])
-        )
-        for k, members in enumerate(blocks)
-    }
+    system_edges = dict(zip(variables, block_edges, strict=True))
     symbolic_sizes = {
         variables[k]: n for k, n in enumerate(block_size) if n != len(system_edges[variables[k]])
     }
@@ -250,7 +278,9 @@ def lumped_system(
     eliminated: dict[sp.Symbol, sp.Expr] = {}
     constants: dict[sp.Symbol, Any] = {}
     if lump == "full":
-        rhs, eliminated, constants = eliminate(rhs, conserved, variables, system_edges, initial)
+        rhs, eliminated, constants = eliminate(
+            rhs, conserved, variables, system_edges, initial, constant=names.constant
+        )
     system = ReducedSystem(
         variables=tuple(v for v in variables if v not in eliminated),
         edges=system_edges,

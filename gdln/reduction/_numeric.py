@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Mapping, MutableSequence, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,7 +38,8 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter
 
-from .._errors import GdlnError
+from .._edge import Edge, edge_name
+from .._errors import GdlnError, shorten_text
 from ..task._problem import Problem
 from ..task._task import unbound_message
 from ._loss import floor_at_zero
@@ -63,6 +64,8 @@ class FlowSystem(Protocol):
 
     @property
     def variables(self) -> Sequence[sp.Symbol]: ...
+    @property
+    def edges(self) -> Mapping[sp.Symbol, Sequence[Edge]]: ...
     @property
     def rhs(self) -> Mapping[sp.Symbol, sp.Expr]: ...
     @property
@@ -108,6 +111,8 @@ class FlowMoments(Protocol):
 
     @property
     def problem(self) -> Problem: ...
+    @property
+    def edges(self) -> Sequence[Edge]: ...
     @property
     def variables(self) -> Sequence[sp.Symbol]: ...
     @property
@@ -180,6 +185,9 @@ class NumericFlow:
     systems
         How many reduced systems are stacked in the state (``system`` of the labels and
         the series counts them).
+    edges
+        Variable name -> the names of the edges it stands for: one name, one edge set,
+        in every system (a variable of several systems stands for the same edges in each).
     """
 
     y0: np.ndarray
@@ -193,6 +201,7 @@ class NumericFlow:
     scalar: ScalarRhs | None = None
     scalar_jacobian: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
     systems: int = 1
+    edges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"NumericFlow({self.source!r}, size={len(self.y0)}, constants={len(self.constants)})"
@@ -471,7 +480,24 @@ def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -
         scalar=scalar,
         scalar_jacobian=jacobian,
         systems=len(numbers),
+        edges=_variable_edges(reduction.systems),
     )
+
+
+def _variable_edges(systems: Sequence[FlowSystem]) -> dict[str, tuple[str, ...]]:
+    """Variable name -> its edges' names, over every system; a name given to two edge sets
+    (which :func:`gdln.reduce` never does) is refused."""
+    out: dict[str, tuple[str, ...]] = {}
+    for system in systems:
+        for variable, edges in system.edges.items():
+            names = tuple(edge_name(e) for e in edges)
+            if set(out.setdefault(str(variable), names)) != set(names):
+                raise GdlnError(
+                    f"variable {variable} stands for two edge sets: "
+                    f"{shorten_text(', '.join(out[str(variable)]), 100)} and "
+                    f"{shorten_text(', '.join(names), 100)}"
+                )
+    return out
 
 
 class _Stacked:
@@ -592,4 +618,7 @@ def moment_flow(dynamics: FlowMoments) -> NumericFlow:
         record=record,
         meta=meta,
         source=dynamics.problem.source,
+        edges={
+            str(v): (edge_name(e),) for v, e in zip(dynamics.variables, dynamics.edges, strict=True)
+        },
     )

@@ -69,7 +69,7 @@ from ._bases import Modes
 from ._decoupled import anchor_bases
 from ._internal import set_internal
 from ._loss import LossBuilder, ModeLoss
-from ._lumping import lumped_system, partition
+from ._lumping import Names, lumped_system, partition
 from ._modes import Space, alive_edges, component_modes, tidy_number
 from ._narrow import check_narrow_nodes
 from ._quotient import NoSymmetry, Quotient, find_quotient
@@ -294,16 +294,23 @@ def _systems(
     quotient: Quotient | None,
     decay: Any = 0,
 ) -> tuple[tuple[ReducedSystem, ...], Any]:
-    """One lumped system per class of modes; modes with only fixed edges add a constant."""
+    """One lumped system per class of modes; modes with only fixed edges add a constant.
+
+    The systems share one :class:`Names`: a variable standing for the same edges has the
+    same name in every system, and no name stands for two edge sets.
+    """
     systems = []
     constant: Any = 0
     graph = builder.problem.graph
+    names = Names()
     for slots in builder.classes():
         if builder.variable_edges(slots):
             mode_loss = builder.mode_loss(slots)
             if quotient is None:
                 blocks = partition(graph, mode_loss, lump, init)
-                systems.append(lumped_system(mode_loss, blocks, lump, init, weight_decay=decay))
+                systems.append(
+                    lumped_system(mode_loss, blocks, lump, init, weight_decay=decay, names=names)
+                )
                 continue
             mode_loss, orbits, sizes = orbit_loss(mode_loss, quotient)
             blocks = partition(graph, mode_loss, lump, init, sizes=sizes, colours=quotient.colours)
@@ -316,6 +323,7 @@ def _systems(
                     orbits=orbits,
                     sizes=sizes,
                     weight_decay=decay,
+                    names=names,
                 )
             )
         else:

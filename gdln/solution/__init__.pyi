@@ -1,9 +1,10 @@
 from ._bounds import check_solve_settings as check_solve_settings
 from ._dynamics import dynamics_of as dynamics_of
 from ._dynamics import solve as solve
+from ._errors import AmbiguousVariableError as AmbiguousVariableError
 from ._flow import full_flow as full_flow
 from ._format import format_trajectory as format_trajectory
 from ._full import solve_full as solve_full
+from ._loss_curve import time_to_half_loss as time_to_half_loss
 from ._solve import solve_batch as solve_batch
 from ._trajectory import Trajectory as Trajectory
-from ._trajectory import time_to_half_loss as time_to_half_loss

@@ -12,6 +12,7 @@ import numpy as np
 from ._trajectory import (
     CONTEXT_LOSS,
     KERNEL_DISTANCE,
+    VARIABLE_EDGES,
     Trajectory,
     context_columns,
     matrix_key,
@@ -27,11 +28,14 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
 
     JSON: ``t``, ``loss``, ``variables`` (name -> one series per mode), ``context_loss``
     (context label -> series: the loss of Eq. (1) within that context, whose average by
-    the context probabilities is ``loss``) and ``meta``. CSV: one row per time, columns
-    ``t``, ``loss``, ``NAME (mode N)`` for a reduced variable in mode ``N`` of the whole
-    network (numbered as in ``meta["modes"]``, across all systems), ``sv[EDGE] (singular
-    value k)`` for the ``k``-th largest singular value of an edge (the full-matrix flow),
-    ``NAME (index j)`` for column ``j`` of another series, and ``loss in context LABEL``.
+    the context probabilities is ``loss``) and ``meta`` (with ``meta["variable_edges"]``,
+    each reduced variable's edges). CSV: where the trajectory has reduced variables, a
+    first line ``# variable_edges: {...}`` (that map as JSON), then one row per time,
+    columns ``t``, ``loss``, ``NAME (mode N)`` for a reduced variable in mode ``N`` of the
+    whole network (numbered as in ``meta["modes"]``, across all systems; one name stands
+    for one edge set in every system), ``sv[EDGE] (singular value k)`` for the ``k``-th
+    largest singular value of an edge (the full-matrix flow), ``NAME (index j)`` for
+    column ``j`` of another series, and ``loss in context LABEL``.
 
     Parameters
     ----------
@@ -74,6 +78,8 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerow(header)  # quotes labels with commas
         rows = [text.getvalue().rstrip("\n")]
+        if trajectory.variable_edges:  # JSON escapes any newline of a node's name
+            rows.insert(0, f"# {VARIABLE_EDGES}: {json.dumps(trajectory.variable_edges)}")
         rows += [",".join(f"{x:.12g}" for x in row) for row in np.column_stack(columns)]
         return "\n".join(rows)
     raise ValueError(f"format {fmt!r}: expected json or csv")

@@ -34,7 +34,7 @@ from ._bounds import check_solve_settings, check_times
 from ._gd_map import iterate_gd_map
 from ._methods import AUTO, steppers_for
 from ._stepper import Stopped, worst_entry
-from ._trajectory import CONTEXT_LOSS, Trajectory, variable_key
+from ._trajectory import CONTEXT_LOSS, VARIABLE_EDGES, Trajectory, variable_key
 
 if TYPE_CHECKING:
     from ..reduction._moments import ExpectedDynamics
@@ -277,7 +277,7 @@ def _trajectories(
         series[CONTEXT_LOSS] = recorded.context_loss[..., j]
         if not batch:  # one trajectory: its own contiguous arrays
             series = {name: np.ascontiguousarray(arr) for name, arr in series.items()}
-        one = {**flow.meta, **meta}
+        one = {**flow.meta, **meta, VARIABLE_EDGES: {k: list(v) for k, v in flow.edges.items()}}
         if batch:
             one["init_scale"] = float(scale)
         out.append(Trajectory(times, recorded.loss[:, j], series, one))

@@ -21,12 +21,14 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from ..outputs import atomic_file
+from ._errors import AmbiguousVariableError
 
 __all__ = [
     "CONTEXT_LOSS",
     "EVAL_EXAMPLE_LOSS",
     "EVAL_LOSS",
     "KERNEL_DISTANCE",
+    "VARIABLE_EDGES",
     "Trajectory",
     "context_columns",
     "context_key",
@@ -35,7 +37,6 @@ __all__ = [
     "matrix_key",
     "node_key",
     "pathway_key",
-    "time_to_half_loss",
     "variable_in_key",
     "variable_key",
 ]
@@ -48,6 +49,8 @@ EVAL_EXAMPLE_LOSS = "eval/example_loss"
 """A simulation's loss on each evaluation example, ``(T, seeds, n)``."""
 KERNEL_DISTANCE = "kernel_distance"
 """The tangent-kernel distance $S(t)$ from the first time, ``(T,)`` (``gdln solve --kernel``)."""
+VARIABLE_EDGES = "variable_edges"
+"""The key of ``meta`` that maps each reduced variable to its edges' names (a solve's)."""
 
 _EDGE_QUANTITIES = ("W", "sv", "proj")
 _NODE_PREFIXES = {"rsm": "rsm/", "output": "eval/output/"}
@@ -186,7 +189,8 @@ class Trajectory:
     name                            series
     ==============================  ===================================================
     ``B1``, ``B1@k``                a reduced variable, ``(T, modes)`` (:func:`gdln.solve`;
-                                    ``@k`` for system ``k`` when there are several)
+                                    ``@k`` for system ``k`` when there are several;
+                                    its edges in :attr:`variable_edges`)
     ``context_loss``                ``(T, contexts)``, labels in ``meta["context_labels"]``
                                     (:func:`gdln.solve`, :func:`gdln.solve_full`)
     ``loss/<label>``                a context's loss, ``(T, S)`` (:func:`gdln.simulate`)
@@ -245,17 +249,18 @@ class Trajectory:
             raise KeyError(f"this trajectory has no series {key!r} (it has: {names})")
         return np.asarray(self.series[key])
 
-    def variable(self, name: str, *, system: int = 0) -> np.ndarray:
+    def variable(self, name: str, *, system: int | None = None) -> np.ndarray:
         r"""A reduced variable of :func:`gdln.solve` over time (Eq. 10), ``(T, modes)``.
 
         Parameters
         ----------
         name
             The variable's name, e.g. ``"B1"`` (``str`` of a symbol of
-            :attr:`gdln.ReducedSystem.variables`).
+            :attr:`gdln.ReducedSystem.variables`); it stands for the same edges in every
+            system (:attr:`variable_edges`).
         system
-            Which of the reduction's systems (:attr:`gdln.Reduction.systems`) it belongs
-            to.
+            Which of the reduction's systems (:attr:`gdln.Reduction.systems`) to read;
+            needed only when several record ``name``.
 
         Returns
         -------
@@ -265,15 +270,23 @@ class Trajectory:
         Raises
         ------
         KeyError
-            The trajectory records no such variable.
+            The trajectory records no such variable (in that system).
+        AmbiguousVariableError
+            ``system`` is not given and several systems record ``name``.
         """
-        several = any("@" in key for key in self.series)
-        if not several and system != 0:
-            raise KeyError(f"this trajectory has one system (system 0), not system {system}")
-        return self._get(variable_key(name, system, 2 if several else 1))
+        found = {k: key for key in self.series for n, k in [variable_in_key(key)] if n == name}
+        if system is None and len(found) > 1:
+            raise AmbiguousVariableError.between(name, sorted(found), self.meta.get("modes"))
+        system = min(found, default=0) if system is None else system
+        if system not in found:
+            where = f"; it is in system {min(found)}" if found else ""
+            raise KeyError(
+                f"this trajectory records no variable {name!r} in system {system}{where}"
+            )
+        return np.asarray(self.series[found[system]])
 
-    def has_variable(self, name: str, *, system: int = 0) -> bool:
-        """Whether :meth:`variable` finds ``name`` of ``system``.
+    def has_variable(self, name: str, *, system: int | None = None) -> bool:
+        """Whether :meth:`variable` finds ``name`` of ``system`` (of any system if ``None``).
 
         Parameters
         ----------
@@ -287,11 +300,17 @@ class Trajectory:
         bool
             ``True`` when the trajectory records it.
         """
-        try:
-            self.variable(name, system=system)
-        except KeyError:
-            return False
-        return True
+        return any(n == name and system in (None, k) for n, k in map(variable_in_key, self.series))
+
+    @property
+    def variable_edges(self) -> dict[str, tuple[str, ...]]:
+        """Reduced variable -> the names of the edges it stands for (``meta["variable_edges"]``).
+
+        One name stands for one edge set in every system of a solve and in every output of
+        it; empty when the trajectory has no reduced variables.
+        """
+        saved = self.meta.get(VARIABLE_EDGES) or {}
+        return {str(k): tuple(str(e) for e in v) for k, v in saved.items()}
 
     def context_losses(self, *, evaluation: bool = False) -> dict[str, np.ndarray]:
         """The loss of Eq. (1) within each context, by the context's label.
@@ -618,31 +637,3 @@ def context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
     for c, label in enumerate(labels):
         out[label if label not in out else f"{label}#{c}"] = values[:, c]  # labels may repeat
     return out
-
-
-def time_to_half_loss(t: np.ndarray, loss: np.ndarray) -> float | None:
-    r"""First time with $L(t) \le L(0)/2$, linearly interpolated; ``None`` if never.
-
-    Parameters
-    ----------
-    t
-        ``(T,)`` times.
-    loss
-        ``(T,)`` loss at those times.
-
-    Returns
-    -------
-    float or None
-        The first time the loss falls to half its initial value, or ``None`` if it
-        never does.
-    """
-    t, loss = np.asarray(t, float), np.asarray(loss, float)
-    half = loss[0] / 2
-    below = np.nonzero(loss <= half)[0]
-    if len(below) == 0:
-        return None
-    i = int(below[0])
-    if i == 0:
-        return float(t[0])
-    frac = (loss[i - 1] - half) / (loss[i - 1] - loss[i])
-    return float(t[i - 1] + frac * (t[i] - t[i - 1]))

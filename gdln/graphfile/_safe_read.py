@@ -37,6 +37,7 @@ __all__ = [
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
 _LIBYAML_DEPTH = 1000  # libyaml's own nesting limit (PyYAML 6.0.4 on)
 _ErrorClass = type[GraphSpecError]
+_CHUNK = 2**20
 
 
 class CoreSchemaLoader(_SafeLoader):  # type: ignore[misc,valid-type]
@@ -133,12 +134,25 @@ def read_bytes(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "fi
     source, limits = str(path), current_limits()
     with open_regular(path, cls=cls, what=what) as handle:
         try:
-            data = handle.read(limits.file_bytes + 1)
+            data = _read_at_most(handle, limits.file_bytes)
         except OSError as err:
             raise cls(f"cannot read the {what}: {err.strerror or err}", source=source) from err
     if len(data) > limits.file_bytes:  # a file that grew while being read
         raise cls(limits.exceeded("file_bytes", "more bytes"), source=source)
     return data
+
+
+def _read_at_most(handle: BinaryIO, most: int) -> bytes:
+    """The bytes of ``handle`` up to ``most + 1`` (one more tells a file over the limit),
+    read in chunks: ``read(n)`` makes room for ``n`` bytes first, and a limit raised to
+    10^11 must not cost 100 GB to read a small file."""
+    size = os.fstat(handle.fileno()).st_size
+    chunks = [handle.read(min(size, most) + 1)]
+    total = len(chunks[0])
+    while chunks[-1] and total <= most:  # the file grew after fstat
+        chunks.append(handle.read(min(_CHUNK, most + 1 - total)))
+        total += len(chunks[-1])
+    return b"".join(chunks)
 
 
 def read_text(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "file") -> str:

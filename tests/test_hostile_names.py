@@ -4,17 +4,21 @@ Node ids, labels, keys and file names holding ESC, BEL, VT, NEL, NUL, U+2028 and
 control or format characters used to reach error lines and listings raw (an error line
 could set the window title or clear the screen), and ids holding NUL made ``simulate -o
 out.npz`` write two zip members of one name. Now names in graph and task files must be
-printable text (refused at load, in every format), and everything gdln prints goes through
-one sanitiser (:func:`gdln.outputs.printable`).
+printable text (refused at load, in every format), everything gdln prints goes through one
+sanitiser (:func:`gdln.outputs.printable`), an ``.npz`` output refuses names that zip would
+change, and a weights file that gives one edge twice is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import load, run_cli
 
 import gdln
 
@@ -222,3 +226,59 @@ def test_an_error_line_is_one_printable_line_of_at_most_300_characters() -> None
     assert one_line("gdln: error: ", "a" * 150 + "b" * 200).endswith("b" * 100)
     error = gdln.GdlnError("node 'x\x1b[2J'")
     assert str(error) == "node 'x\\x1b[2J'"
+
+
+# ----------------------------------------------------------------------------- data lost
+
+
+def test_a_series_name_that_zip_would_cut_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """Ids holding NUL used to make two members ``series/sv/h`` (series lost, exit 0)."""
+    problem = load("chain")
+    run = gdln.simulate(problem, t_max=0.2, lr=0.1, seeds=1)
+    series = {k: v for k, v in run.series.items()}
+    key = next(iter(series))
+    bad = dataclasses.replace(run, series={f"{key}\x00a": series[key], f"{key}\x00b": series[key]})
+    out = tmp_path / "run.npz"
+    with pytest.raises(gdln.outputs.OutputError, match=r"would be stored as .*NUL") as info:
+        bad.save(out)
+    assert str(info.value).isprintable()
+    assert list(tmp_path.iterdir()) == []
+    run.save(out)  # the names of a run from a file are kept as they are
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+    assert len(names) == len(set(names)) == 3 + len(series)
+
+
+def test_check_npz_names_refuses_names_zip_changes() -> None:
+    check = gdln.outputs.check_npz_names
+    check(["t", "series/W/x->h", "series/sv/h"], output="run.npz")
+    for names, match in (
+        (["a\x00b"], "would be stored as 'a'"),
+        (["a\ud800"], "not valid text"),
+    ):
+        with pytest.raises(gdln.outputs.OutputError, match=match):
+            check(names, output="run.npz")
+
+
+@pytest.fixture
+def xor() -> gdln.Problem:
+    return load("xor", hidden=1)
+
+
+def test_a_weights_file_that_gives_one_edge_twice_is_refused(
+    xor: gdln.Problem, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    weights = gdln.balanced_weights(xor, lam=0.5, scale=0.1, seed=0)
+    arrays = {f"W/{u}->{v}": w for (u, v), w in weights.items()}
+    (u, v), w = next(iter(weights.items()))
+    arrays[f"series/W/{u}->{v}"] = np.stack([[2 * w]])  # a recorded trajectory's spelling
+    path = tmp_path / "w.npz"
+    np.savez(path, **arrays)
+    match = rf"arrays 'W/{u}->{v}' and 'series/W/{u}->{v}' both give the weights of {u}->{v}"
+    with pytest.raises(gdln.GraphSpecError, match=match):
+        gdln.read_weight_file(xor, path)
+    graph = str(Path(__file__).resolve().parents[1] / "graphs" / "xor.yaml")
+    err = _one_line(
+        *run_cli(["solve", graph, "--param", "hidden=1", "--weights", str(path)], capsys)
+    )
+    assert f"'W/{u}->{v}' and 'series/W/{u}->{v}'" in err

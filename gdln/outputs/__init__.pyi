@@ -1,3 +1,5 @@
+from ._archive import check_npz_names as check_npz_names
+from ._archive import save_npz as save_npz
 from ._atomic import atomic_file as atomic_file
 from ._atomic import atomic_folder as atomic_folder
 from ._atomic import check_file as check_file

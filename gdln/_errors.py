@@ -10,6 +10,8 @@ import reprlib
 from fractions import Fraction
 from typing import Any
 
+from .outputs._printable import printable
+
 __all__ = [
     "MAX_MESSAGE",
     "DegenerateStartWarning",
@@ -68,8 +70,14 @@ def shorten(value: Any, limit: int = _SHOWN_VALUE) -> str:
 
 
 def shorten_text(text: str, limit: int) -> str:
-    """``text`` cut in the middle to at most ``limit`` characters, on one line."""
+    r"""``text`` cut in the middle to at most ``limit`` characters, on one line, with every
+    character that is not printable escaped (:func:`gdln.outputs.printable`).
+
+    >>> shorten_text("a\nb\x1b[2J" + "c" * 40, 20)
+    'a b\\x1b[2...cccccccc'
+    """
     text = " ".join(text.split()) if "\n" in text or "\r" in text else text
+    text = printable(text)
     if len(text) <= limit:
         return text
     keep = max(limit - 3, 2)
@@ -77,7 +85,15 @@ def shorten_text(text: str, limit: int) -> str:
 
 
 class GdlnError(Exception):
-    """Base class of every error gdln raises on purpose."""
+    """Base class of every error gdln raises on purpose.
+
+    Its text has every character that is not printable escaped
+    (:func:`gdln.outputs.printable`): a name from a file cannot rewrite the terminal that
+    shows the message.
+    """
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class GraphSpecError(GdlnError, ValueError):

@@ -58,7 +58,8 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
     GraphSpecError
         One line naming the file, the array and what is wrong: not a bounded ``.npz``
         of numbers, an array that names no edge or has the wrong shape or non-finite
-        values, or a trained edge without weights.
+        values, two arrays for one edge (``W/x->h`` and ``series/W/x->h``), or a trained
+        edge without weights.
     """
     path = Path(path)
     scope = Scope(source=str(path), folder=path.parent, key="weights")
@@ -66,6 +67,7 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
     graph = problem.graph
     by_name = {edge_name(e): e for e in graph.edges}
     out: dict[Edge, np.ndarray] = {}
+    given: dict[Edge, str] = {}  # the array that gave each edge its weights
     for key, array in arrays.items():
         recorded = key.startswith(TRAJECTORY_PREFIX)
         name = edge_in_key("W", key[len(TRAJECTORY_PREFIX) :] if recorded else key)
@@ -83,6 +85,12 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
                 f"{path.name}: {name!r} is not an edge of {problem.source}; expected one of "
                 f"{', '.join(sorted(by_name))}"
             )
+        if edge in given:
+            raise where.fail(
+                f"{path.name}: arrays {given[edge]!r} and {key!r} both give the weights of "
+                f"{name}; keep one"
+            )
+        given[edge] = key
         shape = (int(graph.nodes[edge[1]]["size"]), int(graph.nodes[edge[0]]["size"]))
         value = np.asarray(array, dtype=float)
         while value.ndim > 2 and recorded:

@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None, *, handle_signals: bool | None = None) -
         temporary files left) for the time of the call; default: when ``argv`` is
         ``None``, i.e. when this is the program.
     """
+    if argv is None:
+        _fill_closed_descriptors()
     previous = (
         _handle_signals() if (argv is None if handle_signals is None else handle_signals) else {}
     )
@@ -80,8 +82,9 @@ def main(argv: list[str] | None = None, *, handle_signals: bool | None = None) -
 
         run(argv)
     except Interrupted as stop:
-        sys.stderr.write(f"gdln: {SIGNALS[stop.signum]}\n")
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.write(f"gdln: {SIGNALS[stop.signum]}\n")
+            sys.stderr.flush()
         raise SystemExit(128 + stop.signum) from None
     except SystemExit as stop:
         if argv is not None:
@@ -94,6 +97,22 @@ def main(argv: list[str] | None = None, *, handle_signals: bool | None = None) -
         _end(code)
 
 
+def _fill_closed_descriptors() -> None:
+    """Open the null device on standard input, output or error where the program was
+    started with it closed (``gdln ... >&-``), so that no file gdln opens later takes
+    its number and receives what a library or a child process writes there. Python
+    has set ``sys.stdout`` (or ``sys.stdin``, ``sys.stderr``) to ``None`` for it, and a
+    command that would print there refuses to run."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:  # a lower one was closed too and took it: filled in turn
+                os.dup2(opened, fd)
+                os.close(opened)
+
+
 def _end(code: object) -> None:
     """End the program now with ``code`` (as :class:`SystemExit` reads it), once its
     output is flushed: every file it wrote is closed and its helper processes are ended by
@@ -103,13 +122,15 @@ def _end(code: object) -> None:
         for s in SIGNALS:
             signal.signal(s, _stop_now)
     if code is not None and not isinstance(code, int):
-        sys.stderr.write(f"{code}\n")
+        if sys.stderr is not None:
+            sys.stderr.write(f"{code}\n")
         code = 1
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # the reader went away: what is unwritten is not wanted
-        pass
+    for stream in (sys.stdout, sys.stderr):  # None: started with it closed
+        try:
+            if stream is not None:
+                stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away, or it was closed
+            pass
     os._exit(code or 0)
 
 

@@ -13,6 +13,7 @@ Nothing heavy is imported here: ``gdln <command> --help`` stays instant.
 from __future__ import annotations
 
 import shutil
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -277,7 +278,7 @@ def output_options(formats: tuple[str, ...], *, default: str, what: str = "outpu
 
 def refuse_existing(path: Path) -> NoReturn:
     """The one refusal of every command: ``PATH exists; pass --force to replace it``."""
-    raise CommandLineError(f"{path} exists; pass --force to replace it")
+    raise CommandLineError(f"{shown(path)} exists; pass --force to replace it")
 
 
 @contextmanager
@@ -287,14 +288,23 @@ def refusals() -> Iterator[None]:
     try:
         yield
     except gdln.outputs.OutputExistsError as err:
-        raise CommandLineError(f"{err.path} exists; pass --force to replace it") from err
+        raise CommandLineError(
+            f"{shown(err.path or '')} exists; pass --force to replace it"
+        ) from err
 
 
 def check_folder(out: Path) -> None:
-    """The folder that will hold ``out`` must exist; ``out`` must not be a folder."""
-    folder = out.parent
-    if not folder.is_dir():
-        raise CommandLineError(f"-o {out}: the folder {folder} does not exist")
+    """The folder that will hold ``out`` must exist and be reachable
+    (:func:`gdln.outputs.folder_problem`)."""
+    problem = gdln.outputs.folder_problem(out.parent)
+    if problem is not None:
+        raise CommandLineError(f"-o {shown(out)}: {problem}")
+
+
+def shown(path: str | Path) -> str:
+    """A path as a message shows it: cut in the middle to at most 100 characters."""
+    text = str(path)
+    return text if len(text) <= 100 else f"{text[:48]}...{text[-49:]}"
 
 
 def output_file(
@@ -313,22 +323,28 @@ def output_file(
     removes stale temporary files of runs that died).
     """
     if out is None:
+        if sys.stdout is None:  # started with standard output closed (gdln ... >&-)
+            raise CommandLineError("standard output is closed; write to a file with -o FILE")
         return Output(None, fmt or default or formats[0])
     path = Path(out)
     by_extension = {EXTENSIONS[f]: f for f in formats}
     chosen = by_extension.get(path.suffix.lower())
     if chosen is None:
         endings = " or ".join(by_extension)
-        raise CommandLineError(f"-o {out}: expected a file ending in {endings}")
+        raise CommandLineError(f"-o {shown(out)}: expected a file ending in {endings}")
     if fmt is not None and fmt != chosen:
         raise CommandLineError(
-            f"--format {fmt} conflicts with -o {out}, a {chosen} file; drop --format or "
-            f"change the extension to {EXTENSIONS[fmt]}"
+            f"--format {fmt} conflicts with -o {shown(out)}, a {chosen} file; drop --format "
+            f"or change the extension to {EXTENSIONS[fmt]}"
         )
     check_folder(path)
-    if path.is_dir():
-        raise CommandLineError(f"-o {out}: is a folder; expected a file")
-    if path.exists() and not force:
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as err:  # a name too long, say
+        raise CommandLineError(f"-o {shown(out)}: {err.strerror or err}") from err
+    if is_dir:
+        raise CommandLineError(f"-o {shown(out)}: is a folder; expected a file")
+    if exists and not force:
         refuse_existing(path)
     with refusals():
         gdln.outputs.check_file(path, force=force)
@@ -345,7 +361,7 @@ def output_folder(out: str, force: bool) -> Path:
     path = Path(out)
     check_folder(path)
     if path.exists() and not path.is_dir():
-        raise CommandLineError(f"-o {out}: is a file; expected a folder")
+        raise CommandLineError(f"-o {shown(out)}: is a file; expected a folder")
     if path.is_dir() and any(path.iterdir()) and not force:
         refuse_existing(path)
     with refusals():
@@ -372,11 +388,21 @@ def atomic_folder(path: Path, *, force: bool) -> Iterator[Path]:
         yield temporary
 
 
+def echo(text: str, *, err: bool = False) -> None:
+    """Print ``text`` (on standard error if ``err``): the one way the commands print, with
+    every character that is not printable but the line ends escaped
+    (:func:`gdln.outputs.printable`), so that no name from a file or an option can act on
+    the terminal."""
+    click.echo(gdln.outputs.printable(text, keep="\n"), err=err)
+
+
 def write(output: Output, text: str) -> None:
-    """Print ``text``, or write it (atomically) to ``output.path`` and say so on stderr."""
+    """Print ``text``, or write it (atomically) to ``output.path`` and say so on stderr;
+    escaped as :func:`echo` prints it either way."""
+    text = gdln.outputs.printable(text, keep="\n")
     if output.path is None:
         click.echo(text)
         return
     with atomic_path(output.path, force=output.force) as temporary:
         temporary.write_text(text + "\n", encoding="utf-8")
-    click.echo(f"wrote {output.path}", err=True)
+    echo(f"wrote {output.path}", err=True)

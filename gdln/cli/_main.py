@@ -17,6 +17,8 @@ import click
 
 import gdln
 
+from ._common import shown
+
 
 class CommandEntry(NamedTuple):
     """Where a command lives and its one-line help (the first line of its docstring)."""
@@ -68,19 +70,41 @@ COMMANDS: dict[str, CommandEntry] = {
 }
 
 
+#: The longest line an error or a warning takes, ``gdln: error: `` included.
+MAX_LINE = 300
+
+
+def one_line(prefix: str, message: str) -> str:
+    """``prefix`` and ``message`` as one line of at most :data:`MAX_LINE` characters.
+
+    Every character that is not printable is escaped (:func:`gdln.outputs.printable`), so
+    that a name from a file cannot rewrite the terminal; a message that is still too long
+    (the messages shorten the values they quote, so this is the last line of defence) is
+    cut in the middle, keeping its start and its end.
+    """
+    lines = "\n" in message or "\r" in message
+    text = gdln.outputs.printable(" ".join(message.split()) if lines else message)
+    room = MAX_LINE - len(prefix)
+    if len(text) > room:
+        text = f"{text[: room // 2 - 2]}...{text[len(text) - (room - room // 2 - 1) :]}"
+    return prefix + text
+
+
 class CommandFailed(click.ClickException):
     """A gdln error or an OS error of an input or output, shown as one line."""
 
     exit_code = 2
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"gdln: error: {self.message}", err=True, file=file)
+        click.echo(one_line("gdln: error: ", self.message), err=True, file=file)
 
 
 def describe(err: BaseException) -> str:
-    """One line for ``err``: an OS error names its file, a gdln error is its message."""
+    """One line for ``err``: an OS error names its file (shortened), a gdln error is its
+    message."""
     if isinstance(err, OSError) and err.strerror and err.filename is not None:
-        return f"{err.filename}: {err.strerror}"
+        name = os.fsdecode(err.filename) if isinstance(err.filename, bytes) else err.filename
+        return f"{shown(name)}: {err.strerror}"
     return str(err) or type(err).__name__
 
 
@@ -160,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
             line: str | None = None,
         ) -> None:
             if issubclass(category, gdln.GdlnWarning):
-                click.echo(f"gdln: warning: {message}", err=True)
+                click.echo(one_line("gdln: warning: ", str(message)), err=True)
             else:
                 others(message, category, filename, lineno, file, line)
 
@@ -175,6 +199,8 @@ def _run(argv: list[str] | None) -> None:
     except click.exceptions.Exit as exit_:
         sys.exit(exit_.exit_code)
     except click.ClickException as err:
+        # click's own errors (a usage error) quote what was typed, not always escaped
+        err.message = gdln.outputs.printable(err.message)  # type: ignore[misc]
         err.show()
         sys.exit(2)
     except click.exceptions.Abort:

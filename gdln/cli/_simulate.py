@@ -14,6 +14,7 @@ import click
 import gdln
 
 from ._common import (
+    echo,
     graph_arguments,
     hidden,
     load_problem,
@@ -101,7 +102,7 @@ def simulate(
     with refusals():
         trajectory.save(output.path, force=force)
     final = trajectory.loss[-1]
-    click.echo(
+    echo(
         f"wrote {output.path}: {len(trajectory.t)} records to t = {trajectory.t[-1]:g} tau, "
         f"final loss {final.mean():.6g} (mean over {final.size} seed(s))",
         err=True,
@@ -166,7 +167,7 @@ def compare(
         result = gdln.compare(
             load_problem(file, params, task), folder, force=force, settings=run, **settings
         )
-    click.echo(f"wrote {folder}\n{_compare_summary(result.metrics)}", err=True)
+    echo(f"wrote {folder}\n{_compare_summary(result.metrics)}", err=True)
 
 
 def _compare_summary(m: Any) -> str:

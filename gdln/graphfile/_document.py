@@ -21,16 +21,16 @@ from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
-import networkx as nx
 import sympy as sp
 
-from .._errors import GraphSpecError, shorten, shorten_text
+from .._errors import GraphSpecError, shorten
+from ..outputs import unprintable
 from ..settings._declared import DEPRECATED_KEYS, SECTIONS, Settings, declarations
 from ._expressions import ExpressionError, evaluate, render
+from ._interchange import read_networkx
 from ._limits import count_entries
-from ._safe_read import parse_json, parse_yaml, read_bytes, read_text
+from ._safe_read import parse_yaml, read_text
 
 __all__ = [
     "MAX_COUNT",
@@ -43,6 +43,7 @@ __all__ = [
     "mapping",
     "name",
     "only",
+    "printable_name",
     "read_file",
     "read_parameters",
     "read_settings",
@@ -97,29 +98,7 @@ def read_file(
                 f"expected a mapping at the top level, got {type(doc).__name__}", source=source
             )
         return doc
-    return _parse_networkx(path, suffix, source)
-
-
-def _parse_networkx(path: Path, suffix: str, source: str) -> nx.Graph:
-    try:
-        if suffix == ".json":
-            links = parse_json(read_text(path), source=source)
-            edges = "links" if "links" in links else "edges"
-            return nx.node_link_graph(links, directed=True, edges=edges)
-        return nx.parse_graphml(read_bytes(path))
-    except GraphSpecError:
-        raise
-    except (
-        LookupError,  # this and the next two: a malformed node-link document
-        AttributeError,
-        TypeError,
-        ValueError,
-        nx.NetworkXError,
-        ElementTree.ParseError,  # malformed XML, entity bombs, external entities
-    ) as err:
-        raise GraphSpecError(
-            f"cannot read graph: {shorten_text(str(err), 160)}", source=source
-        ) from err
+    return read_networkx(path, suffix)
 
 
 @dataclass(frozen=True)
@@ -253,6 +232,20 @@ def text(value: Any, scope: Scope, *, integer_ok: bool = False, what: str = "tex
         typed = str(value).lower() if isinstance(value, bool) else str(value)
         hint = f"; quote it ('{typed}') to mean the text"
     raise scope.fail(f"expected {what}, got {describe(value)}{hint}")
+
+
+def printable_name(value: str, scope: Scope, *, what: str) -> str:
+    """``value``, a name gdln prints (a node id, a label), refused unless printable text.
+
+    A control character (ESC, BEL, NUL, a tab or a line break), a format character (a
+    bidirectional override, a zero-width space), a separator other than the space, or an
+    unassigned character has no business in a name, and printed raw it would act on the
+    terminal (:func:`gdln.outputs.printable`).
+    """
+    bad = unprintable(value)
+    if bad is not None:
+        raise scope.fail(f"{what} {shorten(value)} holds {bad}; names must be printable text")
+    return value
 
 
 def name(value: Any, scope: Scope, *, what: str = "variable") -> str:

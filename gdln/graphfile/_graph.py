@@ -28,6 +28,7 @@ from ._document import (
     entry_of,
     expand,
     mapping,
+    printable_name,
     sequence,
     simple_ids,
     text,
@@ -71,7 +72,11 @@ def read_architecture(
             raise scope.at(str(key)).fail(
                 f"unknown key {key!r}; expected one of {sorted(DOCUMENT_KEYS)}"
             )
-    name = text(doc["name"], scope.at("name")) if "name" in doc else Path(scope.source).stem
+    name = (
+        printable_name(text(doc["name"], scope.at("name")), scope.at("name"), what="name")
+        if "name" in doc
+        else Path(scope.source).stem
+    )
     graph = nx.DiGraph(name=name)
     found = families if families is not None else []
     for part, add in (("nodes", _add_nodes), ("edges", _add_edges)):
@@ -112,7 +117,9 @@ def _node_size(here: Scope, expression: Any) -> int:
 
 
 def _add_node(graph: nx.DiGraph, node: str, size: int, gated: bool, here: Scope) -> str:
-    """One new node, refusing an id with the edge separator or one already used."""
+    """One new node, refusing an id with the edge separator, one already used, or one
+    that is not printable text."""
+    printable_name(node, here.at("id"), what="node id")
     if EDGE_SEPARATOR in node:
         raise here.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
     if node in graph:
@@ -204,10 +211,16 @@ def graph_from_networkx(raw: nx.Graph, source: str) -> nx.DiGraph:
     if not raw.is_directed():
         raise scope.fail("the graph is undirected; write it as a directed graph")
     meta = raw.graph if isinstance(raw.graph, dict) else {}  # node-link "graph": null
-    graph = nx.DiGraph(name=meta.get("name", Path(source).stem))
+    name = meta.get("name", Path(source).stem)
+    if isinstance(name, str):
+        printable_name(name, scope.at("graph.name"), what="name")
+    graph = nx.DiGraph(name=name)
     for node, attrs in raw.nodes(data=True):
-        here = scope.at(f"nodes[{node!r}]")
+        here = scope.at(f"nodes[{shorten(node)}]")
         node_id = text(node, here, integer_ok=True, what="a node id (text or an integer)")
+        printable_name(node_id, here, what="node id")
+        if node_id in graph:  # ids 1 and "1" (node-link): one id as text
+            raise here.fail(f"node id {shorten(node_id)} is given twice (1 and '1' are one id)")
         size = _networkx_size(attrs, here.at("size"))
         graph.add_node(node_id, size=size, gated=_networkx_flag(attrs, here.at("gated")))
     for u, v, attrs in raw.edges(data=True):

@@ -181,7 +181,9 @@ class Limits:
             text = environ.get(variable, "").strip().replace("_", "")
             if not text:
                 continue
-            if not text.isdigit() or int(text) <= 0 or len(text) > 18:
+            # ASCII digits only: int() reads other decimal digits ('٣') and str.isdigit()
+            # takes superscripts ('²') that int() refuses
+            if not (text.isascii() and text.isdigit()) or int(text) <= 0 or len(text) > 18:
                 raise GraphSpecError(
                     f"expected a positive integer, got {shorten(environ[variable])}",
                     source="environment",

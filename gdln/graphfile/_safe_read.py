@@ -21,7 +21,8 @@ from typing import Any, BinaryIO
 
 import yaml
 
-from .._errors import GraphSpecError
+from .._errors import GraphSpecError, shorten, shorten_text
+from ..outputs import unprintable
 from ._limits import Limits, current_limits
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
 _LIBYAML_DEPTH = 1000  # libyaml's own nesting limit (PyYAML 6.0.4 on)
 _ErrorClass = type[GraphSpecError]
+_CHUNK = 2**20
 
 
 class CoreSchemaLoader(_SafeLoader):  # type: ignore[misc,valid-type]
@@ -50,7 +52,27 @@ class CoreSchemaLoader(_SafeLoader):  # type: ignore[misc,valid-type]
 
     >>> yaml.load("{label: on, size: 010, t: 1:30, ok: true}", CoreSchemaLoader)
     {'label': 'on', 'size': 10, 't': '1:30', 'ok': True}
+
+    A mapping that gives one key twice, or a key that is not printable text, is refused
+    (:func:`_check_keys`), where PyYAML would keep the last value.
     """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """PyYAML's merge of ``<<`` keys, after :func:`_check_keys` on the keys as written.
+
+        PyYAML's ``flatten_mapping`` is the first thing done to a mapping (and the only
+        thing that changes one: it prepends the merged pairs), so the keys the document
+        wrote are checked once per mapping, before any merge, and a key that overrides a
+        merged one (``{<<: *base, size: 3}``) is not taken for a repeat.
+        """
+        if id(node) not in self._checked:
+            self._checked.add(id(node))
+            _check_keys(self, node)
+        super().flatten_mapping(node)
 
 
 def _construct_int(loader: CoreSchemaLoader, node: yaml.ScalarNode) -> int:
@@ -75,6 +97,67 @@ for _tag, _pattern, _first in (
         f"tag:yaml.org,2002:{_tag}", re.compile(f"^(?:{_pattern})$"), _first
     )
 CoreSchemaLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _check_keys(loader: CoreSchemaLoader, node: yaml.MappingNode) -> None:
+    """Refuse a key written twice in one mapping, and a key that is not printable text.
+
+    Two keys are one when they are equal (``1`` and ``1.0``) or read the same as text
+    (``1`` and ``"1"``): gdln reads names as text. A merge key ``<<`` may appear once.
+    """
+    seen: dict[Any, tuple[Any, yaml.Node, yaml.Node]] = {}
+    for key_node, value_node in node.value:
+        key = "<<" if key_node.tag == _MERGE else loader.construct_object(key_node, deep=True)
+        if isinstance(key, str) and (bad := unprintable(key)) is not None:
+            raise _Refusal(
+                None,
+                f"the key {shorten(key, 40)} at column {key_node.start_mark.column + 1} holds {bad}; "
+                "names must be printable text",
+                where=f"line {key_node.start_mark.line + 1}",
+            )
+        try:
+            hash(key)
+        except TypeError:
+            continue  # PyYAML refuses it ("found unhashable key")
+        for same in (key, str(key)) if not isinstance(key, str) else (key,):
+            if same in seen:
+                raise _repeated(seen[same], (key, key_node, value_node))
+        seen[key] = seen[str(key)] = (key, key_node, value_node)
+
+
+def _repeated(
+    first: tuple[Any, yaml.Node, yaml.Node], again: tuple[Any, yaml.Node, yaml.Node]
+) -> _Refusal:
+    """The refusal of a key written twice, naming both places and both values."""
+    (key1, node1, value1), (key2, node2, value2) = first, again
+    one, two = node1.start_mark, node2.start_mark
+    at = (
+        f"line {one.line + 1}, column {one.column + 1}"
+        if one.line != two.line
+        else (f"column {one.column + 1}")
+    )
+    what = (
+        f"repeated key {shorten(key2, 40)}"
+        if repr(key1) == repr(key2)
+        else (f"the keys {shorten(key1, 40)} and {shorten(key2, 40)} are one name")
+    )
+    return _Refusal(
+        None,
+        f"{what}: {_shown(value1)} at {at}, then {_shown(value2)} at column {two.column + 1}; "
+        "a mapping gives each key once",
+        where=f"line {two.line + 1}",
+    )
+
+
+def _shown(node: yaml.Node) -> str:
+    """A value as written, for a message: a plain scalar as its text, a quoted or empty
+    one as its ``repr``, a collection by its kind."""
+    if isinstance(node, yaml.ScalarNode):
+        text = str(node.value)
+        return shorten_text(text, 40) if text and not node.style else shorten(text, 40)
+    return "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+
 
 _Loader = CoreSchemaLoader
 
@@ -133,12 +216,25 @@ def read_bytes(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "fi
     source, limits = str(path), current_limits()
     with open_regular(path, cls=cls, what=what) as handle:
         try:
-            data = handle.read(limits.file_bytes + 1)
+            data = _read_at_most(handle, limits.file_bytes)
         except OSError as err:
             raise cls(f"cannot read the {what}: {err.strerror or err}", source=source) from err
     if len(data) > limits.file_bytes:  # a file that grew while being read
         raise cls(limits.exceeded("file_bytes", "more bytes"), source=source)
     return data
+
+
+def _read_at_most(handle: BinaryIO, most: int) -> bytes:
+    """The bytes of ``handle`` up to ``most + 1`` (one more tells a file over the limit),
+    read in chunks: ``read(n)`` makes room for ``n`` bytes first, and a limit raised to
+    10^11 must not cost 100 GB to read a small file."""
+    size = os.fstat(handle.fileno()).st_size
+    chunks = [handle.read(min(size, most) + 1)]
+    total = len(chunks[0])
+    while chunks[-1] and total <= most:  # the file grew after fstat
+        chunks.append(handle.read(min(_CHUNK, most + 1 - total)))
+        total += len(chunks[-1])
+    return b"".join(chunks)
 
 
 def read_text(path: Path, *, cls: _ErrorClass = GraphSpecError, what: str = "file") -> str:
@@ -195,10 +291,11 @@ class _Extent:
 
 
 class _Refusal(Exception):
-    """A YAML document refused by a limit (``limit``), or for what it is (``None``)."""
+    """A YAML document refused by a limit (``limit``), or for what it is (``None``),
+    at a place (``where``, e.g. ``"line 3"``) when it is known."""
 
-    def __init__(self, limit: str | None, what: str):
-        self.limit, self.what = limit, what
+    def __init__(self, limit: str | None, what: str, *, where: str | None = None):
+        self.limit, self.what, self.where = limit, what, where
 
 
 def _check_yaml_extent(text: str, limits: Limits) -> None:
@@ -291,7 +388,7 @@ def parse_yaml(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> 
         what = (
             refusal.what if refusal.limit is None else limits.exceeded(refusal.limit, refusal.what)
         )
-        raise cls(what, source=source) from None
+        raise cls(what, source=source, key=refusal.where) from None
     except yaml.YAMLError as err:
         message, where = yaml_error_message(err, text)
         raise cls(message, source=source, key=where) from err
@@ -305,11 +402,33 @@ def parse_yaml(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> 
         raise cls(f"malformed YAML value: {err}".splitlines()[0], source=source) from err
 
 
+class _RepeatedKey(Exception):
+    """A JSON object that gives one key twice."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice (``json`` keeps the last)."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise _RepeatedKey(
+                    f"repeated key {shorten(key, 40)} in one object: {shorten(seen[key], 40)}, "
+                    f"then {shorten(value, 40)}; an object gives each key once"
+                )
+            seen[key] = value
+    return out
+
+
 def parse_json(text: str, *, source: str, cls: _ErrorClass = GraphSpecError) -> Any:
-    """Parse a JSON document and refuse it if nested deeper than the current limit."""
+    """Parse a JSON document; refuse it if an object gives a key twice or if it is nested
+    deeper than the current limit."""
     limits = current_limits()
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_object)
+    except _RepeatedKey as err:
+        raise cls(str(err), source=source) from None
     except RecursionError as err:
         raise cls(limits.exceeded("depth", "deeply nested JSON"), source=source) from err
     except ValueError as err:  # JSONDecodeError, an int of 5000 digits

@@ -28,6 +28,7 @@ from ._document import (
     expand,
     mapping,
     name,
+    printable_name,
     sequence,
     text,
 )
@@ -215,6 +216,7 @@ def _read_context(
     if not isinstance(probability, (int, float, sp.Expr)):
         raise scope.at("probability").fail(f"expected a number, got {probability!r}")
     label = scope.at("label").render(entry.get("label", "")) or _default_label(binding, index)
+    printable_name(label, scope.at("label"), what="label")
     return Context(
         label=label,
         probability=probability,

@@ -1,4 +1,5 @@
-"""Outputs that appear whole or not at all, and never replace anything without ``force``."""
+"""Outputs that appear whole or not at all, and never replace anything without ``force``;
+names printed with every character that would act on a terminal escaped."""
 
 from .._lazy import attach_stub
 

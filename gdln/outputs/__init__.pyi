@@ -1,7 +1,12 @@
+from ._archive import check_npz_names as check_npz_names
+from ._archive import save_npz as save_npz
 from ._atomic import atomic_file as atomic_file
 from ._atomic import atomic_folder as atomic_folder
 from ._atomic import check_file as check_file
 from ._atomic import check_folder as check_folder
+from ._atomic import folder_problem as folder_problem
 from ._errors import OutputError as OutputError
 from ._errors import OutputExistsError as OutputExistsError
+from ._printable import printable as printable
+from ._printable import unprintable as unprintable
 from ._temporary import remove_stale as remove_stale

@@ -38,10 +38,10 @@ import tempfile
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
-from ._errors import OutputError, OutputExistsError, reason
+from ._errors import OutputError, OutputExistsError, reason, shown
 from ._temporary import aside_name, held_signals, locked, prefix, remove_stale
 
-__all__ = ["atomic_file", "atomic_folder", "check_file", "check_folder"]
+__all__ = ["atomic_file", "atomic_folder", "check_file", "check_folder", "folder_problem"]
 
 PathLike = str | os.PathLike[str]
 
@@ -59,13 +59,64 @@ def _mode(bits: int) -> int:
 
 
 def _cannot_write(output: Path, err: OSError) -> OutputError:
-    return OutputError(f"{output}: cannot write: {reason(err)}", path=output)
+    return OutputError(f"{shown(output)}: cannot write: {reason(err)}", path=output)
 
 
 def _cannot_create_in(output: Path, folder: Path, err: OSError) -> OutputError:
-    if isinstance(err, FileNotFoundError | NotADirectoryError):
-        return OutputError(f"{output}: the folder {folder} does not exist", path=output)
-    return OutputError(f"{output}: cannot write in the folder {folder}: {reason(err)}", path=output)
+    problem = folder_problem(folder)
+    if problem is not None:
+        return OutputError(f"{shown(output)}: {problem}", path=output)
+    return OutputError(
+        f"{shown(output)}: cannot write in the folder {shown(folder)}: {reason(err)}", path=output
+    )
+
+
+def folder_problem(folder: PathLike) -> str | None:
+    """Why ``folder`` cannot hold an output, in words; ``None`` when it is a folder.
+
+    Each case is told apart: a folder that does not exist, a file where a folder should
+    be (``folder`` itself or a folder above it), and one that cannot be reached (no
+    permission to search a folder above it, a name too long). Whether the folder can be
+    written is for the probe of :func:`check_file` to find.
+
+    Parameters
+    ----------
+    folder
+        The folder an output is to be written in.
+
+    Returns
+    -------
+    str or None
+        E.g. ``"the folder out does not exist"``, ``"out is a file, not a folder"``,
+        ``"cannot reach the folder out: Permission denied"``.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> here = pathlib.Path(tempfile.mkdtemp())
+    >>> folder_problem(here) is None
+    True
+    >>> folder_problem(here / "missing") == f"the folder {here / 'missing'} does not exist"
+    True
+    >>> _ = (here / "note.txt").write_text("")
+    >>> folder_problem(here / "note.txt" / "out") == f"{here / 'note.txt'} is a file, not a folder"
+    True
+    """
+    folder = Path(folder)
+    try:
+        info = os.stat(folder)
+    except FileNotFoundError:
+        return f"the folder {shown(folder)} does not exist"
+    except NotADirectoryError:
+        above = next((p for p in folder.parents if os.path.isfile(p)), None)
+        if above is None:
+            return f"the folder {shown(folder)} does not exist"
+        return f"{shown(above)} is a file, not a folder"
+    except OSError as err:  # no permission to search a folder above, a name too long
+        return f"cannot reach the folder {shown(folder)}: {reason(err)}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{shown(folder)} is a file, not a folder"
+    return None
 
 
 def _probe(folder: Path, output: Path) -> None:
@@ -105,10 +156,11 @@ def check_file(path: PathLike, *, force: bool = False) -> Path:
         Its folder does not exist or cannot be written, or ``path`` is a folder.
     """
     path = Path(path)
+    problem = folder_problem(path.parent)
+    if problem is not None:
+        raise OutputError(f"{shown(path)}: {problem}", path=path)
     if path.is_dir():
-        raise OutputError(f"{path}: is a folder; expected a file", path=path)
-    if not path.parent.is_dir():
-        raise OutputError(f"{path}: the folder {path.parent} does not exist", path=path)
+        raise OutputError(f"{shown(path)}: is a folder; expected a file", path=path)
     if os.path.lexists(path) and not force:
         raise OutputExistsError(path)
     _probe(path.parent, path)
@@ -153,7 +205,7 @@ def atomic_file(path: PathLike, *, force: bool = False) -> Iterator[Path]:
     """
     path = Path(path)
     if path.is_dir():
-        raise OutputError(f"{path}: is a folder; expected a file", path=path)
+        raise OutputError(f"{shown(path)}: is a folder; expected a file", path=path)
     if os.path.lexists(path) and not force:
         raise OutputExistsError(path)
     folder = path.parent
@@ -201,7 +253,7 @@ def _commit_file(temporary: Path, path: Path, *, force: bool) -> None:
         except OutputError:
             raise
         except IsADirectoryError:
-            raise OutputError(f"{path}: is a folder; expected a file", path=path) from None
+            raise OutputError(f"{shown(path)}: is a folder; expected a file", path=path) from None
         except OSError as err:
             raise _cannot_write(path, err) from err
 
@@ -229,7 +281,7 @@ def _first_clash(real: Path, names: Collection[str] | None) -> str | None:
 def _refuse(path: Path, real: Path, *, force: bool, names: Collection[str] | None) -> None:
     """What :func:`check_folder` and :func:`atomic_folder` refuse before writing."""
     if os.path.lexists(real) and not real.is_dir():
-        raise OutputError(f"{path}: is a file; expected a folder", path=path)
+        raise OutputError(f"{shown(path)}: is a file; expected a folder", path=path)
     if not real.is_dir():
         return
     try:
@@ -238,7 +290,7 @@ def _refuse(path: Path, real: Path, *, force: bool, names: Collection[str] | Non
         here = None
     if here is not None and (real == here or real in here.parents):
         raise OutputError(
-            f"{path}: is the current folder or holds it; write the output to a folder inside it",
+            f"{shown(path)}: is the current folder or holds it; write the output to a folder inside it",
             path=path,
         )
     clash = _first_clash(real, names)
@@ -284,9 +336,10 @@ def check_folder(
     real = _real(path)
     _refuse(path, real, force=force, names=names)
     folder = real.parent
-    if not folder.is_dir():
-        if not parents:
-            raise OutputError(f"{path}: the folder {path.parent} does not exist", path=path)
+    problem = folder_problem(folder)
+    if problem is not None:
+        if not parents or not problem.endswith("does not exist"):
+            raise OutputError(f"{shown(path)}: {problem}", path=path)
         while not folder.is_dir() and folder != folder.parent:
             folder = folder.parent
     _probe(folder, real)
@@ -374,12 +427,17 @@ def atomic_folder(
 def _named_in(err: OSError, temporary: Path, path: Path) -> OutputError:
     """``err`` from writing inside ``temporary``, as an error naming the file in ``path``."""
     if isinstance(err, OutputError):
-        return OutputError(str(err).replace(str(temporary), str(path)), path=path)
-    shown = path
+        message = str(err)
+        if err.path is not None:  # its message shows the path shortened
+            with contextlib.suppress(ValueError):
+                inside = path / err.path.relative_to(temporary)
+                message = message.replace(shown(err.path), shown(inside))
+        return OutputError(message.replace(str(temporary), str(path)), path=path)
+    named = path
     if err.filename is not None:
         with contextlib.suppress(ValueError):
-            shown = path / Path(os.fsdecode(err.filename)).relative_to(temporary)
-    return _cannot_write(shown, err)
+            named = path / Path(os.fsdecode(err.filename)).relative_to(temporary)
+    return _cannot_write(named, err)
 
 
 def _commit_folder(
@@ -394,9 +452,11 @@ def _commit_folder(
         except FileNotFoundError:
             present = None
         except NotADirectoryError:
-            raise OutputError(f"{path}: is a file; expected a folder", path=path) from None
+            raise OutputError(f"{shown(path)}: is a file; expected a folder", path=path) from None
         except OSError as err:
-            raise OutputError(f"{path}: cannot read the folder: {reason(err)}", path=path) from err
+            raise OutputError(
+                f"{shown(path)}: cannot read the folder: {reason(err)}", path=path
+            ) from err
         if present:
             clash = _first_clash(real, names)
             if clash is not None and not force:
@@ -412,7 +472,7 @@ def _commit_folder(
         except OSError as err:
             if err.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise OutputExistsError(path) from None
-            raise OutputError(f"{path}: cannot create: {reason(err)}", path=path) from err
+            raise OutputError(f"{shown(path)}: cannot create: {reason(err)}", path=path) from err
 
 
 def _link_or_copy(source: str, target: str) -> None:
@@ -438,7 +498,7 @@ def _carry(real: Path, temporary: Path, kept: list[str], path: Path) -> None:
                 _link_or_copy(str(source), str(target))
         except OSError as err:
             raise OutputError(
-                f"{path}: cannot keep {entry} in the new folder: {reason(err)}; nothing was "
+                f"{shown(path)}: cannot keep {shown(entry)} in the new folder: {reason(err)}; nothing was "
                 "changed",
                 path=path,
             ) from err
@@ -454,13 +514,13 @@ def _swap(temporary: Path, real: Path, path: Path) -> None:
             os.rename(real, aside)
         except OSError as err:
             raise OutputError(
-                f"{path}: cannot be replaced: {reason(err)}; nothing was changed", path=path
+                f"{shown(path)}: cannot be replaced: {reason(err)}; nothing was changed", path=path
             ) from err
         try:
             os.rename(temporary, real)
         except OSError as err:
             os.rename(aside, real)
             raise OutputError(
-                f"{path}: cannot be replaced: {reason(err)}; nothing was changed", path=path
+                f"{shown(path)}: cannot be replaced: {reason(err)}; nothing was changed", path=path
             ) from err
     shutil.rmtree(aside, ignore_errors=True)

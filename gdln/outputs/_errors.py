@@ -7,7 +7,25 @@ from pathlib import Path
 
 from .._errors import GdlnError
 
-__all__ = ["OutputError", "OutputExistsError", "reason"]
+__all__ = ["OutputError", "OutputExistsError", "reason", "shown"]
+
+_SHOWN = 100  # most characters of a path a message shows
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """``path`` as a message shows it: cut in the middle to at most 100 characters (the
+    whole message then fits the command line's line of 300).
+
+    >>> text = shown("out/" + "a" * 200 + ".npz")
+    >>> len(text), text[:8], text[46:54], text[-8:]
+    (100, 'out/aaaa', 'aa...aaa', 'aaaa.npz')
+    """
+    text = os.fspath(path)
+    text = text if isinstance(text, str) else os.fsdecode(text)
+    if len(text) <= _SHOWN:
+        return text
+    keep = _SHOWN - 3
+    return f"{text[: keep // 2]}...{text[len(text) - (keep - keep // 2) :]}"
 
 
 class OutputError(GdlnError, OSError):
@@ -39,7 +57,9 @@ class OutputExistsError(OutputError, FileExistsError):
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__(f"{path} exists; pass force=True (CLI: --force) to replace it", path=path)
+        super().__init__(
+            f"{shown(path)} exists; pass force=True (CLI: --force) to replace it", path=path
+        )
 
 
 def reason(err: OSError) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._edge import Edge, edge_name
-from ..outputs import atomic_file
+from ..outputs import atomic_file, save_npz
 from ._errors import AmbiguousVariableError
 
 __all__ = [
@@ -569,6 +569,9 @@ class Trajectory:
             The suffix is neither ``.npz`` nor ``.json``.
         FileExistsError
             The file exists and ``force`` is not given.
+        gdln.outputs.OutputError
+            A series name that an ``.npz`` cannot hold as written (a NUL character cuts a
+            zip member's name short); nothing is written.
         """
         path = Path(path)
         if path.suffix not in (".json", ".npz"):
@@ -585,13 +588,10 @@ class Trajectory:
                 }
                 temporary.write_text(json.dumps(payload))
             else:
+                meta = np.array(json.dumps(dict(self.meta)))
                 arrays = {f"series/{k}": v for k, v in self.series.items()}
-                np.savez(
-                    temporary,
-                    t=self.t,
-                    loss=self.loss,
-                    meta=np.array(json.dumps(dict(self.meta))),
-                    **arrays,  # type: ignore[arg-type]
+                save_npz(
+                    temporary, {"t": self.t, "loss": self.loss, "meta": meta, **arrays}, output=path
                 )
         return path
 

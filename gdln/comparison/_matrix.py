@@ -18,7 +18,8 @@ from .._edge import Edge, edge_name
 from ..simulation import initial_weights
 from ..simulation._seeds import seed_list
 from ..solution._full import initial_full_weights, solve_full
-from ..solution._trajectory import Trajectory, matrix_key, time_to_half_loss
+from ..solution._loss_curve import time_to_half_loss
+from ..solution._trajectory import Trajectory, matrix_key
 from ..task import Problem
 from ._metrics import Runs, max_relative_gap
 from ._summary import summarize_seeds

@@ -228,7 +228,7 @@ def test_compare_help_explains_the_default_start(capsys) -> None:
     except SystemExit as exc:
         assert not exc.code
     text = " ".join(capsys.readouterr().out.split())
-    assert "(--theory-start auto) the theory starts from the mode strengths of the random" in text
+    assert "(--theory-start auto) at b0 where --b0 is given, or the file's solve.b0" in text
 
 
 def test_compare_refuses_existing_outputs(tmp_path: Path, capsys) -> None:

@@ -238,7 +238,8 @@ def test_cli_symbolic_json_gives_orbit_expressions():
     data = json.loads(result.stdout)
     assert data["symbolic"] == ["M", "K"]
     assert [v["orbit"] for v in data["systems"][0]["variables"]] == ["M", 1, "M"]
-    assert "symmetry quotient" in data["route"]
+    assert data["route"] == "quotient"  # the declared name (issue 33 item 8)
+    assert "symmetry quotient" in data["route_reason"]
     bad = subprocess.run(
         [sys.executable, "-m", "gdln", "derive", str(ROUTING), "--symbolic", "Q"],
         capture_output=True,

@@ -21,9 +21,9 @@ import pytest
 from helpers import GRAPHS, load, run_cli, write
 
 import gdln
-from gdln.comparison import _compare as compare_module
 from gdln.simulation import SimulationSettings, SimulationSpecError
 from gdln.simulation import _simulate as simulate_module
+from gdln.solution import _dynamics as dynamics_module
 from gdln.solution import _solve as solve_module
 
 CHAIN = str(GRAPHS / "chain.yaml")
@@ -50,7 +50,7 @@ def nothing_starts(monkeypatch):
         (solve_module, "_iterate_gd_map"),
         (simulate_module, "tensorise"),
         (simulate_module, "start_weights"),
-        (compare_module, "reduce"),
+        (dynamics_module, "reduce"),  # the route rule of solve and compare reduces
         (gdln, "reduce"),  # the command line reduces before it solves
     ]:
         monkeypatch.setattr(module, name, _started)
@@ -210,7 +210,7 @@ def test_simulate_warns_when_zero_weights_cannot_move(tmp_path: Path) -> None:
 
 def test_compare_refuses_before_computing(tmp_path: Path, monkeypatch) -> None:
     problem = load("routing", M=2, K=1, hidden=4)
-    monkeypatch.setattr(compare_module, "reduce", _started)
+    monkeypatch.setattr(dynamics_module, "reduce", _started)
     cases = [
         ({"points": 10**6}, r"^points=1000000 exceeds the limit points=100000"),
         ({"t_max": 10**300}, r"^t_max/lr = 1e\+300/0.05 = 2e\+301 steps exceeds the limit"),

@@ -96,7 +96,8 @@ def matrix_theory(
 
 def _stacked(runs: Sequence[Trajectory], dynamics: str) -> Trajectory:
     first = runs[0]
-    edges = [k for k in first.series if k.startswith("sv[")]
+    prefix = matrix_key("sv", "")[:-1]  # the singular values of every edge: "sv[" ... "]"
+    edges = [k for k in first.series if k.startswith(prefix)]
     series = {k: np.stack([r.series[k] for r in runs], axis=1) for k in edges}
     meta = {**first.meta, "route": "matrix", "seeds": len(runs), "dynamics": dynamics}
     return Trajectory(first.t, np.stack([r.loss for r in runs], axis=1), series, meta)

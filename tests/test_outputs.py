@@ -425,6 +425,7 @@ def test_two_commands_racing_for_one_output_never_both_succeed(tmp_path: Path) -
 
 
 WRITERS = {  # every command that writes, with its -o
+    "graphs": ["graphs", "-o", "{folder}/out.json"],
     "paths": ["paths", CHAIN, "-o", "{folder}/out.json"],
     "stats": ["stats", CHAIN, "-o", "{folder}/out.tex"],
     "derive": ["derive", CHAIN, "-o", "{folder}/out.txt"],

@@ -27,6 +27,10 @@ class CommandEntry(NamedTuple):
 
 #: The commands in pipeline order: name -> (module, one-line help).
 COMMANDS: dict[str, CommandEntry] = {
+    "graphs": CommandEntry(
+        "gdln.cli._graphs",
+        "List the graphs shipped with gdln: name, description, the figure each reproduces.",
+    ),
     "paths": CommandEntry(
         "gdln.cli._theory", "List input-output paths, |P(e)| per edge and |T(v)| per output."
     ),
@@ -140,7 +144,8 @@ def cli(debug: bool) -> None:
 
     \b
     Example:
-      gdln derive graphs/routing.yaml --lump symmetry
+      gdln graphs
+      gdln derive routing --lump symmetry
     """
 
 

@@ -40,6 +40,7 @@ DOCUMENT_KEYS = frozenset(
     {
         "name",
         "description",
+        "reproduces",
         "params",
         "derived",
         "symbols",

@@ -13,6 +13,7 @@ from . import solution as solution
 from . import stages as stages
 from . import sweep as sweep
 from . import task as task
+from ._errors import REMOVED_IN as REMOVED_IN
 from ._errors import DegenerateStartWarning as DegenerateStartWarning
 from ._errors import GdlnDeprecationWarning as GdlnDeprecationWarning
 from ._errors import GdlnError as GdlnError

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from .._errors import GdlnDeprecationWarning, GdlnError, TooManyPathsError
+from .._errors import REMOVED_IN, GdlnDeprecationWarning, GdlnError, TooManyPathsError
 from ..graphfile._reader import Problem
 from ..reduction._moments import ExpectedDynamics, expected_dynamics
 from ..reduction._reduce import reduce
@@ -140,7 +140,7 @@ def solve(
     if lr is not None and dynamics is None:
         warnings.warn(
             "solve(lr=...) without dynamics= no longer selects the gradient-descent map; pass "
-            "dynamics='gd-map' (lr alone keeps its earlier meaning this release)",
+            f"dynamics='gd-map' (lr alone keeps its earlier meaning until gdln {REMOVED_IN})",
             GdlnDeprecationWarning,
             stacklevel=2,
         )

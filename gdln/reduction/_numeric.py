@@ -38,6 +38,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter
 
+from .._edge import edge_name
 from .._errors import GdlnError
 from ..task._problem import Problem
 from ..task._task import unbound_message
@@ -71,6 +72,8 @@ class FlowSystem(Protocol):
     def modes(self) -> Sequence[int]: ...
     @property
     def initial(self) -> Mapping[sp.Symbol, Any]: ...
+    @property
+    def edges(self) -> Mapping[sp.Symbol, Sequence[Any]]: ...
     @property
     def eliminated(self) -> Mapping[sp.Symbol, sp.Expr]: ...
     @property
@@ -398,6 +401,15 @@ def reduction_flow(reduction: FlowReduction, *, gd_map: bool = False) -> Numeric
     return cached[gd_map]
 
 
+def _variable_edges(system: FlowSystem, named: int = 4) -> dict[str, dict[str, Any]]:
+    """Each variable's edges, for a trajectory's meta (plots label variables with them):
+    the first ``named`` edge names and the count (an orbit can hold 10^5 edges)."""
+    return {
+        str(v): {"edges": [edge_name(e) for e in edges[:named]], "count": len(edges)}
+        for v, edges in system.edges.items()
+    }
+
+
 def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -> NumericFlow:
     """The systems ``numbers`` stacked into one flat state."""
     sizes = [n.size for n in numbers]
@@ -447,6 +459,7 @@ def _build(reduction: FlowReduction, numbers: list[_SystemNumbers], note: str) -
         "weight_decay": float(reduction.weight_decay),
         "time_unit": "tau",
         "modes": [list(s.modes) for s in reduction.systems],
+        "variable_edges": [_variable_edges(s) for s in reduction.systems],
         "context_labels": [c.label for c in task.contexts],
         "system": note,
     }
@@ -576,6 +589,7 @@ def moment_flow(dynamics: FlowMoments) -> NumericFlow:
         "weight_decay": float(dynamics.weight_decay),
         "time_unit": "tau",
         "modes": list(range(dynamics.n_modes)),
+        "variable_edges": [{str(v): {} for v in dynamics.variables}],
         "context_labels": [c.label for c in task.contexts],
     }
     return NumericFlow(

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from ..outputs import atomic_file
+from ..report._plots import plot_trajectory
 
 __all__ = [
     "CONTEXT_LOSS",
@@ -238,6 +239,7 @@ class Trajectory:
 
         return trajectory_html(self)
 
+    plot = plot_trajectory  # trajectory.plot(kind="loss", ax=None) -> matplotlib Axes
     # -- the series, by what they are -------------------------------------------------
     def _get(self, key: str) -> np.ndarray:
         if key not in self.series:

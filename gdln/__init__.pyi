@@ -4,6 +4,7 @@ from . import graphfile as graphfile
 from . import kernels as kernels
 from . import outputs as outputs
 from . import paths as paths
+from . import plotting as plotting
 from . import reduction as reduction
 from . import report as report
 from . import sd as sd

@@ -433,6 +433,7 @@ WRITERS = {  # every command that writes, with its -o
     "timescales": ["timescales", CHAIN, "-o", "{folder}/out.json"],
     "simulate": ["simulate", CHAIN, "-o", "{folder}/out.npz"],
     "compare": ["compare", CHAIN, "-o", "{folder}/gdln-compare-out"],
+    "plot": ["plot", "result.json", "-o", "{folder}/out.png"],
     "kernel": ["kernel", "-n", "10", "-o", "{folder}/gdln-kernel-out"],
     "sd": ["sd", "-o", "{folder}/out.json"],
     "schema": ["schema", "-o", "{folder}/out.json"],

@@ -33,6 +33,9 @@ EXTENSIONS: Mapping[str, str] = {
     "json": ".json",
     "csv": ".csv",
     "npz": ".npz",
+    "png": ".png",
+    "svg": ".svg",
+    "pdf": ".pdf",
 }
 
 

@@ -57,6 +57,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "gdln.cli._simulate",
         "Reduced theory (ODE and GD map) vs simulation (decoupled and random init).",
     ),
+    "plot": CommandEntry(
+        "gdln.cli._plot",
+        "Draw a result file (solve, simulate, timescales, a sweep table, kernel.json).",
+    ),
     "kernel": CommandEntry(
         "gdln.cli._kernel",
         "Compute a kernel of a deep gated network on a dataset; print its spectrum.",

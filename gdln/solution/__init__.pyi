@@ -4,6 +4,8 @@ from ._dynamics import solve as solve
 from ._flow import full_flow as full_flow
 from ._format import format_trajectory as format_trajectory
 from ._full import solve_full as solve_full
+from ._read import TrajectoryFileError as TrajectoryFileError
+from ._read import read_trajectory as read_trajectory
 from ._solve import solve_batch as solve_batch
 from ._trajectory import Trajectory as Trajectory
 from ._trajectory import time_to_half_loss as time_to_half_loss

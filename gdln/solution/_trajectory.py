@@ -21,6 +21,7 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from ..outputs import atomic_file
+from ..report._notebook import trajectory_html
 from ..report._plots import plot_trajectory
 
 __all__ = [
@@ -235,11 +236,10 @@ class Trajectory:
 
     def _repr_html_(self) -> str:
         """A table and a loss plot, for Jupyter (``report._notebook.trajectory_html``)."""
-        from ..report._notebook import trajectory_html
-
         return trajectory_html(self)
 
     plot = plot_trajectory  # trajectory.plot(kind="loss", ax=None) -> matplotlib Axes
+
     # -- the series, by what they are -------------------------------------------------
     def _get(self, key: str) -> np.ndarray:
         if key not in self.series:

@@ -143,3 +143,15 @@ def test_problem_shows_its_nodes_edges_and_contexts_in_a_notebook() -> None:
         assert context.label in html
     big = gdln.load(GRAPHS / "routing.yaml", params={"M": 30, "K": 30})
     assert "... 860 more contexts" in big._repr_html_()  # 900 contexts, 40 shown
+
+
+def test_trajectory_kernels_show_their_distance_in_a_notebook() -> None:
+    problem = gdln.load(GRAPHS / "xor.yaml", params={"hidden": 2})
+    reduction = gdln.reduce(problem, b0=0.1)
+    kernels = gdln.trajectory_kernels(reduction, gdln.solve(reduction, t_max=10.0, points=11))
+    html = kernels._repr_html_()
+    assert f"NTK {kernels.ntk.shape[1]}x{kernels.ntk.shape[2]} over 11 times" in html
+    for t, s in zip(kernels.t, kernels.distance, strict=True):  # 11 times: all shown but 6
+        if f"<td style='text-align:left'>{t:.4g}</td>" in html:
+            assert f"<td style='text-align:left'>{s:.4g}</td>" in html
+    assert html.count("<tr>") == 1 + 6 and "h0, h1" in html

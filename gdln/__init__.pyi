@@ -4,6 +4,7 @@ from . import graphfile as graphfile
 from . import kernels as kernels
 from . import outputs as outputs
 from . import paths as paths
+from . import plotting as plotting
 from . import reduction as reduction
 from . import report as report
 from . import sd as sd
@@ -13,6 +14,7 @@ from . import solution as solution
 from . import stages as stages
 from . import sweep as sweep
 from . import task as task
+from ._errors import REMOVED_IN as REMOVED_IN
 from ._errors import DegenerateStartWarning as DegenerateStartWarning
 from ._errors import GdlnDeprecationWarning as GdlnDeprecationWarning
 from ._errors import GdlnError as GdlnError

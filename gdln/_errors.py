@@ -14,6 +14,7 @@ from .outputs._printable import printable
 
 __all__ = [
     "MAX_MESSAGE",
+    "REMOVED_IN",
     "DegenerateStartWarning",
     "GdlnDeprecationWarning",
     "GdlnError",
@@ -27,6 +28,10 @@ __all__ = [
 
 MAX_MESSAGE = 280  # longest message of a GraphSpecError; the CLI adds "gdln: error: "
 _SHOWN_VALUE = 60  # longest value a message echoes
+
+REMOVED_IN = "0.3.0"
+"""The release that removes the old spellings this one deprecates: two releases on, as
+numpy and scikit-learn do. Every deprecation warning names it; CHANGELOG.md lists them."""
 
 
 class _Repr(reprlib.Repr):
@@ -161,7 +166,8 @@ class GdlnWarning(UserWarning):
 
 
 class GdlnDeprecationWarning(GdlnWarning, FutureWarning):
-    """An old spelling (an option, a keyword or a file key) still works for this release.
+    """An old spelling (an option, a keyword or a file key) still works, until the release
+    :data:`REMOVED_IN` (CHANGELOG.md lists them).
 
     The message names the new spelling; shown by default (a :class:`FutureWarning`), and
     on the command line as one ``gdln: warning: ...`` line.

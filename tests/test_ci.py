@@ -57,3 +57,20 @@ def test_ci_runs_the_readmes_commands_in_a_fresh_environment() -> None:
 
 def test_ci_script_is_valid_bash() -> None:
     assert subprocess.run(["bash", "-n", str(CI)], check=False).returncode == 0
+
+
+def test_ci_builds_the_wheel_and_runs_it_outside_the_checkout_on_a_graph_by_name() -> None:
+    commands = _commands()
+    build = commands.index('python -m build --outdir "$venv_root/dist" .')  # sdist, then wheel
+    assert "pip install build" in commands[:build]
+    # after the README's test command, before the slow tests
+    assert commands.index("python -m pytest") < build < commands.index("python -m pytest -m slow")
+    rest = commands[build + 1 :]
+    venv = shlex.split(rest[0])
+    assert venv[1:] == ["-m", "venv", "$venv_root/wheel"]  # a second fresh environment
+    assert rest[1] == '"$venv_root/wheel/bin/pip" install "$venv_root"/dist/gdln-*.whl'
+    run = next(c for c in rest if c.startswith("(cd "))
+    assert run.startswith('(cd "$venv_root" && ')  # outside the checkout
+    steps = [shlex.split(step.strip(" ()")) for step in run.split("&&")[1:]]
+    assert ["$venv_root/wheel/bin/gdln", "derive", "routing", "--symbolic", "M,K"] in steps
+    assert ["$venv_root/wheel/bin/gdln", "graphs"] in steps  # the graph by name, not by path

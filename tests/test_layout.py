@@ -23,7 +23,7 @@ PACKAGE = Path(gdln.__file__).parent
 
 # Lower layers first; a module may import from its own layer or below, never above.
 LAYERS: list[set[str]] = [
-    {"_errors", "_edge", "_lazy", "_device", "outputs", "settings"},
+    {"_errors", "_edge", "_html", "_lazy", "_device", "outputs", "settings"},
     {"task"},
     {"graphfile"},
     {"paths"},
@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"simulation", "stages"},
     {"comparison"},
     {"sweep"},
-    {"kernels", "sd", "balanced"},
+    {"kernels", "sd", "balanced", "plotting"},
     {"cli", "__init__", "__main__"},
 ]
 LAYER = {name: k for k, names in enumerate(LAYERS) for name in names}

@@ -425,6 +425,7 @@ def test_two_commands_racing_for_one_output_never_both_succeed(tmp_path: Path) -
 
 
 WRITERS = {  # every command that writes, with its -o
+    "graphs": ["graphs", "-o", "{folder}/out.json"],
     "paths": ["paths", CHAIN, "-o", "{folder}/out.json"],
     "stats": ["stats", CHAIN, "-o", "{folder}/out.tex"],
     "derive": ["derive", CHAIN, "-o", "{folder}/out.txt"],
@@ -432,6 +433,7 @@ WRITERS = {  # every command that writes, with its -o
     "timescales": ["timescales", CHAIN, "-o", "{folder}/out.json"],
     "simulate": ["simulate", CHAIN, "-o", "{folder}/out.npz"],
     "compare": ["compare", CHAIN, "-o", "{folder}/gdln-compare-out"],
+    "plot": ["plot", "result.json", "-o", "{folder}/out.png"],
     "kernel": ["kernel", "-n", "10", "-o", "{folder}/gdln-kernel-out"],
     "sd": ["sd", "-o", "{folder}/out.json"],
     "schema": ["schema", "-o", "{folder}/out.json"],

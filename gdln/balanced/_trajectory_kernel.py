@@ -40,6 +40,7 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
+from .._html import html_table
 from ..reduction._system import Reduction
 from ..solution._trajectory import KERNEL_DISTANCE, Trajectory, node_key, pathway_key
 from ..task._examples import ExampleSet
@@ -110,6 +111,28 @@ class TrajectoryKernels:
             f"TrajectoryKernels(t=<{len(self.t)} times>, ntk=<{self.ntk.shape[1]}x"
             f"{self.ntk.shape[2]}>, representations=[{nodes}])"
         )
+
+    def _repr_html_(self) -> str:
+        """The kernels' sizes, the kernel distance $S(t)$ at a few times, and the
+        representations, as a table for Jupyter."""
+        shown = np.unique(np.linspace(0, len(self.t) - 1, min(len(self.t), 6)).round().astype(int))
+        distance = self.distance
+        rows = [[f"{self.t[i]:.4g}", f"{distance[i]:.4g}"] for i in shown]
+        caption = (
+            f"NTK {self.ntk.shape[1]}x{self.ntk.shape[2]} over {len(self.t)} times"
+            + (
+                f"; outputs {', '.join(f'{n} ({k})' for n, k in self.outputs)}"
+                if self.outputs
+                else ""
+            )
+            + (
+                f"; representations at {', '.join(self.representations)}"
+                if self.representations
+                else ""
+            )
+            + (f"; {self.origin}" if self.origin else "")
+        )
+        return html_table(["t / tau", "kernel distance S(t)"], rows, caption=caption)
 
     @property
     def distance(self) -> np.ndarray:

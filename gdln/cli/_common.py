@@ -34,6 +34,9 @@ EXTENSIONS: Mapping[str, str] = {
     "json": ".json",
     "csv": ".csv",
     "npz": ".npz",
+    "png": ".png",
+    "svg": ".svg",
+    "pdf": ".pdf",
 }
 
 
@@ -201,7 +204,7 @@ def old_option(old: str, new: str, value: Any) -> Any:
     spelling (kept working for one release)."""
     if value is not None and value is not False:
         warnings.warn(
-            f"{old} is now {new}; the old spelling works this release",
+            f"{old} is now {new}; the old spelling works until gdln {gdln.REMOVED_IN}",
             gdln.GdlnDeprecationWarning,
             stacklevel=2,
         )

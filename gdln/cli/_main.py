@@ -29,6 +29,10 @@ class CommandEntry(NamedTuple):
 
 #: The commands in pipeline order: name -> (module, one-line help).
 COMMANDS: dict[str, CommandEntry] = {
+    "graphs": CommandEntry(
+        "gdln.cli._graphs",
+        "List the graphs shipped with gdln: name, description, the figure each reproduces.",
+    ),
     "paths": CommandEntry(
         "gdln.cli._theory", "List input-output paths, |P(e)| per edge and |T(v)| per output."
     ),
@@ -54,6 +58,10 @@ COMMANDS: dict[str, CommandEntry] = {
     "compare": CommandEntry(
         "gdln.cli._simulate",
         "Reduced theory (ODE and GD map) vs simulation (decoupled and random init).",
+    ),
+    "plot": CommandEntry(
+        "gdln.cli._plot",
+        "Draw a result file (solve, simulate, timescales, a sweep table, kernel.json).",
     ),
     "kernel": CommandEntry(
         "gdln.cli._kernel",
@@ -164,7 +172,8 @@ def cli(debug: bool) -> None:
 
     \b
     Example:
-      gdln derive graphs/routing.yaml --lump symmetry
+      gdln graphs
+      gdln derive routing --lump symmetry
     """
 
 

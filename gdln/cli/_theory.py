@@ -53,12 +53,18 @@ def paths(
 @click.command()
 @graph_arguments
 @display_options
+@click.option(
+    "--compact",
+    is_flag=True,
+    help="Text: print each distinct statistic once, with every path or pair it holds for.",
+)
 @output_options(("text", "latex", "json"), default="text", what="statistics")
 def stats(
     file: str,
     params: tuple[str, ...],
     task: str | None,
     numeric: bool,
+    compact: bool,
     fmt: str | None,
     out: str | None,
     force: bool,
@@ -72,17 +78,24 @@ def stats(
     Example:
       gdln stats graphs/context.yaml --param pathways=1 --format latex
       gdln stats graphs/chain.yaml --numeric
+      gdln stats routing --compact
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
+    if compact and output.format != "text":
+        raise CommandLineError(f"--compact: text output only, not {output.format}")
     problem = load_problem(file, params, task)
     width = terminal_width(output)
     try:
         reduction = gdln.reduce(problem, lump="none", route="contexts")  # every path's
     except gdln.NotDiagonalizableError as err:
-        text = _without_bases(problem, err, output.format, width=width, numeric=numeric)
+        text = _without_bases(
+            problem, err, output.format, width=width, numeric=numeric, compact=compact
+        )
         write(output, text)
         raise
-    text = gdln.format_statistics(problem, reduction, output.format, width=width, numeric=numeric)
+    text = gdln.format_statistics(
+        problem, reduction, output.format, width=width, numeric=numeric, compact=compact
+    )
     write(output, text)
 
 
@@ -93,9 +106,10 @@ def _without_bases(
     *,
     width: int = 80,
     numeric: bool = False,
+    compact: bool = False,
 ) -> str:
     """The statistics (Eqs. 5-6), and which stay off-diagonal in the best bases found."""
-    text = gdln.format_statistics(problem, None, fmt, width=width, numeric=numeric)
+    text = gdln.format_statistics(problem, None, fmt, width=width, numeric=numeric, compact=compact)
     residual = float(err.residual)
     if fmt == "json":
         payload = json.loads(text)

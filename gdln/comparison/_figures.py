@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 
 from .._edge import Edge, edge_name
+from ..report._plots import equal_groups, mark_stages, place_legend, seed_band
 from ._metrics import Runs
 from ._modes import edge_orbits, theory_edge_values
 
@@ -206,13 +207,13 @@ def loss_figure(metrics: Mapping[str, Any], runs: Runs) -> Any:
     def start(curve: str) -> str:
         return f" from {starts[curve]}" if curve in starts else ""
 
-    fig = _figure()
+    fig = _figure((10.0, 4.8))  # the legend beside the axes
     ax = fig.add_subplot()
     n = random.loss.shape[1]
-    mean, std = random.loss.mean(1), random.loss.std(1)
+    mean, low, high = seed_band(random.loss)  # mean +- sd within the seeds' own range
     for s in range(n):
         ax.plot(random.t, random.loss[:, s], color="tab:red", lw=0.5, alpha=0.35)
-    ax.fill_between(random.t, mean - std, mean + std, color="tab:red", alpha=0.2, lw=0)
+    ax.fill_between(random.t, low, high, color="tab:red", alpha=0.2, lw=0, gid="seed band")
     ax.plot(
         random.t,
         mean,
@@ -262,34 +263,13 @@ def loss_figure(metrics: Mapping[str, Any], runs: Runs) -> Any:
     ax.set_ylabel(r"training loss $\mathcal{L}$ (Eq. 1)")
     ax.set_title(_title(metrics), fontsize=9)
     ax.set_ylim(bottom=0)
-    _mark_stages(ax, metrics.get("stages") or {})
-    ax.legend(fontsize=7)
+    predicted = metrics.get("stages") or {}
+    shown = [s["time"] for s in predicted.get("stages", ()) if s["within_t_max"]]
+    if shown:  # close stages share one label ("2,3"), never written over each other
+        label = f"stage times, gdln.timescales (u0 = {predicted['u0']:.2g})"
+        mark_stages(ax, shown, label=label)
+    place_legend(ax, fontsize=8)  # beside the axes, not over the curves
     return fig
-
-
-def _mark_stages(ax: Any, predicted: Mapping[str, Any]) -> None:
-    """A dotted line at each predicted stage time within the horizon, numbered at the top."""
-    shown = [s for s in predicted.get("stages", ()) if s["within_t_max"]]
-    for number, stage in enumerate(shown, start=1):
-        ax.axvline(
-            stage["time"],
-            color="0.35",
-            ls=":",
-            lw=1,
-            gid=f"stage {number}",
-            label=f"stage times, gdln.timescales (u0 = {predicted['u0']:.2g})"
-            if number == 1
-            else None,
-        )
-        ax.annotate(
-            str(number),
-            (stage["time"], 1),
-            xycoords=("data", "axes fraction"),
-            xytext=(2, -10),
-            textcoords="offset points",
-            fontsize=7,
-            color="0.35",
-        )
 
 
 @dataclass(frozen=True)
@@ -353,7 +333,13 @@ def singular_value_figure(
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
     axes[0].set_ylabel("mode strength $b_e^\\alpha$ / singular values")
-    axes[0].legend(fontsize=7, ncol=1)
+    entries: dict[str, Any] = {}  # every panel's entries once, beside the panels
+    for ax in axes[: len(panels)]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    fig.legend(
+        list(entries.values()), list(entries), loc="outside lower center", ncol=3, fontsize=7
+    )
     fig.suptitle(_title(metrics), fontsize=9)
     return fig, panels
 
@@ -421,16 +407,19 @@ def _draw_panel(ax: Any, panel: Panel, theory: Mapping[Edge, np.ndarray], runs: 
             label="random init: singular values by rank, median and IQR" if r == 0 else None,
         )
     step = max(1, len(decoupled.t) // 25)
-    for a, mode in enumerate(panel.modes):
+    curves = theory[panel.edges[0]] if panel.modes else np.zeros((len(ode.t), 0))
+    for group in equal_groups(list(curves.T)):  # modes of equal strength: one curve, named
+        a, mode = group[0], panel.modes[group[0]]
         colour, style = _COLOURS[mode % len(_COLOURS)], _STYLES[mode % len(_STYLES)]
-        ax.plot(  # a line style per mode too: degenerate modes share a theory curve
+        modes = ", ".join(str(panel.modes[g]) for g in group)
+        ax.plot(
             ode.t,
-            theory[panel.edges[0]][:, a],
+            curves[:, a],
             color=colour,
             lw=2,
             ls=style,
-            label=f"mode {mode}: theory (Eq. 10)",
-            gid=f"theory mode {mode}",
+            label=f"mode{'s' if len(group) > 1 else ''} {modes}: theory (Eq. 10)",
+            gid=f"theory mode{'s' if len(group) > 1 else ''} {modes}",
         )
         for i, e in enumerate(panel.edges):
             ax.plot(

@@ -3,6 +3,7 @@
 import warnings
 from typing import Any
 
+from .._errors import REMOVED_IN
 from .._lazy import attach_stub
 
 _getattr, __dir__, __all__ = attach_stub(__name__, __file__)
@@ -15,7 +16,7 @@ def __getattr__(name: str) -> Any:
     if name in _MOVED:
         warnings.warn(
             f"gdln.graphfile.{name} is now {_MOVED[name]}.{name} (also gdln.{name}); the old "
-            "name goes in the next release",
+            f"name goes in gdln {REMOVED_IN}",
             DeprecationWarning,
             stacklevel=2,
         )

@@ -6,3 +6,7 @@ from ._reader import parse_params as parse_params
 from ._reader import read_graph as read_graph
 from ._reader import with_task as with_task
 from ._schema import schema as schema
+from ._shipped import ShippedGraph as ShippedGraph
+from ._shipped import find_graph as find_graph
+from ._shipped import graphs_folder as graphs_folder
+from ._shipped import shipped_graphs as shipped_graphs

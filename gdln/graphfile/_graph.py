@@ -41,6 +41,7 @@ DOCUMENT_KEYS = frozenset(
     {
         "name",
         "description",
+        "reproduces",
         "params",
         "derived",
         "symbols",

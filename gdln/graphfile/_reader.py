@@ -46,6 +46,7 @@ from ._document import Scope, read_file, read_parameters, read_settings
 from ._ends import check_ends
 from ._graph import graph_from_networkx, read_architecture, validate_graph
 from ._limits import Limits, use_limits
+from ._shipped import find_graph
 from ._tasks import read_task
 
 __all__ = ["Problem", "load", "parse_params", "read_graph", "with_task"]  # Problem: gdln.task's
@@ -91,7 +92,9 @@ def load(
     Parameters
     ----------
     path
-        ``.yaml``/``.yml`` graph file, networkx node-link ``.json``, or ``.graphml``.
+        ``.yaml``/``.yml`` graph file, networkx node-link ``.json``, or ``.graphml``; or
+        the name of a graph shipped with gdln (``"routing"``,
+        :func:`~gdln.graphfile.shipped_graphs`). A file that exists wins over a name.
     params
         Overrides of the file's parameters (values may be expressions).
     task
@@ -121,7 +124,7 @@ def load(
     edge gates) and the task (contexts, datasets and their gating) a file describes.
     """
     with use_limits(limits):
-        return _load(Path(path), params=params, task=task)
+        return _load(find_graph(path), params=params, task=task)
 
 
 def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | None) -> Problem:
@@ -211,7 +214,8 @@ def read_graph(path: str | Path, *, params: Mapping[str, Any] | None = None) -> 
     Parameters
     ----------
     path
-        ``.yaml``/``.yml`` graph file, networkx node-link ``.json``, or ``.graphml``.
+        ``.yaml``/``.yml`` graph file, networkx node-link ``.json``, or ``.graphml``; or
+        the name of a shipped graph, as for :func:`load`.
     params
         Overrides of the file's parameters (values may be expressions).
 

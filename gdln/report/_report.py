@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,7 @@ def format_statistics(
     *,
     width: int = 80,
     numeric: bool = False,
+    compact: bool = False,
 ) -> str:
     r"""$\Sigma^{yx}(p)$, $\Sigma^x(j,p)$ (Eqs. 5-6) and, with a reduction, $U$, $V$, $S$, $D$.
 
@@ -165,6 +167,10 @@ def format_statistics(
         Text: show exact entries and values per mode (such as
         ``-9*sqrt(6227285)/151885``) as decimals: 6 decimal places in a matrix, 6
         significant digits in a value per mode. LaTeX and JSON stay exact.
+    compact
+        Text: print each distinct statistic once, headed by every path (or pair of
+        paths) it holds for, and each distinct list of values per mode once; a
+        multitask graph's many equal $\Sigma^x$ blocks then take a few lines.
 
     Returns
     -------
@@ -213,19 +219,22 @@ def format_statistics(
     def matrix(m: Any, indent: int) -> str:
         return _indent(_matrix_text(m, width=max(width - indent, 20), numeric=numeric), indent)
 
-    for p, m in stats.input_output.items():
-        lines += [f"Sigma_yx({p}) =", matrix(m, 2)]
-    for (j, p), m in stats.input.items():
-        lines += [f"Sigma_x({j}, {p}) =", matrix(m, 2)]
+    blocks = [(f"Sigma_yx({p})", m) for p, m in stats.input_output.items()]
+    blocks += [(f"Sigma_x({j}, {p})", m) for (j, p), m in stats.input.items()]
+    for names, m in _equal_blocks(blocks, width=width) if compact else blocks:
+        lines += [f"{names} =", matrix(m, 2)]
     if reduction is not None:
         values = _mode_values(reduction, stats)
         lines.append("")
         lines.append(
             "diagonal values per mode (S(p) = U^T Sigma_yx(p) V, D(j,p) = V^T Sigma_x(j,p) V):"
         )
-        for key, vals in values.items():
-            shown = ", ".join(_value_text(v, numeric=numeric) for v in vals)
-            lines.append(f"  {key} = [{shown}]")
+        rows = [
+            (key, f"[{', '.join(_value_text(v, numeric=numeric) for v in vals)}]")
+            for key, vals in values.items()
+        ]
+        for key, shown in _equal_blocks(rows, width=width, indent=2) if compact else rows:
+            lines.append(f"  {key} = {shown}")
     for k, comp in enumerate(bases):
         lines.append("")
         lines.append(f"component {k}: {len(comp['modes'])} live modes")
@@ -236,6 +245,32 @@ def format_statistics(
                 matrix(value, 4),
             ]
     return "\n".join(lines)
+
+
+def _equal_blocks(
+    blocks: list[tuple[str, Any]], *, width: int, indent: int = 0
+) -> list[tuple[str, Any]]:
+    """Blocks with equal values (compared by their exact text) merged into one, named by
+    all of theirs (``Sigma_x(j, p) for 32 pairs: ...``), in the order first seen."""
+    groups: dict[str, tuple[list[str], Any]] = {}
+    for name, value in blocks:
+        key = value if isinstance(value, str) else _matrix_text(value, width=10**6)
+        groups.setdefault(key, ([], value))[0].append(name)
+    merged = []
+    for names, value in groups.values():
+        if len(names) == 1:
+            merged.append((names[0], value))
+            continue
+        head = names[0].split("(")[0]
+        args = ", ".join(n[len(head) :] for n in names)
+        what = "pairs" if head == "Sigma_x" else "paths" if head == "Sigma_yx" else "keys"
+        text = f"{head} for {len(names)} {what}: {args}"
+        if head not in ("Sigma_x", "Sigma_yx"):
+            text = f"{len(names)} equal: {', '.join(names)}"
+        merged.append(
+            (textwrap.fill(text, max(width - indent, 40), subsequent_indent="    "), value)
+        )
+    return merged
 
 
 def _latex_matrix(m: Any) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any
 
-from .._errors import GdlnDeprecationWarning, GraphSpecError, shorten
+from .._errors import REMOVED_IN, GdlnDeprecationWarning, GraphSpecError, shorten
 from ._choices import DTYPES, DYNAMICS, INITS, LUMPINGS, METHODS, OPTIMIZERS, ROUTES, THEORY_STARTS
 from ._parse import (
     _POINTS,
@@ -424,7 +424,7 @@ class Settings:
                     new = DEPRECATED_KEYS[file_key]
                     warnings.warn(
                         f"{source}: {file_key} is now {declarations()[new].file_key} "
-                        "(the old key is read this release)",
+                        f"(the old key is read until gdln {REMOVED_IN})",
                         GdlnDeprecationWarning,
                         stacklevel=3,
                     )
@@ -551,10 +551,11 @@ def renamed(function: str, old: str, new: str, value: Any) -> Any:
     ...     renamed("reduce", "init", "b0", 0.1)
     0.1
     >>> str(caught[0].message)
-    'reduce(init=...) is now reduce(b0=...); the old keyword works this release'
+    'reduce(init=...) is now reduce(b0=...); the old keyword works until gdln 0.3.0'
     """
     warnings.warn(
-        f"{function}({old}=...) is now {function}({new}=...); the old keyword works this release",
+        f"{function}({old}=...) is now {function}({new}=...); the old keyword works until "
+        f"gdln {REMOVED_IN}",
         GdlnDeprecationWarning,
         stacklevel=3,
     )

@@ -6,5 +6,7 @@ from ._flow import full_flow as full_flow
 from ._format import format_trajectory as format_trajectory
 from ._full import solve_full as solve_full
 from ._loss_curve import time_to_half_loss as time_to_half_loss
+from ._read import TrajectoryFileError as TrajectoryFileError
+from ._read import read_trajectory as read_trajectory
 from ._solve import solve_batch as solve_batch
 from ._trajectory import Trajectory as Trajectory

@@ -16,6 +16,7 @@ from typing import Any
 import numpy.typing as npt
 
 from .._errors import (
+    REMOVED_IN,
     GdlnDeprecationWarning,
     GdlnError,
     NotDiagonalizableError,
@@ -150,7 +151,7 @@ def solve(
     if lr is not None and dynamics is None:
         warnings.warn(
             "solve(lr=...) without dynamics= no longer selects the gradient-descent map; pass "
-            "dynamics='gd-map' (lr alone keeps its earlier meaning this release)",
+            f"dynamics='gd-map' (lr alone keeps its earlier meaning until gdln {REMOVED_IN})",
             GdlnDeprecationWarning,
             stacklevel=2,
         )

@@ -21,6 +21,8 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from ..outputs import atomic_file, save_npz
+from ..report._notebook import trajectory_html
+from ..report._plots import plot_trajectory
 from ._errors import AmbiguousVariableError
 
 __all__ = [
@@ -238,9 +240,9 @@ class Trajectory:
 
     def _repr_html_(self) -> str:
         """A table and a loss plot, for Jupyter (``report._notebook.trajectory_html``)."""
-        from ..report._notebook import trajectory_html
-
         return trajectory_html(self)
+
+    plot = plot_trajectory  # trajectory.plot(kind="loss", ax=None) -> matplotlib Axes
 
     # -- the series, by what they are -------------------------------------------------
     def _get(self, key: str) -> np.ndarray:

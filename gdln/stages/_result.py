@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from .._html import html_table
+from ..report._plots import plot_timescales
+
 __all__ = ["LeadingTime", "Stage", "Timescales", "format_timescales", "tidy_loss"]
 
 U0 = sp.Symbol("u0", positive=True)
@@ -199,6 +202,73 @@ class Timescales:
         return (
             f"Timescales({self.source!r}, route={self.route!r}, u0={self.u0:g}, "
             f"stages={list(self.stages)})"
+        )
+
+    plot = plot_timescales  # timescales.plot(ax=None, t_max=None) -> matplotlib Axes
+
+    def _repr_html_(self) -> str:
+        """The stage table of :func:`format_timescales`, for Jupyter."""
+        exact = self.route == "aligned"
+        header = ["stage", "time", "formula (u0 -> 0)", *(["ODE half"] if exact else [])]
+        rows = [
+            [
+                k,
+                f"{s.time:.6g}",
+                s.time_formula,
+                *(["-" if s.ode_time is None else f"{s.ode_time:.6g}"] if exact else []),
+                f"{s.loss:.6g}",
+                _shortened(s.pathways or s.active),
+            ]
+            for k, s in enumerate(self.stages, 1)
+        ]
+        caption = (
+            f"{self.source}: route {self.route}, u0 = {self.u0:g}, time in units of tau; "
+            f"loss at zero weights {self.initial_loss:.6g}"
+        )
+        return html_table([*header, "loss after", "active"], rows, caption=caption)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Timescales:
+        """The result as :meth:`to_dict` (``gdln timescales --format json``) wrote it.
+
+        Parameters
+        ----------
+        data
+            The JSON fields.
+
+        Returns
+        -------
+        Timescales
+            The stages with their times, losses and maps; each ``time_formula`` is the
+            text that was written, kept as a sympy symbol of that name (text is never
+            evaluated).
+
+        Raises
+        ------
+        KeyError
+            A field is missing.
+        """
+        stages = tuple(
+            Stage(
+                active=tuple(s["active"]),
+                pathways=tuple(s["pathways"]),
+                time=s["time"],
+                time_formula=sp.Symbol(str(s["time_formula"])),
+                loss=s["loss"],
+                maps={k: np.asarray(v, float) for k, v in s["maps"].items()},
+                mechanism=s["mechanism"],
+                modes=tuple(s["modes"]),
+                ode_time=s["ode_time"],
+            )
+            for s in data["stages"]
+        )
+        return cls(
+            source=str(data["source"]),
+            u0=float(data["u0"]),
+            route=str(data["route"]),
+            stages=stages,
+            assumptions=tuple(data["assumptions"]),
+            initial_loss=float(data["initial_loss"]),
         )
 
     def ratios(self) -> tuple[float, ...]:

@@ -15,6 +15,7 @@ import networkx as nx
 from .._errors import TaskSpecError
 from ..settings._declared import Settings
 from ._examples import ExampleSet
+from ._notebook import problem_html
 from ._task import Task
 
 __all__ = ["IndexFamily", "Problem"]
@@ -94,6 +95,10 @@ class Problem:
             f"Problem({self.source!r}, nodes={g.number_of_nodes()}, "
             f"edges={g.number_of_edges()}, task={self.task!r})"
         )
+
+    def _repr_html_(self) -> str:
+        """Nodes, edges and contexts as tables, for Jupyter (``task._notebook``)."""
+        return problem_html(self)
 
     @property
     def name(self) -> str:

@@ -219,7 +219,9 @@ def test_the_kernel_distance_is_never_negative(capsys: pytest.CaptureFixture[str
     variables = payload["variables"]
     assert isinstance(variables, dict)
     S = np.asarray(variables["kernel_distance"])
-    assert S.min() >= 0.0 and S.max() < 1e-12
+    assert (
+        S.min() >= 0.0 and S.max() == 0.0
+    )  # within rounding (gdln.balanced._kernel_series.ROUNDING)
 
 
 def test_trajectory_kernels_takes_a_balanced_solution_with_its_problem() -> None:

@@ -41,8 +41,8 @@ __all__ = [
 
 BLOCK_NUMBERS = 1 << 20
 """About how many numbers a block of rows of the kernel holds while it is added (8 MB)."""
-FACTOR_NUMBERS = 1 << 21
-"""About how many numbers the factors of the times taken together hold (16 MB)."""
+FACTOR_NUMBERS = 1 << 19
+"""About how many numbers the factors of the times taken together hold (4 MB)."""
 
 
 def row_blocks(rows: int, side: int) -> Iterator[slice]:

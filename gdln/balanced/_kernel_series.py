@@ -10,7 +10,9 @@ $S(t) = 1 - \langle K_0, K_t\rangle_F/(\lVert K_0\rVert_F\lVert K_t\rVert_F)$ (F
 2020; Kunin et al. 2024, "Get rich quick") is computed as
 $\tfrac12\lVert K_0/\lVert K_0\rVert_F - K_t/\lVert K_t\rVert_F\rVert_F^2$, which is the
 same number without the cancellation of $1 - \cos$: it is never negative, and at most 1
-since two positive semidefinite matrices have $\langle K_0, K_t\rangle_F \ge 0$.
+since two positive semidefinite matrices have $\langle K_0, K_t\rangle_F \ge 0$. From
+the factors of a kernel's terms (:mod:`~gdln.balanced._kernel_blocks`) it is $1 - \cos$,
+clipped to $[0, 1]$; either way a value within rounding (:data:`ROUNDING`) is 0.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ from ..solution._bounds import beyond
 from ..solution._trajectory import KERNEL_DISTANCE, Trajectory, node_key
 from ._kernel_blocks import BlockKernel, Values, one_blas_thread, row_blocks
 
-__all__ = ["KernelSeries", "TrajectoryKernels"]
+__all__ = ["ROUNDING", "KernelSeries", "TrajectoryKernels"]
+
+ROUNDING = 1e-14
+r"""$S(t)$ at most this is reported as 0: $1 - \cos$ from Frobenius products rounds to a
+few $10^{-16}$ times the number of terms summed, so a kernel that keeps its direction
+(XoR from decoupled weights) would read $\pm 2\cdot10^{-16}$ or $7\cdot10^{-16}$."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -215,8 +222,8 @@ class TrajectoryKernels:
     Attributes
     ----------
     distance
-        $S(t)$, ``(T,)``, computed from ``ntk`` when the value is made, one time at a
-        time (module docstring).
+        $S(t)$, ``(T,)``, in $[0, 1]$ (0 within rounding, :data:`ROUNDING`), computed
+        from ``ntk`` when the value is made, one pass over the times (module docstring).
 
     Raises
     ------
@@ -339,6 +346,11 @@ def distance_along(ntk: KernelSeries) -> np.ndarray:
         return _distance(ntk)
 
 
+def _clipped(distance: np.ndarray) -> np.ndarray:
+    """$S$ within $[0, 1]$, and 0 where it is within rounding (:data:`ROUNDING`)."""
+    return np.where(np.abs(distance) <= ROUNDING, 0.0, np.clip(distance, 0.0, 1.0))
+
+
 def _factored_distance(
     times: int, terms: BlockKernel, values: Callable[[int], list[Values]]
 ) -> np.ndarray:
@@ -353,7 +365,7 @@ def _factored_distance(
         now = [np.stack(z) for z in zip(*chunk, strict=True)]
         norms = terms.inner(now, now, same=True)
         cosine = terms.inner(first, now) / np.sqrt(np.maximum(first_norm * norms, 1e-300))
-        part = np.clip(1.0 - cosine, 0.0, 1.0)
+        part = _clipped(1.0 - cosine)
         distance[start : start + len(chunk)] = np.where((norms > 0) & (first_norm > 0), part, 0.0)
     return distance
 
@@ -373,5 +385,5 @@ def _distance(ntk: KernelSeries) -> np.ndarray:
         for rows in row_blocks(len(kernel), len(kernel)):
             apart = kernel[rows] / norm - first[rows]
             total += float(np.einsum("ij,ij->", apart, apart))
-        distance[k] = min(1.0, 0.5 * total)
+        distance[k] = float(_clipped(np.array(0.5 * total)))
     return distance

@@ -58,7 +58,8 @@ def trajectory_kernels(
     ----------
     model
         What was solved: the :class:`~gdln.Problem` of a λ-balanced or full-matrix
-        trajectory (:func:`gdln.solve_from_weights`, ``gdln.solve(route="matrix")``), or
+        trajectory (:func:`gdln.solve_balanced`, :func:`gdln.solve_from_weights`,
+        ``gdln.solve(route="matrix")``), or
         the reduction :func:`gdln.solve` solved for a reduced one
         (:func:`gdln.solution.dynamics_of` gives it from a problem).
     trajectory
@@ -71,7 +72,7 @@ def trajectory_kernels(
     -------
     TrajectoryKernels
         At every time of ``trajectory``: the NTK over the trained edges on the task's
-        examples, $S(t)$ (:attr:`~gdln.TrajectoryKernels.distance`) and $h_v^\top h_v$ of
+        examples (each time's computed when asked for), $S(t)$ (:attr:`~gdln.TrajectoryKernels.distance`) and $h_v^\top h_v$ of
         each hidden node; ``origin`` says how they were obtained, and
         :meth:`~gdln.TrajectoryKernels.added_to` records them in the trajectory.
 
@@ -83,7 +84,7 @@ def trajectory_kernels(
         problem instead of its reduction, a reduction that keeps parameters as symbols;
         or, as for :func:`~gdln.balanced.decoupled_kernels` and
         :func:`~gdln.balanced.balanced_kernels`, random gates, a trajectory that does not
-        belong to ``model``, or kernels too large to hold.
+        belong to ``model``, or one time's kernel beyond the limit ``batch_elements``.
 
     References
     ----------

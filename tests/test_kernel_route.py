@@ -71,7 +71,7 @@ def test_cli_kernel_on_the_symmetry_quotient_equals_torch_func_on_the_simulated_
     meta = payload["meta"]
     assert isinstance(meta, dict)
     assert meta["route"] == "quotient" and meta["route_reason"].startswith("symmetry quotient")
-    assert "contexts route" in meta["kernel"]
+    assert "orbit's variable on the symmetry quotient" in meta["kernel"]
     problem = load("routing", **params)
     reduction = gdln.reduce(problem, b0=0.3, route="contexts", lump="none")
     simulated = gdln.simulate(
@@ -137,7 +137,7 @@ def test_the_summary_and_the_csv_name_the_kernel(
     xor = str(GRAPHS / "xor.yaml")
     code, out, err = run_cli(["solve", xor, "--param=hidden=2", "--kernel"], capsys)
     assert code == 0, err
-    assert "kernel distance S = " in out and "similarity of 4 hidden nodes" in out
+    assert "kernel distance S(t): largest " in out and "similarity of 4 hidden nodes" in out
     table = tmp_path / "xor.csv"
     args = ["solve", xor, "--param=hidden=2", "--kernel", "--points", "3", "-o", str(table)]
     code, _, err = run_cli(args, capsys)
@@ -187,3 +187,102 @@ def test_added_to_refuses_other_times() -> None:
     kernels = gdln.trajectory_kernels(reduction, gdln.solve(reduction, t_max=1.0, points=3))
     with pytest.raises(ValueError, match=r"the kernels are at 3 times, the trajectory at 2"):
         kernels.added_to(gdln.solve(reduction, t_max=1.0, points=2))
+
+
+def test_the_summary_gives_the_largest_distance_and_when_and_no_label(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """From a λ-balanced start far from the task the kernel turns and partly returns; the
+    summary gives the largest S(t), when, and the last value, and never calls a run lazy
+    or rich from its last value alone."""
+    problem = load("xor", hidden=1)
+    start = gdln.balanced_weights(problem, lam=1.0, scale=0.3, seed=2)
+    trajectory = gdln.solve_balanced(problem, start, t_max=6.0, points=21)
+    kernels = gdln.trajectory_kernels(problem, trajectory)
+    S = kernels.distance
+    k = int(np.argmax(S))
+    assert 0 < k < len(S) - 1 and S[-1] < S[k] / 10  # it peaked and came back
+    np.testing.assert_allclose(kernels.largest_distance, (S[k], trajectory.t[k]))
+    args = ["solve", str(GRAPHS / "xor.yaml"), "--param=hidden=1", "--kernel", "--points", "21"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if "kernel distance" in x)
+    assert "largest " in line and " at t = " in line
+    assert "lazy" not in out and "rich" not in out
+
+
+def test_the_kernel_distance_is_never_negative(capsys: pytest.CaptureFixture[str]) -> None:
+    """XoR from decoupled weights: each pathway's kernel keeps its direction, so S(t) is 0
+    up to rounding, which 1 - cos turned into -2.2e-16 at t_max."""
+    args = [str(GRAPHS / "xor.yaml"), "--param=hidden=2", "--b0", "0.1", "--t-max", "40"]
+    payload = _solved(args, capsys)
+    variables = payload["variables"]
+    assert isinstance(variables, dict)
+    S = np.asarray(variables["kernel_distance"])
+    assert (
+        S.min() >= 0.0 and S.max() == 0.0
+    )  # within rounding (gdln.balanced._kernel_series.ROUNDING)
+
+
+def test_trajectory_kernels_takes_a_balanced_solution_with_its_problem() -> None:
+    """solve_balanced and solve_from_weights give one route, "lambda-balanced"."""
+    problem = load("xor", hidden=1)
+    start = gdln.balanced_weights(problem, lam=1.0, scale=0.3, seed=2)
+    direct = gdln.solve_balanced(problem, start, t_max=6.0, points=5)
+    given = gdln.solve_from_weights(problem, start, t_max=6.0, points=5)
+    assert direct.meta["route"] == given.meta["route"] == "lambda-balanced"
+    one = gdln.trajectory_kernels(problem, direct)
+    other = gdln.trajectory_kernels(problem, given)
+    np.testing.assert_array_equal(one.distance, other.distance)
+    np.testing.assert_array_equal(one.ntk[-1], gdln.balanced_kernels(problem, direct).ntk[-1])
+
+
+TIGHT = {"method": "dop853", "rtol": 1e-13, "atol": 1e-15}
+
+
+@pytest.mark.parametrize("same_modes", [True, False], ids=["tied", "solved-again"])
+def test_the_quotient_route_keeps_the_tolerance_of_the_solve(
+    same_modes: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Solved at rtol 1e-13 on the quotient, the kernel is the contexts route's at that
+    tolerance (1e-11), whether the quotient's variables give every edge's value or the
+    whole network is solved again (where the quotient's modes are not the whole
+    network's); before, the solve again took rtol 1e-10 and the kernel was 2.5e-8 off."""
+    import gdln.balanced._kernel_route as route
+
+    monkeypatch.setattr(route, "_same_modes", lambda quotient, whole: same_modes)
+    problem = load("routing", M=3, K=2, hidden=4)
+    quotient = gdln.solution.dynamics_of(problem, b0=0.05)
+    assert quotient.route.startswith("symmetry quotient")
+    kernels = gdln.trajectory_kernels(quotient, gdln.solve(quotient, t_max=30, points=7, **TIGHT))
+    assert ("solved again" in kernels.origin) is not same_modes
+    contexts = gdln.reduce(problem, b0=0.05, route="contexts", lump="none")
+    reference = gdln.trajectory_kernels(contexts, gdln.solve(contexts, t_max=30, points=7, **TIGHT))
+    for k in range(7):
+        got, ref = kernels.ntk.live(k), reference.ntk.live(k)
+        assert np.abs(got - ref).max() <= 1e-11 * np.abs(ref).max()
+    np.testing.assert_allclose(kernels.distance, reference.distance, rtol=0, atol=1e-13)
+
+
+def test_a_kernel_beyond_the_limit_is_one_line_naming_the_limit_and_a_step(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GDLN_MAX_BATCH_ELEMENTS", "2000")
+    args = ["solve", str(GRAPHS / "routing.yaml"), "--param=M=3", "--param=K=2", "--kernel"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and len(err) <= 300
+    assert "the tangent kernel on 24 examples (168 rows that can be nonzero) holds" in err
+    assert "GDLN_MAX_BATCH_ELEMENTS=N" in err and "fewer examples" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("M", [7, 20])
+def test_the_readme_routing_network_has_its_kernel_within_the_default_limits(
+    M: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """M = 7, K = 4, hidden 64 (112 examples, 49 outputs), 201 times: the kernel over
+    every output would be 30 million numbers per time; refused before at any --points."""
+    args = ["solve", str(GRAPHS / "routing.yaml"), f"--param=M={M}", "--kernel"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert "201 points" in out and "kernel distance S(t): largest " in out

@@ -22,6 +22,9 @@ from torch.func import jacrev
 
 import gdln
 from gdln.balanced import BalancedSpecError, TrajectoryKernels, balanced_kernels
+from gdln.balanced._kernel_blocks import BlockKernel
+from gdln.graphfile import Limits
+from gdln.graphfile._limits import use_limits
 
 
 def torch_ntk(
@@ -261,19 +264,42 @@ def test_a_hidden_node_with_another_in_edge_has_no_representation(tmp_path: Path
         balanced_kernels(problem, trajectory)
 
 
-def test_too_many_kernel_entries_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gdln.balanced._trajectory_kernel as module
+def test_a_kernel_beyond_the_limit_is_refused_naming_its_rows() -> None:
+    """The check counts what the method holds at one time (here the factors of the
+    kernel's terms), not the (T, n*O, n*O) of every time."""
+    problem = load("routing", M=3, K=2, hidden=4)
+    reduction = gdln.reduce(problem, b0=0.1, route="contexts")
+    trajectory = gdln.solve(reduction, t_max=1.0, points=3)
+    with (
+        use_limits(Limits(batch_elements=2000)),
+        pytest.raises(
+            gdln.GdlnError,
+            match=r"the tangent kernel on 24 examples \(168 rows that can be nonzero\) holds "
+            r"\d+ numbers at a time exceeds the limit batch_elements=2000 \(raise it: "
+            r"GDLN_MAX_BATCH_ELEMENTS=N\); or take a task with fewer examples",
+        ),
+    ):
+        gdln.decoupled_kernels(reduction, trajectory)
 
+
+def test_representations_beyond_the_limit_name_the_times_that_fit() -> None:
     problem = load("xor", hidden=1)
     trajectory = gdln.solve_balanced(
         problem, gdln.balanced_weights(problem, lam=0.0), t_max=1.0, points=11
     )
-    monkeypatch.setattr(module, "MAX_KERNEL_ENTRIES", 100)
-    with pytest.raises(
-        gdln.GdlnError,
-        match=r"the kernels at 11 times on 4 examples would hold 880 numbers, more than 100",
+    kernels = balanced_kernels(problem, trajectory)  # 4 pathways, 4 examples: 64 per time
+    with (
+        use_limits(Limits(batch_elements=300)),
+        pytest.raises(
+            gdln.GdlnError,
+            match=r"hidden node\(s\) at 11 times = 704 numbers exceeds the limit "
+            r"batch_elements=300 .*; record at most 4 times \(--points\)",
+        ),
     ):
-        balanced_kernels(problem, trajectory)
+        kernels.added_to(trajectory)
+    tight = use_limits(Limits(batch_elements=100))
+    with tight, pytest.raises(gdln.GdlnError, match=r"11 times of 4x4 = 176 numbers exceeds"):
+        np.asarray(kernels.ntk)
 
 
 def test_a_reduction_on_the_symmetry_quotient_is_refused() -> None:
@@ -282,3 +308,138 @@ def test_a_reduction_on_the_symmetry_quotient_is_refused() -> None:
     trajectory = gdln.solve(reduction, t_max=1.0, points=2)
     with pytest.raises(gdln.GdlnError, match=r"symmetry quotient"):
         gdln.decoupled_kernels(reduction, trajectory)
+
+
+# A gated edge beside gated nodes (crosspath with its skip edge x->y gated), and a residual
+# block: fixed skip and merge edges join h0, r and h1 (one basis of Eq. 9), r and the edge
+# into it gated; its hidden nodes are wider (5) than its modes (3).
+GATED = """\
+nodes: [{id: x, size: 3}, {id: a, size: 4, gated: true}, {id: b, size: 5, gated: true},
+        {id: y, size: 2}]
+edges: [{source: x, target: a}, {source: x, target: b}, {source: a, target: y},
+        {source: b, target: y}, {source: x, target: y, gated: true}]
+task:
+  examples:
+    - {inputs: {x: [1, 1, 0]},  targets: {y: [2, 0]}, active: [a, b, "x->y"]}
+    - {inputs: {x: [1, -1, 0]}, targets: {y: [0, 1]}, active: [a]}
+    - {inputs: {x: [0, 0, 1]},  targets: {y: [0, 0]}, active: [b, "x->y"]}
+"""
+RESIDUAL = """\
+nodes: [{id: x, size: 3}, {id: h0, size: 5}, {id: r, size: 5, gated: true},
+        {id: h1, size: 5}, {id: y, size: 3}]
+edges: [{source: x, target: h0}, {source: h0, target: h1, fixed: 1},
+        {source: h0, target: r, gated: true}, {source: r, target: h1, fixed: 0.5},
+        {source: h1, target: y}]
+task:
+  examples:
+    - {inputs: {x: [1, 0, 0]}, targets: {y: [2, 0, 0]}, active: [r, "h0->r"]}
+    - {inputs: {x: [0, 1, 0]}, targets: {y: [0, 1, 0]}, active: [r]}
+    - {inputs: {x: [0, 0, 1]}, targets: {y: [0, 0, 3]}, active: ["h0->r"]}
+"""
+
+
+def _from_file(folder: Path, name: str, text: str) -> gdln.Problem:
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return gdln.load(path)
+
+
+def _simulated(
+    problem: gdln.Problem, reduction: gdln.Reduction
+) -> tuple[gdln.Trajectory, list[dict[tuple[str, str], np.ndarray]]]:
+    """The reduced GD map from b = 0.3 (3 times over 100 steps), and the weights that
+    gdln.simulate trains from the decoupled start (the map is exact there)."""
+    theory = gdln.solve(reduction, t_max=5.0, dynamics="gd-map", lr=0.05, points=3)
+    simulated = gdln.simulate(
+        problem.graph,
+        problem.examples(),
+        steps=100,
+        lr=0.05,
+        init_scheme="given",
+        weights=reduction.decoupled_weights(seed=1),
+        settings=gdln.SimulationSettings(record_every=50, record_weights=True),
+    )
+    np.testing.assert_allclose(simulated.t, theory.t)
+    graph = problem.graph
+    at = []
+    for k in range(3):
+        weights = {}
+        for e in graph.edges:
+            fixed = graph.edges[e].get("fixed")
+            size = (graph.nodes[e[1]]["size"], graph.nodes[e[0]]["size"])
+            weights[e] = (
+                float(fixed) * np.eye(*size)
+                if fixed is not None
+                else np.asarray(simulated.weights(e)[k, 0])
+            )
+        at.append(weights)
+    return theory, at
+
+
+ROUTES = ["quotient", "gated", "residual", "matrix", "balanced"]
+
+
+@pytest.mark.parametrize("factored", [True, False], ids=["factored", "dense"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_the_kernel_at_three_times_equals_torch_func_of_the_rebuilt_network(
+    route: str, factored: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """trajectory_kernels on each route against torch.func's NTK of the full network at
+    three times: routing on the symmetry quotient (hidden 6 > its 4 modes), gated nodes
+    and a gated edge, a residual block of fixed edges (contexts route), the full-matrix
+    route, and a λ-balanced solution (the problem passed, as for any λ-balanced
+    trajectory). S(t) by either way (the terms' factors, or the kernels assembled)."""
+    monkeypatch.setattr(BlockKernel, "factored", lambda self: factored)
+    if route == "quotient":
+        problem = load("routing", M=3, K=2, hidden=6)
+        reduction = gdln.solution.dynamics_of(problem, b0=0.3)
+        assert reduction.route.startswith("symmetry quotient")
+        trajectory, weights_at = _simulated(problem, reduction)
+        kernels = gdln.trajectory_kernels(reduction, trajectory)
+    elif route in ("gated", "residual"):
+        problem = _from_file(tmp_path, route, GATED if route == "gated" else RESIDUAL)
+        reduction = gdln.reduce(problem, b0=0.3, route="contexts")
+        trajectory, weights_at = _simulated(problem, reduction)
+        kernels = gdln.trajectory_kernels(reduction, trajectory)
+    elif route == "matrix":
+        problem = _from_file(tmp_path, "gated", GATED)
+        trajectory = gdln.solve(problem, route="matrix", t_max=8.0, points=3, b0=0.3)
+        weights_at = [{e: trajectory.weights(e)[k] for e in problem.graph.edges} for k in range(3)]
+        kernels = gdln.trajectory_kernels(problem, trajectory)
+    else:
+        problem = dense_problem(tmp_path, 3, 3, 5)  # five output units
+        start = gdln.balanced_weights(problem, lam=1.0, scale=0.1, seed=2)
+        trajectory = gdln.solve_balanced(problem, start, t_max=10.0, points=3)
+        flow = full_flow(problem, start, trajectory.t)
+        weights_at = [
+            {e: flow[e][k] if e in flow else start[e] for e in problem.graph.edges}
+            for k in range(3)
+        ]
+        kernels = gdln.trajectory_kernels(problem, trajectory)
+    examples = problem.examples()
+    reference = []
+    for k, weights in enumerate(weights_at):
+        ntk, acts = torch_ntk(problem.graph, examples, weights)
+        reference.append(ntk)
+        assert _relative(kernels.ntk[k], ntk) <= 1e-10
+        for node, rep in kernels.representations.items():
+            assert _relative(rep[k], acts[node] @ acts[node].T) <= 1e-10
+    flat = np.array([K.ravel() for K in reference])
+    S = 1 - flat @ flat[0] / (np.linalg.norm(flat, axis=1) * np.linalg.norm(flat[0]))
+    assert S[-1] > 1e-3  # the kernel moved
+    np.testing.assert_allclose(kernels.distance, np.clip(S, 0, 1), rtol=1e-10, atol=1e-13)
+
+
+def test_routing_rows_are_the_outputs_each_example_reaches() -> None:
+    """An example of routing reaches one output domain: 7 of the M*7 output units."""
+    problem = load("routing", M=4, K=2, hidden=8)
+    reduction = gdln.solution.dynamics_of(problem, b0=0.1)
+    kernels = gdln.trajectory_kernels(reduction, gdln.solve(reduction, t_max=1.0, points=2))
+    n = len(problem.examples().weights)
+    assert kernels.ntk.shape == (2, n * 28, n * 28) and len(kernels.ntk.rows) == n * 7
+    whole = kernels.ntk[1]
+    rest = np.setdiff1d(np.arange(n * 28), kernels.ntk.rows)
+    assert np.all(whole[rest] == 0) and np.all(whole[:, rest] == 0)
+    np.testing.assert_array_equal(
+        whole[np.ix_(kernels.ntk.rows, kernels.ntk.rows)], kernels.ntk.live(1)
+    )

@@ -3,11 +3,12 @@ from ._errors import NotBalancedError as NotBalancedError
 from ._given import read_weight_file as read_weight_file
 from ._given import solve_from_weights as solve_from_weights
 from ._kernel_route import trajectory_kernels as trajectory_kernels
+from ._kernel_series import KernelSeries as KernelSeries
+from ._kernel_series import TrajectoryKernels as TrajectoryKernels
 from ._pathways import Pathway as Pathway
 from ._pathways import balanced_pathways as balanced_pathways
 from ._solve import solve_balanced as solve_balanced
 from ._start import balanced_weights as balanced_weights
-from ._trajectory_kernel import TrajectoryKernels as TrajectoryKernels
 from ._trajectory_kernel import balanced_kernels as balanced_kernels
 from ._trajectory_kernel import decoupled_kernels as decoupled_kernels
 from ._trajectory_kernel import weights_along as weights_along

@@ -163,8 +163,7 @@ def solve_from_weights(
         except (BalancedSpecError, NotBalancedError) as err:
             why = str(err)
         else:
-            meta = {**trajectory.meta, "route": "lambda-balanced", "weight_decay": 0.0}
-            return Trajectory(trajectory.t, trajectory.loss, trajectory.series, meta)
+            return trajectory  # meta["route"] == "lambda-balanced"
     try:
         full = solve_full(
             problem,

@@ -4,17 +4,20 @@ What ``gdln solve FILE --kernel`` computes. A trajectory says how it was solved 
 ``meta["route"]``, and each route gives the weights, or the products of them the kernel
 needs, its own way:
 
-* ``"lambda-balanced"`` (:func:`gdln.solve_from_weights`, :func:`gdln.solve_balanced`):
+* ``"lambda-balanced"`` (:func:`gdln.solve_balanced`, and :func:`gdln.solve_from_weights`
+  where it takes the closed form):
   the representations $W_1^\top W_1(t)$, $W_2W_2^\top(t)$ of each pathway
   (:func:`~gdln.balanced.balanced_kernels`; Braun et al. 2022, Dominé et al. 2025);
 * ``"matrix"`` (the full-matrix flow of Eqs. (3)-(4) of Saxe, Sodhani & Lewallen 2022):
   the recorded weights ``W[<edge>]`` themselves;
 * a reduced route (:func:`gdln.solve` of a :class:`~gdln.Reduction`): the decoupled
   weights $W_e(t) = R_{t(e)}B_e(t)R_{s(e)}^\top$ of Eq. (9)
-  (:func:`~gdln.balanced.decoupled_kernels`). On the symmetry quotient the reduced
-  variables are those of one context per orbit, so the whole network's reduction (every
-  context, the same $b(0)$ and weight decay; exact, since tying by symmetry is exact for
-  the flow and the map) is solved again at the same times, and ``origin`` says so;
+  (:func:`~gdln.balanced.decoupled_kernels`). On the symmetry quotient each variable
+  stands for every edge of its orbit (tying by symmetry is exact for the flow and the
+  map), so the whole network's bases (:attr:`gdln.Reduction.whole`) take the solved
+  values as they are; only where the quotient's modes are not the whole network's, index
+  for index, is the whole network's reduction (every context, the same $b(0)$ and weight
+  decay) solved again at the same times with the same tolerances, and ``origin`` says so;
 * the moment route has no bases per mode, so no weights: refused.
 """
 
@@ -30,17 +33,18 @@ from ..reduction._moments import ExpectedDynamics
 from ..reduction._system import Reduction
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
+from ._kernel_series import TrajectoryKernels
+from ._solve import BALANCED_ROUTE
 from ._trajectory_kernel import (
-    TrajectoryKernels,
     balanced_kernels,
     decoupled_kernels,
     kernels_of_weights,
+    mode_values,
+    reduced_kernels,
 )
 
 __all__ = ["trajectory_kernels"]
 
-BALANCED_ROUTE = "lambda-balanced"
-"""``meta["route"]`` of a closed-form λ-balanced solution (:func:`gdln.solve_from_weights`)."""
 MATRIX_ROUTE = "matrix"
 """``meta["route"]`` of the full-matrix flow (:func:`gdln.solve`, ``route="matrix"``)."""
 
@@ -54,7 +58,8 @@ def trajectory_kernels(
     ----------
     model
         What was solved: the :class:`~gdln.Problem` of a λ-balanced or full-matrix
-        trajectory (:func:`gdln.solve_from_weights`, ``gdln.solve(route="matrix")``), or
+        trajectory (:func:`gdln.solve_balanced`, :func:`gdln.solve_from_weights`,
+        ``gdln.solve(route="matrix")``), or
         the reduction :func:`gdln.solve` solved for a reduced one
         (:func:`gdln.solution.dynamics_of` gives it from a problem).
     trajectory
@@ -67,7 +72,7 @@ def trajectory_kernels(
     -------
     TrajectoryKernels
         At every time of ``trajectory``: the NTK over the trained edges on the task's
-        examples, $S(t)$ (:attr:`~gdln.TrajectoryKernels.distance`) and $h_v^\top h_v$ of
+        examples (each time's computed when asked for), $S(t)$ (:attr:`~gdln.TrajectoryKernels.distance`) and $h_v^\top h_v$ of
         each hidden node; ``origin`` says how they were obtained, and
         :meth:`~gdln.TrajectoryKernels.added_to` records them in the trajectory.
 
@@ -79,7 +84,7 @@ def trajectory_kernels(
         problem instead of its reduction, a reduction that keeps parameters as symbols;
         or, as for :func:`~gdln.balanced.decoupled_kernels` and
         :func:`~gdln.balanced.balanced_kernels`, random gates, a trajectory that does not
-        belong to ``model``, or kernels too large to hold.
+        belong to ``model``, or one time's kernel beyond the limit ``batch_elements``.
 
     References
     ----------
@@ -118,20 +123,36 @@ def trajectory_kernels(
     if model.whole is model:
         return decoupled_kernels(model, trajectory, seed=seed)
     whole = _whole(model, route)
-    again = _solved_again(whole, trajectory)
-    kernels = decoupled_kernels(whole, again, seed=seed)
-    origin = (
-        "the decoupled weights of Eq. (9), on the contexts route: the symmetry quotient has "
-        "one context per orbit, so the whole network's reduction was solved again at the "
-        "same times"
-    )
-    return TrajectoryKernels(
-        t=trajectory.t,
-        ntk=kernels.ntk,
-        representations=kernels.representations,
-        outputs=kernels.outputs,
-        origin=origin,
-    )
+    if _same_modes(model, whole):
+        origin = (
+            "the decoupled weights of Eq. (9) of every edge, each at the value of its orbit's "
+            "variable on the symmetry quotient (tying by symmetry is exact)"
+        )
+        values = mode_values(model, trajectory)
+    else:
+        origin = (
+            "the decoupled weights of Eq. (9), on the contexts route: the whole network's "
+            "reduction solved again at the same times, with the same tolerances"
+        )
+        values = mode_values(whole, _solved_again(whole, trajectory))
+    return reduced_kernels(whole, values, trajectory.t, seed=seed, origin=origin)
+
+
+def _same_modes(quotient: Reduction, whole: Reduction) -> bool:
+    """Whether the quotient's modes are the whole network's, index for index, so that
+    each variable of the quotient gives $b_e^\alpha$ of every edge of its orbit."""
+    if len(quotient.modes) != len(whole.modes):
+        return False
+    for mine, theirs in zip(quotient.modes, whole.modes, strict=True):
+        if len(mine.vectors) != len(theirs.vectors):
+            return False
+        for a, b in zip(mine.vectors, theirs.vectors, strict=True):
+            if set(a) != set(b) or any(
+                np.shape(a[k]) != np.shape(b[k]) or not np.allclose(a[k], b[k], rtol=0, atol=1e-12)
+                for k in a
+            ):
+                return False
+    return True
 
 
 def _whole(reduction: Reduction, route: str) -> Reduction:
@@ -153,6 +174,7 @@ def _solved_again(whole: Reduction, trajectory: Trajectory) -> Trajectory:
         settings.update(dynamics="gd-map", lr=meta.get("lr"))
     else:
         settings.update(dynamics="flow", method=meta.get("ode_method") or None)
+        settings.update({k: float(meta[k]) for k in ("rtol", "atol") if k in meta})
     return solve(whole, **settings)
 
 

@@ -24,7 +24,11 @@ from ._pathways import context_losses, prepare
 from ._riccati import riccati_solution
 from ._weights import BALANCE_RTOL, balance_of, pathway_weights, read_weights, require_balanced
 
-__all__ = ["SERIES", "solve_balanced"]
+__all__ = ["BALANCED_ROUTE", "SERIES", "solve_balanced"]
+
+BALANCED_ROUTE = "lambda-balanced"
+"""``meta["route"]`` of the closed-form λ-balanced solution (what
+:func:`gdln.trajectory_kernels` reads to take its representations)."""
 
 SERIES = ("W2W1", "W1TW1", "W2W2T")
 """The series :func:`solve_balanced` records per pathway, as ``"<name>/<pathway>"``:
@@ -73,8 +77,10 @@ def solve_balanced(
         ``t``, ``loss`` (Eq. 1) and series per pathway ``"W2W1/<pathway>"``,
         ``"W1TW1/<pathway>"`` and ``"W2W2T/<pathway>"`` (:data:`SERIES`; input and
         output sides in the nodes' own coordinates), and ``"context_loss"``
-        ``(T, contexts)``; ``meta`` holds ``"lambda"`` (pathway -> $\lambda$),
-        ``"pathways"`` (pathway -> its two edges) and ``"context_labels"``.
+        ``(T, contexts)``; ``meta`` holds ``"route"`` (``"lambda-balanced"``, as
+        :func:`~gdln.balanced.solve_from_weights` returns it too), ``"lambda"``
+        (pathway -> $\lambda$), ``"pathways"`` (pathway -> its two edges) and
+        ``"context_labels"``.
 
     Raises
     ------
@@ -139,6 +145,8 @@ def solve_balanced(
     meta = {
         "source": problem.source,
         "params": {k: str(v) for k, v in problem.params.items()},
+        "route": BALANCED_ROUTE,
+        "weight_decay": 0.0,
         "method": "lambda-balanced",
         "time_unit": "tau",
         "lambda": lambdas,

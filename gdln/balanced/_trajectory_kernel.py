@@ -22,17 +22,19 @@ over the trained edges is
 $$K\big((a,i),(b,j)\big) = \sum_e g_e(a)g_e(b)\,[J_{t(e)}(x_a)J_{t(e)}(x_b)^\top]_{ij}\,
 h_{s(e)}(x_a)^\top h_{s(e)}(x_b).$$
 
-The kernel distance is $S(t) = 1 - \langle K_0, K_t\rangle_F/(\lVert K_0\rVert_F
-\lVert K_t\rVert_F)$ (Fort et al. 2020; Kunin et al. 2024, "Get rich quick"), 0 while the
-network is lazy. The representational similarity of node $v$ is the Gram matrix
-$h_v(x_a)^\top h_v(x_b)$ over the examples (Fig. 4g; ``"rsm/<node>"`` of
-:func:`gdln.simulate`).
+(computed without the Jacobian, on the rows that can be nonzero, by
+:class:`~gdln.balanced._network_kernel.NetworkKernel`). The kernel distance is
+$S(t) = 1 - \langle K_0, K_t\rangle_F/(\lVert K_0\rVert_F\lVert K_t\rVert_F)$ (Fort et
+al. 2020; Kunin et al. 2024, "Get rich quick"), 0 while the kernel keeps its direction. The
+representational similarity of node $v$ is the Gram matrix $h_v(x_a)^\top h_v(x_b)$ over
+the examples (Fig. 4g; ``"rsm/<node>"`` of :func:`gdln.simulate`). Each time's kernel and
+Gram matrices are computed when asked for (:class:`~gdln.balanced.KernelSeries`), and
+$S(t)$ in one pass holding two kernels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import networkx as nx
@@ -40,147 +42,19 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from .._html import html_table
+from ..graphfile._limits import current_limits
 from ..reduction._system import Reduction
-from ..solution._trajectory import KERNEL_DISTANCE, Trajectory, node_key, pathway_key
+from ..solution._bounds import beyond
+from ..solution._trajectory import Trajectory, pathway_key
 from ..task._examples import ExampleSet
 from ..task._problem import Problem
 from ._errors import BalancedSpecError
+from ._kernel_blocks import Block, BlockKernel, Values
+from ._kernel_series import KernelSeries, TrajectoryKernels
+from ._network_kernel import NetworkKernel
 from ._pathways import Pathway, prepare
 
-__all__ = ["TrajectoryKernels", "balanced_kernels", "decoupled_kernels", "weights_along"]
-
-MAX_KERNEL_ENTRIES = 50_000_000
-"""Most numbers (kernels and representations over all times) one call returns (400 MB)."""
-
-
-@dataclass(frozen=True)
-class TrajectoryKernels:
-    r"""The neural tangent kernel and hidden representations at each time of a trajectory.
-
-    Parameters
-    ----------
-    t
-        ``(T,)`` times, in units of $\tau$.
-    ntk
-        ``(T, n*O, n*O)``: $K((a, i), (b, j))$ at row ``a*O + i``, for example ``a`` of
-        the task's examples (:meth:`gdln.Problem.examples`) and output unit ``i`` of the
-        outputs listed in ``outputs``, stacked in that order.
-    representations
-        Hidden node -> ``(T, n, n)``, $h_v(x_a)^\top h_v(x_b)$.
-    outputs
-        ``(node, size)`` of each output node, in the order of the output axis.
-    origin
-        How they were obtained, in words (recorded as ``meta["kernel"]`` by
-        :meth:`added_to`).
-
-    Raises
-    ------
-    ValueError
-        The shapes disagree.
-
-    References
-    ----------
-    Jacot, Gabriel & Hongler (2018) (the NTK); Saxe, Sodhani & Lewallen (2022), Fig. 4g
-    (representational similarity); Kunin et al. (2024), "Get rich quick" (kernel distance).
-    """
-
-    t: np.ndarray
-    ntk: np.ndarray
-    representations: Mapping[str, np.ndarray] = field(default_factory=dict)
-    outputs: tuple[tuple[str, int], ...] = ()
-    origin: str = ""
-
-    def __post_init__(self) -> None:
-        t = np.asarray(self.t, dtype=float)
-        ntk = np.asarray(self.ntk, dtype=float)
-        object.__setattr__(self, "t", t)
-        object.__setattr__(self, "ntk", ntk)
-        if ntk.ndim != 3 or ntk.shape[0] != len(t) or ntk.shape[1] != ntk.shape[2]:
-            raise ValueError(f"ntk must be (T={len(t)}, N, N), got {ntk.shape}")
-        size = sum(k for _, k in self.outputs)
-        if self.outputs and ntk.shape[1] % size:
-            raise ValueError(f"ntk side {ntk.shape[1]} is not a multiple of {size} outputs")
-        for node, rep in self.representations.items():
-            if np.shape(rep)[0] != len(t):
-                raise ValueError(f"representation {node!r} has {len(rep)} rows for {len(t)} times")
-
-    def __repr__(self) -> str:
-        nodes = ", ".join(self.representations)
-        return (
-            f"TrajectoryKernels(t=<{len(self.t)} times>, ntk=<{self.ntk.shape[1]}x"
-            f"{self.ntk.shape[2]}>, representations=[{nodes}])"
-        )
-
-    def _repr_html_(self) -> str:
-        """The kernels' sizes, the kernel distance $S(t)$ at a few times, and the
-        representations, as a table for Jupyter."""
-        shown = np.unique(np.linspace(0, len(self.t) - 1, min(len(self.t), 6)).round().astype(int))
-        distance = self.distance
-        rows = [[f"{self.t[i]:.4g}", f"{distance[i]:.4g}"] for i in shown]
-        caption = (
-            f"NTK {self.ntk.shape[1]}x{self.ntk.shape[2]} over {len(self.t)} times"
-            + (
-                f"; outputs {', '.join(f'{n} ({k})' for n, k in self.outputs)}"
-                if self.outputs
-                else ""
-            )
-            + (
-                f"; representations at {', '.join(self.representations)}"
-                if self.representations
-                else ""
-            )
-            + (f"; {self.origin}" if self.origin else "")
-        )
-        return html_table(["t / tau", "kernel distance S(t)"], rows, caption=caption)
-
-    @property
-    def distance(self) -> np.ndarray:
-        r"""$S(t) = 1 - \langle K_0,K_t\rangle_F/(\lVert K_0\rVert_F\lVert K_t\rVert_F)$, ``(T,)``.
-
-        $K_0$ is the kernel at the first time; $S = 0$ where either kernel is zero.
-        """
-        flat = self.ntk.reshape(len(self.t), -1)
-        norms = np.linalg.norm(flat, axis=1)
-        inner = flat @ flat[0]
-        denominator = norms * norms[0]
-        cosine = np.divide(inner, denominator, out=np.ones_like(inner), where=denominator > 0)
-        return 1.0 - cosine
-
-    def added_to(self, trajectory: Trajectory) -> Trajectory:
-        r"""``trajectory`` with the kernel distance and the representations as series.
-
-        Parameters
-        ----------
-        trajectory
-            The trajectory these kernels were computed along (the same times).
-
-        Returns
-        -------
-        Trajectory
-            Its series plus ``kernel_distance`` $S(t)$ ``(T,)``
-            (:meth:`gdln.Trajectory.kernel_distance`) and each hidden node's
-            $h_v(x_a)^\top h_v(x_b)$ ``(T, n, n)`` (:meth:`gdln.Trajectory.rsm`);
-            ``meta["kernel"]`` says how they were obtained, ``meta["kernel_examples"]``
-            how many examples they run over.
-
-        Raises
-        ------
-        ValueError
-            The trajectory's times are not these kernels'.
-        """
-        if len(trajectory.t) != len(self.t) or not np.allclose(trajectory.t, self.t):
-            raise ValueError(
-                f"the kernels are at {len(self.t)} times, the trajectory at "
-                f"{len(trajectory.t)} other ones"
-            )
-        series = dict(trajectory.series)
-        series[KERNEL_DISTANCE] = self.distance
-        for node, rep in self.representations.items():
-            series[node_key("rsm", node)] = np.asarray(rep, dtype=float)
-        meta = {**trajectory.meta, "kernel": self.origin}
-        meta["kernel_examples"] = int(self.ntk.shape[1] // max(1, sum(k for _, k in self.outputs)))
-        return Trajectory(trajectory.t, trajectory.loss, series, meta)
+__all__ = ["balanced_kernels", "decoupled_kernels", "weights_along"]
 
 
 def weights_along(
@@ -217,19 +91,10 @@ def weights_along(
     ----------
     Saxe, Sodhani & Lewallen (2022), Eq. (9).
     """
-    if not isinstance(reduction, Reduction):
-        raise GdlnError(
-            f"weights_along: expected a Reduction from gdln.reduce, got {type(reduction).__name__}"
-        )
-    if reduction.whole is not reduction:  # its modes are the representatives' only
-        raise GdlnError(
-            f"{reduction.problem.source}: this reduction was derived on the symmetry quotient "
-            "(one context per orbit); reduce with route='contexts' for the weights of every "
-            "edge along the trajectory"
-        )
+    _require_whole(reduction)
     graph = reduction.problem.graph
     T = len(trajectory.t)
-    values = _mode_values(reduction, trajectory)
+    values = mode_values(reduction, trajectory)
     out: dict[Edge, np.ndarray] = {}
     for e in graph.edges:
         shape = (int(graph.nodes[e[1]]["size"]), int(graph.nodes[e[0]]["size"]))
@@ -251,7 +116,21 @@ def weights_along(
     return out
 
 
-def _mode_values(reduction: Reduction, trajectory: Trajectory) -> dict[tuple[Edge, int], Any]:
+def _require_whole(reduction: Reduction) -> None:
+    """Refuse what is not a reduction of the whole network (Eq. 9 needs every edge's bases)."""
+    if not isinstance(reduction, Reduction):
+        raise GdlnError(
+            f"weights_along: expected a Reduction from gdln.reduce, got {type(reduction).__name__}"
+        )
+    if reduction.whole is not reduction:  # its modes are the representatives' only
+        raise GdlnError(
+            f"{reduction.problem.source}: this reduction was derived on the symmetry quotient "
+            "(one context per orbit); reduce with route='contexts' for the weights of every "
+            "edge along the trajectory"
+        )
+
+
+def mode_values(reduction: Reduction, trajectory: Trajectory) -> dict[tuple[Edge, int], Any]:
     """``(edge, mode)`` -> $b_e^\\alpha(t)$ ``(T,)``, from the series :func:`gdln.solve` writes
     (variable name, with ``@k`` after it when the reduction has several systems)."""
     out = {}
@@ -277,6 +156,11 @@ def decoupled_kernels(
 ) -> TrajectoryKernels:
     r"""The NTK and hidden representations along a reduced trajectory, from the theory alone.
 
+    The weights of Eq. (9), $W_e(t) = R_{t(e)}B_e(t)R_{s(e)}^\top$, map each hidden node's
+    span of mode vectors (with what fixed edges carry into it) to the next, so the kernel
+    and the Gram matrices are computed in those coordinates: the cost grows with the
+    number of modes, not with the width (:mod:`gdln.balanced._network_kernel`).
+
     Parameters
     ----------
     reduction
@@ -297,95 +181,186 @@ def decoupled_kernels(
     ------
     GdlnError
         The reduction was derived on the symmetry quotient, the trajectory does not belong
-        to it, the task has random gates, or the kernels would hold more than
-        :data:`MAX_KERNEL_ENTRIES` numbers.
+        to it, the task has random gates, or one time's kernel would hold more numbers
+        than the limit ``batch_elements``.
 
     References
     ----------
     Saxe, Sodhani & Lewallen (2022), Eq. (9) and Sec. 2; Jacot, Gabriel & Hongler (2018).
     """
-    problem = reduction.problem
-    _examples(problem)
-    weights = weights_along(reduction, trajectory, seed=seed)
-    return kernels_of_weights(
-        problem, trajectory.t, weights, origin="the decoupled weights of Eq. (9)"
+    _require_whole(reduction)
+    values = mode_values(reduction, trajectory)
+    return reduced_kernels(
+        reduction, values, trajectory.t, seed=seed, origin="the decoupled weights of Eq. (9)"
     )
+
+
+def reduced_kernels(
+    reduction: Reduction,
+    values: Mapping[tuple[Edge, int], np.ndarray],
+    t: np.ndarray,
+    *,
+    seed: int,
+    origin: str,
+) -> TrajectoryKernels:
+    r""":func:`decoupled_kernels` from $b_e^\alpha(t)$ of every ``(edge, mode)`` of the
+    whole network's ``reduction``, at the times ``t``."""
+    _require_whole(reduction)
+    problem = reduction.problem
+    examples = _examples(problem)
+    coordinates = _mode_coordinates(reduction, seed)
+    weights = _weights_in(reduction, values, coordinates, seed)
+    engine = NetworkKernel(problem.graph, examples, {v: q.shape[1] for v, q in coordinates.items()})
+    return _along(
+        problem, engine, t, lambda k: {e: w(k) for e, w in weights.items()}, origin=origin
+    )
+
+
+def _mode_coordinates(reduction: Reduction, seed: int) -> dict[Hashable, np.ndarray]:
+    r"""Per hidden node, orthonormal columns $Q_v$ spanning every $h_v(x)$ and every row
+    of $J_v(x)$ under the weights of Eq. (9): the mode vectors of its in-edges (and what a
+    fixed in-edge brings), and of its out-edges (and what a fixed out-edge takes)."""
+    graph = reduction.problem.graph
+    order = list(nx.topological_sort(graph))
+    size = {v: int(graph.nodes[v]["size"]) for v in graph.nodes}
+    hidden = {v for v in graph.nodes if graph.in_degree(v) and graph.out_degree(v)}
+    ends = {
+        e: reduction.edge_bases(e, seed=seed)[:2]
+        for e in graph.edges
+        if "fixed" not in graph.edges[e]
+    }
+    forward: dict[Hashable, np.ndarray] = {}
+    for v in order:
+        if v not in hidden:
+            forward[v] = np.eye(size[v])
+            continue
+        cols = [ends[(s, v)][0] if (s, v) in ends else forward[s] for s in graph.predecessors(v)]
+        forward[v] = _orthonormal(cols, size[v])
+    backward: dict[Hashable, np.ndarray] = {}
+    for v in reversed(order):
+        if v not in hidden:
+            backward[v] = np.eye(size[v])
+            continue
+        cols = [ends[(v, t)][1] if (v, t) in ends else backward[t] for t in graph.successors(v)]
+        backward[v] = _orthonormal(cols, size[v])
+    return {v: _orthonormal([forward[v], backward[v]], size[v]) for v in hidden}
+
+
+def _orthonormal(columns: list[np.ndarray], size: int) -> np.ndarray:
+    """Orthonormal columns spanning those given, ``(size, rank)``."""
+    stacked = np.hstack([np.zeros((size, 0)), *columns])
+    if stacked.shape[1] == 0:
+        return stacked
+    u, s, _ = np.linalg.svd(stacked, full_matrices=False)
+    rank = int(np.sum(s > max(stacked.shape) * np.finfo(float).eps * max(1.0, s[0])))
+    return u[:, :rank]
+
+
+def _weights_in(
+    reduction: Reduction,
+    values: Mapping[tuple[Edge, int], np.ndarray],
+    coordinates: Mapping[Hashable, np.ndarray],
+    seed: int,
+) -> dict[Edge, _EdgeWeight]:
+    r"""Edge -> ``k`` -> $Q_{t}^\top W_e(t_k)Q_{s}$ (Eq. 9; $Q$ the identity at data nodes)."""
+    graph = reduction.problem.graph
+
+    def side(node: Hashable, vectors: np.ndarray) -> np.ndarray:
+        return coordinates[node].T @ vectors if node in coordinates else vectors
+
+    out: dict[Edge, _EdgeWeight] = {}
+    for e in graph.edges:
+        s, t = e
+        if "fixed" in graph.edges[e]:
+            c = float(graph.edges[e]["fixed"])
+            identity = np.eye(int(graph.nodes[t]["size"]), int(graph.nodes[s]["size"]))
+            out[e] = _EdgeWeight(c * side(t, side(s, identity.T).T))
+            continue
+        left, right, slots = reduction.edge_bases(e, seed=seed)
+        missing = [a for a in slots if (e, a) not in values]
+        if missing:
+            raise GdlnError(
+                f"{reduction.problem.source}: edge {edge_name(e)} carries mode {missing[0]}, "
+                "which no reduced system holds"
+            )
+        left, right = side(t, left), side(s, right)
+        if not slots:
+            out[e] = _EdgeWeight(np.zeros((len(left), len(right))))
+            continue
+        b = np.stack([values[(e, a)] for a in slots], axis=1)
+        out[e] = _EdgeWeight(left, b, right)
+    return out
+
+
+class _EdgeWeight:
+    r"""An edge's weight at each time: ``left @ diag(b[k]) @ right.T`` (Eq. 9), or one
+    matrix at every time."""
+
+    def __init__(
+        self, left: np.ndarray, b: np.ndarray | None = None, right: np.ndarray | None = None
+    ) -> None:
+        self.left, self.b, self.right = left, b, right
+
+    def __call__(self, k: int) -> np.ndarray:
+        if self.b is None or self.right is None:
+            return self.left
+        return (self.left * self.b[k]) @ self.right.T
 
 
 def kernels_of_weights(
     problem: Problem, t: np.ndarray, weights: Mapping[Edge, np.ndarray], *, origin: str
 ) -> TrajectoryKernels:
     """The kernels from every edge's weights ``(T, |target|, |source|)`` at the times ``t``."""
-    examples = _examples(problem)
-    graph = problem.graph
-    outputs = _outputs(graph)
-    hidden = [v for v in graph.nodes if graph.in_degree(v) and graph.out_degree(v)]
-    _check_size(problem, len(t), len(examples.weights), outputs, len(hidden))
-    T = len(t)
-    n = len(examples.weights)
-    side = n * sum(k for _, k in outputs)
-    ntk = np.empty((T, side, side))
-    reps = {str(v): np.empty((T, n, n)) for v in hidden}
-    for k in range(T):
-        kernel, acts = network_kernel(graph, examples, {e: w[k] for e, w in weights.items()})
-        ntk[k] = kernel
-        for v in hidden:
-            reps[str(v)][k] = acts[v] @ acts[v].T
-    return TrajectoryKernels(
-        t=t, ntk=ntk, representations=reps, outputs=tuple(outputs), origin=origin
+    engine = NetworkKernel(problem.graph, _examples(problem))
+    return _along(
+        problem, engine, t, lambda k: {e: w[k] for e, w in weights.items()}, origin=origin
     )
 
 
-def network_kernel(
-    graph: nx.DiGraph, examples: ExampleSet, weights: Mapping[Edge, np.ndarray]
-) -> tuple[np.ndarray, dict[Hashable, np.ndarray]]:
-    """The NTK ``(n*O, n*O)`` over the trained edges, and every node's $h_v$ ``(n, |v|)``.
+def _along(
+    problem: Problem,
+    engine: NetworkKernel,
+    t: np.ndarray,
+    weights_at: Callable[[int], Mapping[Edge, np.ndarray]],
+    *,
+    origin: str,
+) -> TrajectoryKernels:
+    """The kernels of ``engine`` at the weights of each time, one time at a time."""
+    check_working(problem, engine.n, len(engine.rows), engine.working_numbers())
+    T = len(t)
 
-    Forward and backward passes of the GDLN of Sec. 2 (module docstring), in numpy.
-    """
-    n = len(examples.weights)
-    order = list(nx.topological_sort(graph))
-    size = {v: int(graph.nodes[v]["size"]) for v in graph.nodes}
-    ones = np.ones(n)
+    def values(k: int) -> list[Values]:
+        return engine.values(weights_at(k))
 
-    def gate(item: Hashable) -> np.ndarray:
-        return np.asarray(examples.gates.get(item, ones), dtype=float)
+    def gram(v: Hashable) -> Callable[[int], np.ndarray]:
+        def at(k: int) -> np.ndarray:
+            h = engine.activations(weights_at(k))[v]
+            return h @ h.T
 
-    acts: dict[Hashable, np.ndarray] = {}
-    for v in order:
-        if graph.in_degree(v) == 0:
-            acts[v] = _input(examples, v, n, size[v])
-            continue
-        u = np.zeros((n, size[v]))
-        for s in graph.predecessors(v):
-            u += gate((s, v))[:, None] * (acts[s] @ weights[(s, v)].T)
-        acts[v] = gate(v)[:, None] * u
-    outputs = _outputs(graph)
-    width = sum(k for _, k in outputs)
-    jac: dict[Hashable, np.ndarray] = {}  # d f / d u_v, (n, O, |v|)
-    offset = 0
-    for v, k in outputs:
-        J = np.zeros((n, width, k))
-        J[:, offset : offset + k, :] = gate(v)[:, None, None] * np.eye(k)
-        jac[v] = J
-        offset += k
-    for v in reversed(order):
-        if v in jac or graph.out_degree(v) == 0 or graph.in_degree(v) == 0:
-            continue
-        back = np.zeros((n, width, size[v]))
-        for t in graph.successors(v):
-            back += gate((v, t))[:, None, None] * (jac[t] @ weights[(v, t)])
-        jac[v] = gate(v)[:, None, None] * back
-    kernel = np.zeros((n, width, n, width))
-    for v in order:
-        trained = [s for s in graph.predecessors(v) if "fixed" not in graph.edges[s, v]]
-        if not trained:
-            continue
-        gram = np.zeros((n, n))
-        for s in trained:
-            gram += _gram(gate((s, v))[:, None] * acts[s])
-        kernel += np.einsum("aik,bjk->aibj", jac[v], jac[v]) * gram[:, None, :, None]
-    return kernel.reshape(n * width, n * width), acts
+        return at
+
+    every = np.arange(engine.n)
+    return TrajectoryKernels(
+        t=t,
+        ntk=KernelSeries.of_terms(T, engine.side, engine.rows, engine.terms, values),
+        representations={str(v): KernelSeries(T, engine.n, every, gram(v)) for v in engine.hidden},
+        outputs=tuple(engine.outputs),
+        origin=origin,
+    )
+
+
+def check_working(problem: Problem, n: int, rows: int, numbers: int) -> None:
+    """Refuse a kernel whose one time would hold more than ``batch_elements`` numbers."""
+    if numbers > current_limits().batch_elements:
+        raise GdlnError(
+            f"{problem.source}: "
+            + beyond(
+                "batch_elements",
+                f"the tangent kernel on {n} examples ({rows} rows that can be nonzero) holds "
+                f"{numbers} numbers at a time",
+            )
+            + "; or take a task with fewer examples"
+        )
 
 
 def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKernels:
@@ -411,8 +386,8 @@ def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKern
         series, or a hidden node has an in-edge outside its pathway (its activity then
         depends on weights the solution does not give).
     GdlnError
-        The task has random gates, or the kernels would hold more than
-        :data:`MAX_KERNEL_ENTRIES` numbers.
+        The task has random gates, or one time's kernel would hold more numbers than the
+        limit ``batch_elements``.
 
     References
     ----------
@@ -422,42 +397,58 @@ def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKern
     """
     prepared = prepare(problem)
     examples = _examples(problem)
-    graph = problem.graph
-    outputs = _outputs(graph)
-    T, n = len(trajectory.t), len(examples.weights)
-    _check_size(problem, T, n, outputs, len(prepared.pathways))
-    offsets: dict[Hashable, int] = {}
-    width = 0
-    for v, k in outputs:
-        offsets[v] = width
-        width += k
-    kernel = np.zeros((T, n, width, n, width))
+    engine = NetworkKernel(problem.graph, examples)
+    n, T = engine.n, len(trajectory.t)
+    blocks: list[Block] = []
+    parts = []
     reps = {}
     for p in prepared.pathways:
         g1 = _series(problem, trajectory, "W1TW1", p)
         g2 = _series(problem, trajectory, "W2W2T", p)
         x = _input(examples, p.path.source, n, p.sizes[0])
         gate = _path_gate(examples, p, n)
-        inner = np.einsum("ai,tij,bj->tab", x, g1, x)  # x_a^T W1^T W1 x_b
-        gg = np.outer(gate, gate)
-        o, k = offsets[p.path.target], p.sizes[2]
-        block = inner[:, :, None, :, None] * np.eye(k)[None, None, :, None, :]
-        block = block + (x @ x.T)[None, :, None, :, None] * g2[:, None, :, None, :]
-        kernel[:, :, o : o + k, :, o : o + k] += gg[None, :, None, :, None] * block
-        reps[str(p.hidden)] = _hidden_gram(problem, examples, p, inner, n)
+        mine, _ = engine.output_rows(p.path.target)
+        mine = mine[gate[engine.example[mine]] != 0]  # every unit of each example it reaches
+        seen, index = np.unique(engine.example[mine], return_inverse=True)
+        units = p.sizes[2]
+        positions = None if len(mine) == len(engine.rows) else mine
+        blocks.append(Block(positions, seen, index, units, units, p.sizes[0]))
+        blocks.append(Block(positions, seen, index, 0, units, p.sizes[0]))
+        parts.append((gate[seen, None] * x[seen], np.tile(np.arange(units), len(seen)), g1, g2))
+        gamma = _hidden_gate(problem, examples, p, n)
+        reps[str(p.hidden)] = KernelSeries(T, n, np.arange(n), _hidden_gram(x, gamma, g1))
+    terms = BlockKernel(len(engine.rows), blocks)
+    held = terms.factored_cost()[0] if terms.factored() else terms.dense_cost()[0]
+    check_working(problem, n, len(engine.rows), held)
+
+    def values(k: int) -> list[Values]:
+        # per pathway: delta_ij x_a^T W1^T W1 x_b (an output term, F = g x A with
+        # A A^T = W1^T W1) and (W2 W2^T)_ij x_a^T x_b (J = B[unit], B B^T = W2 W2^T)
+        out: list[Values] = []
+        for gx, units, g1, g2 in parts:
+            out.append((None, gx @ _root(g1[k])))
+            out.append((_root(g2[k])[units], gx))
+        return out
+
     return TrajectoryKernels(
         t=trajectory.t,
-        ntk=kernel.reshape(T, n * width, n * width),
+        ntk=KernelSeries.of_terms(T, engine.side, engine.rows, terms, values),
         representations=reps,
-        outputs=tuple(outputs),
+        outputs=tuple(engine.outputs),
         origin="the lambda-balanced representations W1^T W1, W2 W2^T of each pathway",
     )
 
 
-def _hidden_gram(
-    problem: Problem, examples: ExampleSet, p: Pathway, inner: np.ndarray, n: int
-) -> np.ndarray:
-    r"""$h^\top h$ at the pathway's hidden node: $\gamma_a\gamma_b\,x_a^\top W_1^\top W_1x_b$."""
+def _root(gram: np.ndarray) -> np.ndarray:
+    """$A$ with $AA^\top$ = a symmetric positive semidefinite ``gram`` (rounding's
+    negative eigenvalues taken as 0)."""
+    values, vectors = np.linalg.eigh(0.5 * (gram + gram.T))
+    return vectors * np.sqrt(np.clip(values, 0.0, None))
+
+
+def _hidden_gate(problem: Problem, examples: ExampleSet, p: Pathway, n: int) -> np.ndarray:
+    r"""$\gamma_a$, the gates of $W_1$'s edge and the hidden node; refused if the hidden
+    node has another in-edge (its activity then needs weights the solution does not give)."""
     graph = problem.graph
     others = [s for s in graph.predecessors(p.hidden) if (s, p.hidden) != p.first]
     if others:
@@ -467,10 +458,15 @@ def _hidden_gram(
             "λ-balanced solution does not give"
         )
     ones = np.ones(n)
-    gamma = np.asarray(examples.gates.get(p.first, ones), float) * np.asarray(
+    return np.asarray(examples.gates.get(p.first, ones), float) * np.asarray(
         examples.gates.get(p.hidden, ones), float
     )
-    return np.outer(gamma, gamma)[None] * inner
+
+
+def _hidden_gram(x: np.ndarray, gamma: np.ndarray, g1: np.ndarray) -> Callable[[int], np.ndarray]:
+    r"""$h^\top h$ at a pathway's hidden node: $\gamma_a\gamma_b\,x_a^\top W_1^\top W_1x_b$."""
+    gg = np.outer(gamma, gamma)
+    return lambda k: gg * (x @ g1[k] @ x.T)
 
 
 def _series(problem: Problem, trajectory: Trajectory, kind: str, p: Pathway) -> np.ndarray:
@@ -498,14 +494,6 @@ def _input(examples: ExampleSet, node: Hashable, n: int, size: int) -> np.ndarra
     return np.zeros((n, size)) if value is None else np.asarray(value, dtype=np.float64)
 
 
-def _gram(h: np.ndarray) -> np.ndarray:
-    return h @ h.T
-
-
-def _outputs(graph: nx.DiGraph) -> list[tuple[str, int]]:
-    return [(v, int(graph.nodes[v]["size"])) for v in graph.nodes if graph.out_degree(v) == 0]
-
-
 def _examples(problem: Problem) -> ExampleSet:
     examples = problem.examples()
     if examples.random_gates:
@@ -514,15 +502,3 @@ def _examples(problem: Problem) -> ExampleSet:
             "deterministic gates"
         )
     return examples
-
-
-def _check_size(
-    problem: Problem, T: int, n: int, outputs: list[tuple[str, int]], nodes: int
-) -> None:
-    side = n * sum(k for _, k in outputs)
-    total = T * (side * side + nodes * n * n)
-    if total > MAX_KERNEL_ENTRIES:
-        raise GdlnError(
-            f"{problem.source}: the kernels at {T} times on {n} examples would hold {total} "
-            f"numbers, more than {MAX_KERNEL_ENTRIES}; pass a trajectory with fewer times"
-        )

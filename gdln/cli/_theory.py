@@ -305,11 +305,11 @@ def solve(
             weight_decay=weight_decay,
         )
     kernels = gdln.trajectory_kernels(model, trajectory) if kernel else None
-    if kernels is not None:
-        trajectory = kernels.added_to(trajectory)
     if output.format == "text":
         write(output, _solve_summary(file, trajectory, kernels))
         return
+    if kernels is not None:
+        trajectory = kernels.added_to(trajectory)
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
 
 
@@ -349,7 +349,8 @@ def _solve_summary(
     file: str, trajectory: gdln.Trajectory, kernels: gdln.TrajectoryKernels | None = None
 ) -> str:
     """A solve in a few lines: what was solved, the loss at the start and the end, the
-    time to half the initial loss, and with ``--kernel`` the kernel distance at the end
+    time to half the initial loss, and with ``--kernel`` the largest kernel distance, when,
+    and its value at the end
     (the whole trajectory is what -o / --format writes)."""
     t, loss = trajectory.t, trajectory.loss
     meta = trajectory.meta
@@ -369,9 +370,11 @@ def _solve_summary(
     ]
     if kernels is not None:
         nodes = list(kernels.representations)
+        largest, when = kernels.largest_distance
         lines.append(
-            f"  kernel distance S = {kernels.distance[-1]:.4g} at t = {t[-1]:g} "
-            f"(0: lazy; similarity of {len(nodes)} hidden nodes: {_listed(nodes)})"
+            f"  kernel distance S(t): largest {largest:.4g} at t = {when:g}, "
+            f"{kernels.distance[-1]:.4g} at t = {t[-1]:g} (similarity of {len(nodes)} "
+            f"hidden nodes: {_listed(nodes)})"
         )
     lines += [
         "  the whole trajectory: -o FILE.json or FILE.csv, or --format json|csv",

@@ -121,7 +121,8 @@ class Limits:
         simulation); each holds every variable.
     batch_elements
         Most numbers a simulation holds per step: seeds times (examples or minibatch rows
-        times the summed node sizes, plus the weights), 400 MB in float64 at the default.
+        times the summed node sizes, plus the weights), 400 MB in float64 at the default;
+        and the tangent kernel along a trajectory at a time (:func:`gdln.trajectory_kernels`).
     expression_work
         Most steps the expressions of one file may take together: each evaluation costs
         the nodes of its syntax tree, a ``pick()`` draw the domains it shuffles and a root

@@ -84,7 +84,7 @@ def solve_model(
     if lr is None:
         grid = np.linspace(0.0, t_max, points) if recorded is None else recorded
         states, notes = _integrate_ode(flow, grid, unit, method=method, rtol=rtol, atol=atol)
-        meta |= notes | {"ode_method": method}
+        meta |= notes | {"ode_method": method, "rtol": rtol, "atol": atol}
     else:
         record = None if recorded is None else np.rint(recorded / lr).astype(int)
         grid, states = _iterate_gd_map(flow, t_max, lr, points=points, record=record)

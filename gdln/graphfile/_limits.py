@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 
@@ -56,12 +56,12 @@ from .._errors import GdlnError, GraphSpecError, shorten
 __all__ = [
     "ENVIRONMENT",
     "Limits",
-    "count_entries",
-    "count_values",
-    "count_work",
     "WorkMeter",
     "check_memory",
     "check_work",
+    "count_entries",
+    "count_values",
+    "count_work",
     "counting",
     "current_limits",
     "use_limits",
@@ -331,7 +331,7 @@ def _seconds(value: float) -> str:
 
 
 def check_work(
-    seconds: float, what: str, *, cls: type[Exception] = GdlnError, advice: str = ""
+    seconds: float, what: str, *, cls: Callable[[str], BaseException] = GdlnError, advice: str = ""
 ) -> None:
     """Refuse a stage whose estimated cost ``seconds`` exceeds the limit ``work``.
 
@@ -354,7 +354,7 @@ def check_work(
 
 
 def check_memory(
-    nbytes: float, what: str, *, cls: type[Exception] = GdlnError, advice: str = ""
+    nbytes: float, what: str, *, cls: Callable[[str], BaseException] = GdlnError, advice: str = ""
 ) -> None:
     """Refuse a stage that would allocate ``nbytes`` beyond the limit ``memory``.
 
@@ -393,7 +393,7 @@ class WorkMeter:
         what: str,
         *,
         horizon: float,
-        cls: type[Exception] = GdlnError,
+        cls: Callable[[str], BaseException] = GdlnError,
         advice: str = "",
         limit: float | None = None,
     ) -> None:

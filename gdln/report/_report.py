@@ -112,6 +112,11 @@ def format_paths(problem: Problem, fmt: str = "text", *, limit: int = 200) -> st
     return "\n".join(lines)
 
 
+MAX_PRETTY_CELLS = 400
+"""Largest exact matrix drawn by sympy's pretty printer (about a millisecond a cell);
+larger ones are written as numpy writes an array, each entry as ``str`` gives it."""
+
+
 def _matrix_text(m: Any, *, width: int = 80, numeric: bool = False) -> str:
     """A matrix as text, wrapped at ``width`` columns; ``numeric``: exact entries as
     decimals (6 decimal places)."""
@@ -119,6 +124,11 @@ def _matrix_text(m: Any, *, width: int = 80, numeric: bool = False) -> str:
         m = m.evalf(6)
         if all(x.is_number for x in m):
             m = np.array(m.tolist(), dtype=float)
+    if isinstance(m, sp.MatrixBase) and len(m) > MAX_PRETTY_CELLS:
+        texts = [str(x) for x in m]
+        size = max(map(len, texts))
+        cells = np.array([t.rjust(size) for t in texts], dtype=object).reshape(m.shape)
+        return np.array2string(cells, max_line_width=width, formatter={"all": str})
     if isinstance(m, sp.MatrixBase):
         return sp.pretty(m, use_unicode=False, num_columns=width)
     return np.array2string(np.asarray(m), precision=6, suppress_small=True, max_line_width=width)

@@ -297,13 +297,15 @@ def _systems(
     """One lumped system per class of modes; modes with only fixed edges add a constant."""
     systems = []
     constant: Any = 0
-    graph = builder.problem.graph
+    graph, source = builder.problem.graph, builder.problem.source
     for slots in builder.classes():
         if builder.variable_edges(slots):
             mode_loss = builder.mode_loss(slots)
             if quotient is None:
                 blocks = partition(graph, mode_loss, lump, init)
-                systems.append(lumped_system(mode_loss, blocks, lump, init, weight_decay=decay))
+                systems.append(
+                    lumped_system(mode_loss, blocks, lump, init, weight_decay=decay, source=source)
+                )
                 continue
             mode_loss, orbits, sizes = orbit_loss(mode_loss, quotient)
             blocks = partition(graph, mode_loss, lump, init, sizes=sizes, colours=quotient.colours)
@@ -316,6 +318,7 @@ def _systems(
                     orbits=orbits,
                     sizes=sizes,
                     weight_decay=decay,
+                    source=source,
                 )
             )
         else:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
@@ -64,6 +65,8 @@ __all__ = [
     "count_work",
     "counting",
     "current_limits",
+    "metering",
+    "tick",
     "use_limits",
 ]
 
@@ -327,7 +330,7 @@ def count_values(
 
 
 def _seconds(value: float) -> str:
-    return f"{value:.2g} s" if value < 10 else f"{value:.0f} s"
+    return f"{value:.0f} s" if 10 <= value < 1e6 else f"{value:.2g} s"
 
 
 def check_work(
@@ -376,7 +379,8 @@ class WorkMeter:
     """Meter a stage whose cost is known only as it runs (the steps of an ODE).
 
     Each :meth:`charge` adds the estimated seconds of one unit of work (a right-hand-side
-    evaluation, a step) done up to time ``t`` of ``horizon``. The stage is refused once
+    evaluation, a step) done up to time ``t`` of ``horizon``; :meth:`measure` charges the
+    CPU time spent since it was last called. The stage is refused once
     the charges pass the limit ``work``, or earlier, once a twentieth of it is spent, when
     the pace so far would need more than the limit to reach the horizon.
 
@@ -400,6 +404,14 @@ class WorkMeter:
         self.what, self.horizon, self.cls, self.advice = what, float(horizon), cls, advice
         self.limit = float(current_limits().work if limit is None else limit)
         self.spent = 0.0
+        self.clock = time.process_time()
+
+    def measure(self, t: float) -> None:
+        """Charge the CPU time this process spent since the last call (or the meter's
+        start): the work done by time ``t``; refuse past the limit (see above)."""
+        now = time.process_time()
+        self.charge(now - self.clock, t)
+        self.clock = now
 
     def charge(self, seconds: float, t: float) -> None:
         """Add ``seconds`` of work done by time ``t``; refuse past the limit (see above)."""
@@ -417,3 +429,25 @@ class WorkMeter:
             f"{'about ' + _seconds(projected) if projected < 1e12 else 'forever'}: beyond "
             f"the limit work={self.limit:g} s (raise it: {ENVIRONMENT['work']}=N){tail}"
         )
+
+
+_METER: ContextVar[WorkMeter | None] = ContextVar("gdln_meter", default=None)
+
+
+@contextlib.contextmanager
+def metering(meter: WorkMeter) -> Iterator[WorkMeter]:
+    """Put ``meter`` in force: every :func:`tick` inside charges it (the steppers of an
+    ODE call :func:`tick` without knowing who meters them)."""
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
+
+def tick(t: float) -> None:
+    """Charge the CPU time spent since the last tick to the meter in force, if any, as
+    the work done by time ``t`` (:meth:`WorkMeter.measure`)."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.measure(t)

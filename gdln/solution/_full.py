@@ -20,6 +20,7 @@ from scipy.integrate import solve_ivp
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
+from ..graphfile._limits import WorkMeter, check_memory, metering, tick
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, renamed
 from ..task._problem import Problem
@@ -129,12 +130,18 @@ def solve_full(
     n_points = settings.points
     lr = settings.lr if settings.dynamics == "gd-map" else None
     t_max, steps = _horizon(settings.t_max, lr, n_points)
+    _check_memory(problem, n_points)
     if weights is None:
         weights = initial_full_weights(problem, b0=settings.b0, seed=settings.seed)
     edges = list(weights)
     values = _checked(problem, weights, edges)
     plan = FlowPlan.of(problem, edges, weight_decay=settings.weight_decay)
-    with _blas_threads(plan, values):
+    meter = WorkMeter(
+        f"{problem.source}: the full-matrix flow",
+        horizon=t_max,
+        advice="lower b0 or t_max" if lr is None else "raise lr or lower t_max",
+    )
+    with _blas_threads(plan, values), metering(meter):
         if lr is None:
             t, states = _integrate(plan, values, t_max, n_points)
             method = "full-ode"
@@ -173,6 +180,24 @@ def _horizon(t_max: float, lr: float | None, n_points: int) -> tuple[float, int]
             f"t_max / lr = {t_max / lr:.3g} steps: expected 1 to {MAX_FULL_STEPS} steps"
         )
     return float(t_max), steps
+
+
+MEMORY_COPIES = 40
+"""Copies of all the weights the full-matrix route holds at its peak, beyond one per
+recorded time: DOP853's 13 stage slopes and its dense output, the flow's products, and
+the stacked series with their singular values."""
+
+
+def _check_memory(problem: Problem, points: int) -> None:
+    """Refuse weights that, recorded ``points`` times, would not fit the limit ``memory``
+    (checked from the node sizes, before any weight is drawn)."""
+    graph = problem.graph
+    entries = sum(graph.nodes[u]["size"] * graph.nodes[v]["size"] for u, v in graph.edges)
+    check_memory(
+        8.0 * entries * (2 * points + MEMORY_COPIES),
+        f"{problem.source}: the full-matrix flow of {entries} weights recorded {points} times",
+        advice="lower --points or the node sizes",
+    )
 
 
 def _checked(
@@ -253,7 +278,8 @@ def _integrate(
     def unpack(y: np.ndarray) -> list[np.ndarray]:
         return [part.reshape(s) for s, part in zip(shapes, np.split(y, splits), strict=True)]
 
-    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
+        tick(t)
         return np.concatenate([f.ravel() for f in plan.flow(unpack(y))])
 
     y0 = np.concatenate([w.ravel() for w in values])
@@ -277,6 +303,7 @@ def _iterate(
             for w, f in zip(weights, plan.flow(weights), strict=True):
                 w += lr * f
             step += 1
+            tick(step * lr)
         states.append([w.copy() for w in weights])
     return np.array(record, dtype=float) * lr, states
 

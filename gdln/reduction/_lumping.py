@@ -13,6 +13,7 @@ eliminates variables through conserved quantities (Eq. 15), exact for the flow o
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
@@ -120,7 +121,8 @@ def _refine(
     blocks: list[list[int]], loss: Polynomial, n_edges: int, sizes: Sequence[Any]
 ) -> list[list[int]]:
     """Split blocks until every member has the same right-hand side on the tied subspace."""
-    blocks = _split_at_random_points(blocks, loss, n_edges, sizes)
+    with contextlib.suppress(OverflowError):  # a coefficient beyond float64: exact only
+        blocks = _split_at_random_points(blocks, loss, n_edges, sizes)
     return _split_exactly(blocks, loss, n_edges, sizes)
 
 
@@ -148,6 +150,8 @@ def _split_at_random_points(
                 if v < n_edges:
                     grad[v] += e * value / point[v]
         grad *= scale_of
+        if not np.isfinite(grad).all():  # fixed: 1e200 squared: split exactly instead
+            raise OverflowError("a gradient beyond float64")
         new_blocks: list[list[int]] = []
         for members in blocks:
             groups: dict[float, list[int]] = {}

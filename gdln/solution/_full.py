@@ -143,10 +143,10 @@ def solve_full(
     )
     with _blas_threads(plan, values), metering(meter):
         if lr is None:
-            t, states = _integrate(plan, values, t_max, n_points)
+            t, states = _integrate(plan, values, t_max, n_points, problem.source)
             method = "full-ode"
         else:
-            t, states = _iterate(plan, values, lr, steps, n_points)
+            t, states = _iterate(plan, values, lr, steps, n_points, problem.source)
             method = "full-gd-map"
     return _trajectory(problem, plan, t, states, method)
 
@@ -269,7 +269,7 @@ def _initial_number(problem: Problem, edge: Edge, value: Any) -> float:
 
 
 def _integrate(
-    plan: FlowPlan, values: list[np.ndarray], t_max: float, n_points: int
+    plan: FlowPlan, values: list[np.ndarray], t_max: float, n_points: int, source: str = ""
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
     """DOP853 on the flattened weights, recorded at ``n_points`` even times."""
     shapes = [w.shape for w in values]
@@ -280,18 +280,28 @@ def _integrate(
 
     def rhs(t: float, y: np.ndarray) -> np.ndarray:
         tick(t)
-        return np.concatenate([f.ravel() for f in plan.flow(unpack(y))])
+        with np.errstate(all="ignore"):
+            out = np.concatenate([f.ravel() for f in plan.flow(unpack(y))])
+        if not np.isfinite(out).all():
+            raise GdlnError(_overflowed(source, t))
+        return out
 
     y0 = np.concatenate([w.ravel() for w in values])
     t_eval = np.linspace(0.0, t_max, n_points)
     result = solve_ivp(rhs, (0.0, t_max), y0, method="DOP853", t_eval=t_eval, rtol=RTOL, atol=ATOL)
     if not result.success:
-        raise GdlnError(f"the ODE solver failed: {result.message}")
+        where = f"{source}: " if source else ""
+        raise GdlnError(f"{where}the full-matrix flow failed: {result.message}")
     return result.t, [unpack(y) for y in result.y.T]
 
 
 def _iterate(
-    plan: FlowPlan, values: list[np.ndarray], lr: float, steps: int, n_points: int
+    plan: FlowPlan,
+    values: list[np.ndarray],
+    lr: float,
+    steps: int,
+    n_points: int,
+    source: str = "",
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
     """Gradient descent with learning rate ``lr``, recorded at the steps nearest even times."""
     record = sorted(set(np.rint(np.linspace(0, steps, n_points)).astype(int).tolist()))
@@ -300,12 +310,23 @@ def _iterate(
     step = 0
     for target in record:
         while step < target:
-            for w, f in zip(weights, plan.flow(weights), strict=True):
-                w += lr * f
+            with np.errstate(all="ignore"):
+                for w, f in zip(weights, plan.flow(weights), strict=True):
+                    w += lr * f
             step += 1
             tick(step * lr)
+            if not all(np.isfinite(w).all() for w in weights):
+                raise GdlnError(_overflowed(source, step * lr))
         states.append([w.copy() for w in weights])
     return np.array(record, dtype=float) * lr, states
+
+
+def _overflowed(source: str, t: float) -> str:
+    where = f"{source}: " if source else ""
+    return (
+        f"{where}the full-matrix flow overflowed (a weight or its rate of change is no "
+        f"longer a float) at t = {t:.4g} tau; lower the initial weights, b0 or t_max"
+    )
 
 
 def _trajectory(

@@ -105,8 +105,8 @@ def riccati_solution(
     check_work(
         total * STEP_SECONDS,
         f"{what}the closed form in {total:.3g} steps of at most {longest:.3g} "
-        f"(the largest rate of F is {f_max:.3g}, P reaches {bound:.3g})",
-        advice="a smaller lambda or smaller weights, or a shorter t_max",
+        f"(F's largest rate {f_max:.3g}, P up to {bound:.3g})",
+        advice="smaller lambda, weights or t_max",
     )
     out = np.empty((len(times), *F.shape))
     steps: dict[float, tuple[np.ndarray, np.ndarray]] = {}

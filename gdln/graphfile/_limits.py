@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 
-from .._errors import GdlnError, GraphSpecError, shorten
+from .._errors import MAX_MESSAGE, GdlnError, GraphSpecError, shorten, shorten_text
 
 __all__ = [
     "ENVIRONMENT",
@@ -329,6 +329,12 @@ def count_values(
         totals[name] = before + added
 
 
+def _fit(what: str, rest: str) -> str:
+    """``what + rest`` within :data:`~gdln._errors.MAX_MESSAGE` characters, ``what`` cut in
+    the middle where it must be (the limit and how to raise it are kept whole)."""
+    return shorten_text(what, max(MAX_MESSAGE - len(rest), 40)) + rest
+
+
 def _seconds(value: float) -> str:
     return f"{value:.0f} s" if 10 <= value < 1e6 else f"{value:.2g} s"
 
@@ -350,10 +356,11 @@ def check_work(
     limit = current_limits().work
     if seconds > limit:
         tail = f"; {advice}" if advice else ""
-        raise cls(
-            f"{what}, about {_seconds(seconds)}, exceeds the limit work={limit} s "
+        rest = (
+            f", about {_seconds(seconds)}, exceeds the limit work={limit} s "
             f"(raise it: {ENVIRONMENT['work']}=N){tail}"
         )
+        raise cls(_fit(what, rest))
 
 
 def check_memory(
@@ -369,10 +376,11 @@ def check_memory(
     limit = current_limits().memory
     if nbytes > limit:
         tail = f"; {advice}" if advice else ""
-        raise cls(
-            f"{what}, about {nbytes / 2**30:.2g} GiB, exceed the limit memory={limit} bytes "
+        rest = (
+            f", about {nbytes / 2**30:.2g} GiB, exceed the limit memory={limit} bytes "
             f"(raise it: {ENVIRONMENT['memory']}=N){tail}"
         )
+        raise cls(_fit(what, rest))
 
 
 class WorkMeter:
@@ -423,12 +431,13 @@ class WorkMeter:
         if self.spent <= self.limit and projected <= self.limit:
             return
         tail = f"; {self.advice}" if self.advice else ""
-        raise self.cls(
-            f"{self.what} reached t = {t:.3g} of {self.horizon:.3g} in about "
+        rest = (
+            f" reached t = {t:.3g} of {self.horizon:.3g} in about "
             f"{_seconds(self.spent)}, and at that pace would take "
             f"{'about ' + _seconds(projected) if projected < 1e12 else 'forever'}: beyond "
             f"the limit work={self.limit:g} s (raise it: {ENVIRONMENT['work']}=N){tail}"
         )
+        raise self.cls(_fit(self.what, rest))
 
 
 _METER: ContextVar[WorkMeter | None] = ContextVar("gdln_meter", default=None)

@@ -37,10 +37,15 @@ import math
 
 import numpy as np
 
+from ..graphfile._limits import check_work
+
 __all__: list[str] = []  # package-internal: used by gdln.balanced._solve
 
 MAX_GROWTH = 2.0
 """Largest $f_{\\max}\\Delta$ of one step (the growth $e^{f\\Delta}$ of any direction)."""
+STEP_SECONDS = 3e-5
+"""Seconds of one step of the composed closed form (small dense linear algebra: a
+Cholesky factor and a solve of ``(r + o)``-sized matrices)."""
 MAX_CONDITION = 100.0
 """Bound on the condition number of $I + Q^\\top G(\\Delta)Q$ in one step."""
 
@@ -62,7 +67,7 @@ def riccati_matrix(target: np.ndarray, lam: float) -> np.ndarray:
 
 
 def riccati_solution(
-    target: np.ndarray, lam: float, q0: np.ndarray, times: np.ndarray
+    target: np.ndarray, lam: float, q0: np.ndarray, times: np.ndarray, *, what: str = ""
 ) -> np.ndarray:
     r"""$P(t) = Q(t)Q(t)^\top$ of the λ-balanced flow at ``times`` (module docstring).
 
@@ -76,6 +81,9 @@ def riccati_solution(
         $Q_0 = [W_1^\top;\ W_2]$, ``(r + o, h)``.
     times
         Non-decreasing times from 0, in the whitened clock.
+    what
+        A prefix naming the file and pathway in the error of a solution whose steps
+        (about $f_{\max}t/2$, :data:`STEP_SECONDS` each) pass the limit ``work``.
 
     Returns
     -------
@@ -92,6 +100,14 @@ def riccati_solution(
     # the largest eigenvalue of P never exceeds max(its start, 2 f_max) (module docstring)
     bound = max(float(np.linalg.norm(q, 2)) ** 2 if q.size else 0.0, 2 * f_max)
     longest = _longest_step(f_max, bound)
+    span = float(np.max(times, initial=0.0))
+    total = span / longest + len(times) if longest > 0 else math.inf
+    check_work(
+        total * STEP_SECONDS,
+        f"{what}the closed form in {total:.3g} steps of at most {longest:.3g} "
+        f"(F's largest rate {f_max:.3g}, P up to {bound:.3g})",
+        advice="smaller lambda, weights or t_max",
+    )
     out = np.empty((len(times), *F.shape))
     steps: dict[float, tuple[np.ndarray, np.ndarray]] = {}
     before = 0.0
@@ -115,8 +131,9 @@ def _longest_step(f_max: float, bound: float) -> float:
     if bound <= 0:
         return MAX_GROWTH / f_max if f_max > 0 else math.inf
     step = MAX_GROWTH / f_max if f_max > 0 else (MAX_CONDITION - 1) / bound
-    while 1 + float(_propagator(np.array([f_max]), step)[1][0]) * bound > MAX_CONDITION:
-        step /= 2
+    with np.errstate(over="ignore"):  # an overflow is a step too long: halve it
+        while 1 + float(_propagator(np.array([f_max]), step)[1][0]) * bound > MAX_CONDITION:
+            step /= 2
     return step
 
 

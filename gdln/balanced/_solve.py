@@ -133,7 +133,13 @@ def solve_balanced(
         require_balanced(problem, pathway, balance, rtol)
         r, basis = pathway.rank, pathway.basis
         q0 = np.vstack([(w1 @ basis).T, w2])
-        P = riccati_solution(pathway.target, balance.lam, q0, pathway.scale * times)
+        P = riccati_solution(
+            pathway.target,
+            balance.lam,
+            q0,
+            pathway.scale * times,
+            what=f"{problem.source}: pathway {pathway.name}: ",
+        )
         product = P[:, r:, :r] @ basis.T
         products[index] = product
         lambdas[pathway.name] = balance.lam

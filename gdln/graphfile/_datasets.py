@@ -19,7 +19,7 @@ averages of products of two values, stay finite in float64.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,27 @@ from ..task._builtin import BUILTIN_DATASETS
 from ..task._task import Dataset
 from ._consistency import check_moments, rounding
 from ._document import Scope, mapping, text
-from ._limits import count_values
+from ._limits import check_work, count_values
 from ._npz import read_npz
 
-__all__ = ["MAX_MAGNITUDE", "check_weights", "load_npz", "read_datasets", "read_matrix"]
+__all__ = [
+    "MAX_MAGNITUDE",
+    "check_moment_work",
+    "check_weights",
+    "load_npz",
+    "read_datasets",
+    "read_matrix",
+]
 
 FORMS = ("builtin", "examples", "moments", "npz", "teacher")
 
 _FORMS_LISTED = ", ".join(f"'{f}'" for f in FORMS[:-1]) + f" or '{FORMS[-1]}'"
+
+RATIONAL_SECONDS = 4e-8
+"""Seconds of one multiply-add of the exact second moments of rational data (integers
+over a common denominator; measured 38 ns in Python integers on a 2-core machine)."""
+SYMBOLIC_SECONDS = 1e-5
+"""Seconds of one multiply-add of sympy numbers (roots, symbols): 6-7 microseconds measured."""
 
 MAX_MAGNITUDE = 1e100
 r"""Largest magnitude of a data value: squares stay below $10^{200}$, far from float64's
@@ -123,7 +136,43 @@ def _examples(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
         if all(w.is_zero for w in weights):
             raise here.fail("the weights sum to 0; expected a positive total")
     fields = {f: m.cols for f, m in examples.items()}
+    check_moment_work([(examples, weights)], scope)
     return Dataset(name=name, fields=fields, examples=examples, weights=weights)
+
+
+def check_moment_work(
+    groups: Sequence[tuple[Mapping[str, Any], Any]], scope: Scope, *, what: str = "examples"
+) -> None:
+    r"""Refuse exact examples whose second moments (Eqs. 5-6) would take too long.
+
+    ``groups`` holds ``(fields, weights)`` of each dataset (a group of examples that share
+    a gate pattern is one). The moments $\langle a\,b^\top\rangle$ of fields with $D$
+    columns in all over $n$ examples take up to $nD^2$ multiply-adds: integer arithmetic
+    when every value is rational, sympy's (hundreds of times slower) otherwise. Checked
+    against the limit ``work`` before the datasets are built.
+    """
+    rows = steps = 0
+    seconds = 0.0
+    rational = True
+    for examples, weights in groups:
+        columns = sum(m.cols for m in examples.values())
+        n = next(iter(examples.values())).rows if examples else 0
+        rows, steps = rows + n, steps + n * columns**2
+        if n * columns**2 * RATIONAL_SECONDS <= 1e-3:
+            seconds += n * columns**2 * RATIONAL_SECONDS
+            continue
+        cells = [x for m in examples.values() for x in m]
+        cells += list(weights) if weights is not None else []
+        exact = all(isinstance(x, sp.Rational) for x in cells)
+        rational = rational and exact
+        seconds += n * columns**2 * (RATIONAL_SECONDS if exact else SYMBOLIC_SECONDS)
+    kind = "" if rational else "symbolic or irrational "
+    check_work(
+        seconds,
+        f"exact second moments of {rows} {what} of {kind}values ({steps} multiply-adds)",
+        cls=scope.fail,
+        advice="or give float data (an npz file)",
+    )
 
 
 def _moments(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:

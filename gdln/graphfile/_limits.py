@@ -23,11 +23,18 @@ field                 default     environment variable           bounds
 ``points``            100 000     ``GDLN_MAX_POINTS``            recorded times of a run
 ``batch_elements``    50 000 000  ``GDLN_MAX_BATCH_ELEMENTS``    numbers a simulation holds per step
 ``expression_work``   20 000 000  ``GDLN_MAX_EXPRESSION_WORK``   steps of all expressions
+``work``              60          ``GDLN_MAX_WORK``              estimated CPU seconds of a stage
+``memory``            1 GiB       ``GDLN_MAX_MEMORY``            bytes a stage allocates at once
 ====================  ==========  =============================  ==========================
 
 ``steps``, ``points`` and ``batch_elements`` bound the work that numbers *imply* (``t_max/lr`` steps, ``--points``,
 ``--batch-size`` times ``--seeds``); :func:`gdln.solve`, :func:`gdln.simulate` and
-:func:`gdln.compare` check them before they start.
+:func:`gdln.compare` check them before they start. ``work`` and ``memory`` bound what a
+costly stage does with counts that every other limit lets through (exact moments of many
+examples, the symbolic loss and its lumping, the moment route's tape, an ODE that turns
+stiff, the full-matrix flow): each stage estimates its cost before it starts
+(:func:`check_work`, :func:`check_memory`) or meters it while it runs (:class:`WorkMeter`)
+and is refused in one line that names the limit.
 
 >>> Limits().depth
 100
@@ -40,20 +47,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 
-from .._errors import GraphSpecError, shorten
+from .._errors import MAX_MESSAGE, GdlnError, GraphSpecError, shorten, shorten_text
 
 __all__ = [
     "ENVIRONMENT",
     "Limits",
+    "WorkMeter",
+    "check_memory",
+    "check_work",
     "count_entries",
     "count_values",
     "count_work",
     "counting",
     "current_limits",
+    "metering",
+    "tick",
     "use_limits",
 ]
 
@@ -72,6 +85,8 @@ ENVIRONMENT: dict[str, str] = {
     "points": "GDLN_MAX_POINTS",
     "batch_elements": "GDLN_MAX_BATCH_ELEMENTS",
     "expression_work": "GDLN_MAX_EXPRESSION_WORK",
+    "work": "GDLN_MAX_WORK",
+    "memory": "GDLN_MAX_MEMORY",
 }
 
 
@@ -127,6 +142,16 @@ class Limits:
         Most steps the expressions of one file may take together: each evaluation costs
         the nodes of its syntax tree, a ``pick()`` draw the domains it shuffles and a root
         of an exact number the square of its bits (a step is well under a microsecond).
+    work
+        Most CPU seconds one stage may take, as the stage estimates them from its counts
+        before it starts (exact moments of examples, the symbolic loss, lumping and
+        conserved quantities, the moment route's tape) or meters them while it runs (the
+        steps of an ODE stepper and of the full-matrix flow, refused early when the pace
+        so far would take longer). The estimates are calibrated on a 2-core machine.
+    memory
+        Most bytes one stage allocates at once for its arrays (the full-matrix flow with
+        its recorded states, a simulation's batch and its gradients), estimated before
+        they are allocated.
 
     Raises
     ------
@@ -148,6 +173,8 @@ class Limits:
     points: int = 100_000
     batch_elements: int = 50_000_000
     expression_work: int = 20_000_000
+    work: int = 60
+    memory: int = 2**30
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -303,3 +330,136 @@ def count_values(
         raise cls(limits.exceeded(name, what), source=source, key=key)
     if totals is not None:
         totals[name] = before + added
+
+
+def _fit(what: str, rest: str) -> str:
+    """``what + rest`` within :data:`~gdln._errors.MAX_MESSAGE` characters, ``what`` cut in
+    the middle where it must be (the limit and how to raise it are kept whole)."""
+    return shorten_text(what, max(MAX_MESSAGE - len(rest), 40)) + rest
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if 10 <= value < 1e6 else f"{value:.2g} s"
+
+
+def check_work(
+    seconds: float, what: str, *, cls: Callable[[str], BaseException] = GdlnError, advice: str = ""
+) -> None:
+    """Refuse a stage whose estimated cost ``seconds`` exceeds the limit ``work``.
+
+    ``what`` says what the stage would do, e.g. ``"exact moments of 300 examples x 300
+    values (27000000 multiply-adds)"``; ``advice`` (optional) what else to lower.
+
+    >>> with use_limits(Limits(work=1)):
+    ...     check_work(5.0, "a test")
+    Traceback (most recent call last):
+    ...
+    gdln._errors.GdlnError: a test, about 5 s, exceeds the limit work=1 s (raise it: GDLN_MAX_WORK=N)
+    """
+    limit = current_limits().work
+    if seconds > limit:
+        tail = f"; {advice}" if advice else ""
+        rest = (
+            f", about {_seconds(seconds)}, exceeds the limit work={limit} s "
+            f"(raise it: {ENVIRONMENT['work']}=N){tail}"
+        )
+        raise cls(_fit(what, rest))
+
+
+def check_memory(
+    nbytes: float, what: str, *, cls: Callable[[str], BaseException] = GdlnError, advice: str = ""
+) -> None:
+    """Refuse a stage that would allocate ``nbytes`` beyond the limit ``memory``.
+
+    >>> check_memory(2**40, "weights of 1e6 x 1e6")
+    Traceback (most recent call last):
+    ...
+    gdln._errors.GdlnError: weights of 1e6 x 1e6, about 1e+03 GiB, exceed the limit memory=1073741824 bytes (raise it: GDLN_MAX_MEMORY=N)
+    """
+    limit = current_limits().memory
+    if nbytes > limit:
+        tail = f"; {advice}" if advice else ""
+        rest = (
+            f", about {nbytes / 2**30:.2g} GiB, exceed the limit memory={limit} bytes "
+            f"(raise it: {ENVIRONMENT['memory']}=N){tail}"
+        )
+        raise cls(_fit(what, rest))
+
+
+class WorkMeter:
+    """Meter a stage whose cost is known only as it runs (the steps of an ODE).
+
+    Each :meth:`charge` adds the estimated seconds of one unit of work (a right-hand-side
+    evaluation, a step) done up to time ``t`` of ``horizon``; :meth:`measure` charges the
+    CPU time spent since it was last called. The stage is refused once
+    the charges pass the limit ``work``, or earlier, once a twentieth of it is spent, when
+    the pace so far would need more than the limit to reach the horizon.
+
+    >>> meter = WorkMeter("the test ODE", horizon=10.0, limit=1)
+    >>> meter.charge(0.01, 5.0)
+    >>> meter.charge(0.1, 0.5)
+    Traceback (most recent call last):
+    ...
+    gdln._errors.GdlnError: the test ODE reached t = 0.5 of 10 in about 0.11 s, and at that pace would take about 2.2 s: beyond the limit work=1 s (raise it: GDLN_MAX_WORK=N)
+    """
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        horizon: float,
+        cls: Callable[[str], BaseException] = GdlnError,
+        advice: str = "",
+        limit: float | None = None,
+    ) -> None:
+        self.what, self.horizon, self.cls, self.advice = what, float(horizon), cls, advice
+        self.limit = float(current_limits().work if limit is None else limit)
+        self.spent = 0.0
+        self.clock = time.process_time()
+
+    def measure(self, t: float) -> None:
+        """Charge the CPU time this process spent since the last call (or the meter's
+        start): the work done by time ``t``; refuse past the limit (see above)."""
+        now = time.process_time()
+        self.charge(now - self.clock, t)
+        self.clock = now
+
+    def charge(self, seconds: float, t: float) -> None:
+        """Add ``seconds`` of work done by time ``t``; refuse past the limit (see above)."""
+        self.spent += seconds
+        if self.spent * 20 < self.limit:
+            return
+        done = min(max(float(t), 0.0), self.horizon) / self.horizon if self.horizon > 0 else 1.0
+        projected = self.spent / done if done > 0 else float("inf")
+        if self.spent <= self.limit and projected <= self.limit:
+            return
+        tail = f"; {self.advice}" if self.advice else ""
+        rest = (
+            f" reached t = {t:.3g} of {self.horizon:.3g} in about "
+            f"{_seconds(self.spent)}, and at that pace would take "
+            f"{'about ' + _seconds(projected) if projected < 1e12 else 'forever'}: beyond "
+            f"the limit work={self.limit:g} s (raise it: {ENVIRONMENT['work']}=N){tail}"
+        )
+        raise self.cls(_fit(self.what, rest))
+
+
+_METER: ContextVar[WorkMeter | None] = ContextVar("gdln_meter", default=None)
+
+
+@contextlib.contextmanager
+def metering(meter: WorkMeter) -> Iterator[WorkMeter]:
+    """Put ``meter`` in force: every :func:`tick` inside charges it (the steppers of an
+    ODE call :func:`tick` without knowing who meters them)."""
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
+
+def tick(t: float) -> None:
+    """Charge the CPU time spent since the last tick to the meter in force, if any, as
+    the work done by time ``t`` (:meth:`WorkMeter.measure`)."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.measure(t)

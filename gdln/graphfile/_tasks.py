@@ -19,7 +19,7 @@ import numpy as np
 import sympy as sp
 
 from ..task._task import Context, Dataset, Task
-from ._datasets import check_weights, load_npz, read_datasets, read_matrix
+from ._datasets import check_moment_work, check_weights, load_npz, read_datasets, read_matrix
 from ._document import (
     Scope,
     _repeat_ranges,
@@ -434,10 +434,14 @@ def _group_examples(
     total = sum(r.weight if isinstance(r.weight, float) else as_sympy(r.weight) for r in rows)
     if total == 0:
         raise scope.fail("the example weights sum to 0")
+    built = {f"examples{k}": _example_fields(m, graph, ends) for k, m in enumerate(groups.values())}
+    check_moment_work(list(built.values()), scope)
     contexts, datasets, keys = [], {}, []
     for index, members in enumerate(groups.values()):
         name = f"examples{index}"
-        data = datasets[name] = _example_dataset(name, members, graph, ends)
+        fields, weights = built[name]
+        columns = {f: v.cols for f, v in fields.items()}
+        data = datasets[name] = Dataset(name=name, fields=columns, examples=fields, weights=weights)
         probability = sum(r.weight for r in members) / total
         label = f"context{index}" if len(groups) > 1 else "all"
         keys.append(f"{members[0].key.split('[')[0]} ({label})")
@@ -470,10 +474,11 @@ def _check_example(
                 )
 
 
-def _example_dataset(
-    name: str, members: list[_Example], graph: nx.DiGraph, ends: Mapping[str, list[Hashable]]
-) -> Dataset:
-    """The exact dataset of one group of examples: a field per node that any of them sets."""
+def _example_fields(
+    members: list[_Example], graph: nx.DiGraph, ends: Mapping[str, list[Hashable]]
+) -> tuple[dict[str, Any], Any]:
+    """The exact fields and weights of one group of examples: a field per node that any of
+    them sets."""
     fields: dict[str, Any] = {}
     for part, _ in PARTS:
         for node in ends[part]:
@@ -484,8 +489,7 @@ def _example_dataset(
         fields["__none__"] = _stack([None] * len(members), 1)
     shares = [r.weight for r in members]
     weights = sp.ImmutableMatrix(shares) if any(w != 0 for w in shares) else None  # or p = 0
-    columns = {f: v.cols for f, v in fields.items()}
-    return Dataset(name=name, fields=columns, examples=fields, weights=weights)
+    return fields, weights
 
 
 def _stack(cells: list[Any], size: int) -> sp.ImmutableMatrix:

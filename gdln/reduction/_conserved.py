@@ -16,7 +16,7 @@ from typing import Any
 import sympy as sp
 
 from .._edge import Edge
-from ._poly import Polynomial
+from ._poly import Polynomial, to_sympy_number
 
 __all__: list[str] = []  # package-internal: conserved quantities and elimination, for _lumping
 
@@ -26,9 +26,26 @@ MAX_CONSERVED_VARIABLES = 400
 """Most variables for which conserved quantities are looked for at all."""
 
 
+MAX_FACTORED = 300
+"""Largest expression (terms times free symbols) that :func:`tidy` factors: sympy's
+``factor_terms`` costs 50-100 microseconds per term and symbol (a minute for the
+right-hand sides of a fan of 100 pathways), and a sum that long reads no better factored."""
+
+
 def tidy(expr: sp.Expr) -> sp.Expr:
-    """Factor small expressions fully (as the paper prints them), large ones cheaply."""
-    return sp.factor(expr) if len(expr.free_symbols) <= 5 else sp.factor_terms(expr)
+    """Factor small expressions fully (as the paper prints them), large ones cheaply, and
+    very large ones (beyond :data:`MAX_FACTORED`) not at all."""
+    symbols = len(expr.free_symbols)
+    if symbols <= 5:
+        return sp.factor(expr)
+    terms = len(expr.args) if isinstance(expr, sp.Add) else 1
+    return sp.factor_terms(expr) if terms * symbols <= MAX_FACTORED else expr
+
+
+def tidy_loss(expr: sp.Expr) -> sp.Expr:
+    """A loss with its common factors pulled out, unless it is beyond :data:`MAX_FACTORED`."""
+    terms = len(expr.args) if isinstance(expr, sp.Add) else 1
+    return sp.factor_terms(expr) if terms * len(expr.free_symbols) <= MAX_FACTORED else expr
 
 
 def conserved_quadratics(
@@ -54,12 +71,12 @@ def conserved_quadratics(
     if not monomials:
         return []
     index = {m: r for r, m in enumerate(monomials)}
-    matrix = sp.zeros(len(monomials), len(pairs))
+    entries: dict[int, dict[int, Any]] = {}
     for c, col in enumerate(columns):
         for m, value in col.terms.items():
-            matrix[index[m], c] = value
+            entries.setdefault(index[m], {})[c] = to_sympy_number(value)
     out = []
-    for vector in _nullspace(matrix):
+    for vector in _nullspace(entries, (len(monomials), len(pairs))):
         if all(sp.nsimplify(x).is_Rational for x in vector):
             vector = _integer_coefficients(vector)
         else:  # symbolic coefficients
@@ -88,19 +105,22 @@ def _symbolic_coefficients(vector: sp.Matrix) -> sp.Matrix:
     return vector.applyfunc(lambda x: sp.factor(sp.cancel(x * scale)))
 
 
-def _nullspace(matrix: sp.Matrix) -> list[sp.Matrix]:
-    r"""Exact nullspace, over the entries' own domain.
+def _nullspace(entries: Mapping[int, Mapping[int, Any]], shape: tuple[int, int]) -> list[sp.Matrix]:
+    r"""Exact nullspace of the sparse matrix ``entries`` (row -> column -> value), over
+    the entries' own domain.
 
-    For example $\mathbb Q(\sqrt 3)$ when fixed edges hold $1/\sqrt L$, or rational
-    functions of a symbolic $p$: much faster there than sympy's generic elimination.
+    For example $\mathbb Q$, $\mathbb Q(\sqrt 3)$ when fixed edges hold $1/\sqrt L$,
+    or rational functions of a symbolic $p$: sparse elimination there costs about what
+    the nonzero entries do, where sympy's dense ``Matrix.nullspace`` of a fan of 100
+    pathways (20 000 x 200) took half a minute.
     """
-    if all(x.is_Rational for x in matrix):
-        return matrix.nullspace()
     from sympy.polys.matrices import DomainMatrix
 
-    dm = DomainMatrix.from_Matrix(matrix, extension=True).to_field()
+    dm = DomainMatrix.from_dict_sympy(*shape, entries, extension=True).to_field()
     basis = dm.nullspace().to_Matrix()
-    return [basis.row(r).T.applyfunc(sp.simplify) for r in range(basis.rows)]
+    rational = basis.is_zero_matrix or all(x.is_Rational for x in basis)
+    rows = [basis.row(r).T for r in range(basis.rows)]
+    return rows if rational else [row.applyfunc(sp.simplify) for row in rows]
 
 
 def eliminate(

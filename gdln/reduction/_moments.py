@@ -551,7 +551,7 @@ def _record_tape(
     task = problem.require_task()
     outputs = {v for v in graph.nodes if graph.out_degree(v) == 0}
     order = {v: i for i, v in enumerate(nx.topological_sort(graph))}
-    builder = TapeBuilder(graph, task, {e: i for i, e in enumerate(table.edges)})
+    builder = TapeBuilder(graph, task, {e: i for i, e in enumerate(table.edges)}, problem.source)
     for index, (c, act) in enumerate(zip(task.contexts, activity, strict=True)):
         by_component: dict[int, set[Edge]] = defaultdict(set)
         for e in act.edges:

@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
@@ -43,6 +44,15 @@ def coefficient(value: Any) -> Any:
     if isinstance(value, sp.Rational):
         return Fraction(int(value.p), int(value.q))
     return value
+
+
+def to_float(value: Any) -> float:
+    """``float(value)``, but ±inf where an exact number is beyond float64 (``Fraction``
+    raises ``OverflowError`` there; the steppers then name the overflow in one line)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def to_sympy_number(value: Any) -> Any:
@@ -223,7 +233,7 @@ def monomial_table(polys: Sequence[Polynomial]) -> tuple[list[Monomial], np.ndar
     table = np.zeros((len(polys), len(index)))
     for row, p in enumerate(polys):
         for m, c in p.terms.items():
-            table[row, index[m]] = float(c)
+            table[row, index[m]] = to_float(c)
     return list(index), table
 
 

@@ -301,7 +301,7 @@ def _systems(
     """
     systems = []
     constant: Any = 0
-    graph = builder.problem.graph
+    graph, source = builder.problem.graph, builder.problem.source
     names = Names()
     for slots in builder.classes():
         if builder.variable_edges(slots):
@@ -309,7 +309,15 @@ def _systems(
             if quotient is None:
                 blocks = partition(graph, mode_loss, lump, init)
                 systems.append(
-                    lumped_system(mode_loss, blocks, lump, init, weight_decay=decay, names=names)
+                    lumped_system(
+                        mode_loss,
+                        blocks,
+                        lump,
+                        init,
+                        weight_decay=decay,
+                        names=names,
+                        source=source,
+                    )
                 )
                 continue
             mode_loss, orbits, sizes = orbit_loss(mode_loss, quotient)
@@ -324,6 +332,7 @@ def _systems(
                     sizes=sizes,
                     weight_decay=decay,
                     names=names,
+                    source=source,
                 )
             )
         else:

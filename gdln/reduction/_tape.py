@@ -55,6 +55,8 @@ import scipy.sparse as sps
 from scipy.sparse.linalg import spsolve_triangular
 
 from .._edge import Edge
+from .._errors import shorten
+from ..graphfile._limits import check_work, current_limits
 from ..paths._statistics import ContextActivity
 from ..task._task import Context, Task
 from ._poly import Polynomial
@@ -62,6 +64,11 @@ from ._poly import Polynomial
 __all__: list[str] = []  # package-internal: the moment program, for ExpectedDynamics
 
 ONE = -1  # the child index of the constant 1
+
+TAPE_TERM_SECONDS = 5e-5
+"""Seconds one term of the tape costs: 30-70 microseconds to record, and about a
+microsecond a mode for each of the hundreds of right-hand-side evaluations of a solve
+(a fan of 800 pathways: 1.3 million terms, 1.35 s an evaluation, on a 2-core machine)."""
 
 Key = tuple[Any, ...]
 """A quantity: ``("m", v, i)`` is $m_v$ from input $i$; ``("M", (v, i), (w, j))`` is
@@ -220,7 +227,7 @@ class _Recursion:
         pos: Mapping[Hashable, int],
         inputs: set[Hashable],
     ):
-        self.pos, self.inputs, self.task = pos, inputs, task
+        self.pos, self.inputs, self.task, self.context = pos, inputs, task, c
         self.into: dict[Hashable, list[Edge]] = defaultdict(list)
         for e in edges:
             self.into[e[1]].append(e)
@@ -300,10 +307,14 @@ class _Recursion:
 class TapeBuilder:
     """Records the moment recursion of one (component, context) at a time."""
 
-    def __init__(self, graph: nx.DiGraph, task: Task, edge_row: Mapping[Edge, int]):
+    def __init__(
+        self, graph: nx.DiGraph, task: Task, edge_row: Mapping[Edge, int], source: str = ""
+    ):
         self.graph = graph
         self.task = task
         self.edge_row = edge_row
+        self.source = source
+        self.budget = int(current_limits().work / TAPE_TERM_SECONDS)
         self.pos = {v: i for i, v in enumerate(nx.topological_sort(graph))}
         self.inputs = {v for v in graph.nodes if graph.in_degree(v) == 0}
         self.start: list[int] = [0]
@@ -318,6 +329,10 @@ class TapeBuilder:
     ) -> None:
         """Add the quantities the roots need; roots are (kind, coefficients, key)."""
         c = self.task.contexts[context]
+        into: dict[Hashable, int] = defaultdict(int)
+        for e in edges:
+            into[e[1]] += 1
+        self._check_size(len(self.child) + sum(n * n for n in into.values()), c)
         recursion = _Recursion(self.graph, self.task, c, edges, activity, self.pos, self.inputs)
         memo: dict[Key, int | None] = {}
         for _kind, coef, key in roots:
@@ -344,6 +359,7 @@ class TapeBuilder:
             if not kept:
                 memo[key] = None
                 continue
+            self._check_size(len(self.child) + len(kept), recursion.context)
             for cf, es, ch in kept:
                 self.coef.append(cf)
                 self.child.append(ONE if ch == 1 else memo[ch])  # type: ignore[arg-type]
@@ -353,6 +369,18 @@ class TapeBuilder:
             memo[key] = len(self.start) - 1
             self.start.append(len(self.child))
         return memo[root]
+
+    def _check_size(self, terms: int, context: Context) -> None:
+        """Refuse a tape of more than :data:`TAPE_TERM_SECONDS`-costed terms than the limit
+        ``work`` allows: estimated before a context is recorded (the products $b_qb_r$
+        into each node, the square of its open in-edges) and counted while it is."""
+        if terms > self.budget:
+            check_work(
+                terms * TAPE_TERM_SECONDS,
+                f"{self.source or 'the moment route'}: the moment tape (context "
+                f"{shorten(context.label, 40)}) would hold more than {terms} terms",
+                advice="fewer co-active pathways into one node",
+            )
 
     def tape(self, n_modes: int) -> Tape:
         """The recorded quantities and roots, for ``n_modes`` modes."""

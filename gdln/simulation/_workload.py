@@ -3,8 +3,9 @@ r"""What a simulation's numbers imply, checked before torch allocates anything.
 A horizon and a learning rate imply a number of steps (:func:`horizon_steps`); steps and
 the recording settings imply a number of records; seeds, rows and node sizes imply the
 numbers held per step. :func:`check_workload` refuses a run beyond
-:class:`gdln.graphfile.Limits` (``steps``, ``points``, ``batch_elements``) with one line
-naming the numbers, the limit and its environment variable, and
+:class:`gdln.graphfile.Limits` (``steps``, ``points``, ``batch_elements``, and the
+bytes those numbers take with their gradients and optimiser state against ``memory``)
+with one line naming the numbers, the limit and its environment variable, and
 :func:`warn_if_fixed_point` warns when the initial weights cannot move at all.
 
 Only the standard library (and gdln's own light modules) is imported here.
@@ -17,10 +18,19 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 
 from .._edge import Edge
 from .._errors import DegenerateStartWarning
-from ..graphfile._limits import current_limits
+from ..graphfile._limits import check_memory, current_limits
 from ..solution._bounds import beyond, steps_for
 from ._errors import SimulationSpecError
 from ._settings import MINIBATCH, SimulationSettings
+
+BYTES = 8
+"""Bytes of one number (float64; float32 halves it, counted as float64 to stay safe)."""
+ACTIVATION_COPIES = 3
+"""Copies of the activations held at the peak of a step: the forward values, their
+gradients in the backward pass and the products being summed."""
+WEIGHT_COPIES = 5
+"""Copies of the weights: the weights, their gradients, two optimiser moments (Adam) and
+the recorded copy."""
 
 __all__ = ["check_workload", "horizon_steps", "warn_if_fixed_point"]
 
@@ -130,6 +140,13 @@ def check_workload(
             )
             + "; use fewer seeds or a smaller batch"
         )
+    check_memory(
+        BYTES * seeds * (ACTIVATION_COPIES * held * width + WEIGHT_COPIES * weights),
+        f"{seeds} seed(s) of {held} rows x {width} units and {weights} weights, with "
+        "gradients and optimiser state",
+        cls=SimulationSpecError,
+        advice="use fewer seeds or a smaller batch",
+    )
 
 
 def warn_if_fixed_point(

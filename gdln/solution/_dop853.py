@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..graphfile._limits import tick
 from ..reduction._numeric import NumericFlow
 from . import _numba
 from ._dop853_tableau import E3, E5, STAGES, A, B
@@ -143,6 +144,7 @@ def dop853(
         steps = 0
         while (live := k <= last).any():
             steps += 1
+            tick(float(t[live].min()))
             target = times[np.minimum(k, last)]
             if steps > max_steps:
                 m = int(np.flatnonzero(live)[0])

@@ -21,6 +21,7 @@ from scipy.integrate import solve_ivp
 
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
+from ..graphfile._limits import WorkMeter, check_memory, metering, tick
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, renamed
 from ..task._problem import Problem
@@ -137,22 +138,29 @@ def solve_full(
     lr = settings.lr if settings.dynamics == "gd-map" else None
     t_max, steps = _horizon(settings.t_max, lr, n_points)
     recorded = None if times is None else check_times(times, t_max, lr)
+    _check_memory(problem, n_points if recorded is None else len(recorded))
     if weights is None:
         weights = initial_full_weights(problem, b0=settings.b0, seed=settings.seed)
     edges = list(weights)
     values = _checked(problem, weights, edges)
     plan = FlowPlan.of(problem, edges, weight_decay=settings.weight_decay)
-    with _blas_threads(plan, values):
+    meter = WorkMeter(
+        f"{problem.source}: the full-matrix flow",
+        horizon=t_max,
+        advice="lower b0 or t_max" if lr is None else "raise lr or lower t_max",
+    )
+    with _blas_threads(plan, values), metering(meter):
         if lr is None:
             even = np.linspace(0.0, t_max, n_points)
-            t, states = _integrate(plan, values, t_max, even if recorded is None else recorded)
+            t_eval = even if recorded is None else recorded
+            t, states = _integrate(plan, values, t_max, t_eval, problem.source)
             method = "full-ode"
         else:
             if recorded is None:
                 record = np.rint(np.linspace(0, steps, n_points)).astype(int)
             else:
                 record = np.rint(recorded / lr).astype(int)
-            t, states = _iterate(plan, values, lr, record)
+            t, states = _iterate(plan, values, lr, record, problem.source)
             method = "full-gd-map"
     return _trajectory(problem, plan, t, states, method)
 
@@ -186,6 +194,24 @@ def _horizon(t_max: float, lr: float | None, n_points: int) -> tuple[float, int]
             f"t_max / lr = {t_max / lr:.3g} steps: expected 1 to {MAX_FULL_STEPS} steps"
         )
     return float(t_max), steps
+
+
+MEMORY_COPIES = 40
+"""Copies of all the weights the full-matrix route holds at its peak, beyond one per
+recorded time: DOP853's 13 stage slopes and its dense output, the flow's products, and
+the stacked series with their singular values."""
+
+
+def _check_memory(problem: Problem, points: int) -> None:
+    """Refuse weights that, recorded ``points`` times, would not fit the limit ``memory``
+    (checked from the node sizes, before any weight is drawn)."""
+    graph = problem.graph
+    entries = sum(graph.nodes[u]["size"] * graph.nodes[v]["size"] for u, v in graph.edges)
+    check_memory(
+        8.0 * entries * (2 * points + MEMORY_COPIES),
+        f"{problem.source}: the full-matrix flow of {entries} weights recorded {points} times",
+        advice="lower --points or the node sizes",
+    )
 
 
 def _checked(
@@ -257,7 +283,7 @@ def _initial_number(problem: Problem, edge: Edge, value: Any) -> float:
 
 
 def _integrate(
-    plan: FlowPlan, values: list[np.ndarray], t_max: float, t_eval: np.ndarray
+    plan: FlowPlan, values: list[np.ndarray], t_max: float, t_eval: np.ndarray, source: str = ""
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
     """DOP853 on the flattened weights, recorded at the times ``t_eval``."""
     shapes = [w.shape for w in values]
@@ -266,19 +292,25 @@ def _integrate(
     def unpack(y: np.ndarray) -> list[np.ndarray]:
         return [part.reshape(s) for s, part in zip(shapes, np.split(y, splits), strict=True)]
 
-    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
-        return np.concatenate([f.ravel() for f in plan.flow(unpack(y))])
+    def rhs(t: float, y: np.ndarray) -> np.ndarray:
+        tick(t)
+        with np.errstate(all="ignore"):
+            out = np.concatenate([f.ravel() for f in plan.flow(unpack(y))])
+        if not np.isfinite(out).all():
+            raise GdlnError(_overflowed(source, t))
+        return out
 
     y0 = np.concatenate([w.ravel() for w in values])
     t_eval = np.minimum(t_eval, t_max)
     result = solve_ivp(rhs, (0.0, t_max), y0, method="DOP853", t_eval=t_eval, rtol=RTOL, atol=ATOL)
     if not result.success:
-        raise GdlnError(f"the ODE solver failed: {result.message}")
+        where = f"{source}: " if source else ""
+        raise GdlnError(f"{where}the full-matrix flow failed: {result.message}")
     return result.t, [unpack(y) for y in result.y.T]
 
 
 def _iterate(
-    plan: FlowPlan, values: list[np.ndarray], lr: float, steps: np.ndarray
+    plan: FlowPlan, values: list[np.ndarray], lr: float, steps: np.ndarray, source: str = ""
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
     """Gradient descent with learning rate ``lr``, recorded at the given steps."""
     record = sorted(set(steps.tolist()))
@@ -287,11 +319,23 @@ def _iterate(
     step = 0
     for target in record:
         while step < target:
-            for w, f in zip(weights, plan.flow(weights), strict=True):
-                w += lr * f
+            with np.errstate(all="ignore"):
+                for w, f in zip(weights, plan.flow(weights), strict=True):
+                    w += lr * f
             step += 1
+            tick(step * lr)
+            if not all(np.isfinite(w).all() for w in weights):
+                raise GdlnError(_overflowed(source, step * lr))
         states.append([w.copy() for w in weights])
     return np.array(record, dtype=float) * lr, states
+
+
+def _overflowed(source: str, t: float) -> str:
+    where = f"{source}: " if source else ""
+    return (
+        f"{where}the full-matrix flow overflowed (a weight or its rate of change is no "
+        f"longer a float) at t = {t:.4g} tau; lower the initial weights, b0 or t_max"
+    )
 
 
 def _trajectory(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import GdlnError
+from ..graphfile._limits import tick
 from ..reduction._numeric import NumericFlow
 from ._stepper import worst_entry
 
@@ -45,6 +46,7 @@ def iterate_gd_map(
                 while step < target:
                     y = y + lr * flow.rhs(y)
                     step += 1
+                    tick(step * lr)
                 finite = bool(np.all(np.isfinite(y)))
             except (OverflowError, ZeroDivisionError):
                 finite = False

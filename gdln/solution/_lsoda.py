@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from scipy.integrate import odeint, solve_ivp
 
+from ..graphfile._limits import tick
 from ..reduction._numeric import NumericFlow
 from ._stepper import Stepper, Stopped, worst_member
 
@@ -228,6 +229,7 @@ def _checked(
             if counter[0] > MAX_RHS_CALLS:
                 raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
             counter[1], counter[2] = counter[0] + patience, t
+        tick(t)
         try:
             value = rhs(y)
         except OverflowError as err:

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._errors import DegenerateStartWarning, GdlnError
+from ..graphfile._limits import WorkMeter, metering
 from ..reduction._numeric import NumericFlow
 from ..settings._declared import NOT_GIVEN, renamed
 from ._bounds import check_solve_settings, check_times
@@ -87,7 +88,13 @@ def solve_model(
         meta |= notes | {"ode_method": method, "rtol": rtol, "atol": atol}
     else:
         record = None if recorded is None else np.rint(recorded / lr).astype(int)
-        grid, states = _iterate_gd_map(flow, t_max, lr, points=points, record=record)
+        meter = WorkMeter(
+            f"{flow.source}: the gradient-descent map",
+            horizon=t_max,
+            advice="raise lr or lower t_max",
+        )
+        with metering(meter):
+            grid, states = _iterate_gd_map(flow, t_max, lr, points=points, record=record)
     (trajectory,) = _trajectories(flow, grid, states, unit, meta)
     return trajectory
 
@@ -198,9 +205,13 @@ def _integrate_ode(
         constants = flow.constants[:, None] * scales**2
     steppers = steppers_for(method, len(scales))
     notes: dict[str, str] = {}
+    meter = WorkMeter(f"{flow.source}: the ODE", horizon=times[-1], advice="lower b0 or t_max")
     for stepper in steppers:
         try:
-            states, integrator = stepper.integrate(flow, y0, constants, times, rtol=rtol, atol=atol)
+            with metering(meter):
+                states, integrator = stepper.integrate(
+                    flow, y0, constants, times, rtol=rtol, atol=atol
+                )
         except Stopped as stopped:
             if stepper is steppers[-1]:
                 raise GdlnError(_stop_message(flow, stopped, scales if batch else None)) from None

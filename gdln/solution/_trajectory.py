@@ -589,21 +589,15 @@ class Trajectory:
         -------
         Trajectory
             The trajectory as saved, its series under the same names.
+
+        Raises
+        ------
+        GraphSpecError
+            The file is missing, beyond :class:`gdln.graphfile.Limits`, or malformed.
         """
-        path = Path(path)
-        if path.suffix == ".json":
-            payload = json.loads(path.read_text())
-            return cls(
-                t=np.asarray(payload["t"]),
-                loss=np.asarray(payload["loss"]),
-                series={k: np.asarray(v) for k, v in payload["series"].items()},
-                meta=payload.get("meta", {}),
-            )
-        with np.load(path, allow_pickle=False) as data:
-            series = {k[len("series/") :]: data[k] for k in data.files if k.startswith("series/")}
-            return cls(
-                t=data["t"], loss=data["loss"], series=series, meta=json.loads(str(data["meta"]))
-            )
+        from ._saved import read_trajectory  # gdln.graphfile's bounded readers
+
+        return cls(**read_trajectory(Path(path)))
 
 
 def context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
@@ -635,8 +629,15 @@ def time_to_half_loss(t: np.ndarray, loss: np.ndarray) -> float | None:
     float or None
         The first time the loss falls to half its initial value, or ``None`` if it
         never does.
+
+    Raises
+    ------
+    ValueError
+        ``t`` and ``loss`` are empty, of other shapes, or $t$ or $L(0)$ is not finite.
     """
     t, loss = np.asarray(t, float), np.asarray(loss, float)
+    if t.ndim != 1 or t.shape != loss.shape or not t.size or not np.isfinite([*t, loss[0]]).all():
+        raise ValueError(f"t {t.shape}, loss {loss.shape}: expected finite t and L(0), one length")
     half = loss[0] / 2
     below = np.nonzero(loss <= half)[0]
     if len(below) == 0:

@@ -117,8 +117,8 @@ def test_raised_limit_lets_a_larger_network_through(monkeypatch: pytest.MonkeyPa
         lambda: make_dgn(2, 3, 3, d_out=0),
         lambda: make_dataset("uniform2d", n=5, seed=-3),
         lambda: make_conv_dgn((4,), 2, 3, seed=-1),
-        lambda: kernel_spectrum(n=10, chunk_size=0, kind="ntk"),
-        lambda: kernel_spectrum(n=10, train_epochs=-1),
+        lambda: kernel_spectrum(n=10, chunk_size=True, kind="ntk"),
+        lambda: kernel_spectrum(n=10, train_epochs=True),
     ],
     ids=[
         "seed<0",

@@ -40,7 +40,10 @@ from gdln.sd import (
     chain_regulariser,
     chain_summary,
     expected_chain,
+    expected_sd_flow,
+    expected_sd_gd,
     mode_for_budget,
+    simulate_sd_gd,
     survival_probabilities,
 )
 
@@ -248,6 +251,25 @@ def test_sd_sizes_are_refused_before_anything_is_allocated() -> None:
     ):
         with pytest.raises(StochasticDepthError, match=r"batch_elements=\d+ \(raise it"):
             call()
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda b, p: expected_sd_gd(b, p, lr=0.1, steps=10**12, s=1.0), "limit steps="),
+        (lambda b, p: expected_sd_gd(b, p, lr=0.1, steps=10**6, s=1.0), "limit points="),
+        (lambda b, p: expected_sd_gd(b, p, lr=np.nan, steps=3, s=1.0), "learning rate"),
+        (lambda b, p: simulate_sd_gd(b, p, lr=0.1, steps=2, runs=10**9, s=1.0), "batch_el"),
+        (lambda b, p: simulate_sd_gd(b, p, lr=0.1, steps=2, runs=2, seed=-1, s=1.0), "seed"),
+        (lambda b, p: expected_sd_flow(b, p, np.array([0.0, np.nan]), s=1.0), "times"),
+    ],
+    ids=["steps", "records", "lr", "runs", "seed", "times"],
+)
+def test_sd_dynamics_refuse_work_beyond_the_limits(call, needle: str) -> None:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    with pytest.raises(StochasticDepthError, match=needle):
+        call(np.full(3, 0.1), np.full(3, 0.5))
     assert time.perf_counter() - start < 5
 
 

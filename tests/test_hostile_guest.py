@@ -23,6 +23,9 @@ from helpers import run_cli
 from gdln.kernels import (
     DGNSpecError,
     Gate,
+    draw_value_weights,
+    frg_overlap_mc,
+    gram_variance_by_depth,
     kernel_spectrum,
     make_conv_dgn,
     make_dataset,
@@ -100,6 +103,20 @@ def test_kernel_sizes_are_refused_before_anything_is_allocated() -> None:
         make_conv_dgn((4,), 10**5, 4)
     with pytest.raises(DGNSpecError, match="batch_elements"):
         make_dataset("uniform2d", n=10**10)
+    assert time.perf_counter() - start < 5
+
+
+def test_monte_carlo_sizes_are_refused_before_anything_is_drawn() -> None:
+    start = time.perf_counter()
+    for call in (
+        lambda: draw_value_weights([64, 10**5, 1], sigma=1.0, n_samples=10**4),
+        lambda: frg_overlap_mc(10**6, 100, 0.5, n_samples=10**8),
+        lambda: frg_overlap_mc(8, 3, 0.5, n_samples=10, seed=-1),
+        lambda: gram_variance_by_depth(10**5, [3], n_samples=10),
+        lambda: gram_variance_by_depth(8, [3], n_samples=10, seed=2**64),
+    ):
+        with pytest.raises(DGNSpecError, match=r"batch_elements|seed"):
+            call()
     assert time.perf_counter() - start < 5
 
 

@@ -39,13 +39,16 @@ from gdln.kernels import (
     train_dgn,
 )
 from gdln.sd import (
+    SDResNet,
     StochasticDepthError,
     chain_regulariser,
     chain_summary,
     expected_chain,
     expected_sd_flow,
     expected_sd_gd,
+    measure_gradient_growth,
     mode_for_budget,
+    sd_loss_monte_carlo,
     simulate_sd_gd,
     survival_probabilities,
 )
@@ -287,6 +290,22 @@ def test_sd_dynamics_refuse_work_beyond_the_limits(call, needle: str) -> None:  
     start = time.perf_counter()
     with pytest.raises(StochasticDepthError, match=needle):
         call(np.full(3, 0.1), np.full(3, 0.5))
+    assert time.perf_counter() - start < 5
+
+
+def test_sd_networks_and_their_samples_are_bounded() -> None:
+    start = time.perf_counter()
+    small = SDResNet(2, 4, 1, 3, np.full(3, 0.5))
+    x, y = torch.ones(2, 2), torch.ones(2, 1)
+    for call in (
+        lambda: SDResNet(2, 10**6, 1, 3, np.full(3, 0.5)),
+        lambda: SDResNet(2, True, 1, 3, np.full(3, 0.5)),
+        lambda: measure_gradient_growth(None, L=3, width=4, samples=10**9),
+        lambda: measure_gradient_growth(None, L=3, width=4, samples=5, seed=-1),
+        lambda: sd_loss_monte_carlo(small, x, y, masks=10**12),
+    ):
+        with pytest.raises(StochasticDepthError, match=r"batch_elements|steps|seed|width"):
+            call()
     assert time.perf_counter() - start < 5
 
 

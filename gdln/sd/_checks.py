@@ -87,6 +87,23 @@ def check_depth(L: int, modes: int = 1) -> int:
     return int(L)
 
 
+def check_count(name: str, value: Any, *, least: int = 1) -> int:
+    """``value`` as a Python int ``>= least`` (a bool is no count)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise StochasticDepthError(
+            f"{name} = {shorten(value)}; expected an integer >= {least}", key=name
+        )
+    return int(value)
+
+
+def check_held(what: str, count: int, key: str) -> None:
+    """Refuse a computation that would hold ``count`` numbers, beyond ``batch_elements``."""
+    if count > current_limits().batch_elements:
+        raise StochasticDepthError(
+            beyond("batch_elements", f"{what}: {count:.3g} numbers"), key=key
+        )
+
+
 def check_finite(name: str, value: Any) -> np.ndarray:
     """``value`` as a float array of finite numbers, else :class:`StochasticDepthError`."""
     try:

@@ -246,3 +246,15 @@ def test_saved_trajectories_still_load(tmp_path: Path) -> None:
 def test_time_to_half_loss_refuses_what_has_no_half_time(t: list, loss: list) -> None:
     with pytest.raises(ValueError, match="expected finite t and L"):
         time_to_half_loss(np.array(t), np.array(loss))
+
+
+def test_a_saved_trajectory_is_bounded_by_its_bytes_not_its_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No second moments follow from a saved result: data_values does not apply to it."""
+    path = gdln.Trajectory(t=np.arange(50.0), loss=np.ones(50)).save(tmp_path / "t.npz")
+    monkeypatch.setenv("GDLN_MAX_DATA_VALUES", "10")
+    assert len(gdln.Trajectory.load(path).t) == 50
+    monkeypatch.setenv("GDLN_MAX_DATA_BYTES", "500")
+    with pytest.raises(gdln.GraphSpecError, match="data_bytes=500"):
+        gdln.Trajectory.load(path)

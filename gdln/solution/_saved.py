@@ -4,8 +4,9 @@
 a ``.json`` file as a graph file is read (a regular file of at most ``file_bytes``,
 UTF-8, nested at most ``depth`` deep), an ``.npz`` file as a data file is
 (:func:`~gdln.graphfile._npz.read_npz`: the zip directory, each ``.npy`` header and the
-decompressed sizes checked against ``data_bytes``, ``data_values`` and ``data_arrays``
-before any array is read; nothing unpickled). Its text ``meta`` member must be one
+decompressed sizes checked against ``data_bytes`` and ``data_arrays`` before any array is
+read; nothing unpickled). ``data_values`` is raised to ``data_bytes`` there: no second
+moments follow from a saved result, so its bytes bound what it costs. Its text ``meta`` member must be one
 Unicode string whose size the header gives, holding a JSON object. Then the arrays must
 fit together (one time axis of at least one finite time, every series with a row per
 time), so that a hostile file ends in one :class:`~gdln.GraphSpecError` naming the file
@@ -14,6 +15,7 @@ and the key, never a KeyError, a RecursionError or an allocation the file only c
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 import zipfile
@@ -25,7 +27,7 @@ import numpy as np
 
 from .._errors import GraphSpecError, shorten
 from ..graphfile._document import Scope
-from ..graphfile._limits import current_limits
+from ..graphfile._limits import current_limits, use_limits
 from ..graphfile._npz import read_npz
 from ..graphfile._safe_read import open_regular, parse_json, read_text
 
@@ -88,7 +90,10 @@ def read_trajectory(path: Path) -> dict[str, Any]:
         meta = payload.get("meta", {})
     else:
         scope = Scope(source=source, folder=path.parent)
-        found = read_npz(path, scope, skip=("meta",))
+        limits = current_limits()  # no second moments follow: the bytes bound the values
+        values = max(limits.data_values, limits.data_bytes)
+        with use_limits(dataclasses.replace(limits, data_values=values)):
+            found = read_npz(path, scope, skip=("meta",))
         missing = [key for key in ("t", "loss") if key not in found]
         if missing:
             raise GraphSpecError(

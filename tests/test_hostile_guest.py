@@ -77,11 +77,11 @@ KERNEL_PAYLOADS = [
     (["--depth", "450", "--width", "8", "-n", "10"], "the kernel is 0"),
     (["--depth", "60", "--sigma", "1e10", "--gate", "soft", "-n", "6"], "overflowed"),
     (
-        ["--kind", "ntk", "--depth", "60", "--width", "8", "--sigma", "1e10", "-n", "6"],
+        ["--kind", "ntk", "--depth", "40", "--width", "8", "--sigma", "1e10", "-n", "6"],
         "overflowed",
     ),
     (
-        ["--kind", "ntk", "--depth", "60", "--width", "8", "--sigma", "1e-10", "-n", "6"],
+        ["--kind", "ntk", "--depth", "40", "--width", "8", "--sigma", "1e-10", "-n", "6"],
         "underflowed",
     ),
 ]

@@ -222,9 +222,6 @@ SD_PAYLOADS = [
     (["--b", "1", "--s", "1e308"], "leaves float64"),
     (["--format", "json", "--b", "1e200"], "leaves float64"),
     (["-L", "3000", "--scaling", "plain", "--b", "0.0001"], "overflows float64"),
-    (["--budget", "nan"], "budget"),
-    (["--p", "nan"], "p_L"),
-    (["--survival", "per_layer", "-L", "2", "--p", "0.5,nan"], "p[1]"),
 ]
 
 

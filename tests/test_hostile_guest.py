@@ -276,7 +276,7 @@ def test_sd_sizes_are_refused_before_anything_is_allocated() -> None:
     [
         (lambda b, p: expected_sd_gd(b, p, lr=0.1, steps=10**12, s=1.0), "limit steps="),
         (lambda b, p: expected_sd_gd(b, p, lr=0.1, steps=10**6, s=1.0), "limit points="),
-        (lambda b, p: expected_sd_gd(b, p, lr=np.nan, steps=3, s=1.0), "learning rate"),
+        (lambda b, p: expected_sd_gd(b, p, lr=True, steps=3, s=1.0), "learning rate"),
         (lambda b, p: simulate_sd_gd(b, p, lr=0.1, steps=2, runs=10**9, s=1.0), "batch_el"),
         (lambda b, p: simulate_sd_gd(b, p, lr=0.1, steps=2, runs=2, seed=-1, s=1.0), "seed"),
         (lambda b, p: expected_sd_flow(b, p, np.array([0.0, np.nan]), s=1.0), "times"),

@@ -114,11 +114,12 @@ class Limits:
     data_bytes
         Largest ``.npz`` data file, and most bytes its arrays take once decompressed
         (both read from the file's zip directory before any array is, and the
-        decompressed stream counted as it is read).
+        decompressed stream counted as it is read); also the largest sweep table.
     data_values
         Most numbers the ``.npz`` files of one load hold (read from each array's ``.npy``
         header before the array is), plus the second moments they imply: a dataset or a
-        group of examples whose fields have $D$ columns in all has $D^2$ of them.
+        group of examples whose fields have $D$ columns in all has $D^2$ of them. Also the
+        most cells of a sweep table (counted by their separators before it is parsed).
     exact_values
         Most exact numbers (rationals, expressions) the datasets of one load are built
         from: the values of ``examples:`` and ``moments:`` matrices after ``repeat``, and
@@ -133,11 +134,12 @@ class Limits:
         :func:`gdln.solve` and of a simulation (a step costs microseconds to milliseconds).
     points
         Most recorded times of one run (``n_points``, ``--points``, the records of a
-        simulation); each holds every variable.
+        simulation); each holds every variable. Also the most points of a sweep's grid.
     batch_elements
         Most numbers a simulation holds per step: seeds times (examples or minibatch rows
         times the summed node sizes, plus the weights), 400 MB in float64 at the default;
-        and the tangent kernel along a trajectory at a time (:func:`gdln.trajectory_kernels`).
+        the tangent kernel along a trajectory at a time (:func:`gdln.trajectory_kernels`);
+        and the numbers ``gdln kernel`` and ``gdln sd`` hold at once (estimated first).
     expression_work
         Most steps the expressions of one file may take together: each evaluation costs
         the nodes of its syntax tree, a ``pick()`` draw the domains it shuffles and a root

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import torch
 
+from ._bounds import check_count, check_finite
 from ._errors import DGNSpecError
 from ._gates import Gate
 from ._names import MODES
@@ -164,9 +165,13 @@ def check_gating(
 def check_input(net: FeatureValueNetwork, x: Any) -> torch.Tensor:
     """``x`` as an ``(n, d_in)`` tensor of the network's dtype."""
     if not isinstance(x, torch.Tensor):
-        x = torch.as_tensor(np.asarray(x), dtype=net.value[0].dtype)
+        try:
+            x = torch.as_tensor(np.asarray(x, dtype=float), dtype=net.value[0].dtype)
+        except (TypeError, ValueError) as err:
+            raise DGNSpecError(f"x: expected an (n, d_in) array of numbers, got {err}") from err
     if x.ndim != 2 or x.shape[1] != net.d_in:
         raise DGNSpecError(f"x: got shape {tuple(x.shape)}, expected (n, d_in={net.d_in})")
+    check_finite("x", x)
     return x.to(net.value[0].dtype)
 
 
@@ -197,8 +202,7 @@ def resolve_build(
     defaults to ``default_sigma()``, the gate to ReLU gates (Bernoulli for ``"frg"``).
     """
     for name, val in sizes.items():
-        if not isinstance(val, (int, np.integer)) or val < 1:
-            raise DGNSpecError(f"{name}: got {val!r}, expected an integer >= 1")
+        check_count(name, val)
     check_mode(mode)
     if init not in ("gaussian", "bernoulli"):
         raise DGNSpecError(f"init: got {init!r}, expected 'gaussian' or 'bernoulli'")

@@ -24,6 +24,7 @@ from ._base import (
     networks_for_mode,
     resolve_build,
 )
+from ._bounds import check_count, check_held, check_seed
 from ._errors import DGNSpecError
 from ._gates import Gate
 
@@ -357,17 +358,30 @@ def make_conv_dgn(
     >>> net.channels, [tuple(v.shape) for v in net.value]
     ((1, 4, 4, 1), [(9, 1, 4), (9, 4, 4), (4, 1)])
     """
-    shape = tuple(int(v) for v in image_shape)
+    shape = tuple(check_count("image_shape", v) for v in image_shape)
+    for name, size in (("channels", channels), ("depth", depth), ("kernel", kernel)):
+        check_count(name, size)
+    k = (kernel // 2 * 2 + 1) ** len(shape)  # len(conv_offsets(len(shape), kernel))
+    positions = math.prod(shape)
+    weights = (k * channels * (1 + channels * max(depth - 2, 0)) + channels) * (
+        1 if mode in ("relu", "frg") else 2
+    )
+    gates = 0
+    if mode == "frg":
+        gates = check_count("n_examples", n_examples) * positions * channels * (depth - 1)
+    check_held(
+        f"a ConvDGN of {channels} channels, depth {depth} on {positions} positions",
+        weights + gates + k,
+    )
     scale, gate_fn = resolve_build(
         mode,
         init,
         sigma,
         gate,
         sizes={"channels": channels, "depth": depth, "kernel": kernel},
-        default_sigma=lambda: math.sqrt(2.0 / (len(conv_offsets(len(shape), kernel)) * channels)),
+        default_sigma=lambda: math.sqrt(2.0 / (k * channels)),
     )
-    k = len(conv_offsets(len(shape), kernel))
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     convs: list[tuple[int, ...]] = [(k, 1, channels), *([(k, channels, channels)] * (depth - 2))]
     shapes = [*convs[: depth - 1], (channels if depth > 1 else 1, d_out)]
     feature, value, fixed = networks_for_mode(

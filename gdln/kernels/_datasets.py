@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._bounds import check_count, check_held, check_seed
 from ._errors import DGNSpecError
 from ._names import DATASETS
 
@@ -73,7 +74,9 @@ def make_dataset(
     Raises
     ------
     DGNSpecError
-        Unknown ``name``, or ``n`` is not a positive count the dataset can supply.
+        Unknown ``name``, ``n`` is not a positive count the dataset can supply (or holds
+        more numbers than :class:`gdln.graphfile.Limits` ``batch_elements``), or ``seed``
+        is not in ``[0, 2**63 - 1]``.
 
     References
     ----------
@@ -88,9 +91,9 @@ def make_dataset(
     """
     if name not in DATASETS:
         raise DGNSpecError(f"dataset: got {name!r}, expected one of {', '.join(DATASETS)}")
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise DGNSpecError(f"n: got {n!r}, expected an integer >= 1")
-    rng = np.random.default_rng(seed)
+    n = check_count("n", n)
+    check_held(f"dataset {name} of n={n} examples", 3 * n)
+    rng = np.random.default_rng(check_seed(seed))
     if name in ("digits", "digits47"):
         x, y = _digits(name, n, rng)
     elif name == "identical":

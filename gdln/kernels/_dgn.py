@@ -29,6 +29,7 @@ from ._base import (
     networks_for_mode,
     resolve_build,
 )
+from ._bounds import check_count, check_held, check_seed
 from ._errors import DGNSpecError
 from ._gates import Gate, bernoulli_gates, feature_gates
 
@@ -251,10 +252,14 @@ def make_dgn(
         sizes={"d_in": d_in, "width": width, "depth": depth},
         default_sigma=lambda: math.sqrt(2.0 / width),
     )
-    gen = torch.Generator().manual_seed(int(seed))
     shapes = [(d_in, width)] + [(width, width)] * (depth - 2) + [(width, d_out)]
     if depth == 1:
         shapes = [(d_in, d_out)]
+    check_count("d_out", d_out)
+    weights = sum(a * b for a, b in shapes) * (1 if mode in ("relu", "frg") else 2)
+    gates = 0 if mode != "frg" else check_count("n_examples", n_examples) * width * (depth - 1)
+    check_held(f"a DGN of width {width} and depth {depth}", weights + gates)
+    gen = torch.Generator().manual_seed(check_seed(seed))
     feature, value, fixed = networks_for_mode(
         mode,
         lambda shape: draw_weights(shape, scale, init, gen, dtype),

@@ -27,6 +27,8 @@ import sympy as sp
 import torch
 
 from .._device import resolve_device
+from .._errors import shorten
+from ._bounds import check_count, check_finite, check_held, check_seed
 from ._errors import DGNSpecError
 
 __all__ = [
@@ -365,8 +367,12 @@ def draw_value_weights(
     """
     target = resolve_device(device, lambda m: DGNSpecError(f"device: {m}"))
     draw = generator.device if generator is not None else torch.device("cpu")
-    if n_samples < 1:
-        raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 1")
+    n_samples = check_count("n_samples", n_samples)
+    sizes = [check_count("widths", w) for w in widths]
+    check_held(
+        f"{n_samples} draws of widths {shorten(sizes)}",
+        n_samples * sum(a * b for a, b in itertools.pairwise(sizes)),
+    )
     if init not in ("bernoulli", "gaussian"):
         raise DGNSpecError(f"init: got {init!r}, expected 'bernoulli' or 'gaussian'")
     out = []
@@ -486,13 +492,14 @@ def sample_value_ntk(
     ----------
     Lakshminarayanan & Singh, *Deep Gated Networks*, Thm. 2.2.
     """
-    if n_samples < 1:
-        raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 1")
+    n_samples = check_count("n_samples", n_samples)
     if init not in ("bernoulli", "gaussian"):
         raise DGNSpecError(f"init: got {init!r}, expected 'bernoulli' or 'gaussian'")
     xn = np.asarray(x, dtype=float)
+    check_finite("x", xn)
     widths = [xn.shape[1], *(int(np.shape(t)[1]) for t in gates), 1]
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    check_held(f"{n_samples} NTK samples on {len(xn)} inputs", n_samples * len(xn) ** 2)
+    gen = torch.Generator(device="cpu").manual_seed(check_seed(seed))
     parts = []
     for start in range(0, n_samples, _CHUNK):
         r = min(_CHUNK, n_samples - start)
@@ -538,9 +545,13 @@ def frg_overlap_mc(
     ----------
     Lakshminarayanan & Singh, *Deep Gated Networks*, Lemma 2.3.
     """
-    if n_samples < 2:
-        raise DGNSpecError(f"n_samples: got {n_samples!r}, expected an integer >= 2")
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    n_samples = check_count("n_samples", n_samples, least=2)
+    width, depth = check_count("width", width), check_count("depth", depth)
+    check_held(
+        f"{n_samples} overlaps of width {width}, depth {depth}",
+        2 * n_samples + 2 * _CHUNK * width * depth,
+    )
+    gen = torch.Generator(device="cpu").manual_seed(check_seed(seed))
     selfs, cross = [], []
     for start in range(0, n_samples, _CHUNK):
         r = min(_CHUNK, n_samples - start)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._bounds import check_count, check_held, check_seed
 from ._dgn_theory import _CHUNK, draw_value_weights, value_ntk_samples
 from ._errors import DGNSpecError
 
@@ -118,9 +119,15 @@ def gram_variance_by_depth(
     ----------
     Lakshminarayanan & Singh, *Deep Gated Networks*, Thm. 2.2, Eq. (3) and Experiment 1.
     """
+    width, n_samples = check_count("width", width), check_count("n_samples", n_samples, least=2)
+    deepest = max((check_count("depths", d) for d in depths), default=1)
+    check_held(
+        f"{n_samples} samples of width {width}, depth up to {deepest}",
+        4 * n_samples + 3 * _CHUNK * width * width * deepest,
+    )
     sigma = 1.0 / math.sqrt(p * width)
     x = np.ones((2, 1))
-    gen = torch.Generator(device="cpu").manual_seed(int(seed))
+    gen = torch.Generator(device="cpu").manual_seed(check_seed(seed))
     diag, diag_se, off, off_se = [], [], [], []
     for d in depths:
         if d < 1:

@@ -152,6 +152,14 @@ def feature_gates(
     tuple of torch.Tensor
         One ``(n, w)`` gate tensor $G_x(l)$ per hidden layer.
 
+    Notes
+    -----
+    A hard ReLU gate depends only on the sign of $q$, and $q$ scales with $z$, so for
+    ``"relu"`` gates each row of $z$ is divided by a power of two near its largest entry
+    after every layer: exact (the gates are those of the plain product, bit for bit), and
+    the feature network's values can neither overflow nor underflow at any depth or
+    weight scale. Soft gates depend on the scale of $q$ and are computed as they are.
+
     References
     ----------
     Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Fig. 2;
@@ -164,4 +172,14 @@ def feature_gates(
         G = gate(q)
         gates.append(G)
         z = q * G
+        if gate.kind == "relu":
+            z = z / _power_of_two_near(z.detach())
     return tuple(gates)
+
+
+def _power_of_two_near(z: torch.Tensor) -> torch.Tensor:
+    """Per row (last axis), a power of two within a factor 2 of the largest ``|z|`` (1 for
+    a row of zeros); elementwise tensor operations only, so it works under ``vmap``."""
+    top = z.abs().amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isfinite(top) & (top > 0), top, torch.ones_like(top))
+    return torch.exp2(torch.floor(torch.log2(top)))

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._bounds import check_finite, check_gates
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
@@ -225,7 +226,7 @@ def overlap(
     Raises
     ------
     DGNSpecError
-        No gate layer and no ``n``.
+        No gate layer and no ``n``, or gates holding inf or nan.
 
     References
     ----------
@@ -252,8 +253,9 @@ def _scaled_overlap(
         return np.ones((n, n)), 0
     lam: np.ndarray | None = None
     exponent = 0
-    for G in gates:
-        g = _numpy(G)
+    for layer in range(len(gates)):
+        g = _numpy(gates[layer])
+        check_finite(f"gates[{layer}]", g)
         gram = g @ g.T
         lam = gram if lam is None else lam * gram
         top = float(np.max(np.abs(lam)))
@@ -349,11 +351,17 @@ def npk_from_gates(x: torch.Tensor | np.ndarray, gates: Sequence[torch.Tensor]) 
     NPK
         $\Sigma$, $\Lambda$ and $H$, with their stored scale.
 
+    Raises
+    ------
+    DGNSpecError
+        ``x`` or the gates hold inf or nan.
+
     References
     ----------
     Lakshminarayanan & Singh, *Neural Path Features and Neural Path Kernel*, Def. 2.2 and Lemma 2.1.
     """
     xn = _numpy(x)
+    check_finite("x", xn)
     sigma = xn @ xn.T
     lam, exponent = _scaled_overlap(gates, n=len(xn))
     top = float(np.max(np.abs(lam))) if lam.size else 0.0
@@ -380,7 +388,8 @@ def neural_path_kernel(net: DGN, x: torch.Tensor) -> NPK:
     Raises
     ------
     DGNSpecError
-        ``net`` is a :class:`ConvDGN` (use :func:`conv_path_kernel`).
+        ``net`` is a :class:`ConvDGN` (use :func:`conv_path_kernel`), ``x`` holds inf or
+        nan, or the gates do (soft gates of a feature network whose values overflowed).
 
     References
     ----------
@@ -401,7 +410,9 @@ def neural_path_kernel(net: DGN, x: torch.Tensor) -> NPK:
             "positions); use conv_path_kernel(net, x)"
         )
     x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
-    return npk_from_gates(x, net.gates(x))
+    gates = net.gates(x)
+    check_gates(gates)
+    return npk_from_gates(x, gates)
 
 
 def normalised_nu(kernel: np.ndarray, y: np.ndarray) -> float:
@@ -440,6 +451,8 @@ def normalised_nu(kernel: np.ndarray, y: np.ndarray) -> float:
         raise DGNSpecError(
             f"kernel, y: got shapes {h.shape} and {y.shape}, expected (n, n) and (n,)"
         )
+    check_finite("kernel", h)
+    check_finite("y", y)
     tr = float(np.trace(h))
     if not tr > 0:
         raise DGNSpecError(f"kernel: trace is {tr}, expected > 0 (all inputs zero?)")

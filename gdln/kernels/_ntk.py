@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch.func import jacfwd, jacrev, vmap
 
+from ._bounds import check_finite
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
@@ -147,7 +148,8 @@ def neural_tangent_kernel(net: AnyDGN, x: torch.Tensor, *, chunk_size: int | Non
     Raises
     ------
     DGNSpecError
-        ``chunk_size`` is not a positive int or ``None``, or ``x`` has the wrong shape.
+        ``chunk_size`` is not a positive int or ``None``, or ``x`` has the wrong shape or
+        holds inf or nan.
 
     References
     ----------
@@ -167,6 +169,7 @@ def neural_tangent_kernel(net: AnyDGN, x: torch.Tensor, *, chunk_size: int | Non
     x = torch.as_tensor(x, dtype=net.value[0].dtype, device=net.value[0].device)
     if x.ndim != 2 or x.shape[1] != net.d_in:
         raise DGNSpecError(f"x: got shape {tuple(x.shape)}, expected (n, d_in={net.d_in})")
+    check_finite("x", x)
     if net.mode == "frg":
         net.gates(x)  # checks the row count
     want_feature = net.gate.differentiable and net.mode != "frg"

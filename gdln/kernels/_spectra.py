@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..graphfile._limits import current_limits
+from ..solution._bounds import beyond
 from . import (
     DGN,
     DGNSpecError,
@@ -32,12 +34,16 @@ from . import (
     path_gram,
     train_dgn,
 )
+from ._bounds import check_count, check_gates, check_held, check_kernel, check_seed
 from ._kinds import KERNEL_KINDS
 
 __all__ = ["MAX_H_TERMS", "KernelSpectrum", "kernel_spectrum", "spectrum_ecdf"]
 
 #: Largest number of summands per entry that ``kind="h"`` will enumerate.
 MAX_H_TERMS = 2_000_000
+
+#: Input size of each dataset of :func:`make_dataset`, for estimates made before it is built.
+_INPUTS = {"digits": 64, "digits47": 64, "identical": 1, "uniform2d": 2}
 
 
 @dataclass(frozen=True)
@@ -166,10 +172,10 @@ def spectrum_ecdf(eigenvalues: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ([1, 2, 3], [0.25, 0.75, 1.75])
     """
     eig = np.sort(np.asarray(eigenvalues, dtype=float))
-    if eig.ndim != 1 or eig.size == 0 or not eig[-1] > 0:
+    if eig.ndim != 1 or eig.size == 0 or not eig[-1] > 0 or not np.all(np.isfinite(eig)):
         raise DGNSpecError(
             f"eigenvalues: got shape {eig.shape} with largest {eig[-1] if eig.size else None}; "
-            "expected a non-empty vector with a positive largest eigenvalue"
+            "expected a non-empty vector of finite numbers with a positive largest eigenvalue"
         )
     return np.arange(1, eig.size + 1), np.cumsum(eig / eig[-1])
 
@@ -219,7 +225,11 @@ def kernel_spectrum(
     ------
     DGNSpecError
         Unknown ``kind``, a negative ``train_epochs``, ``kind="h"`` without ReLU mode
-        and gates, or a path formula with too many summands.
+        and gates, or a path formula with too many summands; sizes whose numbers (weights,
+        activations, Jacobians, $n\times n$ matrices, estimated before anything is built)
+        exceed :class:`gdln.graphfile.Limits` ``batch_elements``, or more epochs than
+        ``steps``; a kernel that left float64 (inf or nan; 0, as when every gate of a
+        layer is off for every input; or underflowed), which is refused, not returned.
 
     References
     ----------
@@ -229,8 +239,7 @@ def kernel_spectrum(
     """
     if kind not in KERNEL_KINDS:
         raise DGNSpecError(f"kind: got {kind!r}, expected one of {', '.join(KERNEL_KINDS)}")
-    if not isinstance(train_epochs, int) or train_epochs < 0:
-        raise DGNSpecError(f"train_epochs: got {train_epochs!r}, expected an integer >= 0")
+    _check_cost(kind, dataset, n, width, depth, mode, gate, train_epochs, seed, chunk_size)
     gate = gate if gate is not None else Gate("bernoulli" if mode == "frg" else "relu")
     if kind == "h" and (mode != "relu" or gate.kind != "relu"):
         raise DGNSpecError(
@@ -240,9 +249,15 @@ def kernel_spectrum(
     x, y = make_dataset(dataset, n=n, seed=seed)
     targets = y.double() if y.dtype != torch.int64 else (y % 2).double() * 2 - 1
     net = _network(x, targets, width, depth, mode, gate, sigma, train_epochs, seed)
+    check_gates(net.gates(x))
     start = time.perf_counter()
     matrix, split, terms, log_scale = _kernel(kind, net, x, chunk_size)
     seconds = time.perf_counter() - start
+    check_kernel(
+        matrix,
+        f"kind {kind} of a {mode} network of depth {depth}, width {width}, sigma {net.sigma:.3g}",
+        "lower the depth or raise the width" + (", or change sigma" if kind != "npk" else ""),
+    )
     settings = {
         "dataset": dataset,
         "n": n,
@@ -268,6 +283,44 @@ def kernel_spectrum(
         seconds,
         log_scale,
     )
+
+
+def _check_cost(
+    kind: str,
+    dataset: str,
+    n: Any,
+    width: Any,
+    depth: Any,
+    mode: str,
+    gate: Gate | None,
+    train_epochs: Any,
+    seed: Any,
+    chunk_size: Any,
+) -> None:
+    """Check the counts, then refuse sizes whose numbers exceed ``batch_elements``.
+
+    The estimate counts the weights (twice where feature and value networks differ, three
+    times with the ReLU source of ``flnpf``), each layer's gates and values for every
+    example (four times when training: the backward pass and Adam's moments), a handful of
+    $n\times n$ matrices and, for the NTK, the Jacobian of every example (twice with soft
+    gates, whose feature part counts).
+    """
+    n, width, depth = (check_count(k, v) for k, v in (("n", n), ("width", width), ("depth", depth)))
+    epochs = check_count("train_epochs", train_epochs, least=0)
+    check_seed(seed)
+    if chunk_size is not None:
+        check_count("chunk_size", chunk_size)
+    if epochs > current_limits().steps:
+        raise DGNSpecError(beyond("steps", f"train_epochs={epochs}"))
+    d_in = _INPUTS.get(dataset, 64)
+    weights = d_in * width + max(depth - 2, 0) * width * width + width if depth > 1 else d_in
+    copies = {"relu": 1, "frg": 1, "flnpf": 3}.get(mode, 2)
+    activations = 2 * n * width * (depth - 1) * (4 if epochs else 1)
+    held = weights * copies * (4 if epochs else 1) + activations + 6 * n * n
+    if kind == "ntk":
+        soft = gate is not None and gate.differentiable and mode != "frg"
+        held += 2 * n * weights * (2 if soft else 1)
+    check_held(f"kind {kind} on n={n} examples, width {width}, depth {depth}", held)
 
 
 def _network(

@@ -8,13 +8,18 @@ network only in mode ``"dnpfl"`` (and through the tied weights in ``"relu"``).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 import torch
 
+from .._errors import shorten
+from ..graphfile._limits import current_limits
+from ..solution._bounds import beyond
 from ._base import check_input
+from ._bounds import check_count, check_finite, check_seed
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
@@ -123,8 +128,9 @@ def train_dgn(
     Raises
     ------
     DGNSpecError
-        Unknown ``optimizer`` or ``loss``, ``y`` with the wrong number of rows, or a
-        non-finite loss.
+        Unknown ``optimizer`` or ``loss``, ``y`` with the wrong number of rows, inputs or
+        targets holding inf or nan, a count or ``lr`` out of range (more epochs than
+        :class:`gdln.graphfile.Limits` ``steps``), or a non-finite loss.
 
     References
     ----------
@@ -132,11 +138,23 @@ def train_dgn(
     (training the value and feature networks of each mode).
     """
     _check_training(optimizer, loss)
+    epochs, batch_size = (
+        check_count("epochs", epochs, least=0),
+        check_count("batch_size", batch_size),
+    )
+    if epochs > current_limits().steps:
+        raise DGNSpecError(beyond("steps", f"epochs={epochs}"))
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < math.inf:
+        raise DGNSpecError(f"lr: got {shorten(lr)}, expected a finite number > 0")
+    seed = check_seed(seed)
     net = net.clone()
     x = check_input(net, x)
     y = torch.as_tensor(y)
-    if y.shape[0] != x.shape[0]:
-        raise DGNSpecError(f"y: got {y.shape[0]} rows, expected {x.shape[0]} (one per x row)")
+    if y.ndim == 0 or y.shape[0] != x.shape[0]:
+        raise DGNSpecError(
+            f"y: got shape {tuple(y.shape)}, expected {x.shape[0]} rows (one per x row)"
+        )
+    check_finite("y", y)
     params = net.trainable()
     for t in params:
         t.requires_grad_(True)

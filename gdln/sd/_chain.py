@@ -24,7 +24,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._checks import StochasticDepthError, check_probabilities
+from ._checks import (
+    StochasticDepthError,
+    check_depth,
+    check_finite,
+    check_probabilities,
+    finite_results,
+    quiet_floats,
+)
 from ._masks import MaskConvention, mask_convention
 
 __all__ = ["ChainExpectation", "brute_force_chain", "chain_scale", "expected_chain"]
@@ -67,9 +74,14 @@ def chain_scale(scaling: str | float, L: int) -> float:
             "or a number",
             key="scaling",
         )
-    kappa = float(scaling)
+    try:
+        kappa = float(scaling)
+    except (TypeError, ValueError, OverflowError):
+        kappa = float("nan")
     if not np.isfinite(kappa):
-        raise StochasticDepthError(f"scaling = {scaling!r} is not finite", key="scaling")
+        raise StochasticDepthError(
+            f"scaling = {scaling!r} is not a finite number, 'plain' or 'stable'", key="scaling"
+        )
     return kappa
 
 
@@ -145,13 +157,14 @@ def chain_inputs(
     like it; ``ca`` is the product of the fixed input and output scalars per mode.
     """
     conv = mask_convention(mask)
-    b = np.asarray(b, dtype=float)
+    b = check_finite("b", b)
     B = b.reshape(b.shape[0], -1) if b.ndim in (1, 2) else None
     if B is None or B.shape[0] == 0:
         raise StochasticDepthError(
             f"b has shape {b.shape}; expected (L,) or (L, modes) with L >= 1", key="b"
         )
     L, M = B.shape
+    check_depth(L, M)
     p = check_probabilities(p, positive=conv.inverted)
     if p.shape != (L,):
         raise StochasticDepthError(
@@ -164,7 +177,7 @@ def chain_inputs(
             raise StochasticDepthError(
                 f"{name} has shape {np.shape(value)}; expected a scalar or ({M},)", key=name
             )
-        out.append(np.array(np.broadcast_to(np.asarray(value, dtype=float), (M,))))
+        out.append(np.array(np.broadcast_to(check_finite(name, value), (M,))))
     sa, da, aa, ca = out
     return ChainInputs(B, p, conv, sa, da, aa * ca, b.ndim == 1)
 
@@ -248,6 +261,13 @@ def expected_chain(
         Expected loss (total and per mode), $\mathbb E f$, $\mathbb E f^2$, the
         gradient in ``b`` and the loss of the average network.
 
+    Raises
+    ------
+    StochasticDepthError
+        An input is malformed or not finite, the chain holds more numbers than
+        :class:`gdln.graphfile.Limits` ``batch_elements``, or the result leaves float64
+        (the product of the factors overflows).
+
     References
     ----------
     Saxe, Sodhani & Lewallen (2022), Eq. (10); Hayou & Ayed (2021), "Regularization in
@@ -264,15 +284,17 @@ def expected_chain(
     kappa = chain_scale(scaling, L)
     mu = conv.mean(p)[:, None]
     nu = conv.second_moment(p)[:, None]
-    m = 1.0 + kappa * mu * B
-    q = 1.0 + 2.0 * kappa * mu * B + kappa**2 * nu * B**2
-    mean = ca * np.prod(m, axis=0)
-    second = ca**2 * np.prod(q, axis=0)
-    dmean = ca * exclusive_products(m) * (kappa * mu)
-    dsecond = ca**2 * exclusive_products(q) * (2.0 * kappa * mu + 2.0 * kappa**2 * nu * B)
-    grad = -s_ * dmean + 0.5 * d_ * dsecond
-    loss_modes = -s_ * mean + 0.5 * d_ * second
-    average = -s_ * mean + 0.5 * d_ * mean**2
+    with quiet_floats():
+        m = 1.0 + kappa * mu * B
+        q = 1.0 + 2.0 * kappa * mu * B + kappa**2 * nu * B**2
+        mean = ca * np.prod(m, axis=0)
+        second = ca**2 * np.prod(q, axis=0)
+        dmean = ca * exclusive_products(m) * (kappa * mu)
+        dsecond = ca**2 * exclusive_products(q) * (2.0 * kappa * mu + 2.0 * kappa**2 * nu * B)
+        grad = -s_ * dmean + 0.5 * d_ * dsecond
+        loss_modes = -s_ * mean + 0.5 * d_ * second
+        average = -s_ * mean + 0.5 * d_ * mean**2
+    finite_results("the expected loss", second, grad, loss_modes, average)
     return ChainExpectation(
         loss=float(loss_modes.sum()),
         loss_modes=loss_modes,
@@ -345,7 +367,9 @@ def brute_force_chain(
         masks = ((np.arange(start, start + chunk)[:, None] & bits) > 0).astype(float)
         prob = np.prod(np.where(masks == 1.0, p, 1.0 - p), axis=1)
         gate = conv.gate_value(masks, p)
-        loss, grad = masked_chains(gate, B, ca=ca, s=s_, d=d_, kappa=kappa)
-        g += (grad * prob[:, None, None]).sum(axis=0)
-        total += float((prob[:, None] * loss).sum())
+        with quiet_floats():
+            loss, grad = masked_chains(gate, B, ca=ca, s=s_, d=d_, kappa=kappa)
+            g += (grad * prob[:, None, None]).sum(axis=0)
+            total += float((prob[:, None] * loss).sum())
+    finite_results("the expected loss", total, g)
     return total, (g[:, 0] if vector else g)

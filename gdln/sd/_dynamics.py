@@ -13,13 +13,17 @@ with $\tau=1$.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..graphfile._limits import current_limits
 from ..solution import Trajectory
+from ..solution._bounds import beyond
 from ._chain import chain_inputs, chain_scale, expected_chain, masked_chains
 from ._checks import StochasticDepthError
 
@@ -87,7 +91,13 @@ def expected_sd_flow(
     b0 = np.asarray(b0, dtype=float)
     shape = b0.shape
     t = np.asarray(t, dtype=float)
-    if t.ndim != 1 or t.size == 0 or np.any(np.diff(t) <= 0) or t[0] < 0:
+    if (
+        t.ndim != 1
+        or t.size == 0
+        or not np.all(np.isfinite(t))
+        or np.any(np.diff(t) <= 0)
+        or t[0] < 0
+    ):
         raise StochasticDepthError("t must be non-negative and strictly increasing times", key="t")
 
     def rhs(_: float, y: np.ndarray) -> np.ndarray:
@@ -180,14 +190,19 @@ def expected_sd_gd(
 
 
 def _check_gd(lr: float, steps: int, record_every: int) -> tuple[float, int, int]:
-    if not (np.isfinite(lr) and lr > 0):
+    """The settings of a GD run, its steps within ``Limits.steps`` and its records within
+    ``Limits.points``."""
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < math.inf:
         raise StochasticDepthError(f"lr = {lr!r} is not a positive learning rate", key="lr")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise StochasticDepthError(f"steps = {steps!r}; expected a positive integer", key="steps")
-    if not isinstance(record_every, (int, np.integer)) or record_every < 1:
-        raise StochasticDepthError(
-            f"record_every = {record_every!r}; expected a positive integer", key="record_every"
-        )
+    for name, value in (("steps", steps), ("record_every", record_every)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise StochasticDepthError(f"{name} = {value!r}; expected a positive integer", key=name)
+    limits = current_limits()
+    if steps > limits.steps:
+        raise StochasticDepthError(beyond("steps", f"steps={steps}"), key="steps")
+    if steps // record_every + 1 > limits.points:
+        what = f"{steps // record_every + 1} records (steps={steps}, record_every={record_every})"
+        raise StochasticDepthError(beyond("points", what), key="record_every")
     return float(lr), int(steps), int(record_every)
 
 
@@ -246,9 +261,17 @@ def simulate_sd_gd(
     """
     chain = _chain_settings(chain)
     lr, steps, record_every = _check_gd(lr, steps, record_every)
-    if not isinstance(runs, (int, np.integer)) or runs < 1:
+    if isinstance(runs, bool) or not isinstance(runs, (int, np.integer)) or runs < 1:
         raise StochasticDepthError(f"runs = {runs!r}; expected a positive integer", key="runs")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise StochasticDepthError(f"seed = {seed!r}; expected an integer >= 0", key="seed")
     b0 = np.asarray(b0, dtype=float)
+    held = int(runs) * b0.size * (steps // record_every + 4)
+    if held > current_limits().batch_elements:
+        raise StochasticDepthError(
+            beyond("batch_elements", f"{runs} runs of {b0.size} weights, {held:.3g} numbers"),
+            key="runs",
+        )
     B0, pc, conv, s_, d_, ca, _ = chain_inputs(
         b0.reshape(b0.shape[0], -1),
         p,

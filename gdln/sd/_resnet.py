@@ -24,8 +24,10 @@ import numpy as np
 import torch
 
 from .._device import resolve_device
+from ..graphfile._limits import current_limits
+from ..solution._bounds import beyond
 from ._chain import chain_scale
-from ._checks import StochasticDepthError, check_probabilities
+from ._checks import StochasticDepthError, check_count, check_held, check_probabilities
 from ._masks import mask_convention
 
 __all__ = [
@@ -107,6 +109,15 @@ class SDResNet(torch.nn.Module):
         device: str | torch.device | None = None,
     ) -> None:
         super().__init__()
+        sizes = {
+            k: check_count(k, v)
+            for k, v in (("d_in", d_in), ("width", width), ("d_out", d_out), ("L", L))
+        }
+        check_held(
+            f"an SDResNet of width {width} and {L} blocks",
+            sizes["L"] * sizes["width"] ** 2 + sizes["width"] * (sizes["d_in"] + sizes["d_out"]),
+            "width",
+        )
         dev = resolve_device(device, lambda m: StochasticDepthError(m, key="device"))
         if activation not in ("relu", "linear"):
             raise StochasticDepthError(
@@ -289,6 +300,9 @@ def sd_loss_monte_carlo(
     ----------
     Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Eq. (1).
     """
+    masks = check_count("masks", masks)
+    if masks > current_limits().steps:
+        raise StochasticDepthError(beyond("steps", f"masks={masks} forward passes"), key="masks")
     vals = []
     with torch.no_grad():
         for _ in range(masks):
@@ -448,6 +462,12 @@ def measure_gradient_growth(
     ----------
     Hayou & Ayed (2021), "Regularization in ResNet with Stochastic Depth", Proposition 1.
     """
+    samples, L = check_count("samples", samples, least=2), check_count("L", L)
+    check_held(f"{samples} samples of {L} blocks", samples * (L + 1), "samples")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise StochasticDepthError(
+            f"seed = {seed!r}; expected an integer in [0, 2**63)", key="seed"
+        )
     p_arr = np.ones(L) if p is None else np.asarray(p, dtype=float)
     gen = torch.Generator(device="cpu").manual_seed(seed)
     ratios = np.empty((samples, L + 1))

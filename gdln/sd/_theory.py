@@ -16,13 +16,22 @@ $\mathrm{Var}[\delta_l/p_l] = (1-p_l)/p_l$.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy import special
 
+from ..graphfile._limits import current_limits
+from ..solution._bounds import beyond
 from ._chain import chain_inputs, chain_scale, exclusive_products, expected_chain
-from ._checks import StochasticDepthError, check_probabilities
+from ._checks import (
+    StochasticDepthError,
+    check_depth,
+    check_probabilities,
+    finite_results,
+    quiet_floats,
+)
 
 __all__ = [
     "RegulariserComparison",
@@ -69,7 +78,8 @@ def gradient_growth(
     Raises
     ------
     StochasticDepthError
-        Neither ``p`` nor a positive ``L`` is given, or ``p`` or ``scaling`` is malformed.
+        Neither ``p`` nor a positive ``L`` is given, ``p`` or ``scaling`` is malformed, or
+        $\tilde q_0$ overflows float64 (plain scaling over thousands of blocks).
 
     References
     ----------
@@ -84,15 +94,22 @@ def gradient_growth(
     [2.25, 1.5, 1.0]
     """
     if p is None:
-        if L is None or L < 1:
+        if L is None or isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
             raise StochasticDepthError(
                 f"L = {L!r}; without survival probabilities give a positive depth L", key="L"
             )
-        p_arr = np.ones(int(L))
+        p_arr = np.ones(check_depth(L))
     else:
         p_arr = check_probabilities(p)
     factors = 1.0 + chain_scale(scaling, p_arr.size) ** 2 * p_arr
-    tail = np.cumprod(factors[::-1])[::-1]  # tail[l] = prod_{k >= l+1} in 1-based terms
+    with quiet_floats():
+        tail = np.cumprod(factors[::-1])[::-1]  # tail[l] = prod_{k >= l+1} in 1-based terms
+    if not np.isfinite(tail[0]):
+        raise StochasticDepthError(
+            f"the gradient growth q_0 = prod_l (1 + kappa^2 p_l) over {p_arr.size} blocks "
+            "overflows float64; use stable scaling or fewer blocks",
+            key="L",
+        )
     return np.concatenate([tail, [1.0]])
 
 
@@ -248,6 +265,22 @@ def chain_regulariser(
     L = B.shape[0]
     kappa = chain_scale(scaling, L)
     ex = expected_chain(B, p, s=s_, d=d_, scaling=kappa, mask=mask, a=ca, c=1.0)
+    with quiet_floats():
+        return _regulariser(B, p, conv, s_, d_, ca, kappa, ex, float(const))
+
+
+def _regulariser(
+    B: np.ndarray,
+    p: np.ndarray,
+    conv: Any,
+    s_: np.ndarray,
+    d_: np.ndarray,
+    ca: np.ndarray,
+    kappa: float,
+    ex: Any,
+    const: float,
+) -> RegulariserComparison:
+    """:func:`chain_regulariser` once its inputs are checked and its expectation is finite."""
     var = conv.variance(p)[:, None]
     mu = conv.mean(p)[:, None]
     m = 1.0 + kappa * mu * B
@@ -272,6 +305,7 @@ def chain_regulariser(
         taylor = float(np.sum(loss1 + first + 0.5 * quad))
     else:
         taylor = ex.average_loss
+    finite_results("the regulariser", penalty_paper, penalty_first, penalty_exact, taylor, orders)
     return RegulariserComparison(
         expected_loss=ex.loss + float(const),
         average_loss=ex.average_loss + float(const),
@@ -319,19 +353,20 @@ def _second_order_cross(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def _polynomial_products(factors: np.ndarray, degree: int) -> np.ndarray:
-    r"""Coefficients $0..$``degree`` of $\prod_l(1+x\,r_l)$ for each row of ``factors``.
+def _polynomial_products(constant: np.ndarray, factors: np.ndarray, degree: int) -> np.ndarray:
+    r"""Coefficients $0..$``degree`` of $\prod_l(c_l+x\,r_l)$ for each row of the arguments.
 
-    ``factors`` is ``(modes, L)`` with $r_l\ge0$. A balanced product tree of direct
-    convolutions (one ``einsum`` per level against Toeplitz windows), truncated at
-    ``degree``: every coefficient is a sum of non-negative products, so each is accurate to
-    a few ulps (an FFT would lose the small ones).
+    ``constant`` and ``factors`` are ``(modes, L)`` with $c_l, r_l\ge0$. A balanced product
+    tree of direct convolutions (one ``einsum`` per level against Toeplitz windows),
+    truncated at ``degree``: every coefficient is a sum of non-negative products, so each is
+    accurate to a few ulps (an FFT would lose the small ones).
     """
     n = 1
     while n < factors.shape[1]:
         n *= 2
     poly = np.zeros((factors.shape[0], n, 2))
     poly[:, :, 0] = 1.0
+    poly[:, : factors.shape[1], 0] = constant
     poly[:, : factors.shape[1], 1] = factors
     while poly.shape[1] > 1:
         left, right = poly[:, 0::2], poly[:, 1::2]
@@ -352,22 +387,36 @@ def _hoeffding_orders(m2: np.ndarray, w: np.ndarray) -> np.ndarray:
     With $r_l=w_l/m_l^2\ge0$ the normalised coefficients are the elementary symmetric
     polynomials $e_k(r)\le e_1^k/k!$; orders whose bound falls below
     ``_ORDER_CUTOFF`` $\cdot e_1$ are 0, so the cost is $O(L\,K)$ with $K$ the number of
-    orders that matter ($K\approx140$ at Stable scaling), not $O(L^2)$. Factors with
-    $m_l=0$ contribute $x\,w_l$: they shift the polynomial by one degree.
+    orders that matter ($K\approx140$ at Stable scaling), not $O(L^2)$; factors with
+    $m_l=0$ (pure $x\,w_l$) add one order each. The product is taken as
+    $\prod_l(m_l^2+w_l)\cdot\prod_l\bigl((1-q_l)+x\,q_l\bigr)$ with $q_l=w_l/(m_l^2+w_l)$:
+    the second factor's coefficients are probabilities (a Poisson binomial law), so none
+    overflows however large $r_l$ is ($m_l$ near 0).
     """
     L, M = m2.shape
     zero = m2 == 0.0
     r = np.where(zero, 0.0, w / np.where(zero, 1.0, m2))
-    scale = np.prod(np.where(zero, w, m2), axis=0)
-    shift = zero.sum(axis=0)
-    degree = max(_truncation_degree(float(e1), L) for e1 in r.sum(axis=0))
-    coeffs = _polynomial_products(r.T, degree) * scale[:, None]
+    total = m2 + w
+    positive = np.where(total > 0, total, 1.0)
+    q, rest = np.where(total > 0, w / positive, 0.0), np.where(total > 0, m2 / positive, 1.0)
+    scale = np.prod(total, axis=0)
+    degree = max(
+        min(L, _truncation_degree(float(e1), L) + int(shift))
+        for e1, shift in zip(r.sum(axis=0), zero.sum(axis=0), strict=True)
+    )
+    held = L * M * degree
+    if held > current_limits().batch_elements:
+        raise StochasticDepthError(
+            beyond(
+                "batch_elements",
+                f"the Hoeffding orders of {L} blocks up to order {degree} ({held:.3g} products)",
+            ),
+            key="b",
+        )
+    coeffs = _polynomial_products(rest.T, q.T, degree) * scale[:, None]
     orders = np.zeros((L, M))
-    for j in range(M):
-        top = min(coeffs.shape[1], L + 1 - shift[j])
-        full = np.zeros(L + 1)
-        full[shift[j] : shift[j] + top] = coeffs[j, :top]
-        orders[:, j] = full[1:]
+    top = min(coeffs.shape[1], L + 1)
+    orders[: top - 1] = coeffs[:, 1:top].T
     return orders
 
 
@@ -409,12 +458,14 @@ def chain_sensitivities(
     """
     B, _, _, s_, d_, ca, _ = chain_inputs(b, np.ones(np.shape(b)[0]), "unscaled", s, d, a, c)
     kappa = chain_scale(scaling, B.shape[0])
-    one = 1.0 + kappa * B
-    f1 = ca * np.prod(one, axis=0)
-    excl = ca * exclusive_products(one)  # f with block l removed
-    loss1 = -s_ * f1 + 0.5 * d_ * f1**2
-    drop = np.sum(loss1 - (-s_ * excl + 0.5 * d_ * excl**2), axis=1)
-    grad = np.sum((-s_ + d_ * f1) * kappa * B * excl, axis=1)
+    with quiet_floats():
+        one = 1.0 + kappa * B
+        f1 = ca * np.prod(one, axis=0)
+        excl = ca * exclusive_products(one)  # f with block l removed
+        loss1 = -s_ * f1 + 0.5 * d_ * f1**2
+        drop = np.sum(loss1 - (-s_ * excl + 0.5 * d_ * excl**2), axis=1)
+        grad = np.sum((-s_ + d_ * f1) * kappa * B * excl, axis=1)
+    finite_results("the sensitivities", drop, grad)
     return drop, grad
 
 

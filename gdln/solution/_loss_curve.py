@@ -22,8 +22,15 @@ def time_to_half_loss(t: np.ndarray, loss: np.ndarray) -> float | None:
     float or None
         The first time the loss falls to half its initial value, or ``None`` if it
         never does.
+
+    Raises
+    ------
+    ValueError
+        ``t`` and ``loss`` are empty, of other shapes, or $t$ or $L(0)$ is not finite.
     """
     t, loss = np.asarray(t, float), np.asarray(loss, float)
+    if t.ndim != 1 or t.shape != loss.shape or not t.size or not np.isfinite([*t, loss[0]]).all():
+        raise ValueError(f"t {t.shape}, loss {loss.shape}: expected finite t and L(0), one length")
     half = loss[0] / 2
     below = np.nonzero(loss <= half)[0]
     if len(below) == 0:

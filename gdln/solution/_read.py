@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import GdlnError
+from ..graphfile._safe_read import parse_json, read_text
 from ._trajectory import CONTEXT_LOSS, VARIABLE_EDGES, Trajectory
 
 __all__ = ["TrajectoryFileError", "read_trajectory"]
@@ -57,10 +57,11 @@ def read_trajectory(path: str | Path) -> Trajectory:
     try:
         if suffix == ".npz":
             return Trajectory.load(path)
-        if suffix == ".json":
-            return _from_json(json.loads(path.read_text(encoding="utf-8")), path)
+        if suffix == ".json":  # read as every file gdln takes: bounded, keys said once
+            text = read_text(path, what="trajectory")
+            return _from_json(parse_json(text, source=str(path)), path)
         if suffix == ".csv":
-            return _from_csv(path.read_text(encoding="utf-8"), path)
+            return _from_csv(read_text(path, what="trajectory"), path)
     except (KeyError, ValueError, TypeError, IndexError) as err:
         if isinstance(err, TrajectoryFileError):
             raise
@@ -89,7 +90,7 @@ def _from_csv(text: str, path: Path) -> Trajectory:
     comment = f"# {VARIABLE_EDGES}: "
     if text.startswith(comment):  # the variable -> edges map, as JSON on the first line
         first, _, text = text.partition("\n")
-        edges = json.loads(first[len(comment) :])
+        edges = parse_json(first[len(comment) :], source=str(path))
         if not isinstance(edges, dict):
             raise TrajectoryFileError(f"{path}: its {VARIABLE_EDGES} line is not a mapping")
     rows = list(csv.reader(io.StringIO(text)))

@@ -610,21 +610,15 @@ class Trajectory:
         -------
         Trajectory
             The trajectory as saved, its series under the same names.
+
+        Raises
+        ------
+        GraphSpecError
+            The file is missing, beyond :class:`gdln.graphfile.Limits`, or malformed.
         """
-        path = Path(path)
-        if path.suffix == ".json":
-            payload = json.loads(path.read_text())
-            return cls(
-                t=np.asarray(payload["t"]),
-                loss=np.asarray(payload["loss"]),
-                series={k: np.asarray(v) for k, v in payload["series"].items()},
-                meta=payload.get("meta", {}),
-            )
-        with np.load(path, allow_pickle=False) as data:
-            series = {k[len("series/") :]: data[k] for k in data.files if k.startswith("series/")}
-            return cls(
-                t=data["t"], loss=data["loss"], series=series, meta=json.loads(str(data["meta"]))
-            )
+        from ._saved import read_trajectory  # gdln.graphfile's bounded readers
+
+        return cls(**read_trajectory(Path(path)))
 
 
 def context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:

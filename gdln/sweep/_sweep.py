@@ -20,11 +20,13 @@ import numbers
 import os
 import pickle
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
 from .._errors import shorten
+from ..graphfile._limits import current_limits
+from ..solution._bounds import beyond
 from ._errors import (
     Point,
     Row,
@@ -73,8 +75,14 @@ def _check_result(result: Any, point: Point) -> dict[str, Any]:
 def _validate_points(
     points: Iterable[Point], key: Sequence[str] | str | None
 ) -> tuple[list[dict[str, Any]], list[str], list[tuple[str, ...]]]:
+    most = current_limits().points
+    size = len(points) if isinstance(points, Sized) else None
+    if size is not None and size > most:
+        raise SweepSpecError(beyond("points", f"a grid of {size} points"))
     grid: list[dict[str, Any]] = []
     for index, raw in enumerate(points):
+        if index >= most:  # a generator: counted as it is expanded, never beyond the limit
+            raise SweepSpecError(beyond("points", f"a grid of more than {most} points"))
         if not isinstance(raw, Mapping) or not raw:
             raise SweepSpecError(f"points[{index}] = {shorten(raw)}: expected a non-empty dict")
         point = dict(raw)
@@ -195,11 +203,14 @@ def run_sweep(
     Raises
     ------
     SweepSpecError
-        Malformed points, key, workers or timeout; a function that cannot be sent to a
+        Malformed points, key, workers or timeout; more points than
+        :class:`gdln.graphfile.Limits` ``points`` (counted as a generator is expanded,
+        refused before it is expanded further); a function that cannot be sent to a
         worker.
     SweepTableError
-        The table cannot be read, locked or written, is not a sweep table, or has other
-        columns.
+        The table cannot be read, locked or written, is not a sweep table, has other
+        columns or two rows for one point, or is beyond the limits ``data_bytes`` (its
+        size) or ``data_values`` (its cells).
     SweepPointError
         Points did not finish (the function raised, returned something other than a dict
         of numbers, or its worker kept dying; no Dask worker was left). The message names
@@ -224,10 +235,7 @@ def run_sweep(
     path = Path(table)
     n_workers = (os.cpu_count() or 1) if workers is None else workers
     with SweepTable(path, list(points[0])) as sheet:
-        done: dict[tuple[str, ...], Row] = {}
-        for row in sheet.rows:
-            if all(name in row for name in key):
-                done.setdefault(point_key(row, key), row)
+        done = _rows_by_key(sheet.rows, key, path)
         todo = [(i, p) for i, (p, k) in enumerate(zip(points, keys, strict=True)) if k not in done]
         results: dict[int, Row] = {}
         failures: dict[int, UnfinishedPoint] = {}
@@ -274,6 +282,22 @@ def run_sweep(
         ]
         raise incomplete(unfinished, rows, total=len(points), table=str(path))
     return rows
+
+
+def _rows_by_key(rows: list[Row], key: list[str], path: Path) -> dict[tuple[str, ...], Row]:
+    """The table's rows by their key; two rows for one point make the table ambiguous."""
+    done: dict[tuple[str, ...], Row] = {}
+    for row in rows:
+        if all(name in row for name in key):
+            k = point_key(row, key)
+            if k in done:
+                shared = {name: row[name] for name in key}
+                raise SweepTableError(
+                    f"{path}: two rows for the point {shorten(shared, 100)}, which one holds "
+                    f"is ambiguous; remove one, or add columns to key={shorten(key, 60)}"
+                )
+            done[k] = row
+    return done
 
 
 def _pickled(function: Callable[..., Any]) -> bytes:

@@ -14,6 +14,10 @@ line without its newline is a row cut short by a crash: readers ignore it and th
 sweep that opens the table removes it before appending, so its point is computed again. A
 sweep holds an exclusive ``flock`` on the table from the moment it reads it until it
 returns, so a second sweep on the same table waits and then skips what the first wrote.
+
+A table is read within :class:`gdln.graphfile.Limits`: a regular file (a named pipe or a
+device is refused unopened) of at most ``data_bytes`` bytes, whose cells (counted by their
+separators before any line is parsed) number at most ``data_values``.
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .._errors import shorten
+from .._errors import GraphSpecError, shorten
+from ..graphfile._limits import current_limits
+from ..graphfile._safe_read import open_regular
+from ..solution._bounds import beyond
 from ._errors import Row, SweepTableError
 
 try:
@@ -140,6 +147,10 @@ class _Contents:
 
 
 def _scan(data: bytes, where: str) -> _Contents:
+    limits = current_limits()
+    count = data.count(b",") + data.count(b"\n")  # the cells (and quoted commas), unparsed
+    if count > limits.data_values:
+        raise SweepTableError(f"{where}: " + beyond("data_values", f"a table of {count} cells"))
     whole = data.rfind(b"\n") + 1
     lines = data[:whole].split(b"\n")[:-1]
     if not lines:
@@ -180,17 +191,25 @@ def read_table(table: str | os.PathLike[str]) -> list[Row]:
     Raises
     ------
     SweepTableError
-        The file cannot be read or is not a sweep table.
+        The file cannot be read or is not a sweep table: a named pipe, a device or a
+        folder (refused unopened), or a file beyond :class:`gdln.graphfile.Limits`
+        ``data_bytes`` or with more cells than ``data_values``.
     """
     path = Path(table)
+    limit = current_limits().data_bytes
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
+        with open_regular(path, what="sweep table", limit="data_bytes") as handle:
+            data = handle.read(limit + 1)
+    except GraphSpecError as error:
+        if isinstance(error.__cause__, FileNotFoundError):
+            return []
+        raise SweepTableError(str(error)) from error
     except OSError as error:
         raise SweepTableError(
             f"{path}: cannot read the sweep table: {error.strerror or error}"
         ) from error
+    if len(data) > limit:  # it grew while being read
+        raise SweepTableError(f"{path}: " + beyond("data_bytes", "more bytes"))
     return _scan(data, str(path)).rows
 
 
@@ -275,10 +294,15 @@ class SweepTable:
         info = os.fstat(self._fd)
         if not stat.S_ISREG(info.st_mode):
             raise SweepTableError(f"{self.path}: not a regular file; choose another table")
+        limits = current_limits()
         chunks, offset = [], 0
         while chunk := os.pread(self._fd, 1 << 20, offset):
             chunks.append(chunk)
             offset += len(chunk)
+            if offset > limits.data_bytes:
+                raise SweepTableError(
+                    f"{self.path}: " + beyond("data_bytes", f"a table of over {offset} bytes")
+                )
         return b"".join(chunks)
 
     def _check(self, contents: _Contents, data: bytes) -> None:

@@ -106,7 +106,8 @@ class Stage:
         route) or trainable edges as ``u->v`` (asymptotic route).
     pathways
         The input-output paths that become fully active (``x->h->y``, with ``[mode]`` on
-        the aligned route).
+        the aligned route); on the asymptotic route a further direction of an active
+        pathway is ``x->h->y (direction k)``.
     time
         The leading-order time at which the stage happens, at the given $u_0$.
     time_formula

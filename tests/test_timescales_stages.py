@@ -130,7 +130,7 @@ def test_every_modality_gets_its_stage_and_the_least_squares_loss(tmp_path) -> N
     problem = gdln.load(write(tmp_path, _fusion_file(S, W, 2, hidden=4, noise=noise)))
     u0 = 1e-12
     result = gdln.timescales(problem, b0=u0)
-    assert result.route == "asymptotic" and not result.not_predicted
+    assert result.analysis == "asymptotic" and not result.not_predicted
     assert [s.pathways for s in result.stages] == [("xB->hB->y",), ("xA->hA->y",)]
     # least squares over both modalities: 1/2 <y^2> - 1/2 Syx S^-1 Sxy
     syx = W @ S

@@ -144,7 +144,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / n if n > 0 else x
 
 
-def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
+def asymptotic_timescales(problem: Problem, u0: float, *, reason: str = "") -> Timescales:
     """The asymptotic route (see the module docstring)."""
     net = MatrixNetwork(problem)
     n = len(net.edges)
@@ -253,11 +253,13 @@ def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
     return Timescales(
         source=problem.source,
         u0=u0,
-        route="asymptotic",
+        route="matrix",
         stages=tuple(stages),
         assumptions=ASSUMPTIONS,
         initial_loss=net.constant,
         not_predicted=_not_predicted(net, active, position, spaces, stopped, initial),
+        analysis="asymptotic",
+        route_reason=reason,
     )
 
 

@@ -212,8 +212,9 @@ class Timescales:
     u0
         The initial scale $u_0$ the times are evaluated at.
     route
-        ``"aligned"`` (leading order of the exact reduced ODE, Eq. 10) or
-        ``"asymptotic"`` (rank-one stages, for statistics without common bases).
+        The route the dynamics were obtained by, by its declared name
+        (:data:`gdln.settings.ROUTES`): ``"quotient"`` or ``"contexts"`` (an exact
+        reduction), or ``"matrix"`` (the full matrices' statistics, without common bases).
     stages
         The stages, in order of time.
     assumptions
@@ -223,6 +224,11 @@ class Timescales:
     not_predicted
         The pathways that can still lower the loss after the last stage but get no
         stage here, each with the reason (empty when every one has its stage).
+    analysis
+        ``"aligned"`` (the leading order of the exact reduced ODE, Eq. 10, mode by mode)
+        or ``"asymptotic"`` (rank-one stages, for statistics without common bases).
+    route_reason
+        Why the route was taken, in words (``route: auto``'s choice), or ``""``.
     """
 
     source: str
@@ -232,6 +238,8 @@ class Timescales:
     assumptions: tuple[str, ...]
     initial_loss: float
     not_predicted: tuple[str, ...] = ()
+    analysis: str = "aligned"
+    route_reason: str = ""
 
     def __repr__(self) -> str:
         return (
@@ -243,7 +251,7 @@ class Timescales:
 
     def _repr_html_(self) -> str:
         """The stage table of :func:`format_timescales`, for Jupyter."""
-        exact = self.route == "aligned"
+        exact = self.analysis == "aligned"
         header = [
             "stage",
             "time",
@@ -264,7 +272,8 @@ class Timescales:
             for k, s in enumerate(self.stages, 1)
         ]
         caption = (
-            f"{self.source}: route {self.route}, u0 = {self.u0:g}, time in units of tau; "
+            f"{self.source}: route {self.route}, {self.analysis} stages, u0 = {self.u0:g}, "
+            "time in units of tau; "
             f"loss at zero weights {self.initial_loss:.6g}"
         )
         return html_table([*header, "loss after", "active"], rows, caption=caption)
@@ -304,13 +313,19 @@ class Timescales:
             )
             for s in data["stages"]
         )
+        route, analysis = str(data["route"]), str(data.get("analysis", "aligned"))
+        if route in ("aligned", "asymptotic"):  # written before routes had one name each
+            route, analysis = ("contexts" if route == "aligned" else "matrix"), route
         return cls(
             source=str(data["source"]),
             u0=float(data["u0"]),
-            route=str(data["route"]),
+            route=route,
             stages=stages,
             assumptions=tuple(data["assumptions"]),
             initial_loss=float(data["initial_loss"]),
+            not_predicted=tuple(data.get("not_predicted", ())),
+            analysis=analysis,
+            route_reason=str(data.get("route_reason", "")),
         )
 
     def ratios(self) -> tuple[float, ...]:
@@ -331,12 +346,15 @@ class Timescales:
         Returns
         -------
         dict
-            ``stages``, ``route``, ``not_predicted``, ``assumptions`` and the settings.
+            ``stages``, ``route`` (its declared name), ``route_reason``, ``analysis``,
+            ``not_predicted``, ``assumptions`` and the settings.
         """
         return {
             "source": self.source,
             "u0": self.u0,
             "route": self.route,
+            "route_reason": self.route_reason,
+            "analysis": self.analysis,
             "initial_loss": self.initial_loss,
             "stages": [s.to_dict() for s in self.stages],
             "not_predicted": list(self.not_predicted),
@@ -368,9 +386,11 @@ def format_timescales(result: Timescales, fmt: str = "text") -> str:
         return json.dumps(result.to_dict())
     if fmt != "text":
         raise ValueError(f"format {fmt!r}: expected text or json")
-    exact = result.route == "aligned"
+    exact = result.analysis == "aligned"
+    why = f" ({result.route_reason})" if result.route_reason else ""
     lines = [
-        f"{result.source}: route {result.route}, u0 = {result.u0:g}; time in units of tau",
+        f"{result.source}: route {result.route}{why}, {result.analysis} stages, "
+        f"u0 = {result.u0:g}; time in units of tau",
         f"loss at zero weights: {result.initial_loss:.6g}",
         "",
     ]

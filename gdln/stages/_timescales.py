@@ -133,12 +133,16 @@ def timescales(
         return asymptotic_timescales(problem, u0)
     try:
         reduction = reduce(problem, lump=lump, b0=u0, route=route)
-    except NotDiagonalizableError:
+    except NotDiagonalizableError as err:
         if route != "auto":
             raise
         from ._asymptotic import asymptotic_timescales
 
-        return asymptotic_timescales(problem, u0)
+        reason = (
+            f"auto: no common bases (Eqs. 7-8; residual {err.residual:.2g}), so the "
+            "asymptotic stages of the full-matrix statistics"
+        )
+        return asymptotic_timescales(problem, u0, reason=reason)
     return aligned_timescales(reduction, u0, ode=ode)
 
 
@@ -244,10 +248,12 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
     return Timescales(
         source=source,
         u0=u0,
-        route="aligned",
+        route=reduction.route_name,
         stages=tuple(stages),
         assumptions=assumptions,
         initial_loss=constant,
+        analysis="aligned",
+        route_reason=reduction.route,
     )
 
 

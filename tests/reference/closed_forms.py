@@ -127,12 +127,16 @@ def riccati_qqt(P0, Sigma_yx, lam: float, t: float, *, tau: float = 1.0) -> np.n
     n_out, n_in = S.shape
     F = np.block([[-lam / 2 * np.eye(n_in), S.T], [S, lam / 2 * np.eye(n_out)]])
     f, basis = np.linalg.eigh(F)
-    s = t / tau
+    P = np.asarray(P0, dtype=float)
+    # the semigroup property: apply the closed form over pieces with |f| * piece <= 2, so
+    # that I + P K stays well conditioned however long t is (exact up to rounding)
+    pieces = max(1, int(np.ceil(np.abs(f).max() * abs(t / tau) / 2.0)))
+    s = t / tau / pieces
     grow = basis @ np.diag(np.exp(f * s)) @ basis.T
     with np.errstate(divide="ignore", invalid="ignore"):
         k = np.where(np.abs(f) > 1e-14, np.expm1(2 * f * s) / (2 * f), s)
     K = basis @ np.diag(k) @ basis.T
-    P0 = np.asarray(P0, dtype=float)
-    inner = np.linalg.solve(np.eye(len(F)) + P0 @ K, P0)
-    P = grow @ inner @ grow
-    return 0.5 * (P + P.T)
+    for _ in range(pieces):
+        P = grow @ np.linalg.solve(np.eye(len(F)) + P @ K, P) @ grow
+        P = 0.5 * (P + P.T)
+    return P

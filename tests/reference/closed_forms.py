@@ -18,11 +18,14 @@ Riccati form. With $Q = [W_1^\top; W_2]$ and $P = QQ^\top$ (so $W_2W_1$ is the l
 block of $P$), gradient flow with $\Sigma^x = I$ and $\Lambda = \lambda I$ gives
 $\tau\dot P = F_\lambda P + P F_\lambda - P^2$ with
 $F_\lambda = \begin{bmatrix} -\lambda/2\, I & \Sigma^{yx\top} \\ \Sigma^{yx} & \lambda/2\, I
-\end{bmatrix}$ (the ExactLearningDynamics repository's lambda_balanced.py writes $+\lambda/2$ first: its λ is
-$W_1W_1^\top - W_2^\top W_2$, the opposite sign). Its solution is
+\end{bmatrix}$ (the ExactLearningDynamics repository's lambda_balanced.py, lines 116-118 and
+223-225, has commented-out versions with both signs; its λ is $W_1W_1^\top - W_2^\top W_2$;
+the sign here is the one the tests confirm against the full-matrix flow). Its solution is
 $P(t) = e^{F_\lambda t}\,[I + P_0 K(t)]^{-1} P_0\, e^{F_\lambda t}$ with
 $K(t) = \int_0^t e^{2F_\lambda s}\,ds$ (differentiate to check). It depends on the start only
-through $P_0$, so it can be restarted from the end of a previous task exactly.
+through $P_0$, so it can be restarted from the end of a previous task exactly. For
+$\Sigma^x = cI$ apply it to $cP$ (the weights scaled by $\sqrt c$) with the same
+$\Sigma^{yx}$ and $c\lambda$.
 
 >>> import numpy as np
 >>> float(logistic_mode(1.0, 1.0, 0.5, 0.0))

@@ -51,6 +51,7 @@ DOCUMENT_KEYS = frozenset(
         "datasets",
         "task",
         "solve",
+        "simulate",
     }
 )
 """The top-level keys of a YAML graph file."""

@@ -474,6 +474,6 @@ def test_the_three_context_task_takes_seconds_and_says_what_it_cannot_predict(tm
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "route asymptotic" in out
+    assert "route matrix" in out and "asymptotic stages" in out
     rested = "not at rest" not in out
     assert rested or "not predicted:" in out

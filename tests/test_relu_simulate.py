@@ -7,6 +7,8 @@ and differentiated by autograd.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -25,7 +27,7 @@ def relu_chain(sizes: list[int], x: np.ndarray, y: np.ndarray) -> str:
     for k, (name, size) in enumerate(zip(names, sizes, strict=True)):
         hidden = 0 < k < len(sizes) - 1
         nodes.append(f"  - {{id: {name}, size: {size}" + (", activation: relu}" if hidden else "}"))
-    edges = [f"  - {{source: {a}, target: {b}}}" for a, b in zip(names, names[1:], strict=False)]
+    edges = [f"  - {{source: {a}, target: {b}}}" for a, b in itertools.pairwise(names)]
     rows = [
         f"    - {{inputs: {{x: {list(map(float, xi))}}}, targets: {{y: {list(map(float, yi))}}}}}"
         for xi, yi in zip(x, y, strict=True)
@@ -40,7 +42,7 @@ def problem(tmp_path, text: str, name: str = "g.yaml") -> gdln.Problem:
 
 
 def given(weights: list[np.ndarray], names: list[str]) -> dict[tuple[str, str], np.ndarray]:
-    return {(a, b): w for (a, b), w in zip(zip(names, names[1:], strict=False), weights, strict=True)}
+    return {(a, b): w for (a, b), w in zip(itertools.pairwise(names), weights, strict=True)}
 
 
 @pytest.mark.parametrize("sizes", [[2, 16, 1], [2, 8, 6, 1]], ids=["one-layer", "two-layers"])
@@ -58,7 +60,7 @@ def test_gd_follows_the_reference_relu_trainer(tmp_path, sizes) -> None:
     )
     want = rn.train(XOR_X, XOR_Y, W, lr=0.2, steps=60, record=[60])
     np.testing.assert_allclose(run.loss[:, 0], want.loss, rtol=1e-12, atol=1e-15)
-    for (a, b), w in zip(zip(names, names[1:], strict=False), want.weights[60], strict=True):
+    for (a, b), w in zip(itertools.pairwise(names), want.weights[60], strict=True):
         np.testing.assert_allclose(run.weights((a, b))[-1, 0], w, rtol=1e-10, atol=1e-14)
     assert want.loss[-1] < 0.5 * want.loss[0]  # it learned: the comparison is not of a still net
 
@@ -98,7 +100,10 @@ def test_a_relu_dag_with_gates_steps_down_autograds_gradient(tmp_path, optimizer
     """Fan-in into a gated ReLU node and skip edges: one step against autograd's gradient."""
     p = problem(tmp_path, DAG)
     rng = np.random.default_rng(1)
-    W0 = {e: rng.normal(0, 0.7, (p.graph.nodes[e[1]]["size"], p.graph.nodes[e[0]]["size"])) for e in p.graph.edges}
+    W0 = {
+        e: rng.normal(0, 0.7, (p.graph.nodes[e[1]]["size"], p.graph.nodes[e[0]]["size"]))
+        for e in p.graph.edges
+    }
     ex = p.examples()
     batch = 5 if optimizer == "sgd" else None
     run = gdln.simulate(
@@ -122,7 +127,9 @@ def test_a_relu_dag_with_gates_steps_down_autograds_gradient(tmp_path, optimizer
         return  # a minibatch's step is not the full gradient's; its loss at step 0 is
     grads = torch.autograd.grad(loss, list(Wt.values()))
     for (e, w0), grad in zip(W0.items(), grads, strict=True):
-        np.testing.assert_allclose(run.weights(e)[1, 0], w0 - 0.1 * grad.numpy(), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(
+            run.weights(e)[1, 0], w0 - 0.1 * grad.numpy(), rtol=1e-12, atol=1e-15
+        )
     # some unit is off on some example: the ReLU matters here
     pre = x @ Wt["x", "a"].T
     assert bool((pre <= 0).any()) and bool((pre > 0).any())
@@ -134,7 +141,9 @@ def test_relu_changes_the_run(tmp_path) -> None:
     W, _ = rn.init_weights([2, 16, 1], 0.5, seed=3)
     kwargs = dict(weights=given(W, ["x", "h1", "y"]), steps=30, lr=0.2, seeds=1)
     relu = gdln.simulate(problem(tmp_path, text), **kwargs)
-    linear = gdln.simulate(problem(tmp_path, text.replace(", activation: relu", ""), "l.yaml"), **kwargs)
+    linear = gdln.simulate(
+        problem(tmp_path, text.replace(", activation: relu", ""), "l.yaml"), **kwargs
+    )
     assert linear.loss[-1, 0] == pytest.approx(0.5, rel=1e-6)  # XoR is not linearly solvable
     assert relu.loss[-1, 0] < 0.3
 
@@ -157,3 +166,78 @@ def test_activation_errors_name_the_node(tmp_path, node, message) -> None:
     )
     with pytest.raises(gdln.GraphSpecError, match=message):
         problem(tmp_path, text)
+
+
+# ------------------------------------------------------------------ recording the patterns
+def test_recorded_patterns_are_the_reference_patterns_of_the_recorded_weights(tmp_path) -> None:
+    sizes = [2, 8, 6, 1]
+    p = problem(tmp_path, relu_chain(sizes, XOR_X, XOR_Y))
+    W, _ = rn.init_weights(sizes, 0.5, seed=4)
+    names = ["x", "h1", "h2", "y"]
+    run = gdln.simulate(
+        p,
+        weights=given(W, names),
+        steps=40,
+        lr=0.2,
+        seeds=1,
+        settings=gdln.SimulationSettings(record_steps=[0, 7, 40], record_patterns=True),
+    )
+    want = rn.train(XOR_X, XOR_Y, W, lr=0.2, steps=40, record=[0, 7, 40])
+    assert sorted(run.patterns) == ["h1", "h2"]
+    for row, step in enumerate([0, 7, 40]):
+        for layer, node in enumerate(["h1", "h2"]):
+            assert run.patterns[node].dtype == bool
+            np.testing.assert_array_equal(run.patterns[node][row, 0], want.patterns[step][layer])
+    # the weights come with them, and the examples in meta, through a saved file too
+    saved = gdln.Trajectory.load(run.save(tmp_path / "run.npz"))
+    np.testing.assert_array_equal(saved.patterns["h2"], run.patterns["h2"])
+    np.testing.assert_allclose(saved.weights(("h1", "h2"))[1, 0], want.weights[7][1], rtol=1e-12)
+    examples = gdln.task.ExampleSet.from_json(saved.meta["training_examples"])
+    np.testing.assert_array_equal(examples.inputs["x"], XOR_X)
+    np.testing.assert_array_equal(examples.targets["y"], XOR_Y)
+
+
+def test_record_patterns_from_the_file_and_the_command_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from gdln.cli import cli
+
+    text = relu_chain([2, 4, 1], XOR_X, XOR_Y) + "simulate: {record_patterns: true}\n"
+    p = problem(tmp_path, text)
+    assert p.settings.record_patterns is True
+    run = gdln.simulate(p, steps=3, seeds=1)
+    assert run.patterns["h1"].shape == (4, 1, 4, 4)
+    path = tmp_path / "plain.yaml"
+    path.write_text(relu_chain([2, 4, 1], XOR_X, XOR_Y))
+    out = tmp_path / "run.npz"
+    args = [
+        "simulate",
+        str(path),
+        "--t-max",
+        "1",
+        "--seeds",
+        "2",
+        "--record-patterns",
+        "-o",
+        str(out),
+    ]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert gdln.Trajectory.load(out).patterns["h1"].shape[1:] == (2, 4, 4)
+
+
+def test_record_patterns_is_refused_without_relu_or_beyond_the_limits(
+    tmp_path, monkeypatch
+) -> None:
+    linear = problem(
+        tmp_path, relu_chain([2, 4, 1], XOR_X, XOR_Y).replace(", activation: relu", "")
+    )
+    settings = gdln.SimulationSettings(record_patterns=True)
+    with pytest.raises(gdln.SimulationSpecError, match="no ReLU node"):
+        gdln.simulate(linear, steps=2, settings=settings)
+    relu = problem(tmp_path, relu_chain([2, 64, 1], XOR_X, XOR_Y), "r.yaml")
+    monkeypatch.setenv("GDLN_MAX_DATA_BYTES", "10000")
+    with pytest.raises(gdln.SimulationSpecError, match="data_bytes"):
+        gdln.simulate(
+            relu, steps=100, settings=gdln.SimulationSettings(record_every=1, record_patterns=True)
+        )

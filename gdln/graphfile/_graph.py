@@ -53,6 +53,7 @@ DOCUMENT_KEYS = frozenset(
         "datasets",
         "task",
         "solve",
+        "simulate",
     }
 )
 """The top-level keys of a YAML graph file."""

@@ -321,8 +321,9 @@ class StateStep:
                 continue
             else:
                 for t in op.activate:  # the ReLU's derivative, 1[h > 0], once per node
-                    if dh[t] is not None:
-                        dh[t] = dh[t] * (h[t] > 0)  # type: ignore[operator]
+                    before, after = dh[t], h[t]
+                    if before is not None and after is not None:
+                        dh[t] = before * (after > 0)
                 found = self._delta(op, dh)
                 if found is None:
                     continue

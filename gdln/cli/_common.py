@@ -37,6 +37,7 @@ EXTENSIONS: Mapping[str, str] = {
     "png": ".png",
     "svg": ".svg",
     "pdf": ".pdf",
+    "yaml": ".yaml",
 }
 
 

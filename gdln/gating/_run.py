@@ -59,10 +59,11 @@ class RecordedNetwork:
         if step is None:
             return len(self.steps) - 1
         if step not in self.steps:
-            near = sorted(self.steps, key=lambda s: abs(s - step))[:3]
+            below = [s for s in self.steps if s < step][-1:]
+            above = [s for s in self.steps if s > step][:1]
             raise GraphSpecError(
                 f"step {step} was not recorded; the nearest recorded steps are "
-                f"{', '.join(map(str, sorted(near)))} (record it with record_steps)",
+                f"{' and '.join(map(str, below + above))} (record it with record_steps)",
                 source=self.source,
                 key="step",
             )

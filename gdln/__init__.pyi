@@ -37,6 +37,7 @@ from .comparison import compare as compare
 from .comparison import initial_mode_strengths as initial_mode_strengths
 from .comparison import save_figure as save_figure
 from .gating import extract as extract
+from .gating import predict_gating as predict_gating
 from .graphfile import ExpressionError as ExpressionError
 from .graphfile import evaluate as evaluate
 from .graphfile import load as load

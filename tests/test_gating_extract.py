@@ -238,3 +238,30 @@ def test_extract_errors_are_one_line(tmp_path) -> None:
     )
     assert result.exit_code == 2 and result.output.startswith("gdln: error: ")
     assert result.output.count("\n") == 1 and len(result.output) <= 301
+
+
+def test_summary_lists_the_twelve_largest_classes_and_sums_the_rest(tmp_path) -> None:
+    """Many classes (9 generic examples in 3-d: up to 2(1 + 8 + 28) half-space patterns):
+    the summary lists the 12 largest by share and sums the rest, counted here by brute force."""
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(9, 3)), rng.normal(size=(9, 1))
+    problem = relu_graph(tmp_path, [3, 64, 1], x, y)
+    W = [rng.normal(0, 1, (64, 3)), rng.normal(0, 1, (1, 64))]
+    found = gdln.extract(run_of(problem, {("x", "h1"): W[0], ("h1", "y"): W[1]}, 1, 0.01), step=0)
+    P = rn.patterns(W, None, x)[0]
+    size = rn.unit_contributions(W[1], np.maximum(x @ W[0].T, 0.0))
+    classes = {}
+    for col, units in rn.group_columns(P):
+        if any(col):
+            classes[col] = (len(units), size[units].sum() / size.sum())
+    assert len(classes) > 12
+    ranked = sorted(classes.items(), key=lambda item: -item[1][1])
+    lines = found.summary().splitlines()
+    listed = [s for s in lines if s.startswith("    on in ")]
+    assert len(listed) == 12
+    for line, (col, (units, share)) in zip(listed, ranked[:12], strict=True):
+        assert line.startswith(f"    on in {sum(col)} of 9 (")
+        assert ": 1 group(s) (h1." in line
+        assert line.endswith(f"{units} unit(s), {100 * share:.1f}% of the output")
+    rest = sum(share for _, (_, share) in ranked[12:])
+    assert f"    {len(ranked) - 12} more class(es): {100 * rest:.1f}% of the output" in lines

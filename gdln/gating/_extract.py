@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Extraction", "extract"]
 
+SHOWN = 12
+"""The gating classes a summary lists (by share); the rest are summed in one line."""
+
 THRESHOLD = 1e-3
 r"""An entry with $|z_u(n)| < 10^{-3}\max_m|z_u(m)|$ (its unit's largest at the step) is
 near the kink: a unit that never grew is small everywhere, not near it."""
@@ -186,11 +189,24 @@ class Extraction:
             lines.append(
                 f"  {printable(v)}: {len(mine)} group(s), {len(self.dead.get(v, ()))} dead unit(s)"
             )
+            classes: dict[frozenset[int], list[GatedGroup]] = {}
             for g in mine:
-                on = ", ".join(printable(self.contexts[c]) for c in sorted(g.contexts))
+                classes.setdefault(g.contexts, []).append(g)
+            ranked = sorted(classes.items(), key=lambda item: -sum(g.share for g in item[1]))
+            for cls, members in ranked[:SHOWN]:
+                on = ", ".join(printable(self.contexts[c]) for c in sorted(cls))
+                units = sum(len(g.units) for g in members)
+                share = sum(g.share for g in members)
+                names = ", ".join(printable(g.node) for g in members[:3])
+                more = ", ..." if len(members) > 3 else ""
                 lines.append(
-                    f"    {printable(g.node)}: {len(g.units)} unit(s), on in {len(g.contexts)} of "
-                    f"{len(self.contexts)} ({on}), {100 * g.share:.1f}% of the output"
+                    f"    on in {len(cls)} of {len(self.contexts)} ({on}): {len(members)} "
+                    f"group(s) ({names}{more}), {units} unit(s), {100 * share:.1f}% of the output"
+                )
+            if len(ranked) > SHOWN:
+                rest = sum(g.share for _, members in ranked[SHOWN:] for g in members)
+                lines.append(
+                    f"    {len(ranked) - SHOWN} more class(es): {100 * rest:.1f}% of the output"
                 )
         frozen = (
             "never frozen within the run (the last records differ)"

@@ -8,3 +8,5 @@ from ._predict import MAX_CANDIDATES as MAX_CANDIDATES
 from ._predict import GatingPrediction as GatingPrediction
 from ._predict import candidate_subsets as candidate_subsets
 from ._predict import predict_gating as predict_gating
+from ._theory import ReluTheory as ReluTheory
+from ._theory import relu_theory as relu_theory

@@ -106,6 +106,11 @@ def test_before_the_freeze_it_is_exact_for_the_gated_network_only(xor_run) -> No
         np.testing.assert_allclose(got, reference.weights[21][0][list(g.units)], rtol=1e-10)
     assert reference.flips[21] > 0
     assert np.max(np.abs(want - reference.loss[20:])) > 1e-3 * reference.loss[0]
+    # a shorter span: 10 steps from step 20, the gap over the records in it
+    short = gdln.gating.relu_theory(run, step=20, t_max=10 * LR)
+    assert short.theory.t[-1] == pytest.approx(10 * LR) and len(short.theory.t) == 11
+    gap = np.max(np.abs(want[:11] - reference.loss[20:31])) / reference.loss[20]
+    assert short.gap() == pytest.approx(gap, rel=1e-8)
 
 
 def test_the_figure_draws_what_the_result_holds(xor_run, tmp_path) -> None:
@@ -122,6 +127,10 @@ def test_the_figure_draws_what_the_result_holds(xor_run, tmp_path) -> None:
     assert result.agreement is not None
     np.testing.assert_allclose(lines["agreement"].get_ydata(), result.agreement.agreement)
     np.testing.assert_allclose(lines["selectivity"].get_ydata(), result.agreement.selectivity)
+    for size in range(1, 5):
+        np.testing.assert_allclose(
+            lines[f"on-in-{size}"].get_ydata(), result.agreement.sizes[:, size]
+        )
     assert len(fig.axes) == 3
     assert len(gdln.plotting.plot_result(path, gated=True, step=150).axes) == 2
 

@@ -46,8 +46,8 @@ def extract(
 ) -> None:
     """Write the gated network of a ReLU network's patterns at a step as a graph file.
 
-    RUN is a gdln simulate run of a graph with activation: relu nodes, recorded with
-    --record-patterns. Units on for the same examples become one gated node and examples
+    RUN is a run of gdln simulate --record-patterns on a graph with activation: relu
+    nodes. Units on for the same examples become one gated node and examples
     with one pattern one context; from the weights at that step (--weights-out) the graph's
     output and gradient are the ReLU network's exactly, until a pattern flips. Prints the
     groups, each gating class's share of the output, the pattern flips between records,

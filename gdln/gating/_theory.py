@@ -79,8 +79,8 @@ class ReluTheory:
         return float(self.extraction.t)
 
     def gap(self) -> float:
-        """The largest gap between the ReLU loss and the theory's at the run's records after
-        the start, relative to the ReLU loss at the start.
+        """The largest gap between the ReLU loss and the theory's at the run's records in
+        the theory's span, relative to the ReLU loss at the start.
 
         Returns
         -------
@@ -88,11 +88,11 @@ class ReluTheory:
             $\\max_t |L_{\\mathrm{ReLU}}(t) - L_{\\mathrm{GDLN}}(t)| / L_{\\mathrm{ReLU}}(K)$
             over the records both have (``nan`` when none after the start).
         """
-        after = self.t >= self.start
-        tt = self.theory.t + self.start
-        got = np.interp(self.t[after], tt, self.theory.loss)
+        end = self.start + float(self.theory.t[-1])
+        after = (self.t >= self.start - 1e-12) & (self.t <= end + 1e-12)
         if not after.any():
             return float("nan")
+        got = np.interp(self.t[after], self.theory.t + self.start, self.theory.loss)
         scale = abs(float(self.loss[after][0])) or 1.0
         return float(np.max(np.abs(got - self.loss[after])) / scale)
 
@@ -103,6 +103,7 @@ def relu_theory(
     step: int | None = None,
     seed: int | None = None,
     dynamics: str = "gd-map",
+    t_max: float | None = None,
     points: int | None = None,
     prediction: GatingPrediction | None = None,
 ) -> ReluTheory:
@@ -120,9 +121,12 @@ def relu_theory(
     dynamics
         ``"gd-map"`` (the run's gradient-descent map with its learning rate, exact while
         no pattern flips) or ``"flow"`` (the gradient flow of Eqs. 3-4).
+    t_max
+        How long the theory runs from the start, in units of $\tau$ (default: to the end
+        of the run).
     points
-        The theory's recorded times (default: one per record of the run after the start,
-        at least 2).
+        The theory's recorded times (default: one per record of the run in its span, at
+        least 2).
     prediction
         A :func:`gdln.predict_gating` of the run's task, to score the run's gating against.
 
@@ -152,8 +156,8 @@ def relu_theory(
         step = net.steps[0] if frozen is None else frozen
     found = extract(net.trajectory, step=step, seed=seed)
     lr = float(net.trajectory.meta.get("lr", 0.05))
-    after = int(np.sum(net.t >= found.t))
-    remaining = float(net.t[-1] - found.t)
+    remaining = float(net.t[-1] - found.t) if t_max is None else float(t_max)
+    after = int(np.sum((net.t >= found.t) & (net.t <= found.t + remaining + 1e-12)))
     theory = solve_full(
         found.problem(),
         found.weights,

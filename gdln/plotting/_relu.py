@@ -35,7 +35,8 @@ def plot_relu_theory(result: ReluTheory, *, fig: Any = None) -> Any:
     -------
     matplotlib.figure.Figure
         Its lines carry gids: ``relu-loss``, ``gated-theory`` (on the run's time axis),
-        ``flips``, ``agreement`` and ``selectivity``. Panels: the loss and the theory's, the pattern flips between records, and (with
+        ``flips``, ``agreement``, ``selectivity`` and ``on-in-<k>`` (the share of units on
+        in k contexts). Panels: the loss and the theory's, the pattern flips between records, and (with
         a prediction) the share of the predicted gatings over time.
     """
     if fig is None:
@@ -97,11 +98,26 @@ def plot_relu_theory(result: ReluTheory, *, fig: Any = None) -> Any:
             color="C4",
             ls="--",
             gid="selectivity",
-            label=f"predicted selectivity ({result.prediction.selectivity()})"[:60],
+            label="predicted selectivity",
         )
+        contexts = agreement.sizes.shape[1] - 1
+        for size in range(1, contexts + 1):
+            ax.plot(
+                agreement.t,
+                agreement.sizes[:, size],
+                color=f"C{5 + size % 5}",
+                lw=0.8,
+                alpha=0.8,
+                gid=f"on-in-{size}",
+                label=f"on in {size} of {contexts}",
+            )
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel("share of the output")
-        ax.set_title("the ReLU network's units in the predicted gating classes", fontsize=9)
+        ax.set_title(
+            "the ReLU network's output by its units' gating classes\npredicted: "
+            f"{result.prediction.selectivity()}",
+            fontsize=9,
+        )
         place_legend(ax)
     ax.set_xlabel("t (units of tau)")
     return fig

@@ -49,12 +49,13 @@ from .._edge import Edge, edge_name
 from ..settings._choices import INITS
 from ..settings._declared import NOT_GIVEN, renamed
 from ..solution._trajectory import Trajectory
-from ..task._examples import ExampleSet
+from ..task._examples import EXAMPLES_KEY, ExampleSet
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
 from ._errors import SimulationSpecError
 from ._init import DRAWS, start_weights
 from ._optimizers import OPTIMIZER_CLASSES
+from ._patterns import check_pattern_records
 from ._plan import Plan, compile_plan, fixed_edges
 from ._random_gates import RandomGates
 from ._recording import Recorder, projection_bases, record_at
@@ -291,6 +292,16 @@ def _run(
     every, chosen_steps = settings.record_every, settings.record_steps
     assert every is not None and not isinstance(chosen_steps, str)  # resolved by start_of
     recorded = record_at(steps, every, chosen_steps)
+    patterns = bool(settings.record_patterns)
+    if patterns:
+        check_pattern_records(
+            net.relu,
+            records=len(recorded),
+            seeds=len(seeds),
+            rows=_rows(examples),
+            sizes=net.sizes,
+            edges=net.edges,
+        )
     if init_scheme not in INITS:
         raise SimulationSpecError(
             f"init_scheme: expected one of {sorted(INITS)}, got {init_scheme!r}"
@@ -310,8 +321,9 @@ def _run(
         evaluation,
         projection_bases(net, bases, dtype, device),
         settings.rsm,
-        settings.record_weights,
+        settings.record_weights or patterns,
         background=beside,
+        patterns=tuple(v for v in net.hidden if v in net.relu) if patterns else (),
     )
     fixed = fixed_edges(net)
     w0 = start_weights(
@@ -370,6 +382,9 @@ def _run(
         "singular_values_thread": beside,
         **_network_meta(net, data, evaluation, examples, fixed),
     }
+    if patterns:  # what gdln.extract needs besides the series
+        meta["relu"] = [v for v in net.hidden if v in net.relu]
+        meta[EXAMPLES_KEY] = examples.as_json()
     return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)
 
 
@@ -389,6 +404,7 @@ def _settings_meta(settings: SimulationSettings, device: torch.device) -> dict[s
         "momentum": float(settings.momentum or 0.0),
         "dtype": settings.dtype,
         "device": str(device),
+        "record_patterns": bool(settings.record_patterns),
     }
 
 

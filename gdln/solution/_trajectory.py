@@ -55,7 +55,7 @@ VARIABLE_EDGES = "variable_edges"
 """The key of ``meta`` that maps each reduced variable to its edges' names (a solve's)."""
 
 _EDGE_QUANTITIES = ("W", "sv", "proj")
-_NODE_PREFIXES = {"rsm": "rsm/", "output": "eval/output/"}
+_NODE_PREFIXES = {"rsm": "rsm/", "output": "eval/output/", "pattern": "pattern/"}
 
 
 def variable_key(name: str, system: int, systems: int) -> str:
@@ -113,8 +113,8 @@ def matrix_key(quantity: str, edge: Edge | str) -> str:
 
 
 def node_key(quantity: str, node: Hashable) -> str:
-    """The series name of ``quantity`` (``"rsm"`` or ``"output"``, on the evaluation
-    examples) at a node of a simulated network.
+    """The series name of ``quantity`` (``"rsm"``, ``"output"`` on the evaluation
+    examples, or a ReLU node's ``"pattern"``) at a node of a simulated network.
 
     >>> node_key("rsm", "h1"), node_key("output", "y")
     ('rsm/h1', 'eval/output/y')
@@ -162,8 +162,8 @@ class Trajectory:
 
     Read the series through the accessors (:meth:`variable`, :meth:`context_losses`,
     :meth:`singular_values`, :meth:`weights`, :meth:`projections`, :meth:`rsm`,
-    :meth:`kernel_distance`, :meth:`evaluation_loss`, :meth:`example_losses`,
-    :meth:`outputs`, :meth:`pathway`); the names in ``series`` are the keys of saved files
+    :meth:`kernel_distance`, :meth:`evaluation_loss`, :meth:`example_losses`, :meth:`outputs`,
+    :meth:`pathway`, :attr:`patterns`); the names in ``series`` are the keys of saved files
     (see Notes).
 
     Parameters
@@ -208,6 +208,7 @@ class Trajectory:
     ``eval/loss/<label>``           that loss within one context, ``(T, S)``
     ``eval/example_loss``           that loss per example, ``(T, S, n)``
     ``eval/output/<node>``          the output there, ``(T, S, n, |v|)``
+    ``pattern/<node>``              a ReLU node's units on, $1[z > 0]$, ``(T, S, n, |v|)``
     ``W[<edge>]``, ``sv[<edge>]``   the full-matrix flow's weights ``(T, |t|, |s|)`` and
                                     singular values ``(T, k)`` (:func:`gdln.solve_full`)
     ``W2W1/<pathway>``, ...         a two-layer pathway's $W_2W_1$, $W_1^\top W_1$,
@@ -528,6 +529,18 @@ class Trajectory:
             The simulation had no evaluation examples, or ``node`` is no output.
         """
         return self._get(node_key("output", node))
+
+    @property
+    def patterns(self) -> dict[str, np.ndarray]:
+        r"""Each ReLU node's activation patterns $1[z_v > 0]$ on the training examples.
+
+        Returns
+        -------
+        dict
+            Node -> bool ``(T, seeds, n, |node|)``, recorded with ``record_patterns``.
+        """
+        start = len(prefix := node_key("pattern", ""))
+        return {k[start:]: v > 0.5 for k, v in self.series.items() if k.startswith(prefix)}
 
     def without_weights(self) -> Trajectory:
         """This trajectory without its weight matrices (the series of :meth:`weights`).

@@ -19,6 +19,7 @@ import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
+from ..task._families import names_in
 from ..task._problem import IndexFamily
 from ._document import (
     MAX_COUNT,
@@ -33,7 +34,6 @@ from ._document import (
     simple_ids,
     text,
 )
-from ._families import names_in
 
 __all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
 

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import shorten
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
 from ._errors import DGNSpecError
 
 __all__ = [

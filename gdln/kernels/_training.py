@@ -15,9 +15,8 @@ from typing import Generic, Literal, TypeVar
 
 import torch
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import shorten
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
 from ._base import check_input
 from ._bounds import check_count, check_finite, check_seed
 from ._conv import ConvDGN

@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import GraphSpecError, shorten
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
 
 __all__ = ["NUMBERS_PER_BLOCK", "StochasticDepthError"]
 

@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..graphfile._limits import current_limits
+from .._bounded._limits import beyond, current_limits
 from ..solution import Trajectory
-from ..solution._bounds import beyond
 from ._chain import chain_inputs, chain_scale, expected_chain, masked_chains
 from ._checks import StochasticDepthError
 

@@ -11,8 +11,8 @@ import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._bounded._limits import current_limits
 from .._device import check_device
-from ..graphfile._limits import current_limits
 from ..settings._declared import SettingError, read_setting
 from ._errors import SimulationSpecError
 from ._steps import log_spaced_steps

@@ -18,23 +18,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import GdlnError, shorten
-from ..graphfile._limits import ENVIRONMENT, current_limits
 
 __all__ = [
-    "beyond",
     "check_count",
     "check_solve_settings",
     "check_times",
     "positive_number",
     "steps_for",
 ]
-
-
-def beyond(limit: str, what: str) -> str:
-    """``what exceeds the limit NAME=VALUE (raise it: GDLN_MAX_NAME=N)``."""
-    value = getattr(current_limits(), limit)
-    return f"{what} exceeds the limit {limit}={value} (raise it: {ENVIRONMENT[limit]}=N)"
 
 
 def positive_number(name: str, value: Any, *, cls: type[GdlnError] = GdlnError) -> float:

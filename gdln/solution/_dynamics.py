@@ -22,11 +22,11 @@ from .._errors import (
     NotDiagonalizableError,
     TooManyPathsError,
 )
-from ..graphfile._reader import Problem
 from ..reduction._moments import ExpectedDynamics, expected_dynamics
 from ..reduction._reduce import reduce
 from ..reduction._system import Reduction
 from ..settings._declared import NOT_GIVEN, renamed
+from ..task._problem import Problem
 from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory

@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy.integrate import solve_ivp
 
+from .._bounded._limits import WorkMeter, check_memory, metering, tick
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._limits import WorkMeter, check_memory, metering, tick
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, renamed
 from ..task._problem import Problem

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._bounded._limits import WorkMeter, metering
 from .._errors import DegenerateStartWarning, GdlnError
-from ..graphfile._limits import WorkMeter, metering
 from ..reduction._numeric import NumericFlow
 from ..settings._declared import NOT_GIVEN, renamed
 from ._bounds import check_solve_settings, check_times

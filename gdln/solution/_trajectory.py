@@ -21,8 +21,6 @@ import numpy as np
 
 from .._edge import Edge, edge_name
 from ..outputs import atomic_file, save_npz
-from ..report._notebook import trajectory_html
-from ..report._plots import plot_trajectory
 from ._errors import AmbiguousVariableError
 
 __all__ = [
@@ -240,9 +238,26 @@ class Trajectory:
 
     def _repr_html_(self) -> str:
         """A table and a loss plot, for Jupyter (``report._notebook.trajectory_html``)."""
+        from ..report._notebook import trajectory_html  # where the reprs are, found on use
+
         return trajectory_html(self)
 
-    plot = plot_trajectory  # trajectory.plot(kind="loss", ax=None) -> matplotlib Axes
+    def plot(self, kind: str = "loss", *, ax: Any = None) -> Any:
+        r"""Plot against time $t/\tau$ and return the matplotlib ``Axes``.
+
+        Parameters
+        ----------
+        kind, ax
+            What to draw, ``"loss"``, ``"variables"`` or ``"kernel"`` (as
+            ``report._plots.plot_trajectory`` says), and the axes to draw into (default: new).
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+        """
+        from ..report._plots import plot_trajectory  # beside the other plots, found on use
+
+        return plot_trajectory(self, kind, ax=ax)
 
     # -- the series, by what they are -------------------------------------------------
     def _get(self, key: str) -> np.ndarray:

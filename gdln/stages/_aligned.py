@@ -27,6 +27,7 @@ from .._edge import Edge
 from .._errors import GdlnError
 from ..paths._paths import Path
 from ..reduction._system import Reduction
+from ..settings._choices import ATOL, ELIMINATING, LUMPINGS, RTOL
 from ._escape import EXPONENTIAL, Sizes, escape
 from ._flow import settle
 from ._polynomial import Polynomial, from_sympy
@@ -39,6 +40,7 @@ __all__ = [
     "mode_networks",
     "mode_stages",
     "ode_half_time",
+    "tying_lumpings",
 ]
 
 FORCED = 1e-7  # a first-order force above this fraction of the potential's terms is real
@@ -102,6 +104,12 @@ class ModeNetwork:
         return np.asarray(-self.weights * self.loss.gradient(x))
 
 
+def tying_lumpings(quote: str = "") -> str:
+    """The lumpings that eliminate no variable, in words: ``none, symmetry or balanced``."""
+    names = [f"{quote}{name}{quote}" for name in LUMPINGS if name not in ELIMINATING]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def mode_networks(reduction: Reduction) -> list[ModeNetwork]:
     """One :class:`ModeNetwork` per mode of every reduced system.
 
@@ -112,11 +120,13 @@ def mode_networks(reduction: Reduction) -> list[ModeNetwork]:
     """
     graph = reduction.problem.graph
     out = []
+    quote = "'"
+    eliminating = ", ".join(f"{quote}{name}{quote}" for name in sorted(ELIMINATING))
     for k, system in enumerate(reduction.systems):
         if system.eliminated:
             raise GdlnError(
                 f"{reduction.problem.source}: timescales needs a reduction without "
-                "eliminated variables (lump 'none', 'symmetry' or 'balanced', not 'full')"
+                f"eliminated variables (lump {tying_lumpings(quote)}, not {eliminating})"
             )
         variables = list(system.variables)
         try:
@@ -359,8 +369,8 @@ def mode_trajectory(
         (0.0, t_end),
         start,
         method="LSODA",
-        rtol=1e-10,
-        atol=1e-12 * u0,
+        rtol=RTOL,
+        atol=ATOL * u0,
         dense_output=True,
     )
     if not result.success:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..settings._choices import RTOL
 from ._polynomial import Polynomial
 
 __all__ = ["EXPONENTIAL", "POWER", "Escape", "Sizes", "escape"]
@@ -417,7 +418,7 @@ def _blow_up(
         (0.0, MAX_SCALED_TIME),
         y0,
         method="LSODA",
-        rtol=1e-10,
+        rtol=RTOL,
         atol=1e-14,
         events=(first, second),
     )

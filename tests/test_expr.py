@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gdln import GdlnError
+from gdln._bounded._expressions import ExpressionError, evaluate, pick, render
+from gdln._bounded._limits import use_limits
 from gdln.graphfile import Limits
-from gdln.graphfile._expressions import ExpressionError, evaluate, pick, render
-from gdln.graphfile._limits import use_limits
 
 
 def test_exact_arithmetic() -> None:
@@ -107,7 +107,7 @@ def test_texts_compare_and_join_within_the_expression_limit() -> None:
 
 
 def test_as_sympy_builds_numbers_never_from_text() -> None:
-    from gdln.graphfile._expressions import as_sympy
+    from gdln._bounded._expressions import as_sympy
 
     assert as_sympy(3) == sp.Integer(3) and isinstance(as_sympy(np.int64(3)), sp.Integer)
     assert as_sympy(Fraction(1, 3)) == sp.Rational(1, 3)
@@ -125,7 +125,7 @@ def test_names_are_plain_ascii() -> None:
 
 
 def test_a_seeded_pick_draws_once_per_input_domain(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gdln.graphfile import _expressions
+    from gdln._bounded import _expressions
 
     _expressions._DRAWS.clear()  # the draws kept from earlier tests
     expected = np.sort(np.random.default_rng([3, 4]).choice(50, size=5, replace=False))

@@ -22,8 +22,8 @@ import pytest
 from helpers import GRAPHS, ROOT, run_cli
 
 import gdln
+from gdln._bounded._limits import use_limits
 from gdln.graphfile import Limits
-from gdln.graphfile._limits import use_limits
 
 SECONDS = 10.0
 MESSAGE = 300

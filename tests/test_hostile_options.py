@@ -57,7 +57,7 @@ def test_a_large_file_limit_reads_a_small_file(
 
 
 def test_a_file_that_grows_past_the_limit_while_read_is_refused(tmp_path: Path) -> None:
-    from gdln.graphfile._safe_read import _read_at_most
+    from gdln._bounded._read import _read_at_most
 
     path = tmp_path / "g.yaml"
     path.write_bytes(b"a" * 100)

@@ -23,7 +23,7 @@ PACKAGE = Path(gdln.__file__).parent
 
 # Lower layers first; a module may import from its own layer or below, never above.
 LAYERS: list[set[str]] = [
-    {"_errors", "_edge", "_html", "_lazy", "_device", "outputs", "settings"},
+    {"_errors", "_edge", "_html", "_lazy", "_device", "_bounded", "outputs", "settings"},
     {"task"},
     {"graphfile"},
     {"paths"},

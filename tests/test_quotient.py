@@ -18,9 +18,9 @@ import pytest
 import sympy as sp
 
 import gdln
+from gdln._bounded._limits import Limits
 from gdln._errors import GdlnError, GraphSpecError
-from gdln.graphfile import _families
-from gdln.graphfile._limits import Limits
+from gdln.task import _families
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUTING = ROOT / "graphs" / "routing.yaml"
@@ -211,7 +211,7 @@ def test_unexpanded_family_checks_probabilities_and_limits(monkeypatch, tmp_path
         gdln.load(path, params={"M": "30", "K": "12"})
     problem = gdln.load(ROUTING, params={"M": "30", "K": "12"}, limits=Limits(entries=1000))
     with (
-        gdln.graphfile._limits.use_limits(Limits(entries=100)),
+        gdln._bounded._limits.use_limits(Limits(entries=100)),
         pytest.raises(GraphSpecError, match="entries"),
     ):
         list(problem.require_task().contexts)

@@ -21,10 +21,10 @@ from test_balanced import dense_problem, full_flow
 from torch.func import jacrev
 
 import gdln
+from gdln._bounded._limits import use_limits
 from gdln.balanced import BalancedSpecError, TrajectoryKernels, balanced_kernels
 from gdln.balanced._kernel_blocks import BlockKernel
 from gdln.graphfile import Limits
-from gdln.graphfile._limits import use_limits
 
 
 def torch_ntk(

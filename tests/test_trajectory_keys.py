@@ -21,7 +21,7 @@ import gdln
 from gdln import Trajectory
 
 PACKAGE = Path(gdln.__file__).parent
-OWNER = PACKAGE / "solution" / "_trajectory.py"
+OWNER = PACKAGE / "solution" / "_series.py"  # where the names are built
 SPELLINGS = ("sv/", "W/", "proj/", "rsm/", "loss/", "eval/", "sv[", "W[", "W2W1/", "W1TW1/")
 SPELLINGS += ("W2W2T/", "kernel_distance", "pattern/")
 

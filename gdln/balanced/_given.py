@@ -7,7 +7,7 @@ al. 2025); any other start by the full-matrix gradient flow of Eqs. (3)-(4) of S
 Sodhani & Lewallen (2022) (:func:`gdln.solve_full`, with weight decay where set).
 ``meta["route"]`` says which, and ``meta["why"]`` why not the closed form.
 
-Weight files are read only through the bounded reader (:func:`gdln.graphfile._npz.read_npz`,
+Weight files are read only through the bounded reader (:func:`gdln._bounded._npz.read_npz`,
 nothing unpickled): one array ``W/<source>-><target>`` of shape ``(|target|, |source|)`` per
 trained edge (the names :func:`gdln.simulate` records), or a trajectory saved by
 :meth:`gdln.Trajectory.save` whose ``series/W/<edge>`` arrays ``(T, seeds, |t|, |s|)`` give
@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded._npz import FilePlace, read_npz
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, GraphSpecError
-from ..graphfile._document import Scope
-from ..graphfile._npz import read_npz
 from ..solution._trajectory import Trajectory, edge_in_key, edge_key, matrix_key
 from ..task._problem import Problem
 from ._errors import BalancedSpecError, NotBalancedError
@@ -62,7 +61,7 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
         edge without weights.
     """
     path = Path(path)
-    scope = Scope(source=str(path), folder=path.parent, key="weights")
+    scope = FilePlace(str(path), key="weights")
     arrays = read_npz(path, scope, skip=("meta",))
     graph = problem.graph
     by_name = {edge_name(e): e for e in graph.edges}

@@ -23,10 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import GdlnError
 from .._html import html_table
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
 from ..solution._trajectory import KERNEL_DISTANCE, Trajectory, node_key
 from ._kernel_blocks import BlockKernel, Values, one_blas_thread, row_blocks
 

@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from ..graphfile._limits import check_work
+from .._bounded._limits import check_work
 
 __all__: list[str] = []  # package-internal: used by gdln.balanced._solve
 

@@ -40,11 +40,10 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from .._bounded._limits import beyond, current_limits
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._limits import current_limits
 from ..reduction._system import Reduction
-from ..solution._bounds import beyond
 from ..solution._trajectory import Trajectory, pathway_key
 from ..task._examples import ExampleSet
 from ..task._problem import Problem

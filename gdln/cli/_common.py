@@ -218,20 +218,6 @@ def hidden(*decls: str, **kwargs: Any) -> Callable[[F], F]:
     return click.option(*decls, hidden=True, default=None, **kwargs)
 
 
-def positive(option: str, value: Any) -> float:
-    """``value`` as a float, refused unless finite and > 0 (also when too large for a float)."""
-    try:
-        number = float(value)
-        shown = repr(number)
-    except (OverflowError, TypeError, ValueError):
-        number = float("nan")
-        big = isinstance(value, int) and not isinstance(value, bool)
-        shown = f"an integer of {value.bit_length()} bits" if big else repr(value)
-    if not 0 < number < float("inf"):
-        raise CommandLineError(f"{option}: expected a finite number > 0, got {shown}")
-    return number
-
-
 def number_list(option: str, text: str | None) -> tuple[float, ...] | None:
     """A comma-separated list of numbers such as ``0.9,0.8,0.5`` (``None`` stays ``None``)."""
     if text is None:

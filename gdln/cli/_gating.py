@@ -10,7 +10,7 @@ import click
 
 import gdln
 
-from ._common import echo, output_file, positive, refusals
+from ._common import CommandLineError, echo, output_file, refusals
 
 __all__ = ["extract"]
 
@@ -64,7 +64,11 @@ def extract(
     weights = (
         None if weights_out is None else output_file(weights_out, None, force, formats=("npz",))
     )
-    chosen = gdln.gating.THRESHOLD if threshold is None else positive("--threshold", threshold)
+    chosen = (
+        gdln.gating.THRESHOLD
+        if threshold is None
+        else gdln.settings.POSITIVE.check("--threshold", threshold, cls=CommandLineError)
+    )
     found = gdln.extract(run, step=step, seed=seed, threshold=chosen)
     assert graph.path is not None
     with refusals():

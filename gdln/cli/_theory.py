@@ -354,14 +354,11 @@ def _from_weights(
 
 
 def _number(option: str, text: str | None) -> float:
-    """A finite number from an option's text (never evaluated)."""
+    """A finite number from an option's text (read exactly, never evaluated)."""
     try:
-        value = float(str(text))
-    except ValueError:
-        value = float("nan")
-    if value != value or value in (float("inf"), float("-inf")):
-        raise CommandLineError(f"{option}: expected a finite number, got {text!r}")
-    return value
+        return float(gdln.settings.FINITE.parse(text))
+    except ValueError as err:
+        raise CommandLineError(f"{option}: {err}") from None
 
 
 def _solve_summary(

@@ -36,7 +36,6 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import NotDiagonalizableError
-from ..graphfile._reader import Problem
 from ..outputs import atomic_folder, check_folder
 from ..reduction import Reduction
 from ..reduction._reduce import initial_values
@@ -51,6 +50,7 @@ from ..simulation._plan import node_sizes
 from ..simulation._workload import check_workload
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
+from ..task._problem import Problem
 from ._figures import (
     draw_side_by_side,
     plot_loss,

@@ -14,6 +14,7 @@ from typing import Any
 
 from .._errors import GdlnError
 from ..reduction import Reduction
+from ..settings._choices import ELIMINATING
 from ..task import Problem
 
 __all__ = ["predicted_stages"]
@@ -75,11 +76,9 @@ def predicted_stages(
     if route == "moments":
         note = "the moment route lists no pathways, so it has no stages"
         return {"u0": u0, "route": None, "stages": [], "note": note}
-    lump = "symmetry" if lump == "full" else lump
+    lump = "symmetry" if lump in ELIMINATING else lump
     reusable = (
-        reduction is not None
-        and reduction.lump in ("none", "symmetry", "balanced")
-        and not reduction.weight_decay
+        reduction is not None and reduction.lump not in ELIMINATING and not reduction.weight_decay
     )
     try:
         if reusable:

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..graphfile._reader import Problem
 from ..reduction import reduce
 from ..settings._declared import Settings
 from ..simulation import initial_weights
+from ..task._problem import Problem
 from ._modes import initial_mode_strengths
 
 __all__ = ["start_rule", "starts_in_words", "theory_start"]

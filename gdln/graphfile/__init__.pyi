@@ -1,6 +1,6 @@
-from ._expressions import ExpressionError as ExpressionError
-from ._expressions import evaluate as evaluate
-from ._limits import Limits as Limits
+from .._bounded._expressions import ExpressionError as ExpressionError
+from .._bounded._expressions import evaluate as evaluate
+from .._bounded._limits import Limits as Limits
 from ._reader import load as load
 from ._reader import parse_params as parse_params
 from ._reader import read_graph as read_graph

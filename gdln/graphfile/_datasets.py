@@ -11,7 +11,7 @@ whose moments gdln computes exactly) or ``npz:`` (a file of float arrays, one pe
 What a dataset costs is bounded before it is built: exact values (``examples:``,
 ``moments:``, built-in datasets) count against the limit ``exact_values``, and an ``.npz``
 file is read within ``data_bytes`` and ``data_values``
-(:mod:`gdln.graphfile._limits`). Every value lies within $\pm 10^{100}$
+(:mod:`gdln._bounded._limits`). Every value lies within $\pm 10^{100}$
 (:data:`MAX_MAGNITUDE`), so that the second moments of Eqs. (5)-(6) of Saxe et al. 2022,
 averages of products of two values, stay finite in float64.
 """
@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from .._bounded._limits import check_work, count_values
+from .._bounded._npz import read_npz
 from .._errors import GraphSpecError, shorten
 from ..task._builtin import BUILTIN_DATASETS
 from ..task._task import Dataset
 from ._consistency import check_moments, rounding
 from ._document import Scope, mapping, text
-from ._limits import check_work, count_values
-from ._npz import read_npz
 
 __all__ = [
     "MAX_MAGNITUDE",
@@ -502,7 +502,7 @@ def _bounded(value: Any, scope: Scope) -> Any:
 def load_npz(name: Any, scope: Scope) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` file named relative to the document's folder.
 
-    The file is read by :func:`~gdln.graphfile._npz.read_npz`, every size bounded before it
+    The file is read by :func:`~gdln._bounded._npz.read_npz`, every size bounded before it
     is read; every array must hold finite numbers of magnitude at most
     :data:`MAX_MAGNITUDE`. Nothing is unpickled.
     """

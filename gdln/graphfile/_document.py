@@ -24,13 +24,14 @@ from typing import Any
 
 import sympy as sp
 
+from .._bounded._expressions import ExpressionError, evaluate, render
+from .._bounded._limits import count_entries
+from .._bounded._read import read_text
 from .._errors import GraphSpecError, shorten
 from ..outputs import unprintable
 from ..settings._declared import DEPRECATED_KEYS, SECTIONS, Settings, declarations
-from ._expressions import ExpressionError, evaluate, render
 from ._interchange import read_networkx
-from ._limits import count_entries
-from ._safe_read import parse_yaml, read_text
+from ._safe_read import parse_yaml
 
 __all__ = [
     "MAX_COUNT",
@@ -64,7 +65,7 @@ def read_file(
 ) -> Any:
     """Read and parse one file: the only place where a graph or task file is read.
 
-    Reading is bounded by the limits in force (:mod:`gdln.graphfile._limits`): the size
+    Reading is bounded by the limits in force (:mod:`gdln._bounded._limits`): the size
     is checked before the file is read, YAML depth and alias expansion before the
     document is built, JSON depth after parsing.
 

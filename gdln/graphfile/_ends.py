@@ -20,8 +20,8 @@ import networkx as nx
 import sympy as sp
 
 from .._errors import TaskSpecError, shorten
+from ..task._families import ContextFamily, LazyContexts
 from ..task._task import Context, Task
-from ._families import ContextFamily, LazyContexts
 
 __all__ = ["check_ends"]
 

@@ -21,6 +21,7 @@ import sympy as sp
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
 from ..settings._choices import ACTIVATIONS
+from ..task._families import names_in
 from ..task._problem import IndexFamily
 from ._document import (
     MAX_COUNT,
@@ -35,7 +36,6 @@ from ._document import (
     simple_ids,
     text,
 )
-from ._families import names_in
 
 __all__ = ["DOCUMENT_KEYS", "graph_from_networkx", "read_architecture", "validate_graph"]
 

@@ -8,7 +8,7 @@ is dropped. Node-link ids ``1`` and ``"1"`` are two networkx nodes but one gdln 
 are text). Each of these is refused here, before networkx builds the graph, with a message
 naming the file and what is repeated.
 
-JSON is parsed by :func:`~gdln.graphfile._safe_read.parse_json` (a key given twice in an
+JSON is parsed by :func:`~gdln._bounded._read.parse_json` (a key given twice in an
 object is refused there); GraphML by :mod:`xml.etree.ElementTree` (expat: no external
 entities, entity-expansion bombs refused), once to check it and once in networkx.
 """
@@ -24,8 +24,8 @@ from xml.etree import ElementTree
 
 import networkx as nx
 
+from .._bounded._read import parse_json, read_bytes, read_text
 from .._errors import GraphSpecError, shorten, shorten_text
-from ._safe_read import parse_json, read_bytes, read_text
 
 __all__ = ["read_networkx"]
 

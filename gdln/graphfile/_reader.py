@@ -38,6 +38,7 @@ from typing import Any
 
 import networkx as nx
 
+from .._bounded._limits import Limits, use_limits
 from .._errors import GraphSpecError, TaskSpecError
 from ..settings._declared import Settings
 from ..task._problem import IndexFamily, Problem
@@ -45,7 +46,6 @@ from ..task._task import Task
 from ._document import Scope, read_file, read_parameters, read_settings
 from ._ends import check_ends
 from ._graph import graph_from_networkx, read_architecture, validate_graph
-from ._limits import Limits, use_limits
 from ._shipped import find_graph
 from ._tasks import read_task
 
@@ -161,6 +161,7 @@ def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | No
         settings=settings,
         families=tuple(families),
         document=document,
+        reader=with_task,
     )
 
 

@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._bounded._read import read_text
 from .._errors import GraphSpecError
-from ._safe_read import parse_yaml, read_text
+from ._safe_read import parse_yaml
 
 __all__ = ["ShippedGraph", "find_graph", "graphs_folder", "shipped_graphs"]
 

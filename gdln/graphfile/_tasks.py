@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 import numpy as np
 import sympy as sp
 
+from .._bounded._expressions import as_sympy
+from .._bounded._limits import count_entries, count_values
+from ..task._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
 from ..task._task import Context, Dataset, Task
 from ._datasets import check_moment_work, check_weights, load_npz, read_datasets, read_matrix
 from ._document import (
@@ -32,10 +35,7 @@ from ._document import (
     sequence,
     text,
 )
-from ._expressions import as_sympy
-from ._families import EAGER_CONTEXTS, ContextFamily, LazyContexts, names_in
 from ._gates import Gating, in_unit_interval, read_random_gates
-from ._limits import count_entries, count_values
 
 __all__ = ["read_task"]
 
@@ -133,7 +133,8 @@ def _read_contexts(
             made.append(part)
             made_keys.append(key)
             continue
-        for local in expand(part.entry, part.scope):  # counts the entries against the limit
+        family_scope = cast(Scope, part.scope)  # the reader's own, as _family made it
+        for local in expand(part.entry, family_scope):  # counts the entries against the limit
             made.append(part.make(local, len(made)))
             made_keys.append(_keyed(local, part.entry))
     if not made:

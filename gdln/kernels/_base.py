@@ -16,14 +16,14 @@ and builder makes, and how each mode draws its weights (:func:`networks_for_mode
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
 
-from ._bounds import check_count, check_finite
+from ..settings._constraints import POSITIVE
+from ._bounds import check_count, check_finite, check_value
 from ._errors import DGNSpecError
 from ._gates import Gate
 from ._names import MODES
@@ -206,9 +206,7 @@ def resolve_build(
     check_mode(mode)
     if init not in ("gaussian", "bernoulli"):
         raise DGNSpecError(f"init: got {init!r}, expected 'gaussian' or 'bernoulli'")
-    sigma = default_sigma() if sigma is None else float(sigma)
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise DGNSpecError(f"sigma: got {sigma!r}, expected a finite number > 0")
+    sigma = check_value("sigma", default_sigma() if sigma is None else sigma, POSITIVE)
     if gate is None:
         gate = Gate("bernoulli") if mode == "frg" else Gate("relu")
     if (mode == "frg") != (gate.kind == "bernoulli"):

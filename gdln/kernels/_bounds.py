@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import shorten
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
+from ..settings._constraints import Constraint, at_least
 from ._errors import DGNSpecError
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "check_held",
     "check_kernel",
     "check_seed",
+    "check_value",
 ]
 
 MAX_SEED = 2**63 - 1
@@ -40,11 +41,17 @@ MAX_SEED = 2**63 - 1
 _SMALLEST_TOP = float(np.finfo(float).tiny / np.finfo(float).eps)
 
 
+def check_value(name: str, value: Any, constraint: Constraint) -> Any:
+    """``value`` read by ``constraint``, else DGNSpecError ``name: got X, expected Y``."""
+    try:
+        return constraint.read(value)
+    except ValueError:
+        raise DGNSpecError(f"{name}: got {shorten(value)}, expected {constraint}") from None
+
+
 def check_count(name: str, value: Any, *, least: int = 1) -> int:
     """``value`` as a Python int ``>= least`` (a bool is no count), else DGNSpecError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-        raise DGNSpecError(f"{name}: got {shorten(value)}, expected an integer >= {least}")
-    return int(value)
+    return int(check_value(name, value, at_least(least)))
 
 
 def check_seed(seed: Any) -> int:

@@ -96,8 +96,7 @@ def path_norm_symbolic(d: int) -> sp.Expr:
     >>> path_norm_symbolic(3)
     3*sigma**4
     """
-    if d < 1:
-        raise DGNSpecError(f"d: got {d!r}, expected an integer >= 1")
+    check_count("d", d)
     thetas = sp.symbols(f"theta1:{d + 1}")
     v = sp.Mul(*thetas)
     norm = sum(sp.diff(v, t) ** 2 for t in thetas)
@@ -251,8 +250,7 @@ def eq3_eigenvalues_symbolic(n: int) -> dict[sp.Expr, int]:
     ----------
     Lakshminarayanan & Singh, *Deep Gated Networks*, Eq. (3).
     """
-    if n < 2:
-        raise DGNSpecError(f"n: got {n!r}, expected an integer >= 2")
+    check_count("n", n, least=2)
     c = p_sym ** (d_sym - 1)
     m = sp.Matrix(n, n, lambda i, j: 1 if i == j else c)
     return {sp.simplify(k): v for k, v in m.eigenvals().items()}

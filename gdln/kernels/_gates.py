@@ -16,6 +16,8 @@ from typing import Literal
 
 import torch
 
+from ..settings._constraints import POSITIVE
+from ._bounds import check_value
 from ._errors import DGNSpecError
 
 __all__ = ["Gate", "bernoulli_gates", "feature_gates"]
@@ -66,8 +68,7 @@ class Gate:
             raise DGNSpecError(
                 f"gate kind: got {self.kind!r}, expected one of 'relu', 'soft', 'bernoulli'"
             )
-        if not (math.isfinite(self.beta) and self.beta > 0):
-            raise DGNSpecError(f"gate beta: got {self.beta!r}, expected a finite number > 0")
+        check_value("gate beta", self.beta, POSITIVE)
         if not (math.isfinite(self.epsilon) and self.epsilon >= 0):
             raise DGNSpecError(f"gate epsilon: got {self.epsilon!r}, expected a number >= 0")
         if not (0.0 <= self.p <= 1.0):

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
+from .._bounded._limits import beyond, current_limits
 from . import (
     DGN,
     DGNSpecError,

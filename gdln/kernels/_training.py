@@ -8,18 +8,16 @@ network only in mode ``"dnpfl"`` (and through the tied weights in ``"relu"``).
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 import torch
 
-from .._errors import shorten
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
+from .._bounded._limits import beyond, current_limits
+from ..settings._constraints import POSITIVE
 from ._base import check_input
-from ._bounds import check_count, check_finite, check_seed
+from ._bounds import check_count, check_finite, check_seed, check_value
 from ._conv import ConvDGN
 from ._dgn import DGN
 from ._errors import DGNSpecError
@@ -144,8 +142,7 @@ def train_dgn(
     )
     if epochs > current_limits().steps:
         raise DGNSpecError(beyond("steps", f"epochs={epochs}"))
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < math.inf:
-        raise DGNSpecError(f"lr: got {shorten(lr)}, expected a finite number > 0")
+    check_value("lr", lr, POSITIVE)
     seed = check_seed(seed)
     net = net.clone()
     x = check_input(net, x)

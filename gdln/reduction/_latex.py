@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import sympy as sp
 
+from .._bounded._expressions import as_sympy
 from .._edge import Edge, edge_name
-from ..graphfile._expressions import as_sympy
 from ..paths._latex import display_math, latex_name, latex_text
 from ._closed_form import ClosedForm
 

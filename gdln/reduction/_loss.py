@@ -29,8 +29,8 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
+from .._bounded._expressions import as_sympy
 from .._edge import Edge
-from ..graphfile._expressions import as_sympy
 from ..paths._statistics import ActivePaths
 from ..task._problem import Problem
 from ..task._task import Context, Task

@@ -23,9 +23,9 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
+from .._bounded._expressions import as_sympy
+from .._bounded._limits import check_work
 from .._edge import Edge
-from ..graphfile._expressions import as_sympy
-from ..graphfile._limits import check_work
 from ._bases import generic_values
 from ._closed_form import closed_form
 from ._conserved import conserved_quadratics, eliminate, tidy, tidy_loss

@@ -38,9 +38,9 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.pycode import PythonCodePrinter
 
+from .._bounded._limits import check_work
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, shorten_text
-from ..graphfile._limits import check_work
 from ..task._problem import Problem
 from ..task._task import unbound_message
 from ._loss import floor_at_zero

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from ..graphfile._expressions import as_sympy
+from .._bounded._expressions import as_sympy
 
 __all__: list[str] = []  # package-internal: the loss polynomials of both routes
 

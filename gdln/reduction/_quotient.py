@@ -44,9 +44,9 @@ from typing import Any
 import networkx as nx
 import sympy as sp
 
+from .._bounded._expressions import ExpressionError, as_sympy, evaluate
 from .._edge import EDGE_SEPARATOR, Edge
-from ..graphfile._expressions import ExpressionError, as_sympy, evaluate
-from ..graphfile._families import ContextFamily, names_in
+from ..task._families import ContextFamily, names_in
 from ..task._problem import IndexFamily, Problem
 from ..task._task import Context, Task
 from ._lumping import edge_colours

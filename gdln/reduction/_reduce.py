@@ -53,9 +53,9 @@ from typing import Any
 import networkx as nx
 import sympy as sp
 
+from .._bounded._expressions import ExpressionError, as_sympy, evaluate, exact
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
-from ..graphfile._expressions import ExpressionError, as_sympy, evaluate, exact
 from ..paths._statistics import (
     ActivePaths,
     Successors,

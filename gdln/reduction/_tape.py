@@ -54,9 +54,9 @@ import numpy as np
 import scipy.sparse as sps
 from scipy.sparse.linalg import spsolve_triangular
 
+from .._bounded._limits import check_work, current_limits
 from .._edge import Edge
 from .._errors import shorten
-from ..graphfile._limits import check_work, current_limits
 from ..paths._statistics import ContextActivity
 from ..task._task import Context, Task
 from ._poly import Polynomial

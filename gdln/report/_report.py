@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from .._bounded._expressions import as_sympy
+from .._bounded._limits import check_work
 from .._edge import edge_name
 from .._errors import GdlnError
-from ..graphfile._expressions import as_sympy
-from ..graphfile._limits import check_work
 from ..paths._latex import latex_name
 from ..paths._paths import enumerate_paths, input_nodes, output_nodes, path_counts
 from ..paths._statistics import path_statistics

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import GraphSpecError, shorten
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
+from ..settings._constraints import at_least
 
 __all__ = ["NUMBERS_PER_BLOCK", "StochasticDepthError"]
 
@@ -89,11 +89,13 @@ def check_depth(L: int, modes: int = 1) -> int:
 
 def check_count(name: str, value: Any, *, least: int = 1) -> int:
     """``value`` as a Python int ``>= least`` (a bool is no count)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+    constraint = at_least(least)
+    try:
+        return int(constraint.read(value))
+    except ValueError:
         raise StochasticDepthError(
-            f"{name} = {shorten(value)}; expected an integer >= {least}", key=name
-        )
-    return int(value)
+            f"{name} = {shorten(value)}; expected {constraint}", key=name
+        ) from None
 
 
 def check_held(what: str, count: int, key: str) -> None:

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..graphfile._limits import current_limits
+from .._bounded._limits import beyond, current_limits
+from ..settings._choices import ATOL, RTOL
 from ..solution import Trajectory
-from ..solution._bounds import beyond
 from ._chain import chain_inputs, chain_scale, expected_chain, masked_chains
 from ._checks import StochasticDepthError
 
@@ -46,8 +46,8 @@ def expected_sd_flow(
     p: np.ndarray,
     t: np.ndarray,
     *,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    rtol: float = RTOL,
+    atol: float = ATOL,
     **chain: Any,
 ) -> Trajectory:
     r"""Gradient flow on the exact expected SD loss, $\tau\dot b=-\nabla_b\mathbb E[\mathcal L]$.

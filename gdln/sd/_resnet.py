@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._bounded._limits import beyond, current_limits
 from .._device import resolve_device
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
 from ._chain import chain_scale
 from ._checks import StochasticDepthError, check_count, check_held, check_probabilities
 from ._masks import mask_convention

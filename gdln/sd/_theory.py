@@ -22,8 +22,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy import special
 
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
+from .._bounded._limits import beyond, current_limits
 from ._chain import chain_inputs, chain_scale, exclusive_products, expected_chain
 from ._checks import (
     StochasticDepthError,

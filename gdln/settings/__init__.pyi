@@ -7,6 +7,15 @@ from ._choices import METHODS as METHODS
 from ._choices import OPTIMIZERS as OPTIMIZERS
 from ._choices import ROUTES as ROUTES
 from ._choices import THEORY_STARTS as THEORY_STARTS
+from ._constraints import FINITE as FINITE
+from ._constraints import NON_NEGATIVE as NON_NEGATIVE
+from ._constraints import POSITIVE as POSITIVE
+from ._constraints import PROBABILITY as PROBABILITY
+from ._constraints import UNIT_INTERVAL as UNIT_INTERVAL
+from ._constraints import Constraint as Constraint
+from ._constraints import Interval as Interval
+from ._constraints import Options as Options
+from ._constraints import at_least as at_least
 from ._declared import Declaration as Declaration
 from ._declared import SettingError as SettingError
 from ._declared import Settings as Settings

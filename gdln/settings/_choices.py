@@ -17,13 +17,16 @@ from types import MappingProxyType
 
 __all__ = [
     "ACTIVATIONS",
+    "ATOL",
     "DTYPES",
     "DYNAMICS",
+    "ELIMINATING",
     "INITS",
     "LUMPINGS",
     "METHODS",
     "OPTIMIZERS",
     "ROUTES",
+    "RTOL",
     "THEORY_STARTS",
 ]
 
@@ -42,6 +45,11 @@ LUMPINGS: Mapping[str, str] = MappingProxyType(
 """The lumpings of :func:`gdln.reduce`, from finest to coarsest: name -> what it ties.
 
 Equation numbers are those of Saxe, Sodhani & Lewallen (2022)."""
+
+ELIMINATING: frozenset[str] = frozenset({"full"})
+"""The lumpings of :data:`LUMPINGS` that eliminate variables through conserved quantities
+(Eq. 15, exact for gradient flow only); every other one only ties them, and is what the
+time scales of learning take."""
 
 ROUTES: Mapping[str, str] = MappingProxyType(
     {
@@ -77,6 +85,14 @@ METHODS: Mapping[str, str] = MappingProxyType(
     }
 )
 """The steppers of the ODE (``method`` of :func:`gdln.solve`): name -> what it is."""
+
+RTOL = 1e-10
+"""The relative tolerance every ODE of gdln is solved to unless a call says otherwise: the
+reduced ODE (:func:`gdln.solve`, :func:`gdln.solution.solve_batch`), the full-matrix flow,
+the time scales' exact ODE and the stochastic-depth flow."""
+
+ATOL = 1e-12
+"""The absolute tolerance beside :data:`RTOL`, per reduced variable."""
 
 INITS: Mapping[str, str] = MappingProxyType(
     {

@@ -35,22 +35,8 @@ from typing import Any
 
 from .._errors import REMOVED_IN, GdlnDeprecationWarning, GraphSpecError, shorten
 from ._choices import DTYPES, DYNAMICS, INITS, LUMPINGS, METHODS, OPTIMIZERS, ROUTES, THEORY_STARTS
-from ._parse import (
-    _POINTS,
-    _SEED,
-    _SEEDS,
-    Parse,
-    _auto_or,
-    _choice,
-    _count,
-    _device,
-    _flag,
-    _initial_value,
-    _non_negative,
-    _optional,
-    _positive,
-    _unit_interval,
-)
+from ._constraints import NON_NEGATIVE, POSITIVE, UNIT_INTERVAL, Constraint, Options, at_least
+from ._parse import FLAG, AutoOr, Device, ExactReal, Optional
 
 __all__ = [
     "DEPRECATED_KEYS",
@@ -91,11 +77,10 @@ class Declaration:
     ----------
     meaning
         One sentence: what the setting is (help text, schema description, reference).
-    parse
-        Reads a value (from a file, the command line or Python) into the setting's type,
-        raising ``ValueError`` with what was expected.
-    expected
-        What a value must be, in words (``"a finite number > 0"``).
+    constraint
+        What a value must be (:mod:`gdln.settings._constraints`): it reads a value (from a
+        file, the command line or Python) into the setting's type, raising
+        ``ValueError`` with what was expected.
     choices
         The names a choice setting takes, with their meanings.
     file_key
@@ -107,21 +92,29 @@ class Declaration:
     """
 
     meaning: str
-    parse: Parse
-    expected: str
+    constraint: Constraint
     choices: Mapping[str, str] | None = None
     file_key: str | None = None
     option: str | None = None
     shown: str = ""
 
+    @property
+    def parse(self) -> Any:
+        """The constraint's reader of values and text: value -> the setting's value, or
+        ``ValueError``."""
+        return self.constraint.parse
+
+    @property
+    def expected(self) -> str:
+        """What a value must be, in words (``"a finite number > 0"``)."""
+        return str(self.constraint)
+
 
 def _declare(
     default: Any,
     meaning: str,
-    parse: Parse,
-    expected: str,
+    constraint: Constraint,
     *,
-    choices: Mapping[str, str] | None = None,
     file: bool = False,
     section: str = "solve",
     option: bool = True,
@@ -131,9 +124,8 @@ def _declare(
     field's; the file key is ``section.name``, the option ``--name`` with dashes)."""
     declaration = Declaration(
         meaning=meaning,
-        parse=parse,
-        expected=expected,
-        choices=choices,
+        constraint=constraint,
+        choices=constraint.names if isinstance(constraint, Options) else None,
         file_key=section if file else None,  # completed with the name in declarations()
         option="" if option else None,
         shown=str(default) if shown is None else shown,
@@ -204,17 +196,14 @@ class Settings:
         "symmetry",
         "How far to lump the reduced ODEs; symmetry is exact for the ODE and the "
         "gradient-descent map alike.",
-        _choice(LUMPINGS),
-        "one of the lumpings",
-        choices=LUMPINGS,
+        Options(LUMPINGS),
         file=True,
     )
     b0: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
         Fraction(1, 1000),
         "The initial value b(0) of every reduced variable (the decoupled start of Eq. 9): "
         "a number such as 0.1 or 1/10.",
-        _initial_value,
-        "a real number",
+        ExactReal(),
         file=True,
         shown="1/1000",
     )
@@ -222,16 +211,13 @@ class Settings:
         "auto",
         "How the dynamics are obtained: the symmetry quotient, every context, path-free "
         "moments or the full matrices; auto chooses by one rule for every command.",
-        _choice(ROUTES),
-        "one of the routes",
-        choices=ROUTES,
+        Options(ROUTES),
         file=True,
     )
     t_max: float = _declare(
         10.0,
         "The horizon, in units of tau.",
-        _positive,
-        "a finite number > 0",
+        POSITIVE,
         file=True,
         shown="10",
     )
@@ -239,16 +225,14 @@ class Settings:
         0.05,
         "The learning rate of gradient descent: the step, in units of tau, of the reduced "
         "gradient-descent map and of every simulation.",
-        _positive,
-        "a finite number > 0",
+        POSITIVE,
         file=True,
     )
     weight_decay: float = _declare(
         0.0,
         "The weight decay gamma: the penalty (gamma/2) times the sum of every trained "
         "weight's squared norm is added to the loss, in the theory and every simulation.",
-        _non_negative,
-        "a finite number >= 0",
+        NON_NEGATIVE,
         file=True,
         shown="0",
     )
@@ -256,41 +240,33 @@ class Settings:
         "flow",
         "What solve integrates: gradient flow (the ODE) or the exact gradient-descent map "
         "with learning rate lr.",
-        _choice(DYNAMICS),
-        "one of the dynamics",
-        choices=DYNAMICS,
+        Options(DYNAMICS),
         file=True,
     )
     points: int = _declare(
         201,
         "How many times are recorded, evenly spaced from 0 to t_max.",
-        _POINTS,
-        "an integer >= 2",
+        at_least(2),
         file=True,
     )
     method: str = _declare(
         "auto",
         "The ODE stepper.",
-        _choice(METHODS),
-        "one of the steppers",
-        choices=METHODS,
+        Options(METHODS),
         file=True,
     )
     init_scheme: str = _declare(
         "xavier",
         "How a simulation's initial weights are made: a random scheme at scale init_scale, "
         "or the decoupled weights of Eq. (9) at b0.",
-        _choice(INITS),
-        "one of the initialisation schemes",
-        choices=INITS,
+        Options(INITS),
         file=True,
         section="simulate",
     )
     init_scale: float = _declare(
         0.2,
         "The scale sigma0 of random initial weights.",
-        _non_negative,
-        "a finite number >= 0",
+        NON_NEGATIVE,
         file=True,
         section="simulate",
     )
@@ -299,42 +275,35 @@ class Settings:
         "Where compare starts the theory and the decoupled run: auto takes b0 where b0 is "
         "given (for the run, else in the file) and init_scale is not given for the run, "
         "else the mode strengths of the random initial weights.",
-        _choice(THEORY_STARTS),
-        "one of the theory starts",
-        choices=THEORY_STARTS,
+        Options(THEORY_STARTS),
         file=True,
         section="simulate",
     )
     seeds: int = _declare(
         10,
         "How many runs from random initial weights, batched.",
-        _SEEDS,
-        "an integer >= 1",
+        at_least(1),
         file=True,
         section="simulate",
     )
     seed: int = _declare(
         0,
         "The first seed; runs are reproducible under it.",
-        _SEED,
-        "an integer >= 0",
+        at_least(0),
         file=True,
         section="simulate",
     )
     optimizer: str = _declare(
         "gd",
         "The optimiser of a simulation.",
-        _choice(OPTIMIZERS),
-        "one of the optimisers",
-        choices=OPTIMIZERS,
+        Options(OPTIMIZERS),
         file=True,
         section="simulate",
     )
     batch_size: int | None = _declare(
         None,
         "The minibatch size of the sgd optimiser.",
-        _optional(_count(1)),
-        "an integer >= 1",
+        Optional(at_least(1)),
         file=True,
         section="simulate",
         shown="none",
@@ -342,8 +311,7 @@ class Settings:
     momentum: float = _declare(
         0.0,
         "Heavy-ball momentum mu; each step then advances t by lr/(1-mu) tau.",
-        _unit_interval,
-        "a number in [0, 1)",
+        UNIT_INTERVAL,
         file=True,
         section="simulate",
         shown="0",
@@ -351,35 +319,29 @@ class Settings:
     dtype: str = _declare(
         "float64",
         "The floating-point type of a simulation.",
-        _choice(DTYPES),
-        "one of the dtypes",
-        choices=DTYPES,
+        Options(DTYPES),
     )
     device: str = _declare(
         "auto",
         "Where a simulation runs: auto (CUDA when present, else the CPU), cpu or cuda[:k].",
-        _device,
-        "'auto', 'cpu' or 'cuda[:k]'",
+        Device(),
     )
     threads: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
         "auto",
         "CPU threads for torch: auto chooses from the work per step and the free cores (1 for "
         "small networks or a busy machine); the run's meta['threads'] says how many ran.",
-        _auto_or(_count(1)),
-        "'auto' or an integer >= 1",
+        AutoOr(at_least(1)),
     )
     progress: Any = _declare(  # noqa: RUF009 (a field() carrying its declaration)
         "auto",
         "Show a progress bar: auto shows one when standard error is a terminal.",
-        _auto_or(_flag),
-        "'auto', true or false",
+        AutoOr(FLAG),
     )
     record_patterns: bool = _declare(
         False,
         "Record at every recorded step which units of each ReLU node are on for which "
         "training example (and the weights and examples), for gdln extract.",
-        _flag,
-        "true or false",
+        FLAG,
         file=True,
         section="simulate",
         shown="false",

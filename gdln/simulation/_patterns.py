@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping, Sequence
 
+from .._bounded._limits import beyond, current_limits
 from .._edge import Edge
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
 from ._errors import SimulationSpecError
 
 __all__ = ["check_pattern_records"]

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
+from .._bounded._limits import beyond, current_limits
 from ._errors import SimulationSpecError
 
 __all__ = ["GATE_STREAM", "MINIBATCH_STREAM", "seed_list"]

@@ -6,13 +6,13 @@ say) before torch is loaded.
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._bounded._limits import current_limits
 from .._device import check_device
-from ..graphfile._limits import current_limits
+from ..settings._constraints import NON_NEGATIVE, POSITIVE, Interval
 from ..settings._declared import SettingError, read_setting
 from ._errors import SimulationSpecError
 from ._steps import log_spaced_steps
@@ -32,14 +32,12 @@ def check_positive(name: str, value: Any, *, integer: bool, allow_zero: bool = F
     ...
     gdln.simulation._errors.SimulationSpecError: lr: expected a finite number > 0, got 0.0
     """
-    kind = numbers.Integral if integer else numbers.Real
-    ok = isinstance(value, kind) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        what = "an int" if integer else "a finite number"
-        raise SimulationSpecError(
-            f"{name}: expected {what} {'>=' if allow_zero else '>'} 0, got {value!r}"
-        )
+    if integer:
+        low = "left" if allow_zero else "neither"
+        constraint = Interval(numbers.Integral, 0, None, closed=low, noun="int")
+    else:
+        constraint = NON_NEGATIVE if allow_zero else POSITIVE
+    constraint.check(name, value, cls=SimulationSpecError)
 
 
 def device_error(message: str) -> SimulationSpecError:

@@ -131,9 +131,7 @@ def start_of(
             raise SimulationSpecError("eval_task: needs a Problem, whose graph the task fits")
         if eval_examples is not None:
             raise SimulationSpecError("give eval_examples or eval_task, not both")
-        from ..graphfile._reader import with_task
-
-        eval_examples = with_task(problem, eval_task).examples()
+        eval_examples = problem.with_task(eval_task).examples()
     return Start(
         graph=graph,
         examples=examples,

@@ -16,10 +16,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Collection, Hashable, Mapping, Sequence
 
+from .._bounded._limits import beyond, check_memory, current_limits
 from .._edge import Edge
 from .._errors import DegenerateStartWarning
-from ..graphfile._limits import check_memory, current_limits
-from ..solution._bounds import beyond, steps_for
+from ..solution._bounds import steps_for
 from ._errors import SimulationSpecError
 from ._settings import MINIBATCH, SimulationSettings
 

@@ -11,30 +11,22 @@ the limit and how to raise it; :func:`gdln.solve`, :func:`gdln.simulate` and
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import GdlnError, shorten
-from ..graphfile._limits import ENVIRONMENT, current_limits
+from ..settings._constraints import POSITIVE, at_least
 
 __all__ = [
-    "beyond",
     "check_count",
     "check_solve_settings",
     "check_times",
     "positive_number",
     "steps_for",
 ]
-
-
-def beyond(limit: str, what: str) -> str:
-    """``what exceeds the limit NAME=VALUE (raise it: GDLN_MAX_NAME=N)``."""
-    value = getattr(current_limits(), limit)
-    return f"{what} exceeds the limit {limit}={value} (raise it: {ENVIRONMENT[limit]}=N)"
 
 
 def positive_number(name: str, value: Any, *, cls: type[GdlnError] = GdlnError) -> float:
@@ -49,15 +41,7 @@ def positive_number(name: str, value: Any, *, cls: type[GdlnError] = GdlnError) 
     ...
     gdln._errors.GdlnError: lr: expected a finite number > 0, got 0
     """
-    number = None
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except (OverflowError, ValueError, TypeError):
-            number = None
-    if number is None or not 0 < number < math.inf:
-        raise cls(f"{name}: expected a finite number > 0, got {shorten(value)}")
-    return number
+    return float(POSITIVE.check(name, value, cls=cls))
 
 
 def check_count(
@@ -68,11 +52,10 @@ def check_count(
     >>> check_count("n_points", 201, least=2, limit="points")
     201
     """
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
-        raise cls(f"{name}: expected an int >= {least}, got {shorten(value)}")
-    if value > getattr(current_limits(), limit):
+    count = at_least(least, noun="int").check(name, value, cls=cls)
+    if count > getattr(current_limits(), limit):
         raise cls(beyond(limit, f"{name}={shorten(value)}"))
-    return int(value)
+    return int(count)
 
 
 def steps_for(

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..graphfile._limits import tick
+from .._bounded._limits import tick
 from ..reduction._numeric import NumericFlow
 from . import _numba
 from ._dop853_tableau import E3, E5, STAGES, A, B

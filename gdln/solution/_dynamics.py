@@ -22,11 +22,12 @@ from .._errors import (
     NotDiagonalizableError,
     TooManyPathsError,
 )
-from ..graphfile._reader import Problem
 from ..reduction._moments import ExpectedDynamics, expected_dynamics
 from ..reduction._reduce import reduce
 from ..reduction._system import Reduction
+from ..settings._choices import ATOL, RTOL
 from ..settings._declared import NOT_GIVEN, renamed
+from ..task._problem import Problem
 from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory
@@ -43,8 +44,8 @@ def solve(
     points: int | str | None = None,
     method: str | None = None,
     times: npt.ArrayLike | None = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    rtol: float = RTOL,
+    atol: float = ATOL,
     route: str | None = None,
     lump: str | None = None,
     b0: Any = None,
@@ -82,8 +83,8 @@ def solve(
     method
         The ODE stepper (:data:`gdln.settings.METHODS`; default ``"auto"``):
         ``"lsoda"`` (Adams/BDF, the fastest for one system), ``"dop853"`` (explicit
-        order 8, within 1e-10 of a tight solution where LSODA is about 1e-8 away,
-        about 20 times slower for one system) or ``"auto"``, which for one system is
+        order 8, closer to a tight solution than LSODA and slower for one system, as
+        ``benchmarks/bench_solve.py`` measures) or ``"auto"``, which for one system is
         ``"lsoda"`` (for a batch, :func:`gdln.solution.solve_batch`, DOP853 and
         LSODA where it stops); recorded as ``meta["ode_method"]``, the stepper that
         solved as ``meta["integrator"]``. Only for the flow: with

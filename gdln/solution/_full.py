@@ -19,10 +19,11 @@ import numpy as np
 import numpy.typing as npt
 from scipy.integrate import solve_ivp
 
+from .._bounded._limits import WorkMeter, check_memory, metering, tick
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
-from ..graphfile._limits import WorkMeter, check_memory, metering, tick
 from ..reduction._reduce import initial_values
+from ..settings._choices import RTOL
 from ..settings._declared import NOT_GIVEN, renamed
 from ..task._problem import Problem, require_linear
 from ._bounds import check_times
@@ -31,8 +32,6 @@ from ._trajectory import CONTEXT_LOSS, Trajectory, matrix_key
 
 __all__ = ["solve_full"]
 
-RTOL = 1e-10
-"""Relative tolerance of the DOP853 integration of Eqs. (3)-(4)."""
 ATOL = 1e-13
 """Absolute tolerance (per weight entry) of the same integration."""
 MAX_FULL_STEPS = 10_000_000

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._bounded._limits import tick
 from .._errors import GdlnError
-from ..graphfile._limits import tick
 from ..reduction._numeric import NumericFlow
 from ._stepper import worst_entry
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy.integrate import odeint, solve_ivp
 
-from ..graphfile._limits import tick
+from .._bounded._limits import tick
 from ..reduction._numeric import NumericFlow
 from ._stepper import Stepper, Stopped, worst_member
 

@@ -17,9 +17,9 @@ lsoda      :class:`~gdln.solution._lsoda.Lsoda`: Adams/BDF switching, implicit w
 ``"auto"`` (the default of :func:`gdln.solve` and :func:`gdln.solution.solve_batch`):
 
 * **one system** (a single solve, or a batch of one): ``lsoda``. Driven from Fortran
-  with a compiled scalar right-hand side and an analytic Jacobian it takes about 3 ms on
-  Fig. 4e, where numpy's per-call cost makes DOP853 on one system about 20-30 times
-  slower.
+  with a compiled scalar right-hand side and an analytic Jacobian it is the fastest on one
+  system, where numpy's per-call cost makes DOP853 many times slower
+  (``benchmarks/bench_solve.py`` measures both; ``benchmarks/README.md`` has the figures).
 * **a batch**: ``dop853``, which shares numpy's per-call cost across the batch and keeps
   each member's own step control, as if it were solved alone. Where DOP853 stops (a
   stiff system: more than :data:`~gdln.solution._dop853.STIFF_STEPS` steps beyond two per

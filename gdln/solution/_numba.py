@@ -5,10 +5,9 @@ only the right-hand side changes. numba compiles the flow's scalar form (the fun
 that CPython runs for LSODA and the gradient-descent map, see
 :mod:`gdln.reduction._numeric`) into one loop over the batch, which evaluates a stage of
 every member without numpy's temporaries. Importing numba and compiling a system's
-right-hand side cost about 1-1.4 s in a process; a compiled batch then steps 10-60%
-faster on Fig. 4e. ``benchmarks/bench_solve.py`` measured the first call of
-``solve_batch`` (compile included) slower with numba at 1000 and 4000 scales and no slower
-from 10 000 on, so numba is used from :data:`MIN_BATCH` members on, never for a single
+right-hand side cost seconds in a process, which a compiled batch repays only when it is
+large: ``benchmarks/bench_solve.py`` measures the first call of ``solve_batch`` (compile
+included) with and without numba (``benchmarks/README.md`` has the figures), so numba is used from :data:`MIN_BATCH` members on, never for a single
 solve, and not at all without numba or with the environment variable ``GDLN_NO_NUMBA``
 set. Nothing is compiled ahead of time or cached on disk (the data of each system are
 constants of its source).

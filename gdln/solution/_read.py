@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded._read import parse_json, read_text
 from .._errors import GdlnError
-from ..graphfile._safe_read import parse_json, read_text
 from ._trajectory import CONTEXT_LOSS, VARIABLE_EDGES, Trajectory
 
 __all__ = ["TrajectoryFileError", "read_trajectory"]

@@ -1,9 +1,9 @@
 """Reading a saved :class:`~gdln.Trajectory` within the limits, whatever the file holds.
 
-:meth:`gdln.Trajectory.load` reads through gdln's bounded readers (:mod:`gdln.graphfile`):
+:meth:`gdln.Trajectory.load` reads through gdln's bounded readers (:mod:`gdln._bounded`):
 a ``.json`` file as a graph file is read (a regular file of at most ``file_bytes``,
 UTF-8, nested at most ``depth`` deep), an ``.npz`` file as a data file is
-(:func:`~gdln.graphfile._npz.read_npz`: the zip directory, each ``.npy`` header and the
+(:func:`~gdln._bounded._npz.read_npz`: the zip directory, each ``.npy`` header and the
 decompressed sizes checked against ``data_bytes`` and ``data_arrays`` before any array is
 read; nothing unpickled). ``data_values`` is raised to ``data_bytes`` there: no second
 moments follow from a saved result, so its bytes bound what it costs. Its text ``meta`` member must be one
@@ -25,11 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from .._bounded._limits import current_limits, use_limits
+from .._bounded._npz import FilePlace, read_npz
+from .._bounded._read import open_regular, parse_json, read_text
 from .._errors import GraphSpecError, shorten
-from ..graphfile._document import Scope
-from ..graphfile._limits import current_limits, use_limits
-from ..graphfile._npz import read_npz
-from ..graphfile._safe_read import open_regular, parse_json, read_text
 
 __all__ = ["read_trajectory"]
 
@@ -89,7 +88,7 @@ def read_trajectory(path: Path) -> dict[str, Any]:
         t, loss = _numbers(payload["t"], source, "t"), _numbers(payload["loss"], source, "loss")
         meta = payload.get("meta", {})
     else:
-        scope = Scope(source=source, folder=path.parent)
+        scope = FilePlace(source)
         limits = current_limits()  # no second moments follow: the bytes bound the values
         values = max(limits.data_values, limits.data_bytes)
         with use_limits(dataclasses.replace(limits, data_values=values)):

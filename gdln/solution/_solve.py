@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._bounded._limits import WorkMeter, metering
 from .._errors import DegenerateStartWarning, GdlnError
-from ..graphfile._limits import WorkMeter, metering
 from ..reduction._numeric import NumericFlow
+from ..settings._choices import ATOL, RTOL
 from ..settings._declared import NOT_GIVEN, renamed
 from ._bounds import check_solve_settings, check_times
 from ._gd_map import iterate_gd_map
@@ -105,8 +106,8 @@ def solve_batch(
     *,
     t_max: float | str | None = None,
     points: int | str | None = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
+    rtol: float = RTOL,
+    atol: float = ATOL,
     method: str | None = None,
     n_points: Any = NOT_GIVEN,
 ) -> list[Trajectory]:

@@ -24,6 +24,7 @@ from .._edge import Edge
 from .._errors import GdlnError
 from ..paths._paths import Path
 from ..reduction._system import Reduction
+from ..settings._choices import ELIMINATING, LUMPINGS
 from ._escape import EXPONENTIAL, Sizes, escape
 from ._flow import settle
 from ._polynomial import Polynomial, from_sympy
@@ -35,6 +36,7 @@ __all__ = [
     "final_signs",
     "mode_networks",
     "mode_stages",
+    "tying_lumpings",
 ]
 
 FORCED = 1e-7  # a first-order force above this fraction of the potential's terms is real
@@ -98,6 +100,12 @@ class ModeNetwork:
         return np.asarray(-self.weights * self.loss.gradient(x))
 
 
+def tying_lumpings(quote: str = "") -> str:
+    """The lumpings that eliminate no variable, in words: ``none, symmetry or balanced``."""
+    names = [f"{quote}{name}{quote}" for name in LUMPINGS if name not in ELIMINATING]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def mode_networks(reduction: Reduction) -> list[ModeNetwork]:
     """One :class:`ModeNetwork` per mode of every reduced system.
 
@@ -108,11 +116,13 @@ def mode_networks(reduction: Reduction) -> list[ModeNetwork]:
     """
     graph = reduction.problem.graph
     out = []
+    quote = "'"
+    eliminating = ", ".join(f"{quote}{name}{quote}" for name in sorted(ELIMINATING))
     for k, system in enumerate(reduction.systems):
         if system.eliminated:
             raise GdlnError(
                 f"{reduction.problem.source}: timescales needs a reduction without "
-                "eliminated variables (lump 'none', 'symmetry' or 'balanced', not 'full')"
+                f"eliminated variables (lump {tying_lumpings(quote)}, not {eliminating})"
             )
         variables = list(system.variables)
         try:

@@ -41,6 +41,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.sparse.csgraph import connected_components
 
+from ..settings._choices import RTOL
 from ._polynomial import Polynomial
 
 __all__ = [
@@ -557,7 +558,7 @@ def _blow_up(
         (0.0, MAX_SCALED_TIME),
         y0,
         method="LSODA",
-        rtol=1e-10,
+        rtol=RTOL,
         atol=1e-14,
         events=(first, second),
     )

@@ -20,6 +20,7 @@ from scipy.integrate import LSODA, OdeSolution
 from scipy.optimize import brentq
 
 from .._errors import GdlnError
+from ..settings._choices import ATOL, RTOL
 from ._aligned import ModeNetwork, ModeStage
 
 __all__ = ["BUDGET", "ModeTrajectory", "mode_trajectory", "ode_half_time"]
@@ -69,7 +70,7 @@ def mode_trajectory(
     """
     n = len(network.names)
     start = np.full(n, u0) if signs is None else u0 * np.asarray(signs, float)
-    solver = LSODA(lambda _t, x: network.flow(x), 0.0, start, t_end, rtol=1e-10, atol=1e-12 * u0)
+    solver = LSODA(lambda _t, x: network.flow(x), 0.0, start, t_end, rtol=RTOL, atol=ATOL * u0)
     times, pieces = [0.0], []
     target = _targets([last]) if last is not None else None
     complete = True

@@ -19,6 +19,7 @@ from .._errors import GdlnError, NotDiagonalizableError, shorten
 from ..reduction._quotient import QUOTIENT_ROUTE
 from ..reduction._reduce import reduce
 from ..reduction._system import Reduction
+from ..settings._choices import ELIMINATING
 from ..task._problem import Problem
 from ._aligned import (
     ModeStage,
@@ -29,6 +30,7 @@ from ._aligned import (
     mode_stages,
     path_maps,
     path_name,
+    tying_lumpings,
 )
 from ._ode import BUDGET, mode_trajectory, ode_half_time
 from ._result import Stage, Timescales, tidy_loss
@@ -124,8 +126,8 @@ def timescales(
             f"{problem.source}: route 'moments' lists no pathways; timescales takes auto, "
             "quotient, contexts (aligned) or matrix (asymptotic)"
         )
-    if lump not in ("none", "symmetry", "balanced"):
-        raise GdlnError(f"lump={lump!r}: timescales takes none, symmetry or balanced")
+    if lump in ELIMINATING:
+        raise GdlnError(f"lump={lump!r}: timescales takes {tying_lumpings()}")
     u0 = initial_scale(problem, settings.b0)
     if route == "matrix":
         from ._asymptotic import asymptotic_timescales

@@ -24,9 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from pathlib import Path
 from typing import Any
 
+from .._bounded._limits import beyond, current_limits
 from .._errors import shorten
-from ..graphfile._limits import current_limits
-from ..solution._bounds import beyond
 from ._errors import (
     Point,
     Row,

@@ -35,10 +35,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .._bounded._limits import beyond, current_limits
+from .._bounded._read import open_regular
 from .._errors import GraphSpecError, shorten
-from ..graphfile._limits import current_limits
-from ..graphfile._safe_read import open_regular
-from ..solution._bounds import beyond
 from ._errors import Row, SweepTableError
 
 try:

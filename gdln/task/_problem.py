@@ -5,7 +5,7 @@ It lives beside :class:`~gdln.task.Task`; :func:`gdln.load` reads one from a gra
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,10 @@ class Problem:
         quotient of :func:`gdln.reduce`.
     document
         The YAML document as read (empty for node-link JSON and GraphML).
+    reader
+        How a task file is read for this problem (:func:`gdln.graphfile.with_task`, set
+        by :func:`gdln.load`), for :meth:`with_task`; ``None`` for a problem made in
+        memory.
 
     References
     ----------
@@ -118,6 +122,9 @@ class Problem:
     settings: Settings = field(default_factory=Settings)
     families: tuple[IndexFamily, ...] = field(default=(), repr=False)
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    reader: Callable[[Problem, str | Path], Problem] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __repr__(self) -> str:
         g = self.graph
@@ -134,6 +141,33 @@ class Problem:
     def name(self) -> str:
         """The graph's ``name``, else the file's name without its suffix."""
         return str(self.graph.graph.get("name", Path(self.source).stem))
+
+    def with_task(self, task: str | Path) -> Problem:
+        """This problem with the task of a task file instead of its own, read by the reader
+        that read the problem (:func:`gdln.graphfile.with_task`).
+
+        Parameters
+        ----------
+        task
+            A task file, read against this graph with these parameter values.
+
+        Returns
+        -------
+        Problem
+            The same graph, parameters and settings with the file's task.
+
+        Raises
+        ------
+        TaskSpecError
+            The problem was not read from a file, or the task file is unreadable,
+            malformed or does not fit the graph.
+        """
+        if self.reader is None:
+            raise TaskSpecError(
+                "a task file is read for a problem loaded from a graph file (gdln.load)",
+                source=self.source,
+            )
+        return self.reader(self, task)
 
     def require_task(self) -> Task:
         """The task, refusing a problem that has none.

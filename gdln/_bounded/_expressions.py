@@ -94,7 +94,7 @@ def as_sympy(value: Any) -> Any:
     >>> as_sympy("1/3")
     Traceback (most recent call last):
     ...
-    gdln.graphfile._expressions.ExpressionError: expected a number, got the text '1/3'
+    gdln._bounded._expressions.ExpressionError: expected a number, got the text '1/3'
     """
     if isinstance(value, sp.Basic):
         return value
@@ -397,7 +397,7 @@ def evaluate(text: Any, names: Mapping[str, Any]) -> Any:
     """
     if not isinstance(text, str):
         return exact(text)
-    tree, nodes = _bounded_parse(text)
+    tree, nodes = bounded_parse(text)
     count_work(nodes, cls=ExpressionError)
     try:
         value = _walk(tree.body, names, text)
@@ -408,7 +408,7 @@ def evaluate(text: Any, names: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"cannot evaluate {shorten(text)}: {err}") from err
 
 
-def _bounded_parse(text: str) -> tuple[ast.Expression, int]:
+def bounded_parse(text: str) -> tuple[ast.Expression, int]:
     """Parse ``text`` after checking its length; refuse a tree nested beyond the limit.
 
     The cap comes before :mod:`ast` and before the recursive :func:`_walk`, so an

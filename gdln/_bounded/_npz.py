@@ -6,7 +6,7 @@ member that is no array at all, or carry a zip directory that lies about the siz
 :func:`read_npz` pays each cost only once it is bounded:
 
 1. the file must be a regular file of at most ``data_bytes`` bytes
-   (:func:`~gdln.graphfile._safe_read.open_regular`: a named pipe is refused unopened);
+   (:func:`~gdln._bounded._read.open_regular`: a named pipe is refused unopened);
 2. the record at the end of the zip directory gives the directory's size, and so the most
    members it can list; these count against ``data_arrays`` before :mod:`zipfile` builds
    one record per member;
@@ -20,8 +20,9 @@ member that is no array at all, or carry a zip directory that lies about the siz
    ends early or fails its CRC is refused, and :mod:`zipfile` never inflates a member past
    the size the directory gives.
 
-Nothing is unpickled. Each refusal is one :class:`~gdln.TaskSpecError` (or the scope's error
-class) naming the document, its key, the ``.npz`` file and the array.
+Nothing is unpickled. Each refusal is one error of the :class:`Place`'s class (a graph
+file's :class:`~gdln.TaskSpecError`, say) naming the document, its key, the ``.npz`` file and
+the array.
 """
 
 from __future__ import annotations
@@ -33,17 +34,17 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import numpy as np
 
 from .._errors import GraphSpecError, shorten
-from ._document import Scope
 from ._limits import Limits, count_values, current_limits
-from ._safe_read import open_regular
+from ._read import open_regular
 
-__all__ = ["HEADER_BYTES", "read_npz"]
+__all__ = ["HEADER_BYTES", "FilePlace", "Place", "read_npz"]
 
 HEADER_BYTES = 16 * 2**10
 """Most bytes of an ``.npy`` member read to find its header (numpy caps the header's
@@ -71,6 +72,62 @@ _READ_ERRORS = (
 )
 
 
+class Place(Protocol):
+    """Where a document names a data file: the error to raise there, naming the source and
+    the key (a graph file's reading scope is one; :class:`FilePlace` another)."""
+
+    @property
+    def source(self) -> str:
+        """The document (or file) being read, as errors name it."""
+        ...
+
+    @property
+    def key(self) -> str:
+        """The key path in it, ``""`` at the top."""
+        ...
+
+    @property
+    def error(self) -> type[GraphSpecError]:
+        """The error class to raise."""
+        ...
+
+    def at(self, part: str) -> Place:
+        """The place one key further in (``"[name]"`` is appended as it is)."""
+        ...
+
+    def fail(self, message: str) -> GraphSpecError:
+        """The error to raise here, naming the source and key."""
+        ...
+
+
+@dataclass(frozen=True)
+class FilePlace:
+    """A :class:`Place` that is a file read on its own (a weight file, a saved trajectory).
+
+    Parameters
+    ----------
+    source
+        The file, as errors name it.
+    key
+        The key path errors name, ``""`` for none.
+    error
+        The error class to raise.
+    """
+
+    source: str
+    key: str = ""
+    error: type[GraphSpecError] = GraphSpecError
+
+    def at(self, part: str) -> FilePlace:
+        """The place one key further in: ``"[name]"`` appended as it is, else ``.part``."""
+        bare = not self.key or part.startswith(("[", " "))
+        return FilePlace(self.source, self.key + part if bare else f"{self.key}.{part}", self.error)
+
+    def fail(self, message: str) -> GraphSpecError:
+        """The error to raise here, naming the source and key."""
+        return self.error(message, source=self.source, key=self.key or None)
+
+
 class _Refusal(Exception):
     """A problem with the file (``array`` None) or with one of its arrays."""
 
@@ -79,7 +136,7 @@ class _Refusal(Exception):
         self.message, self.array = message, array
 
 
-def read_npz(path: Path, scope: Scope, *, skip: Collection[str] = ()) -> dict[str, np.ndarray]:
+def read_npz(path: Path, scope: Place, *, skip: Collection[str] = ()) -> dict[str, np.ndarray]:
     """The arrays of the ``.npz`` file ``path``, each bounded before it is read.
 
     Parameters
@@ -87,8 +144,8 @@ def read_npz(path: Path, scope: Scope, *, skip: Collection[str] = ()) -> dict[st
     path
         The file.
     scope
-        Where the document names it (``task.npz``, ``datasets.d.npz``): errors name that
-        key, the file and the array.
+        Where the document names it (``task.npz``, ``datasets.d.npz``; a :class:`Place`):
+        errors name that key, the file and the array.
     skip
         Names of arrays not read (e.g. the text ``meta`` of a saved trajectory); their
         sizes still count against the limits.
@@ -146,7 +203,7 @@ def _check_start(handle: BinaryIO) -> None:
         raise _Refusal("is not an .npz archive (a zip file of .npy arrays, numpy.savez)")
 
 
-def _count_members(handle: BinaryIO, file: str, scope: Scope) -> int:
+def _count_members(handle: BinaryIO, file: str, scope: Place) -> int:
     """Count the most members the zip directory can list against ``data_arrays``.
 
     :mod:`zipfile` reads the whole directory, whose size the end record gives, and makes
@@ -208,7 +265,7 @@ def _members(archive: zipfile.ZipFile, limits: Limits) -> dict[str, zipfile.ZipI
 
 
 def _read_array(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, file: str, scope: Scope
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, file: str, scope: Place
 ) -> np.ndarray:
     """One member: its header checked and its values counted, then its data read."""
     with archive.open(info) as member:

@@ -58,6 +58,7 @@ __all__ = [
     "ENVIRONMENT",
     "Limits",
     "WorkMeter",
+    "beyond",
     "check_memory",
     "check_work",
     "count_entries",
@@ -241,6 +242,12 @@ class Limits:
             f"{what} exceeds the limit {name}={getattr(self, name)} "
             f"(raise it: {ENVIRONMENT[name]}=N or load(limits=Limits({name}=N)))"
         )
+
+
+def beyond(limit: str, what: str) -> str:
+    """``what exceeds the limit NAME=VALUE (raise it: GDLN_MAX_NAME=N)``."""
+    value = getattr(current_limits(), limit)
+    return f"{what} exceeds the limit {limit}={value} (raise it: {ENVIRONMENT[limit]}=N)"
 
 
 def count_entries(

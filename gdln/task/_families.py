@@ -1,9 +1,10 @@
-r"""Families: ``repeat:`` entries kept as what they are, an index set and a rule.
+r"""Families of contexts: ``repeat:`` entries kept as what they are, an index set and a rule.
 
 A ``nodes:`` or ``edges:`` entry with ``repeat:`` is a family of nodes or edges; a
-``task.contexts`` entry with ``repeat:`` is a family of contexts. The reader records each
-family (:class:`IndexFamily` in ``graph.graph["families"]``, :class:`ContextFamily` in the
-task's :class:`LazyContexts`) so that the symmetry quotient of
+``task.contexts`` entry with ``repeat:`` is a family of contexts. The graph-file reader
+records each family (:class:`~gdln.task._problem.IndexFamily` in
+``graph.graph["families"]``, :class:`ContextFamily` in the task's :class:`LazyContexts`,
+the sequence a task's contexts are) so that the symmetry quotient of
 :mod:`gdln.reduction._quotient` can read the index sets and the rules instead of the
 expanded members (DESIGN.md, "Families and the quotient"). A context family of more than
 :data:`EAGER_CONTEXTS` bindings whose probability does not depend on its indices is not
@@ -17,24 +18,51 @@ import ast
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
+from .._bounded._expressions import ExpressionError, bounded_parse
+from .._bounded._limits import counting, current_limits
 from .._errors import GraphSpecError
-from ..task._task import Context
-from ._document import Scope
-from ._expressions import ExpressionError, _bounded_parse
-from ._limits import counting, current_limits
+from ._task import Context
 
 __all__ = [
     "EAGER_CONTEXTS",
     "ContextFamily",
     "LazyContexts",
+    "ReaderScope",
     "names_in",
     "unique_labels",
 ]
 
 EAGER_CONTEXTS = 10_000
 """Context families with more bindings than this are expanded on first use only."""
+
+
+class ReaderScope(Protocol):
+    """Where the graph-file reader is in a file: the key path and the names bound there
+    (the reader's own scope is one); a family's contexts are made in it."""
+
+    @property
+    def key(self) -> str:
+        """The key path, e.g. ``task.contexts[2]``."""
+        ...
+
+    @property
+    def names(self) -> Mapping[str, Any]:
+        """Parameter, symbol and ``repeat``/``let`` values that expressions may use."""
+        ...
+
+    def at(self, *parts: str | int) -> ReaderScope:
+        """The scope one or more keys further in."""
+        ...
+
+    def bind(self, names: Mapping[str, Any]) -> ReaderScope:
+        """The same place with other names in scope."""
+        ...
+
+    def evaluate(self, expression: Any) -> Any:
+        """The value of an expression or a number, in the names in scope."""
+        ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,12 +84,12 @@ class ContextFamily:
     """
 
     entry: Mapping[str, Any]
-    scope: Scope
+    scope: ReaderScope
     variables: tuple[str, ...]
     counts: tuple[int, ...]
     written: tuple[Any, ...]
     lets: tuple[tuple[str, Any], ...]
-    make: Callable[[Scope, int], Context] = field(repr=False)
+    make: Callable[[Any, int], Context] = field(repr=False)  # the reader's, on its own scopes
 
     def __len__(self) -> int:
         return math.prod(self.counts)
@@ -74,7 +102,7 @@ class ContextFamily:
             out.append(r)
         return tuple(reversed(out))
 
-    def local(self, values: Sequence[Any]) -> Scope:
+    def local(self, values: Sequence[Any]) -> ReaderScope:
         """The scope of one binding: its ``repeat:`` values and ``let:`` names."""
         names = dict(self.scope.names)
         names.update(zip(self.variables, values, strict=True))
@@ -195,7 +223,7 @@ def names_in(expression: Any) -> set[str]:
     if not isinstance(expression, str):
         return set()
     try:
-        tree, _ = _bounded_parse(expression)
+        tree, _ = bounded_parse(expression)
     except (ExpressionError, SyntaxError, RecursionError):
         return {"?"}  # not an expression: the reader's own checks will say why
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}

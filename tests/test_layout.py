@@ -223,7 +223,7 @@ def test_the_import_graph_sees_imports_in_functions_stubs_and_type_checking() ->
     assert graph.has_edge("gdln.paths._statistics", "gdln.paths._latex")
     assert graph.has_edge("gdln.solution._trajectory", "gdln.report._notebook")
     # through a package's stub, and the lazy __init__ to what its stub lists
-    assert graph.has_edge("gdln.balanced._weights", "gdln.solution._trajectory")
+    assert graph.has_edge("gdln.balanced._weights", "gdln.solution._series")
     assert graph.has_edge("gdln.cli._simulate", "gdln")
     assert graph.has_edge("gdln.outputs", "gdln.outputs._atomic")
     assert graph.has_edge("gdln", "gdln.kernels")

@@ -45,7 +45,8 @@ from .._errors import GdlnError
 from ..graphfile._limits import current_limits
 from ..reduction._system import Reduction
 from ..solution._bounds import beyond
-from ..solution._trajectory import Trajectory, pathway_key
+from ..solution._series import pathway_key
+from ..solution._trajectory import Trajectory
 from ..task._examples import ExampleSet
 from ..task._problem import Problem
 from ._errors import BalancedSpecError

@@ -23,7 +23,7 @@ PACKAGE = Path(gdln.__file__).parent
 
 # Lower layers first; a module may import from its own layer or below, never above.
 LAYERS: list[set[str]] = [
-    {"_errors", "_edge", "_html", "_lazy", "_device", "outputs", "settings"},
+    {"_errors", "_edge", "_html", "_lazy", "_device", "_runtime", "outputs", "settings"},
     {"task"},
     {"graphfile"},
     {"paths"},
@@ -129,7 +129,7 @@ def test_the_simulation_worker_imports_no_symbolic_library() -> None:
     """The process compare simulates in imports torch, not sympy or scipy (issue 25: the
     reader of graph files took 0.35 s of its start, on the comparison's critical path)."""
     statements = (
-        "from gdln.simulation._worker import serve; from gdln.simulation._simulate import simulate"
+        "from gdln._runtime._worker import serve; from gdln.simulation._simulate import simulate"
     )
     assert _loaded_after(statements, ("sympy", "scipy", "matplotlib")) == []
 

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from .._edge import Edge, edge_name
+from .._runtime._threads import auto_threads, record_thread
 from ..settings._declared import NOT_GIVEN, renamed
 from ..solution._trajectory import Trajectory
 from ..task._examples import ExampleSet
@@ -59,7 +60,6 @@ from ._recording import Recorder, projection_bases, record_at
 from ._sampling import Sampler
 from ._settings import SimulationSettings
 from ._start import Start, start_of
-from ._threads import auto_threads, record_thread
 from ._training import Divergence, train
 from ._workload import warn_if_fixed_point
 
@@ -295,7 +295,7 @@ def _run(start: Start) -> Trajectory:
         weight_decay=start.weight_decay,
     )
     threads = start.threads
-    if threads == "auto":  # chosen from the work of a step (runtime/_threads.py)
+    if threads == "auto":  # chosen from the work of a step (_runtime/_threads.py)
         threads = auto_threads(*optimizer.work()) if device.type == "cpu" else 1
     torch.set_num_threads(int(threads))
     dt = start.lr / (1.0 - start.momentum)  # flow time per step (module docstring)

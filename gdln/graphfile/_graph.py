@@ -19,6 +19,7 @@ import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
+from ..settings._declared import SECTIONS
 from ..task._problem import IndexFamily
 from ._document import (
     MAX_COUNT,
@@ -50,7 +51,7 @@ DOCUMENT_KEYS = frozenset(
         "edges",
         "datasets",
         "task",
-        "solve",
+        *SECTIONS,  # solve:, simulate:
     }
 )
 """The top-level keys of a YAML graph file."""

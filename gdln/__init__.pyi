@@ -1,5 +1,6 @@
 from . import balanced as balanced
 from . import comparison as comparison
+from . import gating as gating
 from . import graphfile as graphfile
 from . import kernels as kernels
 from . import outputs as outputs
@@ -35,6 +36,8 @@ from .comparison import CompareResult as CompareResult
 from .comparison import compare as compare
 from .comparison import initial_mode_strengths as initial_mode_strengths
 from .comparison import save_figure as save_figure
+from .gating import extract as extract
+from .gating import predict_gating as predict_gating
 from .graphfile import ExpressionError as ExpressionError
 from .graphfile import evaluate as evaluate
 from .graphfile import load as load

@@ -605,7 +605,7 @@ def test_compare_marks_the_stage_times_of_timescales_on_the_loss_figure() -> Non
     result = compare(problem, lr=0.1, t_max=40.0, seeds=1, points=11, b0=0.05)
     predicted = result.metrics["stages"]
     expected = gdln.timescales(problem, b0=0.05, ode=False).stages
-    assert predicted["u0"] == pytest.approx(0.05) and predicted["route"] == "aligned"
+    assert predicted["u0"] == pytest.approx(0.05) and predicted["analysis"] == "aligned"
     assert [s["time"] for s in predicted["stages"]] == pytest.approx([s.time for s in expected])
     assert [s["active"] for s in predicted["stages"]] == [list(s.active) for s in expected]
     assert [s["within_t_max"] for s in predicted["stages"]] == [s.time <= 40 for s in expected]

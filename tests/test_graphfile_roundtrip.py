@@ -359,7 +359,7 @@ simulate: {seeds: 2}
 """,
     """name: 'null'
 params: {mode: "'abc'", big: 12345678901234567890123, tiny: 1e-300}
-nodes: [{id: 'yes', size: 1}, {id: '1', size: 1}, {id: 'a b', size: 1}]
+nodes: [{id: 'yes', size: 1}, {id: '1', size: 1, activation: relu}, {id: 'a b', size: 1}]
 edges: [{source: 'yes', target: '1'}, {source: '1', target: 'a b', fixed: -1}]
 """,
 ]

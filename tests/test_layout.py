@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"simulation", "stages"},
     {"comparison"},
     {"sweep"},
-    {"kernels", "sd", "balanced", "plotting"},
+    {"kernels", "sd", "balanced", "plotting", "gating"},
     {"cli", "__init__", "__main__"},
 ]
 LAYER = {name: k for k, names in enumerate(LAYERS) for name in names}

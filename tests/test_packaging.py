@@ -129,7 +129,10 @@ def test_the_wheel_runs_a_graph_by_name_outside_the_checkout(tmp_path: Path) -> 
         "import gdln, gdln.cli, sys; print(gdln.__file__); sys.argv[0] = 'gdln'; gdln.cli.main()"
     )
     for argv, expected in (
-        (["derive", "routing", "--param", "M=3", "--param", "K=2"], "routing: lump=symmetry"),
+        (
+            ["derive", "routing", "--param", "M=3", "--param", "K=2"],
+            "routing: route quotient, lump=symmetry",
+        ),
         (["graphs"], "routing"),
     ):
         result = subprocess.run(

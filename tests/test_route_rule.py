@@ -119,7 +119,7 @@ def test_compare_without_common_bases_follows_each_seed(tmp_path: Path) -> None:
         )
         np.testing.assert_allclose(result.random.loss[:, s], result.gd_map.loss[:, s], rtol=1e-10)
     assert m["random_vs_map"] < 1e-10 and len(m["random_vs_ode_per_seed"]) == 2
-    assert m["stages"]["route"] == "asymptotic"  # the stage times that apply, marked
+    assert m["stages"]["analysis"] == "asymptotic"  # the stage times that apply, marked
 
 
 # -- item 9: compare's theory start --------------------------------------------------------

@@ -13,6 +13,7 @@ import inspect
 import re
 import sys
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import click
@@ -339,3 +340,13 @@ def test_old_and_new_options_give_the_same_output(capsys) -> None:
         ["solve", xor, "--b0", "0.2", "--dynamics", "gd-map", "--lr", "0.5", "--points", "3"]
     )
     assert capsys.readouterr().out == old
+
+
+def test_a_files_simulate_section_presets_the_simulation(tmp_path: Path) -> None:
+    """The `simulate:` section the reference documents is read, not refused as unknown."""
+    path = tmp_path / "chain.yaml"
+    text = (GRAPHS / "chain.yaml").read_text(encoding="utf-8")
+    path.write_text(text + "\nsimulate: {seeds: 3, init_scale: 1/20, optimizer: sgd}\n")
+    problem = gdln.load(path)
+    assert (problem.settings.seeds, problem.settings.init_scale) == (3, 0.05)
+    assert problem.settings.optimizer == "sgd" and problem.settings.b0 == Fraction(1, 10)

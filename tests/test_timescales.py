@@ -62,7 +62,7 @@ def first_crossing(solution, value_of, level: float, t_end: float) -> float:
 def test_late_fusion_ratio_and_unimodal_weight_are_the_papers_closed_forms(k, rho) -> None:
     result = gdln.timescales(late_fusion(k, rho), b0=1e-6, ode=False)
     a, b = result.stages
-    assert result.route == "aligned"
+    assert result.analysis == "aligned"
     assert b.time / a.time == pytest.approx(1 + (k**2 - 1) / (1 - rho**2), rel=1e-6)
     # unimodal phase: the A pathway alone, at its least-squares weight 1 + rho/k
     assert a.maps == {"xA->hA->y": pytest.approx(np.array([[1 + rho / k]]), rel=1e-7)}
@@ -247,7 +247,7 @@ def test_vector_modalities_follow_the_formula_and_the_full_matrix_flow(seed, tmp
     with pytest.raises(gdln.NotDiagonalizableError):
         gdln.reduce(problem)
     result = gdln.timescales(problem, b0=1e-12)
-    assert result.route == "asymptotic"
+    assert result.analysis == "asymptotic"
     assert any("asymptotic" in a for a in result.assumptions)
     a, b = result.stages
     formula, wa = _vector_formula(S, w, 3)
@@ -446,7 +446,7 @@ def test_more_sharing_learns_sooner() -> None:
 def test_json_has_the_issues_fields() -> None:
     result = gdln.timescales(late_fusion(2, 0.5), b0=1e-6)
     payload = json.loads(gdln.format_timescales(result, "json"))
-    assert payload["route"] == "aligned" and payload["u0"] == 1e-6
+    assert payload["analysis"] == "aligned" and payload["u0"] == 1e-6
     assert payload["assumptions"] and all(isinstance(a, str) for a in payload["assumptions"])
     first, second = payload["stages"]
     assert {"active", "time", "time_formula", "loss", "maps", "ode_time"} <= set(first)
@@ -491,7 +491,7 @@ def test_aligned_route_refuses_statistics_without_common_bases(tmp_path) -> None
     problem = gdln.load(write(tmp_path, NOT_DIAGONALIZABLE))
     with pytest.raises(gdln.NotDiagonalizableError, match=r"g\.yaml"):
         gdln.timescales(problem, route="contexts")
-    assert gdln.timescales(problem).route == "asymptotic"
+    assert gdln.timescales(problem).analysis == "asymptotic"
 
 
 def test_unbound_symbols_are_named(tmp_path) -> None:
@@ -514,3 +514,26 @@ def test_ode_half_times_are_those_of_gdln_solve() -> None:
     for stage, values, target in zip(result.stages, (a_map, b_map), (1.25, 1.0), strict=True):
         crossing = trajectory.t[np.argmax(np.abs(values) >= target / 2)]
         assert stage.ode_time == pytest.approx(crossing, abs=10 / 20000)
+
+
+def test_the_route_is_a_declared_name_and_the_first_line_says_why(tmp_path, capsys) -> None:
+    # issue 33 item 8: one route rule, named by the declared choices (gdln.settings.ROUTES)
+    # in the result, its JSON and the first line; the analysis (aligned or asymptotic) beside
+    from gdln.cli import main
+
+    lacking = gdln.timescales(gdln.load(write(tmp_path, NOT_DIAGONALIZABLE)))
+    assert lacking.route == "matrix" and lacking.route in gdln.settings.ROUTES
+    assert lacking.route_reason.startswith("auto: no common bases")
+    aligned = gdln.timescales(late_fusion(2, 0.5), b0=1e-6, ode=False)
+    assert aligned.route == "contexts" and aligned.analysis == "aligned"
+    routing = gdln.timescales(gdln.load("routing", params={"M": "3", "K": "2"}), ode=False)
+    assert routing.route == "quotient" and routing.route_reason.startswith("symmetry quotient")
+    back = gdln.Timescales.from_dict(json.loads(json.dumps(lacking.to_dict())))
+    assert (back.route, back.analysis, back.route_reason) == (
+        "matrix",
+        "asymptotic",
+        lacking.route_reason,
+    )
+    assert main(["timescales", str(tmp_path / "g.yaml")]) in (0, None)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "route matrix (auto: no common bases" in first and "asymptotic stages" in first

@@ -15,14 +15,14 @@ LATE = str(GRAPHS / "late_fusion.yaml")
 def test_text_and_json(capsys) -> None:
     code, out, _ = run_cli(["timescales", LATE, "--b0", "1e-6", "--no-ode"], capsys)
     assert code == 0
-    assert "route aligned, u0 = 1e-06" in out and "xB->hB->y[0]" in out
+    assert "route contexts, aligned stages, u0 = 1e-06" in out and "xB->hB->y[0]" in out
     assert "0.2*log(1/u0)" in out and "assumptions:" in out
     code, out, _ = run_cli(
         ["timescales", LATE, "--param", "rho=0", "--b0", "1/1000", "--format", "json"], capsys
     )
     payload = json.loads(out)
     a, b = payload["stages"]
-    assert payload["route"] == "aligned" and payload["u0"] == 0.001
+    assert payload["analysis"] == "aligned" and payload["u0"] == 0.001
     assert b["time"] / a["time"] == pytest.approx(4)  # 1 + (k^2 - 1)/(1 - rho^2), rho = 0
     assert a["ode_time"] is not None
     assert a["maps"] == {"xA->hA->y": [[pytest.approx(1.0)]]}  # 1 + rho/k
@@ -40,7 +40,7 @@ def test_writes_a_file_and_refuses_to_overwrite(tmp_path, capsys) -> None:
 def test_the_asymptotic_route_is_chosen_and_said(tmp_path, capsys) -> None:
     path = write(tmp_path, NOT_DIAGONALIZABLE)
     code, out, _ = run_cli(["timescales", str(path)], capsys)
-    assert code == 0 and "route asymptotic" in out and "no exact reduced ODE" in out
+    assert code == 0 and "asymptotic stages" in out and "no exact reduced ODE" in out
 
 
 def test_bad_input_is_one_line_naming_the_file(tmp_path, capsys) -> None:

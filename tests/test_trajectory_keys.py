@@ -23,7 +23,7 @@ from gdln import Trajectory
 PACKAGE = Path(gdln.__file__).parent
 OWNER = PACKAGE / "solution" / "_series.py"
 SPELLINGS = ("sv/", "W/", "proj/", "rsm/", "loss/", "eval/", "sv[", "W[", "W2W1/", "W1TW1/")
-SPELLINGS += ("W2W2T/", "kernel_distance")
+SPELLINGS += ("W2W2T/", "kernel_distance", "pattern/")
 
 TWO_SYSTEMS = """\
 name: two

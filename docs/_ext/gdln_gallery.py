@@ -45,7 +45,7 @@ ORDER = (
     *("dgn_experiments", "npk_thm51", "npk_table2", "npk_fig3", "pathgram_teacher_student"),
     *("sd_depth_concentration", "sd_gradient_growth", "sd_max_regularisation"),
     *("sd_regulariser", "sd_gaussian_noise", "sd_budget", "sd_linear_dynamics"),
-    *("unimodal_bias", "lazy_rich"),
+    *("unimodal_bias", "lazy_rich", "relu_gating"),
 )
 
 

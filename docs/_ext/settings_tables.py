@@ -29,6 +29,8 @@ def file_rows(section: str) -> str:
         key = declaration.file_key.split(".", 1)[1]
         choices = declaration.choices
         values = ", ".join(f"`{c}`" for c in choices) if choices else "expression"
+        if declaration.expected == "true or false":
+            values = "`true`, `false`"
         rows.append(
             f"| `{key}` | {values} | `{declaration.shown}` | `{declaration.option}` "
             f"| {declaration.meaning} |"

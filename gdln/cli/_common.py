@@ -37,6 +37,7 @@ EXTENSIONS: Mapping[str, str] = {
     "png": ".png",
     "svg": ".svg",
     "pdf": ".pdf",
+    "yaml": ".yaml",
 }
 
 
@@ -107,6 +108,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
         "device",
         "threads",
         "progress",
+        "record_patterns",
     ),
     "compare": (
         "lump",
@@ -180,7 +182,7 @@ def setting_options(command: str) -> Callable[[F], F]:
             declaration = declared[name]
             option = declaration.option
             assert option is not None
-            if name == "progress":
+            if name == "progress" or declaration.expected == "true or false":
                 fn = click.option(
                     f"{option}/--no-{option[2:]}", name, default=None, help=setting_help(name)
                 )(fn)

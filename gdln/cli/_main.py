@@ -59,6 +59,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "gdln.cli._simulate",
         "Reduced theory (ODE and GD map) vs simulation (decoupled and random init).",
     ),
+    "extract": CommandEntry(
+        "gdln.cli._gating",
+        "Write the gated network of a ReLU network's patterns at a step as a graph file.",
+    ),
     "plot": CommandEntry(
         "gdln.cli._plot",
         "Draw a result file (solve, simulate, timescales, a sweep table, kernel.json).",

@@ -110,7 +110,8 @@ def simulate(
 
 
 #: The settings that :class:`gdln.SimulationSettings` holds (the others are keywords).
-_RUN_SETTINGS = ("optimizer", "batch_size", "momentum", "dtype", "device", "threads", "progress")
+_RUN_SETTINGS: tuple[str, ...] = ("optimizer", "batch_size", "momentum", "dtype", "device")
+_RUN_SETTINGS += ("threads", "progress", "record_patterns")
 
 
 @click.command("compare")

@@ -237,7 +237,9 @@ def solve(
     The route is that of `gdln derive` (one rule for every command); auto takes the moment
     route where the paths are too many to list, and --route matrix solves the full-matrix
     flow (Eqs. 3-4), which needs no common bases, from random weights whose singular values
-    all equal b0 (it writes each edge's singular values).
+    all equal b0 (it writes each edge's singular values). With --weights, --route matrix
+    takes the full-matrix flow (or, with --dynamics gd-map, the GD map at --lr) from those
+    weights, never the closed form.
 
     \b
     Example:
@@ -258,7 +260,24 @@ def solve(
             f"--lump {lump} and --route matrix: the full matrices are not lumped"
         )
     problem = load_problem(file, params, task)
-    if weights_file is not None or balanced_lambda is not None:
+    if weights_file is not None and balanced_lambda is None and route == "matrix":
+        clash = [name for name, value in (("--lump", lump), ("--b0", b0)) if value is not None]
+        if clash or method is not None:
+            raise CommandLineError(
+                f"--weights and {(clash or ['--method'])[0]}: the full-matrix route from "
+                "given weights takes neither"
+            )
+        model: gdln.Problem | gdln.Reduction | gdln.ExpectedDynamics = problem
+        trajectory = gdln.solve_full(  # the settings read the options' text
+            problem,
+            gdln.read_weight_file(problem, weights_file),
+            t_max=t_max,  # type: ignore[arg-type]
+            lr=lr,  # type: ignore[arg-type]
+            dynamics=dynamics,
+            points=points,  # type: ignore[arg-type]
+            weight_decay=weight_decay,
+        )
+    elif weights_file is not None or balanced_lambda is not None:
         given = {"--lump": lump, "--b0": b0, "--route": route, "--dynamics": dynamics, "--lr": lr}
         given["--method"] = method
         clash = [name for name, value in given.items() if value is not None]
@@ -270,7 +289,7 @@ def solve(
                 f"{what} and {clash[0]}: a start from weights is solved by its own route "
                 "(lambda-balanced closed form, else the full-matrix flow)"
             )
-        model: gdln.Problem | gdln.Reduction | gdln.ExpectedDynamics = problem
+        model = problem
         trajectory = _from_weights(
             problem,
             weights_file,

@@ -99,4 +99,10 @@ def predicted_stages(
         }
         for stage in result.stages
     ]
-    return {"u0": u0, "route": result.route, "stages": stages, "note": ""}
+    return {
+        "u0": u0,
+        "route": result.route,
+        "analysis": result.analysis,
+        "stages": stages,
+        "note": "",
+    }

@@ -491,7 +491,8 @@ def read_settings(doc: Mapping[str, Any], scope: Scope) -> Settings:
             declaration = by_key.get(file_key) or (
                 known[DEPRECATED_KEYS[file_key]] if file_key in DEPRECATED_KEYS else None
             )
-            numeric = declaration is not None and declaration.choices is None
+            flag = declaration is not None and declaration.expected == "true or false"
+            numeric = declaration is not None and declaration.choices is None and not flag
             if numeric and isinstance(value, (str, bool)):
                 value = scope.at(section, key).number(value)
             out[key] = value

@@ -1,8 +1,8 @@
 r"""Writing a :class:`~gdln.Problem` as a graph file that reads back to an equal problem.
 
 :func:`dump` is the other half of :func:`~gdln.graphfile.parse` (networkx's ``readwrite``
-pattern): ``parse(dump(problem))`` has the same graph (nodes with their sizes and gates,
-edges with their gates and fixed values, in the same order), the same task (contexts
+pattern): ``parse(dump(problem))`` has the same graph (nodes with their sizes, gates and
+activations, edges with their gates and fixed values, in the same order), the same task (contexts
 with their labels, probabilities, gates, datasets and bindings; the datasets' examples,
 weights or moments; random gates), the same parameter values and the same settings.
 
@@ -178,6 +178,8 @@ class _Writer:
             entry: dict[str, Any] = {"id": self.node(v, "nodes"), "size": int(attrs["size"])}
             if attrs.get("gated"):
                 entry["gated"] = True
+            if attrs.get("activation", "linear") != "linear":  # a ReLU node
+                entry["activation"] = self.text(attrs["activation"], "nodes")
             out.append(entry)
         return out
 

@@ -1,11 +1,12 @@
 r"""The architecture of a graph file: nodes with sizes, edges, gates and fixed edges.
 
-A YAML file lists ``nodes:`` (``id``, ``size`` $|v|$, ``gated``) and ``edges:``
+A YAML file lists ``nodes:`` (``id``, ``size`` $|v|$, ``gated``, ``activation``) and ``edges:``
 (``source``, ``target``, ``gated``, ``fixed``), each entry expanded by ``repeat:`` and
 ``let:``. Node-link JSON and GraphML carry the same attributes on a networkx graph.
 Either way the result is a ``networkx.DiGraph`` with node attributes ``size`` and
-``gated``, edge attributes ``gated`` and, for an untrained edge $W_e = c\,I$, ``fixed``,
-checked by :func:`validate_graph`.
+``gated`` (and ``activation`` on a ReLU node: :data:`gdln.settings.ACTIVATIONS`; absent on
+a linear one), edge attributes ``gated`` and, for an untrained edge $W_e = c\,I$,
+``fixed``, checked by :func:`validate_graph`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sympy as sp
 
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
+from ..settings._choices import ACTIVATIONS
 from ..settings._declared import SECTIONS
 from ..task._problem import IndexFamily
 from ._document import (
@@ -56,7 +58,7 @@ DOCUMENT_KEYS = frozenset(
 )
 """The top-level keys of a YAML graph file."""
 
-NODE_KEYS = {"id", "size", "gated", "repeat", "let"}
+NODE_KEYS = {"id", "size", "gated", "activation", "repeat", "let"}
 EDGE_KEYS = {"source", "target", "gated", "fixed", "repeat", "let"}
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "1"), ("false", "no", "0")  # text flags in GraphML
 
@@ -93,6 +95,7 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope, families: list[Index
     """One ``nodes:`` entry: a node per binding of its ``repeat:`` (a family if it has one)."""
     entry = entry_of(entry, scope, allowed=NODE_KEYS, required=("id", "size"))
     gated = _flag(entry.get("gated", False), scope.at("gated"))
+    activation = _activation(entry.get("activation", "linear"), scope.at("activation"))
     members: list[Any] = []
     repeat = {str(v) for v in mapping(entry.get("repeat"), scope.at("repeat"))}
     # fast path: ids like "x{i}" and a size that does not depend on the binding
@@ -100,11 +103,11 @@ def _add_nodes(graph: nx.DiGraph, entry: Any, scope: Scope, families: list[Index
     if ids is not None:
         size = _node_size(scope, entry["size"])
         for (node,) in ids:
-            members.append(_add_node(graph, node, size, gated, scope))
+            members.append(_add_node(graph, node, size, gated, scope, activation))
     for here in () if ids is not None else expand(entry, scope):
         node = here.render_at("id", entry["id"], integer_ok=True)
         size = _node_size(here, entry["size"])
-        members.append(_add_node(graph, node, size, gated, here))
+        members.append(_add_node(graph, node, size, gated, here, activation))
     _record_family(families, "node", entry, scope, (str(entry["id"]),), members)
 
 
@@ -118,16 +121,27 @@ def _node_size(here: Scope, expression: Any) -> int:
     return size
 
 
-def _add_node(graph: nx.DiGraph, node: str, size: int, gated: bool, here: Scope) -> str:
+def _add_node(
+    graph: nx.DiGraph, node: str, size: int, gated: bool, here: Scope, activation: str
+) -> str:
     """One new node, refusing an id with the edge separator, one already used, or one
-    that is not printable text."""
+    that is not printable text; ``activation`` is kept as an attribute unless linear."""
     printable_name(node, here.at("id"), what="node id")
     if EDGE_SEPARATOR in node:
         raise here.at("id").fail(f"node id {node!r} must not contain '{EDGE_SEPARATOR}'")
     if node in graph:
         raise here.at("id").fail(f"duplicate node id {node!r}")
     graph.add_node(node, size=size, gated=gated)
+    if activation != "linear":
+        graph.nodes[node]["activation"] = activation
     return node
+
+
+def _activation(value: Any, scope: Scope) -> str:
+    """``activation:`` of a node: a name of :data:`~gdln.settings.ACTIVATIONS`."""
+    if not isinstance(value, str) or value not in ACTIVATIONS:
+        raise scope.fail(f"expected one of {', '.join(ACTIVATIONS)}, got {describe(value)}")
+    return value
 
 
 def _add_edges(graph: nx.DiGraph, entry: Any, scope: Scope, families: list[IndexFamily]) -> None:
@@ -225,6 +239,9 @@ def graph_from_networkx(raw: nx.Graph, source: str) -> nx.DiGraph:
             raise here.fail(f"node id {shorten(node_id)} is given twice (1 and '1' are one id)")
         size = _networkx_size(attrs, here.at("size"))
         graph.add_node(node_id, size=size, gated=_networkx_flag(attrs, here.at("gated")))
+        activation = _activation(attrs.get("activation", "linear"), here.at("activation"))
+        if activation != "linear":
+            graph.nodes[node_id]["activation"] = activation
     for u, v, attrs in raw.edges(data=True):
         here = scope.at(f"edges[{str(u)!r}, {str(v)!r}]")
         u, v = str(u), str(v)
@@ -258,7 +275,8 @@ def _networkx_flag(attrs: Mapping[str, Any], scope: Scope) -> bool:
 
 
 def validate_graph(graph: nx.DiGraph, source: str) -> None:
-    """Refuse an empty or cyclic graph, bad sizes, gated inputs and isolated nodes."""
+    """Refuse an empty or cyclic graph, bad sizes, gated inputs, ReLU inputs or outputs and
+    isolated nodes."""
     if graph.number_of_nodes() == 0:
         raise GraphSpecError("the graph has no nodes", source=source, key="nodes")
     for node, size in graph.nodes(data="size"):
@@ -276,6 +294,14 @@ def validate_graph(graph: nx.DiGraph, source: str) -> None:
         if not pred[node] and data.get("gated"):
             raise GraphSpecError(
                 "an input node cannot carry a gate (inputs are fixed to data); gate its edges",
+                source=source,
+                key=f"node {node!r}",
+            )
+        if data.get("activation", "linear") != "linear" and not (pred[node] and succ[node]):
+            end = "an input" if not pred[node] else "an output"
+            raise GraphSpecError(
+                f"activation: {data['activation']} is for hidden nodes, and this is {end} "
+                "node (inputs hold the data, outputs are linear in Eq. 1)",
                 source=source,
                 key=f"node {node!r}",
             )

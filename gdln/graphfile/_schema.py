@@ -82,6 +82,8 @@ def _setting_sections() -> dict[str, Any]:
         entry: dict[str, Any] = {"description": declaration.meaning}
         if declaration.choices is not None:
             entry["enum"] = list(declaration.choices)
+        elif declaration.expected == "true or false":
+            entry["type"] = "boolean"
         else:
             entry["$ref"] = "#/$defs/expression"
         entry["default"] = declaration.shown

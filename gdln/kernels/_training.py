@@ -150,10 +150,10 @@ def train_dgn(
     net = net.clone()
     x = check_input(net, x)
     y = torch.as_tensor(y)
-    if y.ndim == 0 or y.shape[0] != x.shape[0]:
-        raise DGNSpecError(
-            f"y: got shape {tuple(y.shape)}, expected {x.shape[0]} rows (one per x row)"
-        )
+    if y.ndim == 0:
+        raise DGNSpecError(f"y: got a scalar, expected {x.shape[0]} rows (one per x row)")
+    if y.shape[0] != x.shape[0]:
+        raise DGNSpecError(f"y: got {y.shape[0]} rows, expected {x.shape[0]} (one per x row)")
     check_finite("y", y)
     params = net.trainable()
     for t in params:

@@ -31,6 +31,7 @@ import numpy as np
 import sympy as sp
 
 from .._errors import TaskSpecError
+from ..task._problem import require_linear
 from ..task._task import Task, as_float, is_symbolic
 from ._paths import Path
 
@@ -164,6 +165,7 @@ def active_paths(graph: nx.DiGraph, task: Task) -> ActivePaths:
 
     Only each context's open gated edges are walked (:class:`Successors`).
     """
+    require_linear(graph)
     index: dict[tuple[Hashable, ...], int] = {}
     paths: list[Path] = []
     per_context: list[dict[int, Any]] = []

@@ -11,7 +11,10 @@ What is drawn, by what the file holds:
   (:meth:`gdln.Timescales.plot`);
 * a sweep table (CSV of :func:`gdln.run_sweep`): each result column against the first
   column, the mean over rows with the same value and every row as a dot;
-* ``kernel.json`` of ``gdln kernel``: the kernel's eigenvalues, largest first.
+* ``kernel.json`` of ``gdln kernel``: the kernel's eigenvalues, largest first;
+* with ``gated``, a ReLU run recorded with ``record_patterns``: its loss against the
+  full-matrix dynamics of its extracted gated network and the pattern flips
+  (:func:`plot_relu_theory`).
 
 The figure is made without pyplot (no display, no global state); matplotlib is imported
 when a figure is drawn.
@@ -23,7 +26,7 @@ import json
 import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +37,10 @@ from ..solution._read import read_trajectory
 from ..solution._trajectory import Trajectory
 from ..stages._result import Timescales
 from ..sweep._table import read_table
+from ._relu import plot_relu_theory
+
+if TYPE_CHECKING:
+    from ..gating import ReluTheory
 
 __all__ = ["PLOT_FORMATS", "PlotError", "plot_result", "plot_spectrum", "plot_table", "save_plot"]
 
@@ -53,10 +60,12 @@ def _figure(rows: int, width: float = 9.0, height: float = 3.6) -> Any:
 
 
 def plot_result(
-    result: str | Path | Trajectory | Timescales,
+    result: str | Path | Trajectory | Timescales | ReluTheory,
     *,
     x: str | None = None,
     y: Sequence[str] | None = None,
+    gated: bool = False,
+    step: int | None = None,
 ) -> Any:
     """Draw a result, or the result file gdln wrote, as one figure.
 
@@ -81,6 +90,17 @@ def plot_result(
     PlotError
         The file is none of these, or holds nothing to draw.
     """
+    from ..gating import ReluTheory as Theory
+    from ..gating import relu_theory
+
+    if isinstance(result, Theory):
+        return plot_relu_theory(result)
+    if step is not None and not gated:
+        raise PlotError(f"step {step}: only with gated (a ReLU run against its gated network)")
+    if gated:
+        if isinstance(result, Timescales):
+            raise PlotError("gated: a ReLU run recorded with record_patterns, not timescales")
+        return plot_relu_theory(relu_theory(result, step=step))
     if isinstance(result, Trajectory):
         return _trajectory_figure(result)
     if isinstance(result, Timescales):
@@ -244,13 +264,15 @@ def plot_spectrum(eigenvalues: Sequence[float], *, ax: Any = None, title: str = 
 
 
 def save_plot(
-    result: str | Path | Trajectory | Timescales,
+    result: str | Path | Trajectory | Timescales | ReluTheory,
     out: str | Path,
     *,
     force: bool = False,
     x: str | None = None,
     y: Sequence[str] | None = None,
     dpi: int = 150,
+    gated: bool = False,
+    step: int | None = None,
 ) -> Path:
     """Draw a result (:func:`plot_result`) and write the figure, whole or not at all.
 
@@ -266,6 +288,8 @@ def save_plot(
         As for :func:`plot_result` (sweep tables).
     dpi
         Resolution of a PNG.
+    gated, step
+        As for :func:`plot_result` (a ReLU run against its extracted gated network).
 
     Returns
     -------
@@ -283,7 +307,7 @@ def save_plot(
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in PLOT_FORMATS:
         raise PlotError(f"{out}: expected a file ending in .png, .svg or .pdf")
-    fig = plot_result(result, x=x, y=y)
+    fig = plot_result(result, x=x, y=y, gated=gated, step=step)
     with atomic_file(out, force=force) as temporary:
         fig.savefig(temporary, format=fmt, dpi=dpi)
     return out

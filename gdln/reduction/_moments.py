@@ -33,7 +33,7 @@ from .._edge import Edge
 from .._errors import GdlnError
 from ..paths._statistics import ContextActivity, context_activity
 from ..settings._declared import NOT_GIVEN, renamed
-from ..task._problem import Problem
+from ..task._problem import Problem, require_linear
 from ..task._task import Context, is_symbolic
 from ._bases import Modes
 from ._decoupled import DecoupledBases, anchor_bases
@@ -464,6 +464,8 @@ def expected_dynamics(
     """
     if init is not NOT_GIVEN:
         b0 = renamed("expected_dynamics", "init", "b0", init) if b0 is None else b0
+    if not isinstance(source, Reduction):
+        require_linear(source.graph, source=source.source)
     if isinstance(source, Reduction):
         problem = source.problem
         init_values = dict(source._init) if b0 is None else initial_values(problem, b0)

@@ -63,7 +63,7 @@ from ..paths._statistics import (
     require_numbers_for_float_data,
 )
 from ..settings._declared import NOT_GIVEN, Settings, renamed
-from ..task._problem import Problem
+from ..task._problem import Problem, require_linear
 from ..task._task import Task
 from ._bases import Modes
 from ._decoupled import anchor_bases
@@ -167,6 +167,7 @@ def reduce(
     if quotient is not NOT_GIVEN:
         old = renamed("reduce", "quotient", "route", quotient)
         route = route or {True: "auto", False: "contexts", None: "auto"}[old]
+    require_linear(problem.graph, source=problem.source)
     settings = problem.settings.given(lump=lump, b0=b0, route=route, weight_decay=weight_decay)
     if settings.route in ("moments", "matrix"):
         raise GdlnError(

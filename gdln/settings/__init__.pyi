@@ -1,3 +1,4 @@
+from ._choices import ACTIVATIONS as ACTIVATIONS
 from ._choices import DTYPES as DTYPES
 from ._choices import DYNAMICS as DYNAMICS
 from ._choices import INITS as INITS

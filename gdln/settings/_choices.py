@@ -3,7 +3,8 @@
 Every family of variants that a setting chooses by name is one table here, light enough
 for the command line's help (only the standard library is imported): the lumpings, the
 routes, the dynamics, the ODE steppers, the initial-weight schemes, the optimisers and the
-floating-point types. The machinery behind each name lives with its stage, in a table
+floating-point types, and the activations a hidden node of a graph file may
+carry. The machinery behind each name lives with its stage, in a table
 keyed by the same names (the lumpings in :mod:`gdln.reduction`, the steppers in
 :mod:`gdln.solution`, the initialisations and optimisers in :mod:`gdln.simulation`), and a
 test checks that the keys agree.
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 __all__ = [
+    "ACTIVATIONS",
     "DTYPES",
     "DYNAMICS",
     "INITS",
@@ -117,3 +119,17 @@ THEORY_STARTS: Mapping[str, str] = MappingProxyType(
     }
 )
 """Where :func:`gdln.compare` starts the theory and the decoupled run: name -> meaning."""
+
+ACTIVATIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "linear": "h_v = g_v sum_q g_q W_q h_s(q), the gated linear node of Sec. 2 (the default)",
+        "relu": "h_v = max(0, g_v sum_q g_q W_q h_s(q)) unit by unit: a ReLU network, which is "
+        "the gated network whose gates are its own activation patterns while none flips; "
+        "gdln simulate trains it, gdln extract reads its gated network off a run",
+    }
+)
+"""What a hidden node of a graph file computes (its ``activation:`` key): name -> meaning.
+
+The path theory (Eqs. 3-10 of Saxe, Sodhani & Lewallen 2022) holds for linear nodes only;
+a graph with a ``relu`` node is simulated, and its gated network is extracted from the
+patterns of a run (:func:`gdln.extract`)."""

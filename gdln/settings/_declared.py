@@ -191,6 +191,9 @@ class Settings:
         Where and how a simulation computes.
     progress
         Whether runs show a progress bar.
+    record_patterns
+        Whether a simulation records the activation patterns of its ReLU nodes (and its
+        training examples), from which :func:`gdln.extract` reads the gated network.
     source
         The file the values were read from, named in error messages (``None``: not a file).
     written
@@ -370,6 +373,16 @@ class Settings:
         "Show a progress bar: auto shows one when standard error is a terminal.",
         _auto_or(_flag),
         "'auto', true or false",
+    )
+    record_patterns: bool = _declare(
+        False,
+        "Record at every recorded step which units of each ReLU node are on for which "
+        "training example (and the weights and examples), for gdln extract.",
+        _flag,
+        "true or false",
+        file=True,
+        section="simulate",
+        shown="false",
     )
 
     source: str | None = field(default=None, compare=False, repr=False)

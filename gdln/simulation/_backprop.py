@@ -9,7 +9,11 @@ $$\delta_{\text{out},u} = W_u (h_u - \bar y_u),\qquad
 \frac{\partial\mathcal L}{\partial W_q} = \sum_{\text{slots}} \delta_t\, X^\top,\qquad
 \delta_s \mathrel{+}= g\,\delta_t W_q,$$
 
-summed into each source's rows. A step is then a fixed, short list of tensor operations
+summed into each source's rows. At a ReLU node (``activation: relu``) the forward pass
+keeps $h_v = \max(0, z_v)$ of the gated sum $z_v$ (states stay exact: examples that share
+a state share $z_v$, hence its pattern), and before $\delta_v$ is passed on it is masked,
+$\delta_v \leftarrow \delta_v \odot 1[h_v > 0]$ (the derivative of the ReLU, 0 at the
+kink); a linear network runs none of this. A step is then a fixed, short list of tensor operations
 (16 for the routing network of Fig. 4, whatever M: three products, each one batched
 matrix product forward and one or two backward), which is what makes small networks
 fast: their cost is the number of operations, not the arithmetic. Every product is
@@ -78,8 +82,21 @@ class _Op:
     back: tuple[bool, ...]  # per source: whether its delta is needed (not an input)
     into_zeros: torch.Tensor | None  # (S, rows of into, |t|)
     read: bool  # whether a later product reads the targets (not all outputs)
+    activate: tuple[int, ...]  # ReLU nodes this product completes: h = max(0, h) after it
     target_zeros: torch.Tensor  # (S, r, |t|): a target that no later edge reads
     buffers: dict[str, torch.Tensor]
+
+
+def _completed(
+    p: int, prod: Product, last: Mapping[Hashable, int], relu: frozenset[Hashable]
+) -> tuple[Hashable, ...]:
+    """The ReLU nodes whose gated sum is complete once product ``p`` has run: its targets
+    (the single in-edges of each), or the node it scatters into if it is the last there."""
+    if not relu:
+        return ()
+    if prod.into is None:
+        return tuple(t for t in prod.targets if t in relu)
+    return (prod.into,) if prod.into in relu and last[prod.into] == p else ()
 
 
 class StateStep:
@@ -93,6 +110,8 @@ class StateStep:
         The layout of the weights: each stacked product one block (``plan`` groups).
     sizes, hidden
         Node widths, and the hidden nodes (for the activations of a record).
+    relu
+        The ReLU nodes (``activation: relu``); empty for a linear network.
     """
 
     def __init__(
@@ -101,6 +120,7 @@ class StateStep:
         weights: Weights,
         sizes: Mapping[Hashable, int],
         hidden: Sequence[Hashable],
+        relu: frozenset[Hashable] = frozenset(),
     ) -> None:
         self.plan, self.sizes, self.hidden = plan, sizes, tuple(hidden)
         self.seeds = weights.blocks[0].shape[0]
@@ -110,7 +130,11 @@ class StateStep:
         self.number = {v: i for i, v in enumerate(nodes)}
         self.nodes = nodes
         self.inputs = [(self.number[v], t) for v, t in plan.inputs.items()]
-        self.ops = [self._prepare(p, prod, weights) for p, prod in enumerate(plan.products)]
+        last = {prod.into: p for p, prod in enumerate(plan.products) if prod.into is not None}
+        self.ops = [
+            self._prepare(p, prod, weights, _completed(p, prod, last, relu))
+            for p, prod in enumerate(plan.products)
+        ]
         self.raw = weights.blocks
         self.views = self._views(self.raw)  # the blocks trained in place: views made once
         self.node_loss = [(self.number[v], t) for v, t in plan.node_loss.items()]
@@ -123,7 +147,9 @@ class StateStep:
     def _zeros(self, *shape: int) -> torch.Tensor:
         return torch.zeros(shape, dtype=self.dtype, device=self.device)
 
-    def _prepare(self, p: int, prod: Product, weights: Weights) -> _Op:
+    def _prepare(
+        self, p: int, prod: Product, weights: Weights, activate: tuple[Hashable, ...]
+    ) -> _Op:
         plan, seeds, k, r = self.plan, self.seeds, len(prod.edges), prod.r
         block = weights.groups[prod.edges] if prod.stacked else weights.where[prod.edges[0]][0]
         s_width = self.sizes[prod.sources[0]] if prod.sources else prod.constant.shape[-1]  # type: ignore[union-attr]
@@ -179,6 +205,7 @@ class StateStep:
             into_zeros=into_zeros,
             target_zeros=self._zeros(seeds, r, t_width),
             read=loss is None,
+            activate=tuple(self.number[v] for v in activate),
             buffers=buffers,
         )
 
@@ -246,6 +273,8 @@ class StateStep:
                         h[t] = slots[:, j]
                 else:
                     h[op.targets[0]] = result
+                for t in op.activate:
+                    h[t] = torch.relu(h[t])  # type: ignore[arg-type]
                 continue
             if op.into_zeros is None:
                 h[op.into] = buffers["p"]
@@ -255,6 +284,8 @@ class StateStep:
                 h[op.into] = (op.into_zeros if into is None else into).index_add(
                     1, prod.target_index, buffers["p"]
                 )
+            for t in op.activate:
+                h[t] = torch.relu(h[t])  # type: ignore[arg-type]
         return h, xs, ps, views
 
     def step(
@@ -289,6 +320,10 @@ class StateStep:
             elif not backward:
                 continue
             else:
+                for t in op.activate:  # the ReLU's derivative, 1[h > 0], once per node
+                    before, after = dh[t], h[t]
+                    if before is not None and after is not None:
+                        dh[t] = before * (after > 0)
                 found = self._delta(op, dh)
                 if found is None:
                     continue

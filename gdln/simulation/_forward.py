@@ -1,6 +1,7 @@
 r"""The forward pass of the full network and its per-example loss (Sec. 2, Eq. 1).
 
-$h_v = g_v\sum_{q:\,t(q)=v} g_q W_q h_{s(q)}$ in topological order, input nodes
+$h_v = g_v\sum_{q:\,t(q)=v} g_q W_q h_{s(q)}$ in topological order (at a ReLU node,
+``activation: relu``, $h_v = \max(0, g_v\sum_q g_q W_q h_{s(q)})$), input nodes
 $h_v = g_v x_v$, and the per-example loss $\tfrac12\sum_{v\in\mathrm{Out}}\lVert
 y_v-h_v\rVert^2$ of Eq. (1) of Saxe et al. 2022. Every tensor carries a leading seed
 axis ``S`` (1 for data shared by all seeds).
@@ -113,6 +114,8 @@ class _Pass:
             hv = hv + term
         if v in data.node_gates:
             hv = hv * self.pick(data.node_gates[v]).unsqueeze(-1)
+        if v in net.relu:
+            hv = torch.relu(hv)
         self.h[v] = hv
         if v in net.fan_out:
             self.fan_out(v, hv)

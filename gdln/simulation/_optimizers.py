@@ -180,7 +180,9 @@ class FullBatchGD(Optimizer):
         assert states is not None  # tensorise(..., states=True)
         stacked = [p.edges for p in states.products if p.stacked]
         layout = Weights.stacked(weights, stacked, grad=False)
-        self.hand = StateStep(states, layout, self.net.sizes, self.net.hidden)
+        self.hand = StateStep(
+            states, layout, self.net.sizes, self.net.hidden, relu=frozenset(self.net.relu)
+        )
         return layout
 
     def work(self) -> tuple[float, int]:

@@ -25,6 +25,7 @@ __all__ = [
     "edge_order",
     "fixed_edges",
     "node_sizes",
+    "relu_nodes",
     "sparse_groups",
 ]
 
@@ -62,6 +63,9 @@ class Plan:
     other in-edges of ``v``; they share one matmul $[g_1 h_{s_1} \cdots g_k h_{s_k}]
     [W_1 \cdots W_k]^\top$. Both are the same sum $\sum_q g_q W_q h_{s(q)}$, fewer ops.
     ``sparse``: gated edges switched on for few examples, computed on those rows only.
+    ``relu``: the hidden nodes whose ``activation`` is ``relu``; each holds
+    $h_v = \max(0, g_v\sum_q g_q W_q h_{s(q)})$ unit by unit (empty: a linear network,
+    whose passes are unchanged).
     """
 
     order: tuple[str, ...]
@@ -77,6 +81,7 @@ class Plan:
     sparse_into: Mapping[str, tuple[int, ...]]  # node -> its sparse in-edges
     sparse_from: Mapping[str, tuple[int, ...]]  # node -> its sparse out-edges
     graph: nx.DiGraph
+    relu: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.outputs:
@@ -127,7 +132,26 @@ def compile_plan(graph: nx.DiGraph, sparse: frozenset[int] = frozenset()) -> Pla
         sparse_into,
         sparse_from,
         graph,
+        relu_nodes(graph),
     )
+
+
+def relu_nodes(graph: nx.DiGraph) -> frozenset[str]:
+    """The nodes of ``graph`` whose ``activation`` attribute is ``relu``: hidden nodes
+    (a node with edges in and out); an input or output is refused."""
+    found = frozenset(v for v, a in graph.nodes(data="activation") if a == "relu")
+    for v in found:
+        if not graph.in_degree(v) or not graph.out_degree(v):
+            raise SimulationSpecError(
+                f"graph: node {v!r} has activation relu, which is for hidden nodes (a node "
+                "with edges in and out)"
+            )
+    for v, a in graph.nodes(data="activation"):
+        if a not in (None, "linear", "relu"):
+            raise SimulationSpecError(
+                f"graph: node {v!r} attribute 'activation': expected linear or relu, got {a!r}"
+            )
+    return found
 
 
 SPARSE_FRACTION = 1 / 4

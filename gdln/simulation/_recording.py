@@ -100,7 +100,8 @@ class Recorder:
     """Collects the series of a run, one row per recorded step; :meth:`arrays` stacks them.
 
     ``bases``: edge -> ``(left, right)`` mode vectors to project on; ``rsm`` and
-    ``weights`` switch on the similarity matrices and the weights. ``background``: the
+    ``weights`` switch on the similarity matrices and the weights; ``patterns``: the ReLU
+    nodes whose activation patterns $1[z_v > 0]$ are recorded. ``background``: the
     singular values are computed on a second thread while training goes on (the SVDs
     were half of a small network's run; torch releases the GIL in them), from copies of
     the weights taken at the steps, :data:`SVD_CHUNK` recorded steps in one batched SVD
@@ -119,9 +120,11 @@ class Recorder:
         weights: bool,
         *,
         background: bool = False,
+        patterns: Sequence[Hashable] = (),
     ) -> None:
         self.net, self.train, self.eval, self.bases, self.rsm = net, train, evaluation, bases, rsm
         self.weights = weights
+        self.patterns = {node_key("pattern", v): v for v in patterns}
         self.steps: list[int] = []
         self.rows: dict[Names, list[np.ndarray]] = {}
         self.block_bases: dict[int, list[_Bases]] | None = None
@@ -215,6 +218,7 @@ class Recorder:
                 out += [(node_key("output", v), eval_acts[v]) for v in self.net.outputs]
             if self.rsm:
                 out += [(node_key("rsm", v), rsm_acts[v] @ rsm_acts[v].mT) for v in self.net.hidden]
+            out += [(name, acts[v] > 0) for name, v in self.patterns.items()]  # 1[z > 0]
         return out
 
     def _weight_series(self, weights: Weights) -> list[tuple[Names, torch.Tensor]]:
@@ -274,6 +278,8 @@ class Recorder:
             for b, names in enumerate(self.sv_names)
         )
         for names, stacked in stacks.items():
+            if names in self.patterns:  # recorded as 0/1, stored as bool
+                stacked = stacked > 0.5
             if isinstance(names, str):
                 series[names] = stacked
             else:

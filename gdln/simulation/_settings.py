@@ -82,15 +82,17 @@ def _record_steps(value: Any) -> tuple[int, ...] | str:
 
 #: The fields of :class:`SimulationSettings` that are declared settings of gdln
 #: (:class:`gdln.settings.Settings`): ``None`` takes the problem's value.
-DECLARED = ("optimizer", "batch_size", "momentum", "dtype", "device", "threads", "progress")
+DECLARED: tuple[str, ...] = ("optimizer", "batch_size", "momentum", "dtype", "device", "threads")
+DECLARED += ("progress", "record_patterns")
 
 
 @dataclass(frozen=True)
 class SimulationSettings:
     r"""How :func:`gdln.simulate` trains and what it records.
 
-    The first seven fields are settings of gdln (:class:`gdln.settings.Settings`, declared
-    there once with their defaults and meanings): ``None`` takes the problem's value (its
+    The first seven fields and ``record_patterns`` are settings of gdln
+    (:class:`gdln.settings.Settings`, declared there once with their defaults and
+    meanings): ``None`` takes the problem's value (its
     graph file's ``simulate:`` section, else the declared default); :meth:`resolved`
     fills them in. Every field given is checked when the settings are made; a bad one
     raises :class:`~gdln.simulation.SimulationSpecError` naming it. Change a field with
@@ -141,6 +143,11 @@ class SimulationSettings:
     diverge_above
         The run stops with :class:`~gdln.simulation.SimulationDivergedError` once a loss
         is non-finite or above this value.
+    record_patterns
+        Record, at every recorded step, each ReLU node's activation pattern
+        $1[z_v > 0]$ on every training example as ``"pattern/<node>"``
+        (:attr:`gdln.Trajectory.patterns`), with the weights and, in ``meta``, the
+        training examples: what :func:`gdln.extract` reads the gated network from.
 
     Raises
     ------
@@ -172,6 +179,7 @@ class SimulationSettings:
     rsm: bool = False
     record_weights: bool = False
     diverge_above: float = 1e8
+    record_patterns: bool | None = None
 
     def __post_init__(self) -> None:
         for name in DECLARED:

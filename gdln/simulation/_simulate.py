@@ -49,11 +49,12 @@ from .._edge import Edge, edge_name
 from .._runtime._threads import auto_threads, record_thread
 from ..settings._declared import NOT_GIVEN, renamed
 from ..solution._trajectory import Trajectory
-from ..task._examples import ExampleSet
+from ..task._examples import EXAMPLES_KEY, ExampleSet
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
 from ._init import DRAWS, start_weights
 from ._optimizers import OPTIMIZER_CLASSES
+from ._patterns import check_pattern_records
 from ._plan import Plan, compile_plan, fixed_edges
 from ._random_gates import RandomGates
 from ._recording import Recorder, projection_bases, record_at
@@ -248,6 +249,15 @@ def _run(start: Start) -> Trajectory:
     it sets torch's thread count (the caller restores it)."""
     net = compile_plan(start.graph)
     recorded = record_at(start.steps, start.recording)
+    if start.patterns:
+        check_pattern_records(
+            net.relu,
+            records=len(recorded),
+            seeds=len(start.seeds),
+            rows=len(start.examples.weights),
+            sizes=net.sizes,
+            edges=net.edges,
+        )
     dtype, device = TORCH_DTYPES[start.dtype], torch_device(start.device)
     kind = OPTIMIZER_CLASSES[start.optimizer]
     data = tensorise(net, start.examples, "examples", dtype, device, states=not kind.minibatch)
@@ -263,8 +273,9 @@ def _run(start: Start) -> Trajectory:
         evaluation,
         projection_bases(net, start.bases, dtype, device),
         start.recording.rsm,
-        start.recording.weights,
+        start.recording.weights or start.patterns,
         background=beside,
+        patterns=tuple(v for v in net.hidden if v in net.relu) if start.patterns else (),
     )
     fixed = fixed_edges(net)
     w0 = start_weights(
@@ -331,6 +342,9 @@ def _run(start: Start) -> Trajectory:
         "singular_values_thread": beside,
         **_network_meta(net, data, evaluation, start.examples, fixed),
     }
+    if start.patterns:  # what gdln.extract needs besides the series
+        meta["relu"] = [v for v in net.hidden if v in net.relu]
+        meta[EXAMPLES_KEY] = start.examples.as_json()
     t = dt * steps_rec.astype(float)
     return Trajectory(t=t, loss=loss_rec, series=series, meta=meta, recording=start.recording)
 
@@ -343,6 +357,7 @@ def _settings_meta(start: Start, device: torch.device) -> dict[str, Any]:
         "momentum": start.momentum,
         "dtype": start.dtype,
         "device": str(device),
+        "record_patterns": start.patterns,
     }
 
 

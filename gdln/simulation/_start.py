@@ -60,6 +60,7 @@ class Start:
     progress: bool | str
     diverge_above: float
     recording: Recording
+    patterns: bool = False
 
 
 def start_of(
@@ -179,6 +180,7 @@ def start_of(
         progress=run.progress,
         diverge_above=run.diverge_above,
         recording=Recording(**when, weights=run.record_weights, rsm=run.rsm),
+        patterns=bool(run.record_patterns),
     )
 
 

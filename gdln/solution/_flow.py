@@ -89,8 +89,10 @@ class FlowPlan:
         stats: PathStatistics | None = None,
         *,
         weight_decay: float = 0.0,
+        constant: float | None = None,
     ) -> FlowPlan:
-        """The plan of ``problem`` for weights on ``edges`` (statistics found if not given)."""
+        """The plan of ``problem`` for weights on ``edges`` (statistics found if not given;
+        ``constant``, the loss of zero weights, found if not given)."""
         graph = problem.graph
         paths, yx, xx = _float_statistics(problem) if stats is None else _floats_of(stats)
         index = {e: i for i, e in enumerate(edges)}
@@ -106,7 +108,7 @@ class FlowPlan:
             paths=tuple(tuple(index[e] for e in p.edges) for p in paths),
             targets=targets,
             trained=tuple(graph.edges[e].get("fixed") is None for e in edges),
-            constant=zero_weight_loss(problem),
+            constant=zero_weight_loss(problem) if constant is None else float(constant),
             weight_decay=float(weight_decay),
         )
 

@@ -24,7 +24,7 @@ from .._errors import GdlnError
 from ..graphfile._limits import WorkMeter, check_memory, metering, tick
 from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, renamed
-from ..task._problem import Problem
+from ..task._problem import Problem, require_linear
 from ._bounds import check_times
 from ._flow import FlowPlan
 from ._recording import Recording
@@ -127,6 +127,7 @@ def solve_full(
         b0 = renamed("solve_full", "init", "b0", init) if b0 is None else b0
     if lr is not None and dynamics is None:
         dynamics = renamed("solve_full", "lr", "dynamics='gd-map', lr", "gd-map")
+    require_linear(problem.graph, source=problem.source)
     settings = problem.settings.given(
         t_max=t_max,
         lr=lr,

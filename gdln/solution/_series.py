@@ -51,7 +51,7 @@ VARIABLE_EDGES = "variable_edges"
 """The key of ``meta`` that maps each reduced variable to its edges' names (a solve's)."""
 
 _EDGE_QUANTITIES = ("W", "sv", "proj")
-_NODE_PREFIXES = {"rsm": "rsm/", "output": "eval/output/"}
+_NODE_PREFIXES = {"rsm": "rsm/", "output": "eval/output/", "pattern": "pattern/"}
 
 
 def variable_key(name: str, system: int, systems: int) -> str:
@@ -109,8 +109,8 @@ def matrix_key(quantity: str, edge: Edge | str) -> str:
 
 
 def node_key(quantity: str, node: Hashable) -> str:
-    """The series name of ``quantity`` (``"rsm"`` or ``"output"``, on the evaluation
-    examples) at a node of a simulated network.
+    """The series name of ``quantity`` (``"rsm"``, ``"output"`` on the evaluation
+    examples, or a ReLU node's ``"pattern"``) at a node of a simulated network.
 
     >>> node_key("rsm", "h1"), node_key("output", "y")
     ('rsm/h1', 'eval/output/y')
@@ -456,6 +456,18 @@ class SeriesAccessors:
             The simulation had no evaluation examples, or ``node`` is no output.
         """
         return self._get(node_key("output", node))
+
+    @property
+    def patterns(self) -> dict[str, np.ndarray]:
+        r"""Each ReLU node's activation patterns $1[z_v > 0]$ on the training examples.
+
+        Returns
+        -------
+        dict
+            Node -> bool ``(T, seeds, n, |node|)``, recorded with ``record_patterns``.
+        """
+        start = len(prefix := node_key("pattern", ""))
+        return {k[start:]: v > 0.5 for k, v in self.series.items() if k.startswith(prefix)}
 
 
 def context_columns(trajectory: SeriesAccessors) -> dict[str, np.ndarray]:

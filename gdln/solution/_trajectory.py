@@ -35,7 +35,7 @@ class Trajectory(SeriesAccessors):
     Read the series through the accessors (:meth:`variable`, :meth:`context_losses`,
     :meth:`singular_values`, :meth:`weights`, :meth:`projections`, :meth:`rsm`,
     :meth:`kernel_distance`, :meth:`evaluation_loss`, :meth:`example_losses`,
-    :meth:`outputs`, :meth:`pathway`); the names in ``series`` are the keys of saved files
+    :meth:`outputs`, :meth:`pathway`, :attr:`patterns`); the names in ``series`` are the keys of saved files
     (see Notes).
 
     Parameters
@@ -87,6 +87,7 @@ class Trajectory(SeriesAccessors):
     ``eval/loss/<label>``           that loss within one context, ``(T, S)``
     ``eval/example_loss``           that loss per example, ``(T, S, n)``
     ``eval/output/<node>``          the output there, ``(T, S, n, |v|)``
+    ``pattern/<node>``              a ReLU node's units on, $1[z > 0]$, ``(T, S, n, |v|)``
     ``W[<edge>]``, ``sv[<edge>]``   the full-matrix flow's weights ``(T, |t|, |s|)`` and
                                     singular values ``(T, k)`` (:func:`gdln.solve_full`)
     ``W2W1/<pathway>``, ...         a two-layer pathway's $W_2W_1$, $W_1^\top W_1$,

@@ -10,8 +10,7 @@ plateau. Variables that a plateau forces at first order (a path with one small e
 nonzero residual) join at once. Modes are independent, so their stages interleave in time.
 
 Beside each leading-order time, the exact reduced ODE of the mode, started at
-$b_e(0) = u_0$, gives its own time to half-completion: when the maps of the pathways that
-the stage completes reach half their plateau values.
+$b_e(0) = u_0$, gives its own time to half-completion (:mod:`gdln.stages._ode`).
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
-from scipy.optimize import brentq
 
 from .._edge import Edge
 from .._errors import GdlnError
@@ -38,7 +35,6 @@ __all__ = [
     "final_signs",
     "mode_networks",
     "mode_stages",
-    "ode_half_time",
 ]
 
 FORCED = 1e-7  # a first-order force above this fraction of the potential's terms is real
@@ -229,16 +225,20 @@ def mode_stages(
         x, active, more = _absorb_forced(network, x, active, forced, what)
         sizes = sizes.take(_positions(small, active))
         stages.append(_stage(network, time, "immediate", more, x, stages, True))
+    history: list[tuple[float, Polynomial]] = []  # exponential stages since the last power one
     while not active.all():
         small = np.flatnonzero(~active)
         potential = _potential(network, x, active)
-        found = escape(potential, network.weights[small], sizes)
+        earlier = [(d, phi.on(small)) for d, phi in history]
+        found = escape(potential, network.weights[small], sizes, earlier)
         if found is None or not found.escaping:
             break
         if found.mechanism == EXPONENTIAL:
             time = time.plus_log(found.coefficient)
+            history.append((found.coefficient, potential.lifted(small, n)))
         else:
-            time = time.plus_power(found.power, found.coefficient)
+            time = time.plus_power(found.power, found.coefficient).plus_log(found.log_shift)
+            history = []
         new = small[list(found.escaping)]
         start = x.copy()
         start[new] = _seed(found.direction[list(found.escaping)], found.degree)
@@ -343,77 +343,6 @@ def _settle(network: ModeNetwork, start: np.ndarray, active: np.ndarray, what: s
     out = np.zeros(len(network.names))
     out[idx] = settle(flow, start[idx], what=what)
     return out
-
-
-# ------------------------------------------------------------------- the exact reduced ODE
-
-
-def mode_trajectory(
-    network: ModeNetwork, u0: float, t_end: float, signs: np.ndarray | None = None
-) -> object:
-    r"""The dense solution of the mode's reduced ODE from $b_e(0) = \pm u_0$ on ``[0, t_end]``."""
-    n = len(network.names)
-    start = np.full(n, u0) if signs is None else u0 * np.asarray(signs, float)
-    result = solve_ivp(
-        lambda _t, x: network.flow(x),
-        (0.0, t_end),
-        start,
-        method="LSODA",
-        rtol=1e-10,
-        atol=1e-12 * u0,
-        dense_output=True,
-    )
-    if not result.success:
-        raise GdlnError(f"mode {network.mode}: the reduced ODE failed: {result.message}")
-    return result.sol
-
-
-def ode_half_time(
-    parts: Sequence[tuple[ModeStage, object]], t_from: float, t_end: float
-) -> float | None:
-    """First time after ``t_from`` at which the stage's new pathway maps are half done.
-
-    ``parts``: per mode of the stage, its :class:`ModeStage` and dense ODE solution. The
-    progress is $\\sum_p b_p(t) b_p^* / \\sum_p (b_p^*)^2$ over the pathways the stage
-    completes ($b_p^*$ their plateau values; the escaping variables if none).
-    """
-    terms: list[tuple[object, list[tuple[np.ndarray, float]]]] = []
-    norm = 0.0
-    for stage, solution in parts:
-        rows = []
-        for i in stage.new_paths:
-            p = stage.network.paths[i]
-            target = p.value(stage.plateau)
-            rows.append((p.powers, target * p.factor))
-            norm += target**2
-        if not stage.new_paths:
-            for i in stage.escaping:
-                target = float(stage.plateau[i])
-                unit = np.zeros(len(stage.plateau), dtype=int)
-                unit[i] = 1
-                rows.append((unit, target))
-                norm += target**2
-        terms.append((solution, rows))
-    if norm == 0:
-        return None
-
-    def progress(t: np.ndarray) -> np.ndarray:
-        total = np.zeros(np.shape(t))
-        for solution, rows in terms:
-            xs = np.asarray(solution(t))  # type: ignore[operator]
-            for powers, weight in rows:
-                total = total + weight * np.prod(xs ** powers[:, None], axis=0)
-        return np.asarray(total / norm - 0.5)
-
-    grid = np.linspace(t_from, t_end, 4001)
-    values = progress(grid)
-    above = np.flatnonzero(values >= 0)
-    if not above.size:
-        return None
-    i = int(above[0])
-    if i == 0:
-        return float(grid[0])
-    return float(brentq(lambda t: float(progress(np.array([t]))[0]), grid[i - 1], grid[i]))
 
 
 def edge_values(

@@ -33,15 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._edge import Edge, edge_name
-from .._errors import TaskSpecError
 from ..paths._paths import Path
-from ..paths._statistics import PathStatistics, path_statistics
-from ..solution._flow import full_flow, zero_weight_loss
 from ..task._problem import Problem
-from ..task._task import as_float
 from ._aligned import FORCED, path_name
-from ._escape import EXPONENTIAL, Sizes, escape
-from ._flow import settle
+from ._directions import PairSpace, Plateau, Step, pair_spaces
+from ._escape import EXPONENTIAL, Escape, Sizes, advance, escape
+from ._flow import Unsettled
+from ._matrices import MatrixNetwork, settle_active
 from ._polynomial import Polynomial, combine
 from ._result import LeadingTime, Stage, Timescales, tidy_loss
 
@@ -49,6 +47,7 @@ __all__ = ["asymptotic_timescales"]
 
 SEED = 1e-4  # size of a rank-one escape direction when the settling flow starts
 ALTERNATIONS = 200  # sweeps of the alternating maximisation of a multi-segment path
+UNTRACKED = 1e-6  # residual singular values below this of the largest correlation: none
 
 ASSUMPTIONS = (
     "asymptotic: no exact reduced ODE is used (the route for statistics without common "
@@ -58,8 +57,10 @@ ASSUMPTIONS = (
     "every trainable edge starts at size u0 along the direction it grows in (no exact "
     "cancellations), and what an edge grew in one stage carries over to its new top "
     "direction in the next",
-    "each pathway learns one rank-one direction; further directions of an active pathway "
-    "(its next singular values) are not tracked",
+    "a pathway of two trained edges of its own learns further directions (the next "
+    "singular directions of its residual) as further stages, from the budget its free "
+    "hidden units have spent since the start; further directions of other pathways are "
+    "not tracked: stages that could depend on them say so",
     "on each plateau the active edges sit at the rest point of the full-matrix flow "
     "(Eqs. 3-4) restricted to them, started from the escape directions",
 )
@@ -77,81 +78,7 @@ class _Form:
     sign: float = 1.0  # -1: the same line as the path's first one, with the opposite sign
 
 
-class _Network:
-    """Full matrices on every edge, the statistics, and the bookkeeping of the route."""
-
-    def __init__(self, problem: Problem):
-        self.problem = problem
-        graph = problem.graph
-        exact = path_statistics(graph, problem.require_task())
-        self.paths: tuple[Path, ...] = exact.paths
-        self.size = {v: int(graph.nodes[v]["size"]) for v in graph.nodes}
-        try:
-            self.syx = {p: as_float(exact.input_output[p]) for p in self.paths}
-            self.sx = {k: as_float(m) for k, m in exact.input.items()}
-        except TaskSpecError as err:
-            raise TaskSpecError(str(err), source=problem.source) from err
-        # float statistics once, so that each call of the flow does no conversion
-        self.stats = PathStatistics(self.paths, self.syx, self.sx, exact=False)
-        on_paths = {e for p in self.paths for e in p.edges}
-        self.fixed = {e for e in on_paths if graph.edges[e].get("fixed") is not None}
-        self.edges: list[Edge] = [e for e in graph.edges if e in on_paths and e not in self.fixed]
-        self.W: dict[Edge, np.ndarray] = {}
-        for e in graph.edges:
-            rows, cols = self.size[e[1]], self.size[e[0]]
-            fixed = graph.edges[e].get("fixed")
-            self.W[e] = float(fixed) * np.eye(rows) if fixed is not None else np.zeros((rows, cols))
-        self.constant = zero_weight_loss(problem)
-        self.reference: dict[Path, _Form] = {}  # each path's first rank-one form
-        # the size of a rate: the largest input-output correlation
-        self.scale = max((float(np.linalg.norm(m, 2)) for m in self.syx.values()), default=0.0)
-
-    def product(self, edges: Sequence[Edge], start: Hashable) -> np.ndarray:
-        """The ordered product of ``edges`` (target on the left); identity if empty."""
-        out = np.eye(self.size[start])
-        for e in edges:
-            out = self.W[e] @ out
-        return out
-
-    def residual(self, p: Path) -> np.ndarray:
-        """$R_p$ at the current weights (Eqs. 3-4)."""
-        R = self.syx[p].copy()
-        for j in self.paths:
-            if (j, p) in self.sx and j.target == p.target:
-                R -= self.product(j.edges, j.source) @ self.sx[(j, p)]
-        return R
-
-    def loss(self) -> float:
-        """Eq. (1) from the path statistics at the current weights."""
-        Wp = {p: self.product(p.edges, p.source) for p in self.paths}
-        total = self.constant - sum(float(np.sum(Wp[p] * self.syx[p])) for p in self.paths)
-        for (j, p), m in self.sx.items():
-            total += 0.5 * float(np.sum((Wp[j] @ m) * Wp[p]))
-        return total
-
-    def used(self, node: Hashable) -> np.ndarray:
-        """An orthonormal basis of the directions the active edges use at ``node``."""
-        graph = self.problem.graph
-        blocks = [self.W[(u, node)] for u in graph.predecessors(node)]
-        blocks += [self.W[(node, w)].T for w in graph.successors(node)]
-        stacked = np.hstack(blocks) if blocks else np.zeros((self.size[node], 0))
-        if not stacked.size:
-            return np.zeros((self.size[node], 0))
-        U, s, _ = np.linalg.svd(stacked, full_matrices=False)
-        return U[:, s > 1e-9 * max(float(s.max(initial=0.0)), 1e-300)]
-
-    def fresh(self, node: Hashable) -> np.ndarray:
-        """A unit direction at ``node`` that no active edge uses (the first one free)."""
-        U = self.used(node)
-        basis = np.eye(self.size[node])
-        rest = basis - U @ (U.T @ basis)
-        k = int(np.argmax(np.linalg.norm(rest, axis=0)))
-        if np.linalg.norm(rest[:, k]) < 1e-9:
-            return U[:, 0]
-        return rest[:, k] / np.linalg.norm(rest[:, k])
-
-
-def _rank_one(net: _Network, p: Path, small: set[Edge]) -> _Form:
+def _rank_one(net: MatrixNetwork, p: Path, small: set[Edge]) -> _Form:
     """The rate $r_p$ and the directions of the best rank-one choice of $p$'s segments."""
     edges = p.edges
     flags = [e in small for e in edges]
@@ -217,9 +144,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / n if n > 0 else x
 
 
-def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
+def asymptotic_timescales(problem: Problem, u0: float, *, reason: str = "") -> Timescales:
     """The asymptotic route (see the module docstring)."""
-    net = _Network(problem)
+    net = MatrixNetwork(problem)
     n = len(net.edges)
     position = {e: i for i, e in enumerate(net.edges)}
     active = np.zeros(n, dtype=bool)
@@ -227,8 +154,11 @@ def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
     time = LeadingTime()
     stages: list[Stage] = []
     done: set[Path] = set()
+    history: list[tuple[float, Polynomial]] = []  # exponential stages since the last power one
+    spaces = pair_spaces(net)
+    stopped: int | None = None  # the stage whose plateau did not come to rest, if one
 
-    def record(mechanism: str, escaped: Sequence[int]) -> None:
+    def record(mechanism: str, escaped: Sequence[int], notes: Sequence[str], label=None) -> None:
         complete = [p for p in net.paths if all(active[position[e]] for e in _trained(net, p))]
         new = [p for p in complete if p not in done]
         done.update(new)
@@ -240,59 +170,166 @@ def asymptotic_timescales(problem: Problem, u0: float) -> Timescales:
         stages.append(
             Stage(
                 active=tuple(edge_name(net.edges[i]) for i in escaped),
-                pathways=tuple(path_name(p) for p in new),
+                pathways=(label,) if label else tuple(path_name(p) for p in new),
                 time=time.value(u0),
                 time_formula=time.expression(),
                 loss=tidy_loss(net.loss(), net.constant),
                 maps=maps,
                 mechanism=mechanism,
+                holds_for=time.holds_for(),
+                notes=tuple(notes),
             )
         )
 
-    forms = _forms(net, active, position)
-    forced = _forced(net, forms, active, position)
-    if forced:
-        small = np.flatnonzero(~active)
-        record("immediate", _absorb(net, forms, forced, active, position))
-        sizes = sizes.take([k for k, i in enumerate(small) if not active[i]])
-    while not active.all():
-        inactive = np.flatnonzero(~active)
-        local = {int(e): i for i, e in enumerate(inactive)}
-        forms = _forms(net, active, position)
-        potential = _potential(net, forms, active, position, local)
-        found = escape(potential, np.ones(len(inactive)), sizes)
-        if found is None or not found.escaping:
-            break
-        if found.mechanism == EXPONENTIAL:
-            time = time.plus_log(found.coefficient)
-        else:
-            time = time.plus_power(found.power, found.coefficient)
-        new = [int(inactive[i]) for i in found.escaping]
-        strength = {e: abs(found.direction[local[e]]) for e in new}
-        _seed(net, forms, new, strength, found.degree)
-        active[new] = True
-        _settle_active(net, active)
+    initial = ""
+    try:
         forms = _forms(net, active, position)
         forced = _forced(net, forms, active, position)
         if forced:
-            new += _absorb(net, forms, forced, active, position)
-        sizes = found.after.take([k for k, i in enumerate(inactive) if not active[i]])
-        record(found.mechanism, new)
+            small = np.flatnonzero(~active)
+            record("immediate", _absorb(net, forms, forced, active, position), ())
+            sizes = sizes.take([k for k, i in enumerate(small) if not active[i]])
+        while True:
+            inactive = np.flatnonzero(~active)
+            local = {int(e): i for i, e in enumerate(inactive)}
+            forms = _forms(net, active, position)
+            potential = _potential(net, forms, active, position, local)
+            earlier = [(d, phi.on(inactive)) for d, phi in history]
+            found = None
+            if inactive.size:
+                found = escape(potential, np.ones(len(inactive)), sizes, earlier)
+                if found is not None and not found.escaping:
+                    found = None
+            notes = _untracked_notes(net, active, position, spaces)
+            pairs = {p: space.plateau(net) for p, space in spaces.items()}
+            further = _next_direction(spaces, pairs, active, position, found)
+            if further is not None:
+                space, step = further
+                time = time.plus_log(step.coefficient)
+                history.append((step.coefficient, potential.lifted(inactive, n)))
+                sizes = advance(potential, np.ones(len(inactive)), sizes, step.coefficient)
+                for p, other in spaces.items():
+                    other.wait(pairs[p], step.coefficient)
+                v, u = space.split(step.direction)
+                space.learn(step.direction)
+                _seed_direction(net, space, v, u)
+                escaped = [position[space.first], position[space.second]]
+                label = f"{path_name(space.path)} (direction {space.learned})"
+                more, unsettled = _settle(net, active, position)
+                sizes = sizes.take([k for k, i in enumerate(inactive) if not active[i]])
+                record(EXPONENTIAL, escaped + more, notes + unsettled, label)
+                if unsettled:
+                    stopped = len(stages)
+                    break
+                continue
+            if found is None:
+                break
+            if found.mechanism == EXPONENTIAL:
+                time = time.plus_log(found.coefficient)
+                history.append((found.coefficient, potential.lifted(inactive, n)))
+                for p, space in spaces.items():
+                    space.wait(pairs[p], found.coefficient)
+            else:
+                time = time.plus_power(found.power, found.coefficient).plus_log(found.log_shift)
+                history = []
+                for p, space in spaces.items():
+                    space.wait(pairs[p], None)
+            new = [int(inactive[i]) for i in found.escaping]
+            for p, space in spaces.items():
+                if p in forms and all(position[e] in new for e in p.edges):
+                    space.learn(np.concatenate([forms[p].right[0], forms[p].left[0]]))
+            strength = {e: abs(found.direction[local[e]]) for e in new}
+            _seed(net, forms, new, strength, found.degree)
+            active[new] = True
+            more, unsettled = _settle(net, active, position)
+            sizes = found.after.take([k for k, i in enumerate(inactive) if not active[i]])
+            record(found.mechanism, new + more, notes + unsettled)
+            if unsettled:
+                stopped = len(stages)
+                break
+    except Unsettled as err:  # the plateau of an immediate stage (no stage yet to mark)
+        stopped = 0
+        initial = str(err)
     return Timescales(
         source=problem.source,
         u0=u0,
-        route="asymptotic",
+        route="matrix",
         stages=tuple(stages),
-        assumptions=ASSUMPTIONS + _untracked(net, active, position),
+        assumptions=ASSUMPTIONS,
         initial_loss=net.constant,
+        not_predicted=_not_predicted(net, active, position, spaces, stopped, initial),
+        analysis="asymptotic",
+        route_reason=reason,
     )
 
 
-def _trained(net: _Network, p: Path) -> list[Edge]:
+def _next_direction(
+    spaces: dict[Path, PairSpace],
+    pairs: dict[Path, Plateau],
+    active: np.ndarray,
+    position: dict[Edge, int],
+    found: Escape | None,
+) -> tuple[PairSpace, Step] | None:
+    """The further direction of an active pathway that escapes before ``found``, if any."""
+    best: tuple[PairSpace, Step] | None = None
+    for p, space in spaces.items():
+        if not all(active[position[e]] for e in p.edges):
+            continue
+        step = space.next_escape(pairs[p])
+        if step is None:
+            continue
+        if best is None or step.coefficient < best[1].coefficient:
+            best = (space, step)
+    if best is None:
+        return None
+    if (
+        found is not None
+        and found.mechanism == EXPONENTIAL
+        and found.coefficient <= best[1].coefficient * (1 + 1e-9)
+    ):
+        return None
+    return best
+
+
+def _seed_direction(net: MatrixNetwork, space: PairSpace, v: np.ndarray, u: np.ndarray) -> None:
+    """Start the new direction $u v^\top$ through a hidden direction no active edge uses."""
+    h = space.path.nodes[1]
+    fresh = net.fresh(h)
+    v = v / np.linalg.norm(v)
+    u = u / np.linalg.norm(u)
+    net.W[space.first] = net.W[space.first] + SEED * np.outer(fresh, v)
+    net.W[space.second] = net.W[space.second] + SEED * np.outer(u, fresh)
+
+
+def _settle(
+    net: MatrixNetwork, active: np.ndarray, position: dict[Edge, int]
+) -> tuple[list[int], list[str]]:
+    """Settle the plateau and activate what it forces at first order (see :func:`_forced`).
+
+    Returns the edges it activated and, if the flow did not come to rest within its
+    budget (:data:`gdln.stages._matrices.BUDGET`), a note saying so (then the weights
+    are where the flow stopped, and nothing after can be predicted from them).
+    """
+    before = active.copy()
+    try:
+        settle_active(net, active)
+        forms = _forms(net, active, position)
+        forced = _forced(net, forms, active, position)
+        if forced:
+            _absorb(net, forms, forced, active, position)
+        notes: list[str] = []
+    except Unsettled as err:
+        notes = [
+            f"its plateau is not at rest: {err.reason}; its loss and maps are where the flow stopped"
+        ]
+    return [int(i) for i in np.flatnonzero(active & ~before)], notes
+
+
+def _trained(net: MatrixNetwork, p: Path) -> list[Edge]:
     return [e for e in p.edges if e not in net.fixed]
 
 
-def _forms(net: _Network, active: np.ndarray, position: dict[Edge, int]) -> dict[Path, _Form]:
+def _forms(net: MatrixNetwork, active: np.ndarray, position: dict[Edge, int]) -> dict[Path, _Form]:
     """The rank-one form of every path with a small edge, signed against its first one.
 
     A path whose new top direction is its old rank-one line with the opposite sign (as
@@ -320,7 +357,7 @@ def _forms(net: _Network, active: np.ndarray, position: dict[Edge, int]) -> dict
 
 
 def _potential(
-    net: _Network,
+    net: MatrixNetwork,
     forms: dict[Path, _Form],
     active: np.ndarray,
     position: dict[Edge, int],
@@ -345,7 +382,7 @@ def _potential(
 
 
 def _forced(
-    net: _Network, forms: dict[Path, _Form], active: np.ndarray, position: dict[Edge, int]
+    net: MatrixNetwork, forms: dict[Path, _Form], active: np.ndarray, position: dict[Edge, int]
 ) -> list[int]:
     """Small edges that are the only small edge of a path with a residual (force at once)."""
     out = []
@@ -357,7 +394,7 @@ def _forced(
 
 
 def _absorb(
-    net: _Network,
+    net: MatrixNetwork,
     forms: dict[Path, _Form],
     forced: list[int],
     active: np.ndarray,
@@ -369,14 +406,14 @@ def _absorb(
         _seed(net, forms, forced, dict.fromkeys(forced, 1.0), 2)
         active[forced] = True
         added += forced
-        _settle_active(net, active)
+        settle_active(net, active)
         forms = _forms(net, active, position)
         forced = _forced(net, forms, active, position)
     return added
 
 
 def _seed(
-    net: _Network,
+    net: MatrixNetwork,
     forms: dict[Path, _Form],
     new: Sequence[int],
     strength: dict[int, float],
@@ -405,7 +442,7 @@ def _seed(
 
 
 def _direction(
-    net: _Network, p: Path, form: _Form, s: int, at: int, fresh: dict[Hashable, np.ndarray]
+    net: MatrixNetwork, p: Path, form: _Form, s: int, at: int, fresh: dict[Hashable, np.ndarray]
 ) -> np.ndarray:
     """The unit direction of segment ``s`` of ``p`` at the path's node number ``at``."""
     a, b = form.segments[s]
@@ -419,37 +456,84 @@ def _direction(
     return fresh[node]
 
 
-def _settle_active(net: _Network, active: np.ndarray) -> None:
-    """Run the full-matrix flow of the active edges (others held at zero) to rest."""
-    edges = [e for i, e in enumerate(net.edges) if active[i]]
-    shapes = [net.W[e].shape for e in edges]
-    splits = np.cumsum([int(np.prod(s)) for s in shapes])[:-1]
-
-    def unpack(y: np.ndarray) -> None:
-        for e, s, part in zip(edges, shapes, np.split(y, splits), strict=True):
-            net.W[e] = part.reshape(s)
-
-    def flow(y: np.ndarray) -> np.ndarray:
-        unpack(y)
-        f = full_flow(net.problem, net.W, stats=net.stats)
-        return np.concatenate([f[e].ravel() for e in edges])
-
-    start = np.concatenate([net.W[e].ravel() for e in edges])
-    unpack(settle(flow, start, what=f"{net.problem.source}: plateau"))
-
-
-def _untracked(net: _Network, active: np.ndarray, position: dict[Edge, int]) -> tuple[str, ...]:
-    """A note naming active pathways whose residual still holds untracked directions."""
+def _residual_size(net: MatrixNetwork, p: Path) -> float:
+    """The top singular value of $R_p$ (0 for round-off)."""
     scale = max((float(np.linalg.norm(m)) for m in net.syx.values()), default=0.0) or 1.0
-    left = []
+    rest = float(np.linalg.svd(net.residual(p), compute_uv=False)[0])
+    return rest if rest > UNTRACKED * scale else 0.0
+
+
+def _rank(net: MatrixNetwork, p: Path) -> tuple[int, int]:
+    """The rank of the map $W_p$ and the most it can reach (its narrowest node)."""
+    W = net.product(p.edges, p.source)
+    s = np.linalg.svd(W, compute_uv=False)
+    rank = int(np.sum(s > 1e-9 * max(float(s.max(initial=0.0)), 1e-300)))
+    return rank, min(net.size[v] for v in p.nodes)
+
+
+def _untracked_notes(
+    net: MatrixNetwork,
+    active: np.ndarray,
+    position: dict[Edge, int],
+    spaces: dict[Path, PairSpace],
+) -> list[str]:
+    """A note per active pathway whose next direction is not tracked but could grow."""
+    notes = []
     for p in net.paths:
-        if all(active[position[e]] for e in _trained(net, p)):
-            rest = float(np.linalg.svd(net.residual(p), compute_uv=False)[0])
-            if rest > 1e-6 * scale:
-                left.append(f"{path_name(p)} ({rest:.3g})")
-    if not left:
-        return ()
-    return (
-        "after the last stage these pathways still see residual correlation (top singular "
-        "value) in directions not tracked here: " + ", ".join(left),
-    )
+        if p in spaces or not all(active[position[e]] for e in _trained(net, p)):
+            continue
+        rest = _residual_size(net, p)
+        rank, most = _rank(net, p)
+        if rest and rank < most:
+            notes.append(
+                f"assumes {path_name(p)} learns no further direction first (its residual "
+                f"still has singular value {rest:.3g}; further directions are tracked only "
+                "for two-layer pathways with edges of their own)"
+            )
+    return notes
+
+
+def _not_predicted(
+    net: MatrixNetwork,
+    active: np.ndarray,
+    position: dict[Edge, int],
+    spaces: dict[Path, PairSpace],
+    stopped: int | None,
+    initial: str,
+) -> tuple[str, ...]:
+    """Every pathway that could still lower the loss without a stage here, by reason.
+
+    One line per reason: what it is, then the pathways with the top singular value of
+    the residual correlation they still see.
+    """
+    reasons: dict[str, list[str]] = {}
+    for p in net.paths:
+        rest = _residual_size(net, p)
+        if not rest:
+            continue
+        complete = all(active[position[e]] for e in _trained(net, p))
+        if stopped is not None:
+            reason = (
+                f"the plateau after stage {stopped} did not come to rest (see its note)"
+                if stopped
+                else f"the plateau at t = 0 did not come to rest ({initial})"
+            )
+        elif not complete:
+            reason = (
+                "no growing direction at leading order (the best rank-one rate of their "
+                "small edges through the active ones is zero)"
+            )
+        elif p in spaces:
+            space = spaces[p]
+            if space.learned >= space.capacity:
+                continue
+            reason = "no free hidden unit of theirs grows in a direction of their residual"
+        elif _rank(net, p)[0] < _rank(net, p)[1]:
+            reason = (
+                "further directions not tracked (only those of two-layer pathways with "
+                "edges of their own are)"
+            )
+        else:
+            continue
+        reasons.setdefault(reason, []).append(f"{path_name(p)} ({rest:.3g})")
+    return tuple(f"{reason}: {', '.join(names)}" for reason, names in reasons.items())

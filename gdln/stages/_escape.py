@@ -39,10 +39,20 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.integrate import solve_ivp
+from scipy.sparse.csgraph import connected_components
 
 from ._polynomial import Polynomial
 
-__all__ = ["EXPONENTIAL", "POWER", "Escape", "Sizes", "escape"]
+__all__ = [
+    "EXPONENTIAL",
+    "POWER",
+    "Escape",
+    "Sizes",
+    "advance",
+    "advance_by",
+    "escape",
+    "spectrum",
+]
 
 EXPONENTIAL = "exponential"
 """Escape through a degree-2 potential: time proportional to $\\ln(1/u_0)$."""
@@ -141,6 +151,10 @@ class Escape:
     realized
         Whether the exact start reaches this escape (``False``: only a generic start
         does, the exact one being pinned by its symmetry).
+    log_shift
+        A power escape's term in $\ln(1/u_0)$ from the exponential stages before it
+        (:func:`_elapsed`; 0 for an exponential escape): its time is
+        ``coefficient * u0**(-power) + log_shift * ln(1/u0)``.
     """
 
     mechanism: str
@@ -151,9 +165,15 @@ class Escape:
     direction: np.ndarray
     after: Sizes
     realized: bool = True
+    log_shift: float = 0.0
 
 
-def escape(potential: Polynomial, weights: np.ndarray, sizes: Sizes) -> Escape | None:
+def escape(
+    potential: Polynomial,
+    weights: np.ndarray,
+    sizes: Sizes,
+    history: Sequence[tuple[float, Polynomial]] = (),
+) -> Escape | None:
     r"""The first escape of the small variables from a saddle, or ``None`` if none escapes.
 
     Parameters
@@ -165,6 +185,11 @@ def escape(potential: Polynomial, weights: np.ndarray, sizes: Sizes) -> Escape |
         The tying weights $w_i$ ($1/|O|$ for a variable standing for $|O|$ edges).
     sizes
         The small variables' components.
+    history
+        The exponential stages since the small variables' sizes were set, each as its
+        duration (a coefficient of $\ln(1/u_0)$) and the potential of its plateau in
+        these variables. A power-law escape has run its own flow during them: its time
+        gains the log term of :func:`_elapsed`.
 
     Returns
     -------
@@ -183,19 +208,83 @@ def escape(potential: Polynomial, weights: np.ndarray, sizes: Sizes) -> Escape |
         if degree == 2:
             found = _linear_escape(part, weights, sizes)
         else:
-            found = _power_escape(part, degree, weights, sizes)
+            found = _power_escape(part, degree, weights, sizes, history)
         if found is not None:
             return found
     return None
+
+
+def advance(
+    potential: Polynomial, weights: np.ndarray, sizes: Sizes, duration: float | None
+) -> Sizes:
+    r"""The small variables after a plateau of ``duration`` (a coefficient of $\ln(1/u_0)$).
+
+    The degree-2 part of $\Phi$ decides at leading order: the part of a component of
+    order $q$ with eigenvalue $\lambda$ of $W\nabla^2\Phi$ leaves with order
+    $q - \lambda\Delta$ (the max-plus recursion of :func:`escape`, stopped before any
+    escape). ``duration=None`` stands for a power-law plateau, longer than any multiple of
+    $\ln(1/u_0)$: shrinking parts vanish, the others keep their orders.
+    """
+    H = potential.part(2).hessian_of_quadratic() if len(potential.coefficients) else None
+    if H is None or not np.any(H):
+        return sizes
+    return advance_by(spectrum(H, np.asarray(weights, float)), sizes, duration)
+
+
+def spectrum(H: np.ndarray, weights: np.ndarray) -> list[tuple[float, np.ndarray]]:
+    """The eigenvalues of $WH$, grouped when equal, with their projectors (see :func:`advance`)."""
+    return _eigen_groups(H, weights)
+
+
+def advance_by(
+    groups: list[tuple[float, np.ndarray]], sizes: Sizes, duration: float | None
+) -> Sizes:
+    """:func:`advance` with the :func:`spectrum` of the plateau already found."""
+    if not groups:
+        return sizes
+    top = max(abs(lam) for lam, _ in groups)
+    exact: list[Component] = []
+    generic: list[Component] = []
+    for lam, P in groups:
+        if duration is None:
+            if lam < -1e-9 * top:
+                continue
+            shift = 0.0
+        else:
+            shift = lam * duration
+        exact += [(q - shift, g) for q, g in _project_exact(P, sizes)]
+        generic += [(q - shift, G) for q, G in _project_generic(P, sizes)]
+    return _merge(exact, generic)
 
 
 # --------------------------------------------------------------------------- degree 2
 
 
 def _eigen_groups(H: np.ndarray, weights: np.ndarray) -> list[tuple[float, np.ndarray]]:
-    r"""Eigenvalues of $WH$ (grouped when equal) and their projectors $P_k$."""
+    r"""Eigenvalues of $WH$ (grouped when equal) and their projectors $P_k$.
+
+    Each set of variables that $H$ couples (a connected component) is decomposed on its
+    own, so that a projector is exactly zero on the variables its eigenvalue does not
+    reach: a pathway that does not interact with another never borrows its escape by
+    round-off.
+    """
     root = np.sqrt(weights)
-    values, vectors = np.linalg.eigh(root[:, None] * H * root[None, :])
+    A = root[:, None] * H * root[None, :]
+    n = len(weights)
+    _, labels = connected_components(A != 0, directed=False)
+    values_list: list[float] = []
+    vectors_list: list[np.ndarray] = []
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        w, v = np.linalg.eigh(A[np.ix_(members, members)])
+        for k in range(len(members)):
+            full = np.zeros(n)
+            full[members] = v[:, k]
+            values_list.append(float(w[k]))
+            vectors_list.append(full)
+    order = np.argsort(values_list, kind="stable")
+    values = np.asarray(values_list)[order]
+    vectors = np.asarray(vectors_list)[order].T
     scale = max(float(np.abs(values).max(initial=0.0)), 1e-300)
     groups: list[tuple[float, np.ndarray]] = []
     start = 0
@@ -213,12 +302,23 @@ def _project_exact(P: np.ndarray, sizes: Sizes) -> list[Component]:
     out: list[Component] = []
     for q in sorted({q for q, _ in sizes.exact}):
         parts = [g for r, g in sizes.exact if abs(r - q) <= SAME]
-        value = sum(P @ g for g in parts)
-        magnitude = sum(np.abs(P) @ np.abs(g) for g in parts)
-        value = np.where(np.abs(value) > CANCEL * magnitude, value, 0.0)
+        value = _cancelled(
+            np.asarray(sum(P @ g for g in parts)),
+            np.asarray(sum(np.abs(P) @ np.abs(g) for g in parts)),
+        )
         if np.any(value):
             out.append((q, value))
     return out
+
+
+def _cancelled(value: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+    """``value`` with the entries below :data:`CANCEL` of the largest term set to zero.
+
+    ``magnitude`` is the size of the terms each entry sums: an entry far below the
+    largest of them is an exact cancellation, or round-off on a variable the
+    projection does not reach.
+    """
+    return np.where(np.abs(value) > CANCEL * float(np.max(magnitude, initial=0.0)), value, 0.0)
 
 
 def _project_generic(P: np.ndarray, sizes: Sizes) -> list[Component]:
@@ -287,7 +387,11 @@ def _merge(exact: list[Component], generic: list[Component]) -> Sizes:
 
 
 def _power_escape(
-    part: Polynomial, degree: int, weights: np.ndarray, sizes: Sizes
+    part: Polynomial,
+    degree: int,
+    weights: np.ndarray,
+    sizes: Sizes,
+    history: Sequence[tuple[float, Polynomial]] = (),
 ) -> Escape | None:
     support = part.support()
     orders = sizes.orders()
@@ -324,7 +428,43 @@ def _power_escape(
         direction=xi,
         after=after,
         realized=realized,
+        log_shift=_elapsed(part, degree, weights, eta0, history),
     )
+
+
+def _elapsed(
+    part: Polynomial,
+    degree: int,
+    weights: np.ndarray,
+    eta0: np.ndarray,
+    history: Sequence[tuple[float, Polynomial]],
+) -> float:
+    r"""The coefficient of $\ln(1/u_0)$ that earlier exponential stages add to a blow-up.
+
+    With $\varepsilon = u_0^q\eta$, a stage of duration $\Delta_k\ln(1/u_0)$ on a
+    plateau of potential $\Phi_k$ moves $\eta$ by
+    $\Delta_k\ln(1/u_0)\,u_0^{q(m-2)}\,W\nabla\Phi_{k,m}(\eta)$ (its degree-$m$ part),
+    so the blow-up time $u_0^{-q(m-2)}s^*(\eta)$ of the present plateau changes by
+    $\sum_k\Delta_k\ln(1/u_0)\,\nabla s^*(\eta)\cdot W\nabla\Phi_{k,m}(\eta)$ (to
+    first order; central differences of $s^*$). A stage whose plateau is the present
+    one gives $-\Delta_k$ (the flow is the one that blows up), cancelling its duration;
+    for a balanced depth-3 pathway whose rate went from $r_0$ to $r_1$ the escape comes
+    at $1/(r_1u_0) + \Delta(1 - r_0/r_1)\ln(1/u_0)$: the time $\int r\,dt = 1/u_0$
+    (Saxe, Sodhani & Lewallen 2022, Eq. 10; Saxe et al. 2014 for one pathway).
+    """
+    total = 0.0
+    for duration, potential in history:
+        drift = weights * potential.part(degree).gradient(eta0)
+        if not duration or not np.any(drift):
+            continue
+        size = float(np.max(np.abs(eta0))) / max(float(np.max(np.abs(drift))), 1e-300)
+        h = 1e-4 * size
+        ahead = _blow_up(part, degree, weights, eta0 + h * drift)
+        behind = _blow_up(part, degree, weights, eta0 - h * drift)
+        if ahead is None or behind is None:
+            continue
+        total += duration * (ahead[0] - behind[0]) / (2 * h)
+    return total
 
 
 def _after_blow_up(
@@ -365,7 +505,7 @@ def _after_blow_up(
         for r, g in [(q, eta), *((r, g) for r, g in sizes.exact if r > q + SAME)]:
             value = P @ g[small]
             magnitude = np.abs(P) @ np.abs(g[small])
-            value = np.where(np.abs(value) > CANCEL * magnitude, value, 0.0)
+            value = _cancelled(value, magnitude)
             if np.any(value):
                 full = np.zeros(n)
                 full[small] = value / (radius**kappa if r == q else 1.0)

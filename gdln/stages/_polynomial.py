@@ -88,6 +88,18 @@ class Polynomial:
         scale = np.prod(np.asarray(values, float) ** self.powers[:, fixed], axis=1)
         return combine(self.coefficients * scale, self.powers[:, free])
 
+    def lifted(self, columns: Sequence[int] | np.ndarray, n: int) -> Polynomial:
+        """The same polynomial in ``n`` variables, its own ones at positions ``columns``."""
+        powers = np.zeros((len(self.coefficients), n), dtype=int)
+        powers[:, [int(c) for c in columns]] = self.powers
+        return Polynomial(self.coefficients.copy(), powers)
+
+    def on(self, keep: Sequence[int] | np.ndarray) -> Polynomial:
+        """The terms in the variables ``keep`` only (the others at zero), in those variables."""
+        kept = {int(i) for i in keep}
+        others = [i for i in range(self.n_variables) if i not in kept]
+        return self.restrict(others, np.zeros(len(others)))
+
     def part(self, degree: int) -> Polynomial:
         """The homogeneous part of total degree ``degree``."""
         keep = self.degrees() == degree

@@ -19,13 +19,19 @@ import sympy as sp
 from .._html import html_table
 from ..report._plots import plot_timescales
 
-__all__ = ["LeadingTime", "Stage", "Timescales", "format_timescales", "tidy_loss"]
+__all__ = ["HOLDS_FOR", "LeadingTime", "Stage", "Timescales", "format_timescales", "tidy_loss"]
 
 U0 = sp.Symbol("u0", positive=True)
 """The initial scale $u_0$ in the printed formulas."""
 DIGITS = 6  # significant digits of the coefficients in a printed formula
 MAPS_SHOWN = 8  # maps listed per stage in the text printout
 ROUND_OFF = 1e-12  # relative size below which a loss or a map entry is printed as 0
+HOLDS_FOR = {
+    "random": "small random weights as u0 -> 0, and the aligned start",
+    "aligned": "the aligned start only (u0 on every edge along its escape direction); from "
+    "small random weights a power-law time is off by a factor that depends on the draw",
+}
+"""Which start a stage's leading-order time holds for (``Stage.holds_for``), and its meaning."""
 
 
 def tidy_loss(loss: float, initial: float) -> float:
@@ -74,6 +80,10 @@ class LeadingTime:
             total += sp.Float(c, DIGITS) * U0 ** (-exponent)
         return total
 
+    def holds_for(self) -> str:
+        """``"aligned"`` if the time holds a power of $u_0$, else ``"random"`` (:data:`HOLDS_FOR`)."""
+        return "aligned" if any(c for _, c in self.powers) else "random"
+
     def close_to(self, other: LeadingTime) -> bool:
         """Whether two times have the same terms (to 1e-7 relative)."""
 
@@ -99,7 +109,8 @@ class Stage:
         route) or trainable edges as ``u->v`` (asymptotic route).
     pathways
         The input-output paths that become fully active (``x->h->y``, with ``[mode]`` on
-        the aligned route).
+        the aligned route); on the asymptotic route a further direction of an active
+        pathway is ``x->h->y (direction k)``.
     time
         The leading-order time at which the stage happens, at the given $u_0$.
     time_formula
@@ -119,6 +130,17 @@ class Stage:
         Aligned route: the exact reduced ODE's time to half-completion, when the maps
         of the stage's new pathways reach half their plateau values (``None`` if not
         computed or not reached).
+    holds_for
+        Which start the leading-order time holds for: ``"random"``, small random
+        weights as $u_0\to0$ (and the aligned start), where the time is a multiple of
+        $\ln(1/u_0)$, which no start's $O(1)$ factors change; ``"aligned"``, the
+        aligned start only (every edge at $u_0$ along its escape direction), where the
+        time holds a power $u_0^{-p}$, whose coefficient is the blow-up time of that
+        start: from small random weights it is off by a factor that depends on the draw
+        (see :data:`HOLDS_FOR`).
+    notes
+        What the stage's time or plateau does not account for, in words (empty when
+        nothing).
     """
 
     active: tuple[str, ...]
@@ -130,8 +152,15 @@ class Stage:
     mechanism: str = "exponential"
     modes: tuple[int, ...] = ()
     ode_time: float | None = None
+    holds_for: str = "random"
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.holds_for not in HOLDS_FOR:
+            raise ValueError(
+                f"holds_for {self.holds_for!r}: expected one of {', '.join(HOLDS_FOR)}"
+            )
+        object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
         maps = {}
         for path, matrix in self.maps.items():
             m = np.array(matrix, dtype=float)
@@ -167,6 +196,8 @@ class Stage:
             "mechanism": self.mechanism,
             "modes": list(self.modes),
             "ode_time": self.ode_time,
+            "holds_for": self.holds_for,
+            "notes": list(self.notes),
         }
 
 
@@ -181,14 +212,23 @@ class Timescales:
     u0
         The initial scale $u_0$ the times are evaluated at.
     route
-        ``"aligned"`` (leading order of the exact reduced ODE, Eq. 10) or
-        ``"asymptotic"`` (rank-one stages, for statistics without common bases).
+        The route the dynamics were obtained by, by its declared name
+        (:data:`gdln.settings.ROUTES`): ``"quotient"`` or ``"contexts"`` (an exact
+        reduction), or ``"matrix"`` (the full matrices' statistics, without common bases).
     stages
         The stages, in order of time.
     assumptions
         What the leading order assumes, in words.
     initial_loss
         The loss of Eq. (1) at zero weights (the first plateau).
+    not_predicted
+        The pathways that can still lower the loss after the last stage but get no
+        stage here, each with the reason (empty when every one has its stage).
+    analysis
+        ``"aligned"`` (the leading order of the exact reduced ODE, Eq. 10, mode by mode)
+        or ``"asymptotic"`` (rank-one stages, for statistics without common bases).
+    route_reason
+        Why the route was taken, in words (``route: auto``'s choice), or ``""``.
     """
 
     source: str
@@ -197,6 +237,9 @@ class Timescales:
     stages: tuple[Stage, ...]
     assumptions: tuple[str, ...]
     initial_loss: float
+    not_predicted: tuple[str, ...] = ()
+    analysis: str = "aligned"
+    route_reason: str = ""
 
     def __repr__(self) -> str:
         return (
@@ -208,13 +251,20 @@ class Timescales:
 
     def _repr_html_(self) -> str:
         """The stage table of :func:`format_timescales`, for Jupyter."""
-        exact = self.route == "aligned"
-        header = ["stage", "time", "formula (u0 -> 0)", *(["ODE half"] if exact else [])]
+        exact = self.analysis == "aligned"
+        header = [
+            "stage",
+            "time",
+            "formula (u0 -> 0)",
+            "holds for",
+            *(["ODE half"] if exact else []),
+        ]
         rows = [
             [
                 k,
                 f"{s.time:.6g}",
                 s.time_formula,
+                s.holds_for,
                 *(["-" if s.ode_time is None else f"{s.ode_time:.6g}"] if exact else []),
                 f"{s.loss:.6g}",
                 _shortened(s.pathways or s.active),
@@ -222,7 +272,8 @@ class Timescales:
             for k, s in enumerate(self.stages, 1)
         ]
         caption = (
-            f"{self.source}: route {self.route}, u0 = {self.u0:g}, time in units of tau; "
+            f"{self.source}: route {self.route}, {self.analysis} stages, u0 = {self.u0:g}, "
+            "time in units of tau; "
             f"loss at zero weights {self.initial_loss:.6g}"
         )
         return html_table([*header, "loss after", "active"], rows, caption=caption)
@@ -262,13 +313,19 @@ class Timescales:
             )
             for s in data["stages"]
         )
+        route, analysis = str(data["route"]), str(data.get("analysis", "aligned"))
+        if route in ("aligned", "asymptotic"):  # written before routes had one name each
+            route, analysis = ("contexts" if route == "aligned" else "matrix"), route
         return cls(
             source=str(data["source"]),
             u0=float(data["u0"]),
-            route=str(data["route"]),
+            route=route,
             stages=stages,
             assumptions=tuple(data["assumptions"]),
             initial_loss=float(data["initial_loss"]),
+            not_predicted=tuple(data.get("not_predicted", ())),
+            analysis=analysis,
+            route_reason=str(data.get("route_reason", "")),
         )
 
     def ratios(self) -> tuple[float, ...]:
@@ -289,14 +346,18 @@ class Timescales:
         Returns
         -------
         dict
-            ``stages``, ``route``, ``assumptions`` and the settings.
+            ``stages``, ``route`` (its declared name), ``route_reason``, ``analysis``,
+            ``not_predicted``, ``assumptions`` and the settings.
         """
         return {
             "source": self.source,
             "u0": self.u0,
             "route": self.route,
+            "route_reason": self.route_reason,
+            "analysis": self.analysis,
             "initial_loss": self.initial_loss,
             "stages": [s.to_dict() for s in self.stages],
+            "not_predicted": list(self.not_predicted),
             "assumptions": list(self.assumptions),
         }
 
@@ -325,27 +386,38 @@ def format_timescales(result: Timescales, fmt: str = "text") -> str:
         return json.dumps(result.to_dict())
     if fmt != "text":
         raise ValueError(f"format {fmt!r}: expected text or json")
-    exact = result.route == "aligned"
+    exact = result.analysis == "aligned"
+    why = f" ({result.route_reason})" if result.route_reason else ""
     lines = [
-        f"{result.source}: route {result.route}, u0 = {result.u0:g}; time in units of tau",
+        f"{result.source}: route {result.route}{why}, {result.analysis} stages, "
+        f"u0 = {result.u0:g}; time in units of tau",
         f"loss at zero weights: {result.initial_loss:.6g}",
         "",
     ]
-    header = ["stage", "time", "formula (u0 -> 0)"] + (["ODE half"] if exact else [])
+    header = ["stage", "time", "formula (u0 -> 0)", "holds for"] + (["ODE half"] if exact else [])
     rows = [[*header, "loss after", "active"]]
     for k, s in enumerate(result.stages, 1):
         ode = [] if not exact else ["-" if s.ode_time is None else f"{s.ode_time:.6g}"]
         pathways = _shortened(s.pathways or s.active)
-        rows.append([str(k), f"{s.time:.6g}", str(s.time_formula), *ode, f"{s.loss:.6g}", pathways])
+        start = s.holds_for + ("*" if s.notes else "")
+        rows.append(
+            [str(k), f"{s.time:.6g}", str(s.time_formula), start, *ode, f"{s.loss:.6g}", pathways]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         lines.append("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]))
     for k, s in enumerate(result.stages, 1):
         lines += ["", f"stage {k} ({s.mechanism}): active {', '.join(s.active)}"]
+        lines += [f"  note: {n}" for n in s.notes]
         shown = list(s.maps.items())[:MAPS_SHOWN]
         lines += [f"  {path}: {_matrix_text(m)}" for path, m in shown]
         if len(s.maps) > MAPS_SHOWN:
             lines.append(f"  ... {len(s.maps) - MAPS_SHOWN} more maps (--format json lists all)")
+    if result.not_predicted:
+        lines += ["", "not predicted:"] + [f"  - {n}" for n in result.not_predicted]
+    used = sorted({s.holds_for for s in result.stages})
+    lines += ["", "holds for (* : see the stage's notes):"]
+    lines += [f"  {name}: {HOLDS_FOR[name]}" for name in used]
     lines += ["", "assumptions:"] + [f"  - {a}" for a in result.assumptions]
     return "\n".join(lines)
 

@@ -27,11 +27,10 @@ from ._aligned import (
     final_signs,
     mode_networks,
     mode_stages,
-    mode_trajectory,
-    ode_half_time,
     path_maps,
     path_name,
 )
+from ._ode import BUDGET, mode_trajectory, ode_half_time
 from ._result import Stage, Timescales, tidy_loss
 
 __all__ = ["timescales"]
@@ -134,12 +133,16 @@ def timescales(
         return asymptotic_timescales(problem, u0)
     try:
         reduction = reduce(problem, lump=lump, b0=u0, route=route)
-    except NotDiagonalizableError:
+    except NotDiagonalizableError as err:
         if route != "auto":
             raise
         from ._asymptotic import asymptotic_timescales
 
-        return asymptotic_timescales(problem, u0)
+        reason = (
+            f"auto: no common bases (Eqs. 7-8; residual {err.residual:.2g}), so the "
+            "asymptotic stages of the full-matrix statistics"
+        )
+        return asymptotic_timescales(problem, u0, reason=reason)
     return aligned_timescales(reduction, u0, ode=ode)
 
 
@@ -187,10 +190,9 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
         maps = {} if bases is None else path_maps(reduction, edge_values(networks, plateaus), bases)
         ode_time = None
         if solutions:
-            t_end = solutions["t_end"]
             parts = [(s, solutions[id(s.network)]) for s in group]
             if all(s.realized for s in group):
-                ode_time = ode_half_time(parts, previous_ode, t_end)  # type: ignore[arg-type]
+                ode_time = ode_half_time(parts, previous_ode)
             previous_ode = ode_time if ode_time is not None else previous_ode
         first = group[0]
         stages.append(
@@ -210,9 +212,10 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
                 mechanism=first.mechanism if all(s.realized for s in group) else "generic only",
                 modes=tuple(sorted({s.network.mode for s in group})),
                 ode_time=ode_time,
+                holds_for=first.time.holds_for(),
             )
         )
-    assumptions: tuple[str, ...] = ALIGNED_ASSUMPTIONS
+    assumptions: tuple[str, ...] = ALIGNED_ASSUMPTIONS + _stopped(networks, solutions)
     if signs:
         flipped_names = [
             f"{net.names[i]}[{net.mode}] ({', '.join(edge_name(e) for e in net.edges[i])})"
@@ -245,10 +248,12 @@ def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> 
     return Timescales(
         source=source,
         u0=u0,
-        route="aligned",
+        route=reduction.route_name,
         stages=tuple(stages),
         assumptions=assumptions,
         initial_loss=constant,
+        analysis="aligned",
+        route_reason=reduction.route,
     )
 
 
@@ -270,11 +275,27 @@ def _merge(stages: list[ModeStage], u0: float) -> list[list[ModeStage]]:
 
 def _solutions(
     networks: list, groups: list[list[ModeStage]], u0: float, signs: dict[int, np.ndarray]
-) -> dict[Any, Any]:
-    """The dense reduced ODE of every mode with a stage, to well past the last stage."""
+) -> dict[int, Any]:
+    """The reduced ODE of every mode with a stage, until its last stage is done."""
     last = max((g[0].time.value(u0) for g in groups), default=0.0)
-    t_end = 3.0 * last + 50.0
-    out: dict[Any, Any] = {"t_end": t_end}
+    t_end = 3.0 * last + 50.0  # a bound only: each mode stops when its last stage is done
+    out: dict[int, Any] = {}
     for net in {id(s.network): s.network for g in groups for s in g}.values():
-        out[id(net)] = mode_trajectory(net, u0, t_end, signs.get(id(net)))
+        final = [s for g in groups for s in g if s.network is net][-1]
+        out[id(net)] = mode_trajectory(net, u0, t_end, signs.get(id(net)), last=final)
     return out
+
+
+def _stopped(networks: list, solutions: dict[int, Any]) -> tuple[str, ...]:
+    """A line naming the modes whose ODE the budget stopped, if any."""
+    cut = [
+        f"mode {net.mode} at t = {solutions[id(net)].t_reached:.6g}"
+        for net in networks
+        if id(net) in solutions and not solutions[id(net)].complete
+    ]
+    if not cut:
+        return ()
+    return (
+        f"ODE half: the exact reduced ODE stopped after {BUDGET} evaluations of its "
+        "right-hand side (" + ", ".join(cut) + "); the stages after that have no ODE half time",
+    )

@@ -7,13 +7,20 @@ plain arrays, one row per example; :class:`ExampleSet` is that form.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ExampleSet"]
+from .._edge import EDGE_SEPARATOR, edge_name
+
+__all__ = ["EXAMPLES_KEY", "ExampleSet"]
+
+EXAMPLES_KEY = "training_examples"
+"""The key of a simulation's ``meta`` that holds its examples (:meth:`ExampleSet.as_json`),
+written with ``record_patterns`` so that the gated network can be read off the run."""
 
 
 @dataclass(frozen=True)
@@ -96,3 +103,85 @@ class ExampleSet:
         mass = np.bincount(self.context, weights=self.weights, minlength=n_contexts)
         total = np.bincount(self.context, weights=self.weights * per_example, minlength=n_contexts)
         return np.divide(total, mass, out=np.zeros(n_contexts), where=mass > 0)
+
+    def as_json(self) -> dict[str, Any]:
+        """These examples as plain JSON data (floats written exactly by ``repr``).
+
+        Returns
+        -------
+        dict
+            ``inputs``, ``targets`` (node -> rows), ``gates`` (node or ``"u->v"`` -> values),
+            ``weights``, ``context`` and ``context_labels``; read back by :meth:`from_json`.
+        """
+        return {
+            "inputs": {str(v): np.asarray(a, float).tolist() for v, a in self.inputs.items()},
+            "targets": {str(v): np.asarray(a, float).tolist() for v, a in self.targets.items()},
+            "gates": {
+                edge_name(k) if isinstance(k, tuple) else str(k): np.asarray(g, float).tolist()
+                for k, g in self.gates.items()
+            },
+            "weights": np.asarray(self.weights, float).tolist(),
+            "context": np.asarray(self.context, int).tolist(),
+            "context_labels": [str(label) for label in self.context_labels],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> ExampleSet:
+        """Examples from :meth:`as_json`'s data, every value checked (it may come from a file).
+
+        Parameters
+        ----------
+        data
+            The mapping :meth:`as_json` wrote.
+
+        Returns
+        -------
+        ExampleSet
+            The examples, gates and weights as written; random gates are not kept.
+
+        Raises
+        ------
+        ValueError
+            A key is missing, a value is not a finite number, or the shapes disagree.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a mapping of examples, got {type(data).__name__}")
+        missing = [k for k in ("inputs", "targets", "weights", "context") if k not in data]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+
+        def table(key: str, dims: int) -> dict[str, np.ndarray]:
+            found = data.get(key, {})
+            if not isinstance(found, Mapping):
+                raise ValueError(f"{key}: expected a mapping, got {type(found).__name__}")
+            return {str(k): _numbers(v, dims, f"{key}.{k}") for k, v in found.items()}
+
+        gates = {
+            (tuple(k.split(EDGE_SEPARATOR, 1)) if EDGE_SEPARATOR in k else k): g
+            for k, g in table("gates", 1).items()
+        }
+        context = _numbers(data["context"], 1, "context")
+        if not all(c.is_integer() and c >= 0 for c in context):
+            raise ValueError("context: expected integers >= 0")
+        labels = data.get("context_labels", [])
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise ValueError("context_labels: expected a list of texts")
+        return cls(
+            inputs=table("inputs", 2),
+            targets=table("targets", 2),
+            gates=gates,  # type: ignore[arg-type]
+            weights=_numbers(data["weights"], 1, "weights"),
+            context=context.astype(np.int64),
+            context_labels=tuple(labels),
+        )
+
+
+def _numbers(value: Any, dims: int, what: str) -> np.ndarray:
+    """``value`` as a finite float array of ``dims`` dimensions, else ``ValueError``."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"{what}: expected numbers in a regular array") from err
+    if array.ndim != dims or not all(math.isfinite(x) for x in array.ravel().tolist()):
+        raise ValueError(f"{what}: expected a {dims}-dimensional array of finite numbers")
+    return array

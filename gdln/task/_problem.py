@@ -12,13 +12,43 @@ from typing import Any
 
 import networkx as nx
 
-from .._errors import TaskSpecError
+from .._errors import GraphSpecError, TaskSpecError
 from ..settings._declared import Settings
 from ._examples import ExampleSet
 from ._notebook import problem_html
 from ._task import Task
 
-__all__ = ["IndexFamily", "Problem"]
+__all__ = ["IndexFamily", "Problem", "require_linear"]
+
+
+def require_linear(graph: nx.DiGraph, *, source: str | None = None) -> None:
+    """Refuse a graph with a ReLU node (``activation: relu``) where the path theory is asked for.
+
+    The theory of Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(10), holds for gated *linear*
+    networks; a ReLU network is one only while its patterns are frozen, and those come from
+    a run (``gdln simulate --record-patterns``, then ``gdln extract``).
+
+    Parameters
+    ----------
+    graph
+        The architecture.
+    source
+        The file it was read from, named in the message.
+
+    Raises
+    ------
+    GraphSpecError
+        A node of ``graph`` has ``activation: relu``.
+    """
+    for node, activation in graph.nodes(data="activation"):
+        if activation not in (None, "linear"):
+            raise GraphSpecError(
+                f"activation: {activation}: the path theory (Eqs. 3-10) is for gated linear "
+                "networks; simulate this one (gdln simulate --record-patterns) and read its "
+                "gated network off the run (gdln extract RUN.npz)",
+                source=source,
+                key=f"node {node!r}",
+            )
 
 
 @dataclass(frozen=True)

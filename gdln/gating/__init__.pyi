@@ -1,0 +1,12 @@
+from ._agreement import GatingAgreement as GatingAgreement
+from ._agreement import gating_agreement as gating_agreement
+from ._classes import GatedGroup as GatedGroup
+from ._extract import THRESHOLD as THRESHOLD
+from ._extract import Extraction as Extraction
+from ._extract import extract as extract
+from ._predict import MAX_CANDIDATES as MAX_CANDIDATES
+from ._predict import GatingPrediction as GatingPrediction
+from ._predict import candidate_subsets as candidate_subsets
+from ._predict import predict_gating as predict_gating
+from ._theory import ReluTheory as ReluTheory
+from ._theory import relu_theory as relu_theory

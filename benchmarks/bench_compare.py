@@ -48,7 +48,8 @@ import sys, time, json
 start = time.perf_counter()
 sys.path.insert(0, {root!r})
 import gdln.comparison._compare as cmp
-import gdln.comparison._process as process
+import gdln.comparison._schedule as schedule
+import gdln._runtime._jobs as jobs
 spent = {{}}
 def timed(module, name, label):
     inner = getattr(module, name)
@@ -70,10 +71,10 @@ def lazy(name, label):  # imported on first use, as compare does
     timed(gdln.solution, name, label)
 lazy("dynamics_of", "derive (dynamics_of; scipy imported)")
 lazy("solve", "ODE and GD map")
-timed(cmp, "_bases_of", "the whole network's bases (Eq. 9)")
-timed(cmp, "predicted_stages", "stage times (timescales)")
-timed(cmp, "prepare_drawing", "import matplotlib, warm its text")
-timed(process.Simulations, "results", "simulations (wait for them)")
+timed(schedule, "whole_reduction", "the whole network's bases (Eq. 9)")
+timed(schedule, "predicted_stages", "stage times (timescales)")
+timed(schedule, "prepare_drawing", "import matplotlib, warm its text")
+timed(jobs.Jobs, "results", "simulations (wait for them)")
 timed(cmp, "_write", "figures side by side, files")
 import gdln.cli
 try:

@@ -23,7 +23,17 @@ PACKAGE = Path(gdln.__file__).parent
 
 # Lower layers first; a module may import from its own layer or below, never above.
 LAYERS: list[set[str]] = [
-    {"_errors", "_edge", "_html", "_lazy", "_device", "_bounded", "outputs", "settings"},
+    {
+        "_errors",
+        "_edge",
+        "_html",
+        "_lazy",
+        "_device",
+        "_bounded",
+        "_runtime",
+        "outputs",
+        "settings",
+    },
     {"task"},
     {"graphfile"},
     {"paths"},
@@ -129,7 +139,7 @@ def test_the_simulation_worker_imports_no_symbolic_library() -> None:
     """The process compare simulates in imports torch, not sympy or scipy (issue 25: the
     reader of graph files took 0.35 s of its start, on the comparison's critical path)."""
     statements = (
-        "from gdln.simulation._worker import serve; from gdln.simulation._simulate import simulate"
+        "from gdln._runtime._worker import serve; from gdln.simulation._simulate import simulate"
     )
     assert _loaded_after(statements, ("sympy", "scipy", "matplotlib")) == []
 
@@ -223,7 +233,7 @@ def test_the_import_graph_sees_imports_in_functions_stubs_and_type_checking() ->
     assert graph.has_edge("gdln.paths._statistics", "gdln.paths._latex")
     assert graph.has_edge("gdln.solution._trajectory", "gdln.report._notebook")
     # through a package's stub, and the lazy __init__ to what its stub lists
-    assert graph.has_edge("gdln.balanced._weights", "gdln.solution._trajectory")
+    assert graph.has_edge("gdln.balanced._weights", "gdln.solution._series")
     assert graph.has_edge("gdln.cli._simulate", "gdln")
     assert graph.has_edge("gdln.outputs", "gdln.outputs._atomic")
     assert graph.has_edge("gdln", "gdln.kernels")

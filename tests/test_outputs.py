@@ -433,6 +433,7 @@ WRITERS = {  # every command that writes, with its -o
     "timescales": ["timescales", CHAIN, "-o", "{folder}/out.json"],
     "simulate": ["simulate", CHAIN, "-o", "{folder}/out.npz"],
     "compare": ["compare", CHAIN, "-o", "{folder}/gdln-compare-out"],
+    "extract": ["extract", "run.npz", "-o", "{folder}/out.yaml"],
     "plot": ["plot", "result.json", "-o", "{folder}/out.png"],
     "kernel": ["kernel", "-n", "10", "-o", "{folder}/gdln-kernel-out"],
     "sd": ["sd", "-o", "{folder}/out.json"],
@@ -453,7 +454,7 @@ def test_an_unwritable_folder_is_refused_before_computing(command, monkeypatch, 
     def computed(*args, **kwargs):
         raise AssertionError("computed before checking the output folder")
 
-    for name in ("load", "reduce", "simulate", "compare"):
+    for name in ("load", "reduce", "simulate", "compare", "extract"):
         monkeypatch.setattr(gdln, name, computed)
     monkeypatch.setattr(gdln.kernels, "kernel_spectrum", computed)
     monkeypatch.setattr(gdln.sd, "chain_summary", computed)

@@ -1,4 +1,4 @@
-"""Figures drawn side by side in forked processes (``draw_side_by_side``, issue 25).
+"""Figures drawn side by side in forked processes (``gdln/_runtime/_fork.py``, issue 25).
 
 The reference is the same jobs run one after another in this process: the files, their
 order and a failing job's error must not depend on where a job ran.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gdln.comparison import _figures as figures
-from gdln.comparison._figures import draw_side_by_side
+from gdln._runtime import _fork as figures
+from gdln._runtime._fork import side_by_side as draw_side_by_side
 
 LINUX_TWO_CORES = sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2
 
@@ -38,7 +38,7 @@ def _job(folder: Path, name: str):  # type: ignore[no-untyped-def]
 CHILDREN = """
 import os, sys
 from pathlib import Path
-from gdln.comparison._figures import draw_side_by_side
+from gdln._runtime._fork import side_by_side as draw_side_by_side
 folder = Path(sys.argv[1])
 def job(name):
     def write():
@@ -82,7 +82,7 @@ def test_with_another_thread_running_every_job_runs_here(tmp_path: Path) -> None
 def test_a_job_that_fails_in_its_child_is_run_here_and_raises(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(figures, "_can_fork", lambda: True)
+    monkeypatch.setattr(figures, "can_fork", lambda: True)
     calls = []
 
     def failing() -> list[Path]:
@@ -104,9 +104,9 @@ def test_compare_writes_the_same_figures_whether_drawn_side_by_side_or_in_turn(
     problem = gdln.load(Path(__file__).parents[1] / "graphs" / "routing.yaml",
                         params={"M": 3, "K": 2, "hidden": 5})  # fmt: skip
     kw = dict(lr=0.05, t_max=2.0, seeds=2, points=11)
-    monkeypatch.setattr(figures, "_can_fork", lambda: True)
+    monkeypatch.setattr(figures, "can_fork", lambda: True)
     side = gdln.compare(problem, tmp_path / "side", **kw)
-    monkeypatch.setattr(figures, "_can_fork", lambda: False)
+    monkeypatch.setattr(figures, "can_fork", lambda: False)
     turn = gdln.compare(problem, tmp_path / "turn", **kw)
     assert [f.name for f in side.files] == [f.name for f in turn.files]
     for name in ("loss.png", "singular_values.png"):

@@ -1,4 +1,4 @@
-"""The thread count a simulation chooses when it is not given (``_threads.py``).
+"""The thread count a simulation chooses when it is not given (``gdln/_runtime/_threads.py``).
 
 No timings: the rule is checked on its inputs (the work of a step, the free cores), and
 ``simulate`` is checked to run on what it chose, to record it and to restore torch's.
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import gdln
+from gdln._runtime import _threads as threads_module
+from gdln._runtime._threads import FLOPS_PER_THREAD, auto_threads, free_cores
 from gdln.simulation import SimulationSettings, simulate
-from gdln.simulation import _threads as threads_module
-from gdln.simulation._threads import FLOPS_PER_THREAD, auto_threads, free_cores
 
 ROUTING = "graphs/routing.yaml"
 

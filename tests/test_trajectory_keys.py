@@ -3,7 +3,7 @@
 The accessors of :class:`gdln.Trajectory` are checked against independent computations
 (the SVD of the recorded weights, the projection onto the given bases, the closed form of
 a scalar system, the average of the per-context losses); a scan of the package checks that
-no module but ``gdln/solution/_trajectory.py`` spells a series name; saved files keep the
+no module but ``gdln/solution/_series.py`` spells a series name; saved files keep the
 names they always had.
 """
 
@@ -21,7 +21,7 @@ import gdln
 from gdln import Trajectory
 
 PACKAGE = Path(gdln.__file__).parent
-OWNER = PACKAGE / "solution" / "_series.py"  # where the names are built
+OWNER = PACKAGE / "solution" / "_series.py"
 SPELLINGS = ("sv/", "W/", "proj/", "rsm/", "loss/", "eval/", "sv[", "W[", "W2W1/", "W1TW1/")
 SPELLINGS += ("W2W2T/", "kernel_distance", "pattern/")
 

@@ -1,4 +1,4 @@
-"""Simulations in a second process (``gdln/simulation/_worker.py``) and ``compare``'s use of it.
+"""Simulations in a second process (``gdln/_runtime/_worker.py``) and ``compare``'s use of it.
 
 The references are the same runs made in this process: a trajectory from the worker must
 equal it exactly (the same code on the same thread count), an error must arrive with its
@@ -18,9 +18,15 @@ import numpy as np
 import pytest
 
 import gdln
-from gdln.comparison import _process as process_module
+from gdln._runtime import _jobs as process_module
+from gdln._runtime._worker import Worker
+from gdln.comparison._schedule import SIMULATE
 from gdln.simulation import SimulationDivergedError, SimulationSettings, simulate
-from gdln.simulation._worker import SimulationWorker
+
+
+def SimulationWorker() -> Worker:
+    return Worker(SIMULATE, what="simulation")
+
 
 ROOT = Path(__file__).resolve().parents[1]
 ROUTING = str(ROOT / "graphs" / "routing.yaml")
@@ -71,9 +77,9 @@ def test_compare_through_the_worker_equals_compare_here(
 ) -> None:
     problem = gdln.load(ROUTING, params=SMALL)
     kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, settings=SimulationSettings(threads=1))
-    monkeypatch.setattr(process_module, "_use_worker", lambda: False)
+    monkeypatch.setattr(process_module, "use_worker", lambda heavy: False)
     here = gdln.compare(problem, tmp_path / "here", **kw)
-    monkeypatch.setattr(process_module, "_use_worker", lambda: True)
+    monkeypatch.setattr(process_module, "use_worker", lambda heavy: True)
     there = gdln.compare(problem, tmp_path / "there", **kw)
     for a, b in ((here.random, there.random), (here.decoupled, there.decoupled)):
         np.testing.assert_array_equal(a.loss, b.loss)
@@ -111,17 +117,17 @@ def test_start_simulations_hands_its_process_to_the_next_compare(
 ) -> None:
     """The process started ahead is the one compare simulates in (no second is started),
     and the next compare in the block, finding none, starts its own."""
-    from gdln.simulation import _worker as worker_module
+    from gdln._runtime import _worker as worker_module
 
-    monkeypatch.setattr(worker_module, "worthwhile", lambda: True)
+    monkeypatch.setattr(worker_module, "worthwhile", lambda heavy="torch": True)
     started = []
-    real_init = SimulationWorker.__init__
+    real_init = Worker.__init__
 
-    def counting_init(self: SimulationWorker) -> None:
-        real_init(self)
+    def counting_init(self: Worker, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
         started.append(self.process.pid)
 
-    monkeypatch.setattr(SimulationWorker, "__init__", counting_init)
+    monkeypatch.setattr(Worker, "__init__", counting_init)
     problem = gdln.load(ROUTING, params=SMALL)
     kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, settings=SimulationSettings(threads=1))
     with gdln.comparison.start_simulations():
@@ -136,9 +142,9 @@ def test_start_simulations_hands_its_process_to_the_next_compare(
 
 
 def test_a_process_started_ahead_and_not_used_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gdln.simulation import _worker as worker_module
+    from gdln._runtime import _worker as worker_module
 
-    monkeypatch.setattr(worker_module, "worthwhile", lambda: True)
+    monkeypatch.setattr(worker_module, "worthwhile", lambda heavy="torch": True)
     with pytest.raises(gdln.GdlnError, match="no such file"), gdln.comparison.start_simulations():
         ahead = worker_module._STANDBY[0]
         gdln.load(ROOT / "graphs" / "no_such_graph.yaml")

@@ -16,6 +16,7 @@ their first record (first seed).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ import numpy as np
 from .._bounded._npz import FilePlace, read_npz
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, GraphSpecError
-from ..solution._trajectory import Trajectory, edge_in_key, edge_key, matrix_key
+from ..solution._series import edge_in_key, edge_key, matrix_key
+from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
 from ._errors import BalancedSpecError, NotBalancedError
 from ._solve import solve_balanced
@@ -184,4 +186,4 @@ def solve_from_weights(
         series[matrix_key("WTW", edge)] = np.swapaxes(stacked, 1, 2) @ stacked
         series[matrix_key("WWT", edge)] = stacked @ np.swapaxes(stacked, 1, 2)
     meta = {**full.meta, "route": "matrix", "why": why}
-    return Trajectory(full.t, full.loss, series, meta)
+    return dataclasses.replace(full, series=series, meta=meta)

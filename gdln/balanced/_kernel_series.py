@@ -17,6 +17,7 @@ clipped to $[0, 1]$; either way a value within rounding (:data:`ROUNDING`) is 0.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,8 @@ import numpy as np
 from .._bounded._limits import beyond, current_limits
 from .._errors import GdlnError
 from .._html import html_table
-from ..solution._trajectory import KERNEL_DISTANCE, Trajectory, node_key
+from ..solution._series import KERNEL_DISTANCE, node_key
+from ..solution._trajectory import Trajectory
 from ._kernel_blocks import BlockKernel, Values, one_blas_thread, row_blocks
 
 __all__ = ["ROUNDING", "KernelSeries", "TrajectoryKernels"]
@@ -339,7 +341,7 @@ class TrajectoryKernels:
             series[node_key("rsm", node)] = np.asarray(rep)
         meta = {**trajectory.meta, "kernel": self.origin}
         meta["kernel_examples"] = int(self.ntk.side // max(1, sum(k for _, k in self.outputs)))
-        return Trajectory(trajectory.t, trajectory.loss, series, meta)
+        return dataclasses.replace(trajectory, series=series, meta=meta)  # status, recording kept
 
 
 def distance_along(ntk: KernelSeries) -> np.ndarray:

@@ -18,7 +18,9 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError
-from ..solution._trajectory import CONTEXT_LOSS, Trajectory, pathway_key
+from ..solution._recording import Recording
+from ..solution._series import CONTEXT_LOSS, pathway_key
+from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
 from ._pathways import context_losses, prepare
 from ._riccati import riccati_solution
@@ -123,7 +125,8 @@ def solve_balanced(
         )
     prepared = prepare(problem)
     read = read_weights(problem, weights)
-    times = np.linspace(0.0, float(t_max), points)
+    recording = Recording(points=points)
+    times = recording.times_of(float(t_max))
     series: dict[str, np.ndarray] = {}
     products: dict[int, np.ndarray] = {}
     lambdas: dict[str, float] = {}
@@ -159,4 +162,5 @@ def solve_balanced(
         "pathways": {p.name: [edge_name(p.first), edge_name(p.second)] for p in prepared.pathways},
         "context_labels": list(prepared.labels),
     }
-    return Trajectory(t=times, loss=context_loss @ prepared.probabilities, series=series, meta=meta)
+    loss = context_loss @ prepared.probabilities
+    return Trajectory(t=times, loss=loss, series=series, meta=meta, recording=recording)

@@ -44,7 +44,8 @@ from .._bounded._limits import beyond, current_limits
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..reduction._system import Reduction
-from ..solution._trajectory import Trajectory, pathway_key
+from ..solution._series import pathway_key
+from ..solution._trajectory import Trajectory
 from ..task._examples import ExampleSet
 from ..task._problem import Problem
 from ._errors import BalancedSpecError

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._edge import Edge, edge_name
-from ..solution._trajectory import edge_in_key
+from ..solution._series import edge_in_key
 from ..task._problem import Problem
 from ._errors import BalancedSpecError, NotBalancedError
 from ._pathways import Pathway, balanced_pathways

@@ -4,6 +4,6 @@ from ._figures import save_figure as save_figure
 from ._metrics import max_relative_gap as max_relative_gap
 from ._modes import initial_mode_strengths as initial_mode_strengths
 from ._modes import theory_edge_values as theory_edge_values
-from ._process import start_simulations as start_simulations
+from ._schedule import start_simulations as start_simulations
 from ._summary import SeedSummary as SeedSummary
 from ._summary import summarize_seeds as summarize_seeds

@@ -22,53 +22,35 @@ weights' strengths. Fig. 4e pairs $b(0) = 0.1$ with $\sigma_0 = 0.2$.
 The route is the one rule of every command: where the statistics have no common bases
 (Eqs. 7-8) the theory is the full-matrix flow and gradient-descent map of Eqs. (3)-(4)
 from each random run's own initial weights, seed by seed (:mod:`gdln.comparison._matrix`).
+
+:func:`compare` is the steps of a comparison, one module each: its settings resolved
+(here), its plan (:mod:`~gdln.comparison._plan`: the time axis, the runs' arguments, the
+theory's route), its runs and where they run (:mod:`~gdln.comparison._schedule`: the
+simulations sent to a second process with their priorities while the theory is solved
+here, :mod:`gdln._runtime`), its report (:mod:`~gdln.comparison._report`) and its files,
+the figures drawn side by side (here).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .._edge import edge_name
-from .._errors import NotDiagonalizableError
+from .._runtime._fork import side_by_side
 from ..outputs import atomic_folder, check_folder
-from ..reduction import Reduction
-from ..reduction._reduce import initial_values
 from ..settings._declared import NOT_GIVEN, SettingError, Settings, renamed
-from ..simulation import (
-    INITS,
-    SimulationSettings,
-    SimulationSpecError,
-    horizon_steps,
-)
-from ..simulation._plan import node_sizes
-from ..simulation._workload import check_workload
+from ..simulation import INITS, SimulationSettings, SimulationSpecError
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
-from ._figures import (
-    draw_side_by_side,
-    plot_loss,
-    plot_singular_values,
-    prepare_drawing,
-    trained_edges,
-)
-from ._matrix import (
-    MATRIX_DEFINITIONS,
-    matrix_metrics,
-    matrix_starts,
-    matrix_theory,
-    typical_scale,
-)
-from ._metrics import DEFINITIONS, Runs, loss_metrics
-from ._process import Simulations
-from ._stages import predicted_stages
-from ._starts import start_rule, starts_in_words, theory_start
+from ._figures import plot_loss, plot_singular_values
+from ._metrics import Runs
+from ._plan import plan_of, theory_route
+from ._report import matrix_report, reduced_report
+from ._schedule import matrix_runs, reduced_runs
 
 __all__ = ["FILES", "CompareResult", "compare"]
 
@@ -85,7 +67,6 @@ FILES = (
 )
 """The files :func:`compare` writes into its folder."""
 
-_USED_SETTINGS = ("dtype", "device", "threads", "progress")
 RANDOM_SCHEMES = tuple(name for name in INITS if name != "given")
 
 
@@ -279,210 +260,20 @@ def compare(
         route=route,
         points=points,
     )
-    lr, seeds, seed = chosen.lr, chosen.seeds, chosen.seed
-    steps = horizon_steps(chosen.t_max, lr=lr)
-    base = _simulation_settings(settings)
-    _check_workload(problem, base, steps=steps, seeds=seeds, n_points=chosen.points)
-    rule, rule_source = start_rule(problem, chosen, b0=b0, init_scale=init_scale)
-    # One set of steps for all four runs, so that every gap compares equal times.
-    record = _recorded_steps(steps, chosen.points)
-    # resolved here (the file's simulate: section), as the runs get the graph and examples
-    sim_settings = replace(base, record_steps=tuple(int(k) for k in record)).resolved(
-        problem.settings
-    )
-    common = dict(
-        source=problem.graph,
-        examples=problem.examples(),
-        steps=steps,
-        lr=lr,
-        weight_decay=chosen.weight_decay,
-    )
-    random_run = dict(
-        common,
-        init_scheme=chosen.init_scheme,
-        init_scale=chosen.init_scale,
-        seeds=seeds,
-        seed=seed,
-        settings=sim_settings,
-    )
-    times = record * lr
-    taken = _route(problem, chosen, rule)
-    if taken.model is None:
-        return _compare_matrix(
-            problem,
-            out,
-            chosen=chosen,
-            rule=(rule, rule_source),
-            reason=taken.reason,
-            run=dict(common, seeds=seeds, seed=seed, settings=sim_settings),
-            times=times,
-            steps=steps,
-            force=force,
-        )
-    with Simulations() as runs_of:
-        runs_of.submit(random_run, priority=1)  # sent first: it does not need the theory
-        from ..solution import solve  # scipy, while the worker imports torch
-
-        start, model = taken.start, taken.model
-        whole = _bases_of(model)
-        # one seed: run first if the random runs have not begun (the shorter run first
-        # keeps both cores busy while the figures' library loads here)
-        runs_of.submit(_decoupled_run(common, whole, seed=seed, settings=sim_settings), priority=0)
-        ode = solve(model, t_max=steps * lr, times=times, dynamics="flow")
-        gd_map = solve(model, t_max=steps * lr, lr=lr, times=times, dynamics="gd-map")
-        stages = predicted_stages(  # while the simulations run
-            problem,
-            b0=start,
-            route=chosen.route,
-            lump=chosen.lump,
-            t_max=steps * lr,
-            reduction=model if isinstance(model, Reduction) else None,
-        )
-        random, decoupled = runs_of.results(before=prepare_drawing)
-    runs = Runs(ode, gd_map, decoupled, random)
-    described = _description(problem, runs, lr=lr, steps=steps, rule=rule, b0=start)
-    metrics: dict[str, Any] = {
-        **described,
-        "theory_start_from": rule_source,
-        "starts": starts_in_words(described, chosen, rule),
-        "init_scheme": chosen.init_scheme,
-        "init_scale": float(chosen.init_scale),
-        "seeds": list(random.meta["seeds"]),
-        "lump": chosen.lump,
-        "route": ode.meta["route"],  # as the solver recorded it
-        "route_reason": ode.meta.get("route_reason", ""),
-        "modes": {
-            edge_name(e): [int(a) for a in whole.edge_bases(e, seed=seed)[2]]
-            for e in trained_edges(problem.graph)
-        },
-        "dtype": decoupled.meta["dtype"],
-        "device": decoupled.meta["device"],
-        **loss_metrics(runs, source=str(getattr(problem, "source", None) or "problem")),
-        "stages": stages,
-        "definitions": dict(DEFINITIONS),
-    }
-    if out is None:
-        return CompareResult(metrics, ode, gd_map, decoupled, random, ())
-    with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
-        written = _write(temporary, metrics, model, runs)
-    files = [out / f.name for f in written]
-    return CompareResult(metrics, ode, gd_map, decoupled, random, tuple(files))
-
-
-@dataclass(frozen=True)
-class _Taken:
-    """The theory's route for a comparison: its dynamics (``None`` on the matrix route),
-    its start $b(0)$ and why ``auto`` took it."""
-
-    model: Any
-    start: Any
-    reason: str
-
-
-def _route(problem: Problem, chosen: Settings, rule: str) -> _Taken:
-    """The one route rule of every command (:func:`gdln.solution._dynamics.route_of`),
-    with the theory's start: the exact reduction where the statistics share bases, else
-    the full-matrix flow (``model`` ``None``)."""
-    from ..solution._dynamics import route_of
-
-    if chosen.route == "matrix":
-        return _Taken(None, chosen.b0, "")
-    start = chosen.b0
-    if rule == "random":
-        try:
-            start = theory_start(problem, chosen, rule)
-        except NotDiagonalizableError:
-            if chosen.route != "auto":
-                raise
-            # no bases, so no mode strengths: the route rule below takes the full matrices
-    taken = route_of(
-        problem,
-        route=chosen.route,
-        lump=chosen.lump,
-        b0=start,
-        weight_decay=chosen.weight_decay,
-    )
-    return _Taken(taken.model, start, taken.reason)
-
-
-def _compare_matrix(
-    problem: Problem,
-    out: Path | None,
-    *,
-    chosen: Settings,
-    rule: tuple[str, str],
-    reason: str,
-    run: dict[str, Any],
-    times: np.ndarray,
-    steps: int,
-    force: bool,
-) -> CompareResult:
-    """:func:`compare` on the matrix route (:mod:`gdln.comparison._matrix`): the random
-    runs from the starts of ``rule``, and the full-matrix flow and map from each run's own
-    initial weights; no decoupled run (there are no bases)."""
-    lr, t_max = chosen.lr, steps * chosen.lr
-    starts = matrix_starts(
-        problem, rule=rule[0], chosen=chosen, seeds=chosen.seeds, seed=chosen.seed
-    )
-    edges = trained_edges(problem.graph)
-    given = {(str(u), str(v)): w for (u, v), w in starts.items()}
-    with Simulations() as runs_of:
-        runs_of.submit(dict(run, weights=given), priority=0)
-        ode, gd_map = matrix_theory(
-            problem, starts, t_max=t_max, lr=lr, times=times, weight_decay=chosen.weight_decay
-        )
-        scale = typical_scale(starts, edges)
-        stages = predicted_stages(problem, b0=scale, route="matrix", lump=chosen.lump, t_max=t_max)
-        (random,) = runs_of.results(before=prepare_drawing)
-    runs = Runs(ode, gd_map, None, random)
-    described = _description(problem, runs, lr=lr, steps=steps, rule=rule[0], b0=scale)
-    start = (
-        f"random W(0), singular values b0 = {float(chosen.b0):g}"
-        if rule[0] == "b0"
-        else f"{chosen.init_scheme}, init_scale {float(chosen.init_scale):g}"
-    )
-    metrics: dict[str, Any] = {
-        **described,
-        "theory_start_from": rule[1],
-        "starts": {
-            "ode": "each seed's own W(0)",
-            "gd_map": "each seed's own W(0)",
-            "random": start,
-        },
-        "init_scheme": chosen.init_scheme if rule[0] == "random" else "given",
-        "init_scale": float(chosen.init_scale),
-        "seeds": list(random.meta["seeds"]),
-        "lump": "none",
-        "route": "matrix",
-        "route_reason": reason,
-        "dtype": random.meta["dtype"],
-        "device": random.meta["device"],
-        **matrix_metrics(runs, edges=edges),
-        "stages": stages,
-        "definitions": {**DEFINITIONS, **MATRIX_DEFINITIONS},
-    }
-    result = CompareResult(metrics, ode, gd_map, None, random, ())
+    plan = plan_of(problem, chosen, settings, b0=b0, init_scale=init_scale)
+    taken = theory_route(problem, plan)
+    if taken.model is None:  # no common bases: the full-matrix flow from each seed's W(0)
+        runs, stages, scale = matrix_runs(problem, plan)
+        metrics = matrix_report(problem, plan, taken, runs, stages, scale)
+    else:
+        runs, stages = reduced_runs(problem, plan, taken)
+        metrics = reduced_report(problem, plan, taken, runs, stages)
+    result = CompareResult(metrics, runs.ode, runs.gd_map, runs.decoupled, runs.random, ())
     if out is None:
         return result
     with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
-        written = _write(temporary, metrics, None, runs)
+        written = _write(temporary, metrics, taken.model, runs)
     return replace(result, files=tuple(out / f.name for f in written))
-
-
-def _recorded_steps(steps: int, n_points: int) -> np.ndarray:
-    """The steps :func:`compare` records in every run: ``n_points`` spread over ``steps``.
-
-    Step 0 and the last are included; the spacing differs by at most one step where
-    ``n_points - 1`` does not divide ``steps`` (every step when there are fewer steps than
-    points). The reduced ODE, the reduced map and both simulations are recorded at exactly
-    these steps (times ``lr * step``), so that their losses are compared at equal times.
-
-    >>> _recorded_steps(300, 201)[:6].tolist(), len(_recorded_steps(300, 201))
-    ([0, 2, 3, 4, 6, 8], 201)
-    >>> _recorded_steps(5, 201).tolist()
-    [0, 1, 2, 3, 4, 5]
-    """
-    return np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
 
 
 def _check_outputs(out_dir: str | Path, *, force: bool) -> Path:
@@ -510,89 +301,6 @@ def _settings(problem: Problem, **given: Any) -> Settings:
     return chosen
 
 
-def _check_workload(
-    problem: Any, settings: SimulationSettings, *, steps: int, seeds: int, n_points: int
-) -> None:
-    """Refuse, before the theory is solved, a simulation beyond the limits (steps, records,
-    numbers per step) that the random runs would reach."""
-    examples = problem.examples()
-    check_workload(
-        replace(settings, record_every=max(1, steps // (n_points - 1))),
-        steps=steps,
-        seeds=seeds,
-        rows=len(examples.weights),
-        sizes=node_sizes(problem.graph),
-        edges=list(problem.graph.edges),
-    )
-
-
-def _simulation_settings(settings: SimulationSettings | None) -> SimulationSettings:
-    """The settings of both runs: full-batch gradient descent (the dynamics the theory
-    describes); only dtype, device, threads and progress may be chosen."""
-    gradient_descent: dict[str, Any] = {"optimizer": "gd", "momentum": 0.0, "batch_size": None}
-    if settings is None:
-        return SimulationSettings(**gradient_descent)
-    if not isinstance(settings, SimulationSettings):
-        raise SimulationSpecError(
-            f"settings: expected a SimulationSettings, got {type(settings).__name__}"
-        )
-    default = SimulationSettings()
-    for f in fields(SimulationSettings):
-        value = getattr(settings, f.name)
-        if f.name not in _USED_SETTINGS and value != getattr(default, f.name):
-            raise SimulationSpecError(
-                f"settings: compare uses only {', '.join(_USED_SETTINGS)}; got {f.name}={value!r}"
-            )
-    return replace(settings, **gradient_descent)
-
-
-def _bases_of(model: Any) -> Reduction:
-    """The reduction whose bases give the decoupled weights of Eq. (9): the whole network's
-    (:attr:`gdln.Reduction.whole`; every context, one variable per edge where the theory
-    was derived on the symmetry quotient)."""
-    whole = getattr(model, "whole", None)
-    if whole is None:
-        raise SimulationSpecError(
-            f"{model.problem.source}: the moment route has no bases for the decoupled run; "
-            "compare needs a problem whose paths can be listed"
-        )
-    return whole
-
-
-def _decoupled_run(
-    common: dict[str, Any], reduction: Reduction, *, seed: int, settings: SimulationSettings
-) -> dict[str, Any]:
-    """The arguments of the simulation from the decoupled weights of Eq. (9)."""
-    weights = reduction.decoupled_weights(seed=seed)
-    return dict(
-        common,
-        weights={(str(u), str(v)): w for (u, v), w in weights.items()},
-        seeds=[seed],  # one run: given weights and full-batch steps make every seed alike
-        bases=reduction.decoupled_bases(seed=seed),
-        settings=settings,
-    )
-
-
-def _description(
-    problem: Problem, runs: Runs, *, lr: float, steps: int, rule: str, b0: Any
-) -> dict[str, Any]:
-    """The problem, the time axis and where the theory started, for ``metrics.json``."""
-    graph = problem.graph
-    drawn = isinstance(b0, dict) and all(isinstance(k, tuple) for k in b0)  # per-edge strengths
-    values = b0 if drawn else initial_values(problem, b0)
-    return {
-        "graph": str(graph.graph.get("name", "")),
-        "source": str(getattr(problem, "source", "")),
-        "params": {k: str(v) for k, v in (getattr(problem, "params", {}) or {}).items()},
-        "time_unit": "tau (t/tau = lr * step)",
-        "lr": float(lr),
-        "t_max": float(steps * lr),
-        "steps": steps,
-        "theory_start": rule,
-        "b0": {edge_name(e): float(values[e]) for e in graph.edges if e in values},
-    }
-
-
 def _write(out: Path, metrics: dict[str, Any], reduction: Any, runs: Runs) -> list[Path]:
     """Write the trajectories, the figures and ``metrics.json`` (listing them all) into
     the new folder ``out`` (the temporary one of :func:`atomic_folder`); the matrix route
@@ -603,7 +311,7 @@ def _write(out: Path, metrics: dict[str, Any], reduction: Any, runs: Runs) -> li
         *([] if runs.decoupled is None else [runs.decoupled.save(out / "sim_decoupled.npz")]),
         runs.random.save(out / "sim_random.npz"),
     ]
-    files += draw_side_by_side(
+    files += side_by_side(
         [
             lambda: plot_loss(out, metrics, runs),
             lambda: plot_singular_values(out, metrics, reduction, runs),

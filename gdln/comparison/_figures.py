@@ -6,13 +6,8 @@ matplotlib is imported when a figure is made, not with this module.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import sys
 import textwrap
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +22,6 @@ from ._modes import edge_orbits, theory_edge_values
 
 __all__ = [
     "Panel",
-    "draw_side_by_side",
     "loss_figure",
     "matrix_singular_value_figure",
     "plot_loss",
@@ -86,7 +80,8 @@ def prepare_drawing() -> None:
     """Import matplotlib and draw a small figure to memory, while there is time to spare
     (:func:`gdln.compare` does it while the simulations run): the first figure a process
     draws also loads the fonts and builds the math-text parser, about 0.1 s, which the
-    figures drawn afterwards (and the processes forked to draw them) then find done."""
+    figures drawn afterwards (and the processes forked to draw them,
+    :func:`gdln._runtime._fork.side_by_side`) then find done."""
     fig = _figure((2.0, 1.5))
     ax = fig.add_subplot()
     ax.plot([0.0, 1.0], [0.0, 1.0], "o", label=r"$b_e^\alpha$")
@@ -98,82 +93,6 @@ def prepare_drawing() -> None:
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-
-
-def draw_side_by_side(jobs: Sequence[Callable[[], list[Path]]]) -> list[Path]:
-    """Run figure-writing ``jobs`` (each returns the files it wrote), the last here and
-    each other one at the same time in a child process forked for it, where that is safe
-    and can help: on Linux, with this process running no other thread (a fork copies
-    only the calling thread) and two cores to use. Otherwise, and for a job whose child
-    fails, one after another here, so that its error is raised as usual.
-
-    Rendering is CPU work in Python that holds the GIL, so separate processes are what
-    draws two figures in the time of the longer one; the children inherit the figures'
-    data and matplotlib already imported.
-
-    Returns
-    -------
-    list of Path
-        The files written, in the order of ``jobs``.
-    """
-    if len(jobs) < 2 or not _can_fork():
-        return [path for job in jobs for path in job()]
-    children = [_fork(job) for job in jobs[:-1]]
-    last = jobs[-1]()
-    written = []
-    for job, child in zip(jobs[:-1], children, strict=True):
-        paths = _join(*child) if child is not None else None
-        written += paths if paths is not None else job()
-    return written + last
-
-
-def _can_fork() -> bool:
-    """See :func:`draw_side_by_side`."""
-    from ..simulation._threads import usable_cores
-
-    return (
-        sys.platform.startswith("linux") and threading.active_count() == 1 and usable_cores() >= 2
-    )
-
-
-def _fork(job: Callable[[], list[Path]]) -> tuple[int, int] | None:
-    """Start ``job`` in a forked child; its pid and the pipe its file list comes back on."""
-    read, write = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read)
-        os.close(write)
-        return None
-    if pid == 0:  # the child: write, report, and end without running the parent's cleanup
-        code = 1
-        try:
-            for s in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(s, signal.SIG_DFL)
-            os.close(read)
-            paths = job()
-            os.write(write, json.dumps([str(p) for p in paths]).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    return pid, read
-
-
-def _join(pid: int, read: int) -> list[Path] | None:
-    """The files the child wrote, or ``None`` if it failed; the child is reaped (killed
-    first if this process is interrupted meanwhile)."""
-    try:
-        with os.fdopen(read, "rb") as pipe:
-            report = pipe.read()
-        _, status = os.waitpid(pid, 0)
-    except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        raise
-    if status != 0:
-        return None
-    return [Path(p) for p in json.loads(report)]
 
 
 def plot_loss(out: Path, metrics: Mapping[str, Any], runs: Runs) -> list[Path]:

@@ -10,6 +10,7 @@ rounding error, and the flow differs from it by the time step only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,8 @@ from ..simulation import initial_weights
 from ..simulation._seeds import seed_list
 from ..solution._full import initial_full_weights, solve_full
 from ..solution._loss_curve import time_to_half_loss
-from ..solution._trajectory import Trajectory, matrix_key
+from ..solution._series import matrix_key
+from ..solution._trajectory import Trajectory
 from ..task import Problem
 from ._metrics import Runs, max_relative_gap
 from ._summary import summarize_seeds
@@ -100,7 +102,9 @@ def _stacked(runs: Sequence[Trajectory], dynamics: str) -> Trajectory:
     edges = [k for k in first.series if k.startswith(prefix)]
     series = {k: np.stack([r.series[k] for r in runs], axis=1) for k in edges}
     meta = {**first.meta, "route": "matrix", "seeds": len(runs), "dynamics": dynamics}
-    return Trajectory(first.t, np.stack([r.loss for r in runs], axis=1), series, meta)
+    recording = first.recording and replace(first.recording, weights=False)  # only sv[...]
+    loss = np.stack([r.loss for r in runs], axis=1)
+    return Trajectory(first.t, loss, series, meta, recording=recording)
 
 
 def matrix_metrics(runs: Runs, *, edges: Sequence[Edge]) -> dict[str, Any]:

@@ -28,7 +28,8 @@ import numpy as np
 
 from .._edge import Edge
 from ..outputs import atomic_file, printable, save_npz
-from ..solution._trajectory import Trajectory, edge_key
+from ..solution._series import edge_key
+from ..solution._trajectory import Trajectory
 from ._classes import GatedGroup, context_of, flips_between, unit_groups
 from ._run import RecordedNetwork, recorded_network
 from ._text import Example, graph_text

@@ -1,7 +1,9 @@
 from .._bounded._expressions import ExpressionError as ExpressionError
 from .._bounded._expressions import evaluate as evaluate
 from .._bounded._limits import Limits as Limits
+from ._dump import dump as dump
 from ._reader import load as load
+from ._reader import parse as parse
 from ._reader import parse_params as parse_params
 from ._reader import read_graph as read_graph
 from ._reader import with_task as with_task

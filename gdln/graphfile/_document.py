@@ -25,15 +25,16 @@ from typing import Any
 import sympy as sp
 
 from .._bounded._expressions import ExpressionError, evaluate, render
-from .._bounded._limits import count_entries
+from .._bounded._limits import count_entries, current_limits
 from .._bounded._read import read_text
 from .._errors import GraphSpecError, shorten
 from ..outputs import unprintable
 from ..settings._declared import DEPRECATED_KEYS, SECTIONS, Settings, declarations
-from ._interchange import read_networkx
+from ._interchange import parse_networkx, read_networkx
 from ._safe_read import parse_yaml
 
 __all__ = [
+    "FORMATS",
     "MAX_COUNT",
     "SUFFIXES",
     "Scope",
@@ -44,6 +45,7 @@ __all__ = [
     "mapping",
     "name",
     "only",
+    "parse_document",
     "printable_name",
     "read_file",
     "read_parameters",
@@ -58,6 +60,8 @@ YAML_SUFFIXES = (".yaml", ".yml")
 NETWORKX_SUFFIXES = (".json", ".graphml")
 SUFFIXES = (*YAML_SUFFIXES, *NETWORKX_SUFFIXES)
 """Every file extension :func:`gdln.load` accepts (in any letter case)."""
+FORMATS = ("yaml", "json", "graphml")
+"""The formats :func:`gdln.graphfile.parse` reads: YAML, networkx node-link JSON, GraphML."""
 
 
 def read_file(
@@ -66,8 +70,8 @@ def read_file(
     """Read and parse one file: the only place where a graph or task file is read.
 
     Reading is bounded by the limits in force (:mod:`gdln._bounded._limits`): the size
-    is checked before the file is read, YAML depth and alias expansion before the
-    document is built, JSON depth after parsing.
+    is checked before the file is read, then the text is parsed by
+    :func:`parse_document`.
 
     Parameters
     ----------
@@ -81,8 +85,7 @@ def read_file(
     Returns
     -------
     dict or networkx.Graph
-        The top-level mapping of a YAML file, or the graph of a node-link JSON or GraphML
-        file as networkx reads it.
+        As :func:`parse_document` returns it.
     """
     source = str(path)
     suffix = path.suffix.lower()
@@ -93,13 +96,48 @@ def read_file(
         )
     what = "task file" if error is not GraphSpecError else "file"
     if as_yaml or suffix in YAML_SUFFIXES:
-        doc = parse_yaml(read_text(path, cls=error, what=what), source=source, cls=error)
-        if not isinstance(doc, dict):
-            raise error(
-                f"expected a mapping at the top level, got {type(doc).__name__}", source=source
-            )
-        return doc
+        return parse_document(
+            read_text(path, cls=error, what=what), "yaml", source=source, error=error
+        )
     return read_networkx(path, suffix)
+
+
+def parse_document(
+    text: str | bytes,
+    fmt: str,
+    *,
+    source: str,
+    error: type[GraphSpecError] = GraphSpecError,
+) -> Any:
+    """Parse the text of a graph or task file in the format ``fmt`` (:data:`FORMATS`).
+
+    Parsing is bounded by the limits in force: the text's size first (``file_bytes``, as
+    for a file), then YAML depth and alias expansion before the document is built, JSON
+    depth after parsing.
+
+    Returns
+    -------
+    dict or networkx.Graph
+        The top-level mapping of a YAML document, or the graph of node-link JSON or
+        GraphML as networkx reads it.
+    """
+    if fmt not in FORMATS:
+        raise error(
+            f"unknown format {shorten(fmt)}; expected one of {', '.join(FORMATS)}", source=source
+        )
+    limits = current_limits()
+    size = len(text) if isinstance(text, bytes) or 4 * len(text) <= limits.file_bytes else None
+    size = len(text.encode("utf-8")) if size is None else size  # type: ignore[union-attr]
+    if size > limits.file_bytes:
+        raise error(limits.exceeded("file_bytes", f"a text of {size} bytes"), source=source)
+    if fmt != "yaml":
+        return parse_networkx(text, fmt, source=source)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8-sig")
+    doc = parse_yaml(text, source=source, cls=error)
+    if not isinstance(doc, dict):
+        raise error(f"expected a mapping at the top level, got {type(doc).__name__}", source=source)
+    return doc
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import sympy as sp
 from .._edge import EDGE_SEPARATOR
 from .._errors import GraphSpecError, shorten
 from ..settings._choices import ACTIVATIONS
+from ..settings._declared import SECTIONS
 from ..task._families import names_in
 from ..task._problem import IndexFamily
 from ._document import (
@@ -52,8 +53,7 @@ DOCUMENT_KEYS = frozenset(
         "edges",
         "datasets",
         "task",
-        "solve",
-        "simulate",
+        *SECTIONS,  # solve:, simulate:
     }
 )
 """The top-level keys of a YAML graph file."""

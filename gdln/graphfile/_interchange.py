@@ -27,7 +27,7 @@ import networkx as nx
 from .._bounded._read import parse_json, read_bytes, read_text
 from .._errors import GraphSpecError, shorten, shorten_text
 
-__all__ = ["read_networkx"]
+__all__ = ["parse_networkx", "read_networkx"]
 
 _GRAPHML = "{http://graphml.graphdrawing.org/xmlns}"  # the namespace networkx reads
 
@@ -56,16 +56,23 @@ def read_networkx(path: Path, suffix: str) -> nx.Graph:
     GraphSpecError
         The file is unreadable, beyond a limit, malformed or says something twice.
     """
-    source = str(path)
+    data = read_text(path) if suffix == ".json" else read_bytes(path)
+    return parse_networkx(data, suffix[1:], source=str(path))
+
+
+def parse_networkx(data: str | bytes, fmt: str, *, source: str) -> nx.Graph:
+    """The graph of node-link JSON text (``fmt`` ``"json"``) or a GraphML document
+    (``"graphml"``), as networkx reads it; see :func:`read_networkx`."""
     try:
-        if suffix == ".json":
-            links = parse_json(read_text(path), source=source)
+        if fmt == "json":
+            text = data if isinstance(data, str) else data.decode("utf-8-sig")
+            links = parse_json(text, source=source)
             return _node_link_graph(links)
-        data = read_bytes(path)
-        _check_graphml(ElementTree.fromstring(data))
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        _check_graphml(ElementTree.fromstring(raw))
         with warnings.catch_warnings():  # "No key type for id ...": read as text
             warnings.simplefilter("ignore")
-            return nx.parse_graphml(data)
+            return nx.parse_graphml(raw)
     except GraphSpecError:
         raise
     except _Repeated as err:

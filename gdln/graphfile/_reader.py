@@ -43,13 +43,20 @@ from .._errors import GraphSpecError, TaskSpecError
 from ..settings._declared import Settings
 from ..task._problem import IndexFamily, Problem
 from ..task._task import Task
-from ._document import Scope, read_file, read_parameters, read_settings
+from ._document import Scope, parse_document, read_file, read_parameters, read_settings
 from ._ends import check_ends
 from ._graph import graph_from_networkx, read_architecture, validate_graph
 from ._shipped import find_graph
 from ._tasks import read_task
 
-__all__ = ["Problem", "load", "parse_params", "read_graph", "with_task"]  # Problem: gdln.task's
+__all__ = [
+    "Problem",
+    "load",
+    "parse",
+    "parse_params",
+    "read_graph",
+    "with_task",
+]  # Problem: gdln.task's
 
 
 def parse_params(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -124,15 +131,75 @@ def load(
     edge gates) and the task (contexts, datasets and their gating) a file describes.
     """
     with use_limits(limits):
-        return _load(find_graph(path), params=params, task=task)
+        path = find_graph(path)
+        return _problem(read_file(path), str(path), path.parent, params=params, task=task)
 
 
-def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | None) -> Problem:
-    document = read_file(path)
-    scope = Scope(str(path), path.parent)
+def parse(
+    text: str | bytes,
+    *,
+    format: str = "yaml",
+    source: str = "<text>",
+    params: Mapping[str, Any] | None = None,
+    task: str | Path | None = None,
+    limits: Limits | None = None,
+) -> Problem:
+    """Read the text of a graph file into a :class:`~gdln.Problem` (:func:`load` of a text).
+
+    :func:`load` is :func:`parse` of a file's text, read bounded; :func:`dump` writes the
+    text that this reads back to an equal problem (networkx's ``readwrite`` pattern).
+
+    Parameters
+    ----------
+    text
+        The graph file's text (or bytes, UTF-8).
+    format
+        ``"yaml"`` (a graph file), ``"json"`` (networkx node-link) or ``"graphml"``.
+    source
+        What to call the text in messages (and ``Problem.source``); files it names
+        (``npz:`` data) are found in this path's folder.
+    params, task, limits
+        As for :func:`load`.
+
+    Returns
+    -------
+    Problem
+        The graph, its task, the parameter values used and the settings, as :func:`load`
+        returns them for a file holding ``text``.
+
+    Raises
+    ------
+    GraphSpecError
+        The text is beyond the limits (``file_bytes`` and the rest), malformed, or not in
+        ``format``; the message names ``source``, the key and the value.
+    TaskSpecError
+        The task is malformed.
+
+    Examples
+    --------
+    >>> problem = parse("nodes: [{id: x, size: 2}, {id: y, size: 1}]\\n"
+    ...                 "edges: [{source: x, target: y}]\\n", source="tiny.yaml")
+    >>> problem.name, dict(problem.graph.nodes(data="size"))
+    ('tiny', {'x': 2, 'y': 1})
+    """
+    with use_limits(limits):
+        document = parse_document(text, format, source=source)
+        return _problem(document, source, Path(source).parent, params=params, task=task)
+
+
+def _problem(
+    document: Any,
+    source: str,
+    folder: Path,
+    *,
+    params: Mapping[str, Any] | None,
+    task: str | Path | None,
+) -> Problem:
+    """The problem a parsed document describes (a YAML mapping, or a networkx graph)."""
+    scope = Scope(source, folder)
     families: list[IndexFamily] = []
     if isinstance(document, nx.Graph):
-        graph = graph_from_networkx(document, str(path))
+        graph = graph_from_networkx(document, source)
         document, settings = {}, Settings()
         names = {  # for a task file: values, like a YAML file's parameters
             str(key): scope.at("params", str(key)).evaluate(value)
@@ -143,11 +210,11 @@ def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | No
         scope = scope.bind(names)
         graph = read_architecture(document, scope, families)
         settings = read_settings(document, scope)
-    validate_graph(graph, str(path))
+    validate_graph(graph, source)
     problem_task = None
     if "task" in document:
         problem_task = read_task(document, graph, _task_scope(scope))
-        task_source = str(path)
+        task_source = source
     if task is not None:
         problem_task = _read_task_file(Path(task), graph, params or {}, names)
         task_source = str(task)
@@ -156,7 +223,7 @@ def _load(path: Path, *, params: Mapping[str, Any] | None, task: str | Path | No
     return Problem(
         graph=graph,
         task=problem_task,
-        source=str(path),
+        source=source,
         params=names,
         settings=settings,
         families=tuple(families),

@@ -141,7 +141,7 @@ class Recorded:
     ----------
     series
         Every variable (free and eliminated) by ``(name, system)``: ``(T, modes, batch)``
-        (the trajectory names it, ``gdln.solution._trajectory.variable_key``).
+        (the trajectory names it, ``gdln.solution._series.variable_key``).
     context_loss
         Per context, $\\tfrac12\\langle\\lVert y-h\\rVert^2\\rangle_c$: ``(T, contexts, batch)``.
     loss

@@ -17,13 +17,8 @@ import numpy as np
 import torch
 
 from .._edge import Edge
-from ..solution._trajectory import (
-    EVAL_EXAMPLE_LOSS,
-    EVAL_LOSS,
-    context_key,
-    edge_key,
-    node_key,
-)
+from ..solution._recording import Recording
+from ..solution._series import EVAL_EXAMPLE_LOSS, EVAL_LOSS, context_key, edge_key, node_key
 from ._data import Data
 from ._errors import SimulationSpecError
 from ._forward import forward
@@ -40,16 +35,15 @@ _Bases = tuple[Names, int | None, torch.Tensor, torch.Tensor]
 slots stacked), and the left and right bases."""
 
 
-def record_at(steps: int, record_every: int, record_steps: Sequence[int] | None) -> set[int]:
-    """The steps to record: every ``record_every`` (and the last), or exactly ``record_steps``."""
-    if record_steps is None:
-        return set(range(0, steps + 1, record_every)) | {steps}
-    if max(record_steps) > steps:
+def record_at(steps: int, recording: Recording) -> set[int]:
+    """The steps of a run of ``steps`` steps that ``recording`` records (its ``every``-th
+    and the last, or exactly its ``steps``), as a set to test each step against."""
+    if recording.steps is not None and max(recording.steps) > steps:
         raise SimulationSpecError(
             f"record_steps: expected a non-empty list of ints in [0, steps={steps}], "
-            f"got {list(record_steps)}"
+            f"got {list(recording.steps)}"
         )
-    return set(record_steps)
+    return set(recording.steps_of(steps).tolist())
 
 
 def projection_bases(

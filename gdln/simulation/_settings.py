@@ -116,12 +116,12 @@ class SimulationSettings:
         CPU threads for torch during the run (restored afterwards). ``"auto"`` (the
         default): chosen from the work of a training step, one thread unless its mean
         operation is large, and never more than the cores free at the start
-        (:func:`auto_threads <gdln.simulation._threads.auto_threads>`); an int sets them.
+        (:func:`auto_threads <gdln._runtime._threads.auto_threads>`); an int sets them.
         The trajectory's ``meta["threads"]`` says how many ran. Small networks run fastest
         on one thread, and on a busy machine several threads can be orders of magnitude
         slower. With ``"auto"`` on two or more cores the recorded singular values are
         computed on one more thread beside the training
-        (:func:`record_thread <gdln.simulation._threads.record_thread>`;
+        (:func:`record_thread <gdln._runtime._threads.record_thread>`;
         ``meta["singular_values_thread"]``), with the same values.
     progress
         Show a tqdm progress bar: ``"auto"`` when standard error is a terminal.

@@ -46,13 +46,12 @@ import numpy as np
 import torch
 
 from .._edge import Edge, edge_name
-from ..settings._choices import INITS
+from .._runtime._threads import auto_threads, record_thread
 from ..settings._declared import NOT_GIVEN, renamed
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
-from ._errors import SimulationSpecError
 from ._init import DRAWS, start_weights
 from ._optimizers import OPTIMIZER_CLASSES
 from ._patterns import check_pattern_records
@@ -60,11 +59,10 @@ from ._plan import Plan, compile_plan, fixed_edges
 from ._random_gates import RandomGates
 from ._recording import Recorder, projection_bases, record_at
 from ._sampling import Sampler
-from ._settings import SimulationSettings, check_positive
-from ._start import start_of
-from ._threads import auto_threads, record_thread
+from ._settings import SimulationSettings
+from ._start import Start, start_of
 from ._training import Divergence, train
-from ._workload import check_workload, warn_if_fixed_point
+from ._workload import warn_if_fixed_point
 
 if TYPE_CHECKING:  # sympy and the graph-file reader stay out of a bare simulation's imports
     from ..task import Problem
@@ -241,170 +239,125 @@ def simulate(
     )
     before = torch.get_num_threads()
     try:
-        return _run(
-            start.graph,
-            start.examples,
-            steps=start.steps,
-            lr=start.lr,
-            weight_decay=start.weight_decay,
-            init_scheme=start.init_scheme,
-            init=start.init_scale,
-            weights=start.weights,
-            seeds=start.seeds,
-            eval_examples=start.eval_examples,
-            bases=start.bases,
-            settings=start.settings,
-        )
+        return _run(start)
     finally:
         torch.set_num_threads(before)
 
 
-def _run(
-    graph: nx.DiGraph,
-    examples: ExampleSet,
-    *,
-    steps: int,
-    lr: float,
-    init_scheme: str,
-    init: float,
-    weight_decay: float = 0.0,
-    weights: Mapping[Edge, Any] | None,
-    seeds: list[int],
-    eval_examples: ExampleSet | None,
-    bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None,
-    settings: SimulationSettings,
-) -> Trajectory:
-    """The body of :func:`simulate`; it sets torch's thread count (the caller restores it)."""
-    dtype_name, optimizer_name, momentum = settings.dtype, settings.optimizer, settings.momentum
-    assert dtype_name and optimizer_name and momentum is not None  # resolved by start_of
-    check_positive("steps", steps, integer=True, allow_zero=True)
-    check_positive("lr", lr, integer=False)
-    net = compile_plan(graph)
-    check_workload(
-        settings,
-        steps=steps,
-        seeds=len(seeds),
-        rows=_rows(examples),
-        sizes=net.sizes,
-        edges=net.edges,
-        eval_rows=0 if eval_examples is None else _rows(eval_examples),
-    )
-    every, chosen_steps = settings.record_every, settings.record_steps
-    assert every is not None and not isinstance(chosen_steps, str)  # resolved by start_of
-    recorded = record_at(steps, every, chosen_steps)
-    patterns = bool(settings.record_patterns)
-    if patterns:
+def _run(start: Start) -> Trajectory:
+    """The body of :func:`simulate`: the run ``start_of`` resolved and checked, as it is;
+    it sets torch's thread count (the caller restores it)."""
+    net = compile_plan(start.graph)
+    recorded = record_at(start.steps, start.recording)
+    if start.patterns:
         check_pattern_records(
             net.relu,
             records=len(recorded),
-            seeds=len(seeds),
-            rows=_rows(examples),
+            seeds=len(start.seeds),
+            rows=len(start.examples.weights),
             sizes=net.sizes,
             edges=net.edges,
         )
-    if init_scheme not in INITS:
-        raise SimulationSpecError(
-            f"init_scheme: expected one of {sorted(INITS)}, got {init_scheme!r}"
-        )
-    dtype, device = TORCH_DTYPES[dtype_name], torch_device(settings.device)
-    kind = OPTIMIZER_CLASSES[optimizer_name]
-    data = tensorise(net, examples, "examples", dtype, device, states=not kind.minibatch)
+    dtype, device = TORCH_DTYPES[start.dtype], torch_device(start.device)
+    kind = OPTIMIZER_CLASSES[start.optimizer]
+    data = tensorise(net, start.examples, "examples", dtype, device, states=not kind.minibatch)
     evaluation = (
         None
-        if eval_examples is None
-        else tensorise(net, eval_examples, "eval_examples", dtype, device)
+        if start.eval_examples is None
+        else tensorise(net, start.eval_examples, "eval_examples", dtype, device)
     )
-    beside = record_thread(device, settings.threads)
+    beside = record_thread(device, start.threads)
     recorder = Recorder(
         net,
         data,
         evaluation,
-        projection_bases(net, bases, dtype, device),
-        settings.rsm,
-        settings.record_weights or patterns,
+        projection_bases(net, start.bases, dtype, device),
+        start.recording.rsm,
+        start.recording.weights or start.patterns,
         background=beside,
-        patterns=tuple(v for v in net.hidden if v in net.relu) if patterns else (),
+        patterns=tuple(v for v in net.hidden if v in net.relu) if start.patterns else (),
     )
     fixed = fixed_edges(net)
     w0 = start_weights(
-        net, init_scheme=init_scheme, init=init, weights=weights, seeds=seeds, fixed=fixed
+        net,
+        init_scheme=start.init_scheme,
+        init=start.init_scale,
+        weights=start.weights,
+        seeds=start.seeds,
+        fixed=fixed,
     )
     trained = [i for i in range(len(net.edges)) if i not in fixed]
     zero = all(not np.any(w0[i]) for i in trained)
     warn_if_fixed_point(net.order, net.edges, trained, zero, net.outputs)
     W = [torch.tensor(np.array(a), dtype=dtype, device=device, requires_grad=True) for a in w0]
-    gates = RandomGates(net, examples.random_gates, seeds, dtype, device)
+    gates = RandomGates(net, start.examples.random_gates, start.seeds, dtype, device)
     sampler = None
     if kind.minibatch:
-        assert settings.batch_size is not None  # SimulationSettings checked it
-        sampler = Sampler(examples.weights, seeds, settings.batch_size, device)
+        assert start.batch_size is not None  # a minibatch optimiser's size, checked
+        sampler = Sampler(start.examples.weights, start.seeds, start.batch_size, device)
     optimizer = kind(
         net,
         data,
         W,
-        lr=lr,
-        momentum=momentum,
+        lr=start.lr,
+        momentum=start.momentum,
         fixed=fixed,
         sampler=sampler,
-        weight_decay=weight_decay,
+        weight_decay=start.weight_decay,
     )
-    threads = settings.threads
-    if threads == "auto":  # chosen from the work of a step (_threads.py)
+    threads = start.threads
+    if threads == "auto":  # chosen from the work of a step (_runtime/_threads.py)
         threads = auto_threads(*optimizer.work()) if device.type == "cpu" else 1
-    torch.set_num_threads(threads)
-    dt = lr / (1.0 - momentum)  # flow time per step (module docstring)
-    divergence = Divergence(seeds, dtype, device, limit=settings.diverge_above, dt=dt, lr=lr)
+    torch.set_num_threads(int(threads))
+    dt = start.lr / (1.0 - start.momentum)  # flow time per step (module docstring)
+    divergence = Divergence(
+        start.seeds, dtype, device, limit=start.diverge_above, dt=dt, lr=start.lr
+    )
+    progress = sys.stderr.isatty() if start.progress == "auto" else bool(start.progress)
     with recorder:
         train(
             optimizer,
-            steps=steps,
+            steps=start.steps,
             gates=gates,
             recorder=recorder,
             record_at=recorded,
             divergence=divergence,
-            progress=sys.stderr.isatty() if settings.progress == "auto" else settings.progress,
+            progress=progress,
         )
         steps_rec, loss_rec, series = recorder.arrays()
     meta = {
         "method": "simulate",
-        "graph": str(graph.graph.get("name", "")),
+        "graph": str(start.graph.graph.get("name", "")),
         "time": TIME_CONVENTION,
-        "lr": float(lr),
+        "lr": float(start.lr),
         "effective_lr": float(dt),
-        "weight_decay": float(weight_decay),
-        "steps": int(steps),
+        "weight_decay": float(start.weight_decay),
+        "steps": int(start.steps),
         "step_at": steps_rec.tolist(),
-        "init_scheme": init_scheme,
-        "init": float(init) if DRAWS[init_scheme] is not None else None,
-        "seeds": seeds,
-        **_settings_meta(settings, device),
+        "init_scheme": start.init_scheme,
+        "init": float(start.init_scale) if DRAWS[start.init_scheme] is not None else None,
+        "seeds": start.seeds,
+        **_settings_meta(start, device),
         "threads": int(threads),
         "singular_values_thread": beside,
-        **_network_meta(net, data, evaluation, examples, fixed),
+        **_network_meta(net, data, evaluation, start.examples, fixed),
     }
-    if patterns:  # what gdln.extract needs besides the series
+    if start.patterns:  # what gdln.extract needs besides the series
         meta["relu"] = [v for v in net.hidden if v in net.relu]
-        meta[EXAMPLES_KEY] = examples.as_json()
-    return Trajectory(t=dt * steps_rec.astype(float), loss=loss_rec, series=series, meta=meta)
+        meta[EXAMPLES_KEY] = start.examples.as_json()
+    t = dt * steps_rec.astype(float)
+    return Trajectory(t=t, loss=loss_rec, series=series, meta=meta, recording=start.recording)
 
 
-def _rows(examples: Any) -> int:
-    """The number of examples of an ExampleSet (0 if it is none: tensorise says why)."""
-    try:
-        return len(examples.weights)
-    except (AttributeError, TypeError):
-        return 0
-
-
-def _settings_meta(settings: SimulationSettings, device: torch.device) -> dict[str, Any]:
+def _settings_meta(start: Start, device: torch.device) -> dict[str, Any]:
     """The trajectory's record of how it was trained."""
     return {
-        "optimizer": settings.optimizer,
-        "batch_size": settings.batch_size,
-        "momentum": float(settings.momentum or 0.0),
-        "dtype": settings.dtype,
+        "optimizer": start.optimizer,
+        "batch_size": start.batch_size,
+        "momentum": start.momentum,
+        "dtype": start.dtype,
         "device": str(device),
-        "record_patterns": bool(settings.record_patterns),
+        "record_patterns": start.patterns,
     }
 
 

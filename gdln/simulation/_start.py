@@ -20,11 +20,13 @@ import numpy as np
 
 from .._edge import Edge
 from ..settings._declared import SettingError, Settings
+from ..solution._recording import Recording
 from ..task._examples import ExampleSet
 from ._errors import SimulationSpecError
+from ._plan import node_sizes
 from ._seeds import seed_list
-from ._settings import SimulationSettings
-from ._workload import horizon_steps
+from ._settings import SimulationSettings, check_positive
+from ._workload import check_workload, horizon_steps
 
 if TYPE_CHECKING:  # imported where used: a run on a graph needs no sympy (the worker's start)
     from ..reduction._system import Reduction
@@ -35,7 +37,8 @@ __all__ = ["Start", "start_of"]
 
 @dataclass(frozen=True)
 class Start:
-    """What one call of :func:`gdln.simulate` runs: every setting resolved."""
+    """What one call of :func:`gdln.simulate` runs: every setting resolved and checked,
+    the run's size within the limits; the training loop takes it as it is."""
 
     graph: nx.DiGraph
     examples: ExampleSet
@@ -48,7 +51,16 @@ class Start:
     seeds: list[int]
     eval_examples: ExampleSet | None
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None
-    settings: SimulationSettings
+    optimizer: str
+    batch_size: int | None
+    momentum: float
+    dtype: str
+    device: str
+    threads: int | str
+    progress: bool | str
+    diverge_above: float
+    recording: Recording
+    patterns: bool = False
 
 
 def start_of(
@@ -94,7 +106,7 @@ def start_of(
         seeds=None if listed else seeds,
         points=points,
     )
-    graph = source.graph if problem is not None else source
+    graph: nx.DiGraph = source.graph if problem is not None else source
     if examples is None:
         if problem is None:
             raise SimulationSpecError("examples: give the examples with a graph, or a Problem")
@@ -104,6 +116,7 @@ def start_of(
     momentum = settings.momentum if settings.momentum is not None else chosen.momentum
     if steps is None:
         steps = horizon_steps(chosen.t_max, lr=chosen.lr, momentum=momentum)
+    check_positive("steps", steps, integer=True, allow_zero=True)
     run = settings.resolved(chosen, steps=steps)
     scheme = chosen.init_scheme if init_scheme is not None or weights is None else "given"
     seed_values = seed_list(seeds if listed else chosen.seeds, chosen.seed)  # type: ignore[arg-type]
@@ -132,6 +145,18 @@ def start_of(
         if eval_examples is not None:
             raise SimulationSpecError("give eval_examples or eval_task, not both")
         eval_examples = problem.with_task(eval_task).examples()
+    check_workload(  # before anything is allocated
+        run,
+        steps=steps,
+        seeds=len(seed_values),
+        rows=_rows(examples),
+        sizes=node_sizes(graph),
+        edges=list(graph.edges),
+        eval_rows=0 if eval_examples is None else _rows(eval_examples),
+    )
+    when: dict[str, Any] = (
+        {"every": run.record_every} if run.record_steps is None else {"steps": run.record_steps}
+    )
     return Start(
         graph=graph,
         examples=examples,
@@ -144,8 +169,25 @@ def start_of(
         seeds=seed_values,
         eval_examples=eval_examples,
         bases=bases,
-        settings=run,
+        optimizer=str(run.optimizer),
+        batch_size=run.batch_size,
+        momentum=float(run.momentum or 0.0),
+        dtype=str(run.dtype),
+        device=str(run.device),
+        threads=run.threads,
+        progress=run.progress,
+        diverge_above=run.diverge_above,
+        recording=Recording(**when, weights=run.record_weights, rsm=run.rsm),
+        patterns=bool(run.record_patterns),
     )
+
+
+def _rows(examples: Any) -> int:
+    """The number of examples of an ExampleSet (0 if it is none: tensorise says why)."""
+    try:
+        return len(examples.weights)
+    except (AttributeError, TypeError):
+        return 0
 
 
 def _given(declared: Settings, **values: Any) -> Settings:

@@ -8,5 +8,9 @@ from ._full import solve_full as solve_full
 from ._loss_curve import time_to_half_loss as time_to_half_loss
 from ._read import TrajectoryFileError as TrajectoryFileError
 from ._read import read_trajectory as read_trajectory
+from ._recording import Recording as Recording
 from ._solve import solve_batch as solve_batch
+from ._status import OUTCOMES as OUTCOMES
+from ._status import Status as Status
+from ._status import Stop as Stop
 from ._trajectory import Trajectory as Trajectory

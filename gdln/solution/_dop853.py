@@ -87,7 +87,11 @@ class Dop853(Stepper):
                 )
             except Stopped as stopped:
                 raise Stopped(
-                    stopped.reason, stopped.t, stopped.state, int(chunk[stopped.member])
+                    stopped.reason,
+                    stopped.t,
+                    stopped.state,
+                    int(chunk[stopped.member]),
+                    stopped.outcome,
                 ) from None
         return out, integrator
 
@@ -164,7 +168,7 @@ def dop853(
             failed = live & np.isnan(norm)
             if failed.any():
                 m = int(np.flatnonzero(failed)[0])
-                raise Stopped("overflowed", t[m], y_new[:, m].copy(), m)
+                raise Stopped("overflowed", t[m], y_new[:, m].copy(), m, "overflowed")
             accept = live & (norm < 1.0)
             power = norm ** (-1 / 8)
             h = np.where(live & ~accept, h_try * np.maximum(0.2, 0.9 * power), h)

@@ -9,16 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from ._trajectory import (
+from ._saved import typed_json
+from ._series import (
     CONTEXT_LOSS,
     KERNEL_DISTANCE,
     VARIABLE_EDGES,
-    Trajectory,
     context_columns,
     matrix_key,
     node_key,
     variable_in_key,
 )
+from ._trajectory import Trajectory
 
 __all__ = ["format_trajectory"]
 
@@ -28,9 +29,10 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
 
     JSON: ``t``, ``loss``, ``variables`` (name -> one series per mode), ``context_loss``
     (context label -> series: the loss of Eq. (1) within that context, whose average by
-    the context probabilities is ``loss``) and ``meta`` (with ``meta["variable_edges"]``,
-    each reduced variable's edges). CSV: where the trajectory has reduced variables, a
-    first line ``# variable_edges: {...}`` (that map as JSON), then one row per time,
+    the context probabilities is ``loss``), ``meta`` (with ``meta["variable_edges"]``,
+    each reduced variable's edges), ``status`` (how the run ended) and, where known,
+    ``recording`` (what it recorded, when). CSV: where the trajectory has reduced
+    variables, a first line ``# variable_edges: {...}`` (that map as JSON), then one row per time,
     columns ``t``, ``loss``, ``NAME (mode N)`` for a reduced variable in mode ``N`` of the
     whole network (numbered as in ``meta["modes"]``, across all systems; one name stands
     for one edge set in every system), ``sv[EDGE] (singular value k)`` for the ``k``-th
@@ -63,6 +65,7 @@ def format_trajectory(trajectory: Trajectory, fmt: str = "json") -> str:
             "variables": {k: np.asarray(trajectory.series[k]).T.tolist() for k in names},
             CONTEXT_LOSS: {label: values.tolist() for label, values in per_context.items()},
             "meta": dict(trajectory.meta),
+            **typed_json(trajectory),
         }
         return json.dumps(payload)
     if fmt == "csv":

@@ -28,7 +28,9 @@ from ..settings._declared import NOT_GIVEN, renamed
 from ..task._problem import Problem, require_linear
 from ._bounds import check_times
 from ._flow import FlowPlan
-from ._trajectory import CONTEXT_LOSS, Trajectory, matrix_key
+from ._recording import Recording
+from ._series import CONTEXT_LOSS, matrix_key
+from ._trajectory import Trajectory
 
 __all__ = ["solve_full"]
 
@@ -139,6 +141,8 @@ def solve_full(
     t_max, steps = _horizon(settings.t_max, lr, n_points)
     recorded = None if times is None else check_times(times, t_max, lr)
     _check_memory(problem, n_points if recorded is None else len(recorded))
+    when = {"points": n_points} if recorded is None else {"times": tuple(recorded)}
+    recording = Recording(**when, weights=True)
     if weights is None:
         weights = initial_full_weights(problem, b0=settings.b0, seed=settings.seed)
     edges = list(weights)
@@ -151,18 +155,14 @@ def solve_full(
     )
     with _blas_threads(plan, values), metering(meter):
         if lr is None:
-            even = np.linspace(0.0, t_max, n_points)
-            t_eval = even if recorded is None else recorded
+            t_eval = recording.times_of(t_max)
             t, states = _integrate(plan, values, t_max, t_eval, problem.source)
             method = "full-ode"
         else:
-            if recorded is None:
-                record = np.rint(np.linspace(0, steps, n_points)).astype(int)
-            else:
-                record = np.rint(recorded / lr).astype(int)
+            record = recording.steps_of(steps, lr=lr)
             t, states = _iterate(plan, values, lr, record, problem.source)
             method = "full-gd-map"
-    return _trajectory(problem, plan, t, states, method)
+    return _trajectory(problem, plan, t, states, method, recording)
 
 
 def _blas_threads(plan: FlowPlan, values: Sequence[np.ndarray]) -> AbstractContextManager[Any]:
@@ -344,8 +344,10 @@ def _trajectory(
     t: np.ndarray,
     states: Sequence[Sequence[np.ndarray]],
     method: str,
+    recording: Recording,
 ) -> Trajectory:
-    """The loss (Eq. 1), per-context losses, weights and their singular values over time."""
+    """The loss (Eq. 1), per-context losses, weights and their singular values over time,
+    as ``recording`` says."""
     random = bool(problem.require_task().random_gates)
     examples = None if random else problem.examples()
     losses, per_context = [], []
@@ -372,7 +374,7 @@ def _trajectory(
     if per_context:
         series[CONTEXT_LOSS] = np.array(per_context)
         meta["context_labels"] = list(examples.context_labels)  # type: ignore[union-attr]
-    return Trajectory(t=t, loss=np.array(losses), series=series, meta=meta)
+    return Trajectory(t=t, loss=np.array(losses), series=series, meta=meta, recording=recording)
 
 
 def _example_losses(

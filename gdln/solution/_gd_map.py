@@ -21,13 +21,13 @@ __all__ = ["iterate_gd_map"]
 
 
 def iterate_gd_map(
-    flow: NumericFlow, t_max: float, lr: float, *, points: int, record: np.ndarray | None = None
+    flow: NumericFlow, lr: float, *, record: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Gradient descent $y \leftarrow y + \mathrm{lr}\,f(y)$: times ``(T,)``, states ``(T, n, 1)``.
 
-    ``round(t_max / lr)`` steps; about ``points`` of them are recorded, step 0 and the
-    last included (or up to the last of the increasing steps ``record``, each of them
-    recorded). A step that overflows is found by replaying from the last record.
+    Up to the last of the increasing steps ``record``, each of them recorded (the steps
+    of a :class:`~gdln.solution.Recording`, :meth:`~gdln.solution.Recording.steps_of`).
+    A step that overflows is found by replaying from the last record.
 
     Raises
     ------
@@ -35,9 +35,6 @@ def iterate_gd_map(
         A step that overflows or turns non-finite (naming the step, its time, the
         variable and its value).
     """
-    if record is None:
-        steps = round(t_max / lr)
-        record = np.unique(np.linspace(0, steps, min(points, steps + 1)).round().astype(int))
     states, y, step = [], flow.y0.copy(), 0
     with np.errstate(all="ignore"):
         for target in record:

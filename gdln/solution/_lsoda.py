@@ -44,9 +44,15 @@ CHUNK = 128
 class _Stop(Exception):
     """Raised inside the right-hand side to stop the solver; carries where it stopped."""
 
-    def __init__(self, reason: str, t: float, state: np.ndarray):
+    def __init__(
+        self,
+        reason: str,
+        t: float,
+        state: np.ndarray,
+        outcome: str = "stepper_failed",
+    ):
         super().__init__(reason)
-        self.reason, self.t, self.state = reason, t, state
+        self.reason, self.t, self.state, self.outcome = reason, t, state, outcome
 
 
 class _SolverFailed(_Stop):
@@ -94,7 +100,9 @@ class Lsoda(Stepper):
             try:
                 out[:, :, 0] = _solve(problem, times, rtol=rtol, atol=atol)
             except _Stop as stop:
-                raise Stopped(_reason(stop), stop.t, np.asarray(stop.state, dtype=float)) from None
+                raise Stopped(
+                    _reason(stop), stop.t, np.asarray(stop.state, dtype=float), 0, stop.outcome
+                ) from None
             return out, self.name
         order = np.argsort(flow.blocks, kind="stable")  # each block's entries adjacent
         sizes = np.unique(flow.blocks, return_counts=True)[1]
@@ -107,7 +115,9 @@ class Lsoda(Stepper):
             except _Stop as stop:
                 states = _unpack(np.asarray(stop.state, dtype=float)[None], order, len(chunk))[0]
                 m = worst_member(states)
-                raise Stopped(_reason(stop), stop.t, states[:, m], int(chunk[m])) from None
+                raise Stopped(
+                    _reason(stop), stop.t, states[:, m], int(chunk[m]), stop.outcome
+                ) from None
             out[:, :, chunk] = _unpack(z, order, len(chunk))
         return out, self.name
 
@@ -233,12 +243,12 @@ def _checked(
         try:
             value = rhs(y)
         except OverflowError as err:
-            raise _Stop("overflowed", t, y) from err
+            raise _Stop("overflowed", t, y, "overflowed") from err
         except ZeroDivisionError as err:
-            raise _Stop("divided by zero", t, y) from err
+            raise _Stop("divided by zero", t, y, "not_finite") from err
         total = sum(value) if isinstance(value, list) else float(value.sum())
         if total - total != 0:  # inf or nan: float products overflow to inf silently
-            raise _Stop("overflowed", t, y)
+            raise _Stop("overflowed", t, y, "overflowed")
         return value
 
     return fun, last

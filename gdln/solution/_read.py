@@ -18,7 +18,9 @@ import numpy as np
 
 from .._bounded._read import parse_json, read_text
 from .._errors import GdlnError
-from ._trajectory import CONTEXT_LOSS, VARIABLE_EDGES, Trajectory
+from ._saved import typed_fields
+from ._series import CONTEXT_LOSS, VARIABLE_EDGES
+from ._trajectory import Trajectory
 
 __all__ = ["TrajectoryFileError", "read_trajectory"]
 
@@ -75,13 +77,18 @@ def _from_json(payload: Any, path: Path) -> Trajectory:
     if "series" in payload:  # Trajectory.save
         return Trajectory.load(path)
     meta = dict(payload.get("meta") or {})
+    fields = typed_fields(payload, str(path))
     series = {k: np.asarray(v, dtype=float).T for k, v in payload.get("variables", {}).items()}
     contexts = payload.get(CONTEXT_LOSS) or {}
     if contexts:
         series[CONTEXT_LOSS] = np.column_stack([np.asarray(v, float) for v in contexts.values()])
         meta["context_labels"] = list(contexts)
     return Trajectory(
-        t=np.asarray(payload["t"]), loss=np.asarray(payload["loss"]), series=series, meta=meta
+        t=np.asarray(payload["t"]),
+        loss=np.asarray(payload["loss"]),
+        series=series,
+        meta=meta,
+        **fields,
     )
 
 

@@ -1,4 +1,12 @@
-"""Reading a saved :class:`~gdln.Trajectory` within the limits, whatever the file holds.
+"""A saved :class:`~gdln.Trajectory`: the file format, written and read within the limits.
+
+:meth:`gdln.Trajectory.save` writes an ``.npz`` (``t``, ``loss``, ``series/<name>`` and a
+text ``meta`` member of JSON) or a ``.json`` file (``t``, ``loss``, ``series``, ``meta``).
+The trajectory's :attr:`~gdln.Trajectory.status` and :attr:`~gdln.Trajectory.recording`
+are saved in the meta JSON under the keys ``status`` and ``recording``, so that a file
+reads in any release: one saved before they were kept (no such keys) loads as completed
+with its recording unknown (``None``), and an earlier release reads a new file with both
+as two more entries of its ``meta``.
 
 :meth:`gdln.Trajectory.load` reads through gdln's bounded readers (:mod:`gdln._bounded`):
 a ``.json`` file as a graph file is read (a regular file of at most ``file_bytes``,
@@ -17,11 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import struct
 import zipfile
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,11 +39,34 @@ from .._bounded._limits import current_limits, use_limits
 from .._bounded._npz import FilePlace, read_npz
 from .._bounded._read import open_regular, parse_json, read_text
 from .._errors import GraphSpecError, shorten
+from ..outputs import atomic_file, save_npz
+from ._recording import Recording
+from ._status import Status
 
-__all__ = ["read_trajectory"]
+
+class Saved(Protocol):
+    """What a file keeps of a :class:`~gdln.Trajectory` (its fields, by name)."""
+
+    @property
+    def t(self) -> np.ndarray: ...
+    @property
+    def loss(self) -> np.ndarray: ...
+    @property
+    def series(self) -> Mapping[str, np.ndarray]: ...
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+    @property
+    def status(self) -> Status: ...
+    @property
+    def recording(self) -> Recording | None: ...
+
+
+__all__ = ["read_trajectory", "save_trajectory", "saved_meta", "typed_fields", "typed_json"]
 
 SERIES = "series/"
 """Where an ``.npz`` trajectory keeps its series (:meth:`gdln.Trajectory.save`)."""
+STATUS, RECORDING = "status", "recording"
+"""The keys of a saved ``meta`` that hold the trajectory's status and recording."""
 
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
@@ -50,6 +83,59 @@ _ZIP_ERRORS = (
 )
 
 
+def save_trajectory(trajectory: Saved, path: Path, *, force: bool = False) -> Path:
+    """Write ``trajectory`` to ``path`` (``.npz`` or ``.json``), whole or not at all.
+
+    See :meth:`gdln.Trajectory.save`, whose docstring says what is refused.
+    """
+    if path.suffix not in (".json", ".npz"):
+        raise ValueError(f"{path}: suffix must be .npz or .json, got {path.suffix!r}")
+    meta = saved_meta(trajectory)
+    with atomic_file(path, force=force) as temporary:
+        if path.suffix == ".json":
+            series = trajectory.series.items()
+            payload = {
+                "t": trajectory.t.tolist(),
+                "loss": trajectory.loss.tolist(),
+                "series": {k: np.asarray(v, dtype=float).tolist() for k, v in series},
+                "meta": meta,
+            }
+            temporary.write_text(json.dumps(payload))
+        else:
+            arrays = {f"{SERIES}{k}": v for k, v in trajectory.series.items()}
+            members = {"t": trajectory.t, "loss": trajectory.loss, **arrays}
+            save_npz(temporary, {**members, "meta": np.array(json.dumps(meta))}, output=path)
+    return path
+
+
+def saved_meta(trajectory: Saved) -> dict[str, Any]:
+    """The meta JSON a file holds: ``trajectory.meta`` with :func:`typed_json`."""
+    return dict(trajectory.meta) | typed_json(trajectory)
+
+
+def typed_json(trajectory: Saved) -> dict[str, Any]:
+    """The trajectory's status and recording (where known) as JSON, by their keys."""
+    out = {STATUS: trajectory.status.as_json()}
+    if trajectory.recording is not None:
+        out[RECORDING] = trajectory.recording.as_json()
+    return out
+
+
+def typed_fields(values: Any, source: str, *, within: str = "") -> dict[str, Any]:
+    """The keyword arguments ``status`` and ``recording`` of :class:`~gdln.Trajectory`
+    read from the keys of :func:`typed_json` in ``values``, which loses them (a file
+    without them was saved completed, its recording unknown); ``within`` is where
+    ``values`` sits in the file, for messages."""
+    fields: dict[str, Any] = {"status": Status(), "recording": None}
+    for key, kind in ((STATUS, Status), (RECORDING, Recording)):
+        if key in values:
+            try:
+                fields[key] = kind.from_json(values.pop(key))
+            except (ValueError, TypeError) as err:
+                raise GraphSpecError(str(err), source=source, key=within + key) from None
+    return fields
+
+
 def read_trajectory(path: Path) -> dict[str, Any]:
     """``t``, ``loss``, ``series`` and ``meta`` of a file written by :meth:`Trajectory.save`.
 
@@ -61,7 +147,8 @@ def read_trajectory(path: Path) -> dict[str, Any]:
     Returns
     -------
     dict
-        The keyword arguments of :class:`~gdln.Trajectory`, checked to fit together.
+        The keyword arguments of :class:`~gdln.Trajectory`, checked to fit together
+        (``status`` and ``recording`` taken out of the meta JSON).
 
     Raises
     ------
@@ -107,7 +194,9 @@ def read_trajectory(path: Path) -> dict[str, Any]:
             f"expected a JSON object, got {shorten(meta)}", source=source, key="meta"
         )
     _check_shapes(t, loss, arrays, source)
-    return {"t": t, "loss": loss, "series": arrays, "meta": meta}
+    meta = dict(meta)
+    fields = typed_fields(meta, source, within="meta.")
+    return {"t": t, "loss": loss, "series": arrays, "meta": meta, **fields}
 
 
 def _numbers(value: Any, source: str, key: str) -> np.ndarray:

@@ -35,8 +35,11 @@ from ..settings._declared import NOT_GIVEN, renamed
 from ._bounds import check_solve_settings, check_times
 from ._gd_map import iterate_gd_map
 from ._methods import AUTO, steppers_for
+from ._recording import Recording
+from ._series import CONTEXT_LOSS, VARIABLE_EDGES, variable_key
+from ._status import Status, Stop
 from ._stepper import Stopped, worst_entry
-from ._trajectory import CONTEXT_LOSS, VARIABLE_EDGES, Trajectory, variable_key
+from ._trajectory import Trajectory
 
 if TYPE_CHECKING:
     from ..reduction._moments import ExpectedDynamics
@@ -79,24 +82,28 @@ def solve_model(
             "flow"
         )
     steppers_for(method, 1)  # an unknown method is refused before any work
+    recording = Recording(points=points) if recorded is None else Recording(times=tuple(recorded))
     flow = reduction.numeric_flow(gd_map=lr is not None)
     _warn_if_fixed_point(flow)
     unit = np.ones(1)
     meta: dict[str, Any] = {"method": "ode" if lr is None else "gd-map", "lr": lr}
+    status = Status()
     if lr is None:
-        grid = np.linspace(0.0, t_max, points) if recorded is None else recorded
-        states, notes = _integrate_ode(flow, grid, unit, method=method, rtol=rtol, atol=atol)
+        grid = recording.times_of(t_max)
+        states, notes, status = _integrate_ode(
+            flow, grid, unit, method=method, rtol=rtol, atol=atol
+        )
         meta |= notes | {"ode_method": method, "rtol": rtol, "atol": atol}
     else:
-        record = None if recorded is None else np.rint(recorded / lr).astype(int)
         meter = WorkMeter(
             f"{flow.source}: the gradient-descent map",
             horizon=t_max,
             advice="raise lr or lower t_max",
         )
+        record = recording.steps_of(round(t_max / lr), lr=lr)
         with metering(meter):
-            grid, states = _iterate_gd_map(flow, t_max, lr, points=points, record=record)
-    (trajectory,) = _trajectories(flow, grid, states, unit, meta)
+            grid, states = _iterate_gd_map(flow, lr, record=record)
+    (trajectory,) = _trajectories(flow, grid, states, unit, meta, status, recording)
     return trajectory
 
 
@@ -165,12 +172,13 @@ def solve_batch(
     t_max, _ = check_solve_settings(settings.t_max, n_points=settings.points)
     flow = reduction.numeric_flow()
     values = _check_scales(flow, scales)
-    times = np.linspace(0.0, t_max, settings.points)
-    states, notes = _integrate_ode(
+    recording = Recording(points=settings.points)
+    times = recording.times_of(t_max)
+    states, notes, status = _integrate_ode(
         flow, times, values, method=settings.method, rtol=rtol, atol=atol, batch=True
     )
     meta = {"method": "ode", "lr": None, **notes, "ode_method": settings.method}
-    return _trajectories(flow, times, states, values, meta, batch=True)
+    return _trajectories(flow, times, states, values, meta, status, recording, batch=True)
 
 
 def _check_scales(flow: NumericFlow, scales: npt.ArrayLike) -> np.ndarray:
@@ -196,16 +204,18 @@ def _integrate_ode(
     rtol: float,
     atol: float,
     batch: bool = False,
-) -> tuple[np.ndarray, dict[str, str]]:
+) -> tuple[np.ndarray, dict[str, str], Status]:
     r"""Gradient flow from ``scales[k]`` times the initial state (constants times
     ``scales[k]**2``), by the steppers that ``method`` names in turn: states
-    ``(T, n, batch)`` and what ``meta`` records about the stepping. The last stepper's
-    stop becomes one :class:`GdlnError` (naming the scale for a ``batch``)."""
+    ``(T, n, batch)``, what ``meta`` records about the stepping and the status (the
+    steppers that stopped before one completed). The last stepper's stop becomes one
+    :class:`GdlnError` (naming the scale for a ``batch``)."""
     with np.errstate(over="ignore"):  # a scale too large is named by the stepper's stop
         y0 = flow.y0[:, None] * scales
         constants = flow.constants[:, None] * scales**2
     steppers = steppers_for(method, len(scales))
     notes: dict[str, str] = {}
+    stops: list[Stop] = []
     meter = WorkMeter(f"{flow.source}: the ODE", horizon=times[-1], advice="lower b0 or t_max")
     for stepper in steppers:
         try:
@@ -216,11 +226,10 @@ def _integrate_ode(
         except Stopped as stopped:
             if stepper is steppers[-1]:
                 raise GdlnError(_stop_message(flow, stopped, scales if batch else None)) from None
-            notes["integrator_fallback"] = (
-                f"{stepper.name} stopped: the ODE {stopped.reason} at t = {stopped.t:.4g} tau"
-            )
+            stops.append(stopped.stop(stepper.name))
+            notes["integrator_fallback"] = stops[-1].describe()
             continue
-        return states, {"integrator": integrator, **notes}
+        return states, {"integrator": integrator, **notes}, Status(stops=tuple(stops))
     raise AssertionError("no stepper")  # steppers_for names at least one
 
 
@@ -237,11 +246,11 @@ def _stop_message(flow: NumericFlow, stopped: Stopped, scales: np.ndarray | None
 
 
 def _iterate_gd_map(
-    flow: NumericFlow, t_max: float, lr: float, *, points: int, record: np.ndarray | None
+    flow: NumericFlow, lr: float, *, record: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`~gdln.solution._gd_map.iterate_gd_map` (a name of its own here, so that a
     test can see whether a solve started)."""
-    return iterate_gd_map(flow, t_max, lr, points=points, record=record)
+    return iterate_gd_map(flow, lr, record=record)
 
 
 def _warn_if_fixed_point(flow: NumericFlow) -> None:
@@ -275,10 +284,13 @@ def _trajectories(
     states: np.ndarray,
     scales: np.ndarray,
     meta: dict[str, Any],
+    status: Status,
+    recording: Recording,
     *,
     batch: bool = False,
 ) -> list[Trajectory]:
-    """One :class:`Trajectory` per member of ``states`` ``(T, n, batch)``."""
+    """One :class:`Trajectory` per member of ``states`` ``(T, n, batch)``, each with the
+    run's ``status`` and ``recording``."""
     recorded = flow.record(states, flow.constants[:, None] * scales**2)
     out = []
     for j, scale in enumerate(scales):
@@ -292,5 +304,8 @@ def _trajectories(
         one = {**flow.meta, **meta, VARIABLE_EDGES: {k: list(v) for k, v in flow.edges.items()}}
         if batch:
             one["init_scale"] = float(scale)
-        out.append(Trajectory(times, recorded.loss[:, j], series, one))
+        trajectory = Trajectory(
+            times, recorded.loss[:, j], series, one, status=status, recording=recording
+        )
+        out.append(trajectory)
     return out

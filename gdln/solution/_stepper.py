@@ -17,7 +17,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..reduction._numeric import NumericFlow
-from ._trajectory import variable_key
+from ._series import variable_key
+from ._status import Stop
 
 __all__ = ["Stepper", "Stopped", "worst_entry", "worst_member"]
 
@@ -35,11 +36,25 @@ class Stopped(Exception):
         The state ``(n,)`` of the member that stopped it, there.
     member
         Which member of the batch.
+    outcome
+        What it met: a name of :data:`~gdln.solution.OUTCOMES`.
     """
 
-    def __init__(self, reason: str, t: float, state: np.ndarray, member: int = 0):
+    def __init__(
+        self,
+        reason: str,
+        t: float,
+        state: np.ndarray,
+        member: int = 0,
+        outcome: str = "stepper_failed",
+    ):
         super().__init__(reason)
         self.reason, self.t, self.state, self.member = reason, float(t), state, member
+        self.outcome = outcome
+
+    def stop(self, stepper: str) -> Stop:
+        """This stop as the :class:`~gdln.solution.Stop` of a status."""
+        return Stop(self.outcome, self.t, self.reason, stepper)
 
 
 class Stepper(ABC):

@@ -4,66 +4,36 @@ One value for theory and simulation alike, so that comparisons and plots read bo
 same way. Time is in units of $\\tau$ (see :mod:`gdln.solution` for the convention
 $t/\\tau = \\mathrm{lr}\\times\\mathrm{step}$).
 
-The names of the recorded series are built in :mod:`gdln.solution._series` and read
-through :class:`Trajectory`'s accessors; :class:`Trajectory` lists them.
+The value is here; the names of its series and their accessors are in
+:mod:`gdln.solution._series` (its base :class:`~gdln.solution._series.SeriesAccessors`),
+how it ended in :mod:`gdln.solution._status`, what it recorded in
+:mod:`gdln.solution._recording`, and its files in :mod:`gdln.solution._saved`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._edge import Edge
-from ..outputs import atomic_file, save_npz
-from ._errors import AmbiguousVariableError
-from ._series import (
-    CONTEXT_LOSS,
-    EVAL_EXAMPLE_LOSS,
-    EVAL_LOSS,
-    KERNEL_DISTANCE,
-    VARIABLE_EDGES,
-    context_key,
-    edge_in_key,
-    edge_key,
-    matrix_key,
-    node_key,
-    pathway_key,
-    variable_in_key,
-    variable_key,
-)
+from ._recording import Recording
+from ._series import SeriesAccessors, weight_prefixes
+from ._status import Status
 
-__all__ = [
-    "CONTEXT_LOSS",
-    "EVAL_EXAMPLE_LOSS",
-    "EVAL_LOSS",
-    "KERNEL_DISTANCE",
-    "VARIABLE_EDGES",
-    "Trajectory",
-    "context_columns",
-    "context_key",
-    "edge_in_key",
-    "edge_key",
-    "matrix_key",
-    "node_key",
-    "pathway_key",
-    "variable_in_key",
-    "variable_key",
-]
+__all__ = ["Trajectory"]
 
 
 @dataclass(frozen=True)
-class Trajectory:
+class Trajectory(SeriesAccessors):
     r"""Recorded quantities at a sequence of times.
 
     Read the series through the accessors (:meth:`variable`, :meth:`context_losses`,
     :meth:`singular_values`, :meth:`weights`, :meth:`projections`, :meth:`rsm`,
-    :meth:`kernel_distance`, :meth:`evaluation_loss`, :meth:`example_losses`, :meth:`outputs`,
-    :meth:`pathway`, :attr:`patterns`); the names in ``series`` are the keys of saved files
+    :meth:`kernel_distance`, :meth:`evaluation_loss`, :meth:`example_losses`,
+    :meth:`outputs`, :meth:`pathway`, :attr:`patterns`); the names in ``series`` are the keys of saved files
     (see Notes).
 
     Parameters
@@ -76,12 +46,19 @@ class Trajectory:
         Name -> array whose axis 0 is time (the names are listed in Notes).
     meta
         JSON-serialisable description: source file, parameters, method, seeds, ...
+    status
+        How the run ended (:class:`~gdln.solution.Status`, diffrax's
+        ``Solution.result``): completed, and the steppers that stopped on the way.
+    recording
+        What the run recorded and at which times
+        (:class:`~gdln.solution.Recording`, diffrax's ``SaveAt``); ``None``
+        where it is not known (a trajectory made by hand, or saved before gdln kept it).
 
     Raises
     ------
     ValueError
-        ``t`` is not one-dimensional, or ``loss`` or a series has a row count other
-        than the number of times.
+        ``t`` is not one-dimensional, ``loss`` or a series has a row count other than the
+        number of times, or ``status`` or ``recording`` is not of its type.
 
     Notes
     -----
@@ -120,6 +97,8 @@ class Trajectory:
     loss: np.ndarray
     series: Mapping[str, np.ndarray] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
+    status: Status = field(default_factory=Status, kw_only=True)
+    recording: Recording | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         t = np.asarray(self.t, dtype=float)
@@ -134,6 +113,12 @@ class Trajectory:
             if len(value) != len(t):
                 raise ValueError(f"series {name!r} has {len(value)} rows for {len(t)} times")
         object.__setattr__(self, "series", series)
+        if not isinstance(self.status, Status):
+            raise ValueError(f"status must be a Status, got {type(self.status).__name__}")
+        if self.recording is not None and not isinstance(self.recording, Recording):
+            raise ValueError(
+                f"recording must be a Recording or None, got {type(self.recording).__name__}"
+            )
 
     def __repr__(self) -> str:
         names = ", ".join(sorted(self.series))
@@ -162,318 +147,19 @@ class Trajectory:
 
         return plot_trajectory(self, kind, ax=ax)
 
-    # -- the series, by what they are -------------------------------------------------
-    def _get(self, key: str) -> np.ndarray:
-        if key not in self.series:
-            names = ", ".join(sorted(self.series)) or "none"
-            raise KeyError(f"this trajectory has no series {key!r} (it has: {names})")
-        return np.asarray(self.series[key])
-
-    def variable(self, name: str, *, system: int | None = None) -> np.ndarray:
-        r"""A reduced variable of :func:`gdln.solve` over time (Eq. 10), ``(T, modes)``.
-
-        Parameters
-        ----------
-        name
-            The variable's name, e.g. ``"B1"`` (``str`` of a symbol of
-            :attr:`gdln.ReducedSystem.variables`); it stands for the same edges in every
-            system (:attr:`variable_edges`).
-        system
-            Which of the reduction's systems (:attr:`gdln.Reduction.systems`) to read;
-            needed only when several record ``name``.
-
-        Returns
-        -------
-        numpy.ndarray
-            Column ``a`` is the variable in mode ``system.modes[a]``.
-
-        Raises
-        ------
-        KeyError
-            The trajectory records no such variable (in that system).
-        AmbiguousVariableError
-            ``system`` is not given and several systems record ``name``.
-        """
-        found = {k: key for key in self.series for n, k in [variable_in_key(key)] if n == name}
-        if system is None and len(found) > 1:
-            raise AmbiguousVariableError.between(name, sorted(found), self.meta.get("modes"))
-        system = min(found, default=0) if system is None else system
-        if system not in found:
-            where = f"; it is in system {min(found)}" if found else ""
-            raise KeyError(
-                f"this trajectory records no variable {name!r} in system {system}{where}"
-            )
-        return np.asarray(self.series[found[system]])
-
-    def has_variable(self, name: str, *, system: int | None = None) -> bool:
-        """Whether :meth:`variable` finds ``name`` of ``system`` (of any system if ``None``).
-
-        Parameters
-        ----------
-        name
-            The variable's name.
-        system
-            Which of the reduction's systems it belongs to.
-
-        Returns
-        -------
-        bool
-            ``True`` when the trajectory records it.
-        """
-        return any(n == name and system in (None, k) for n, k in map(variable_in_key, self.series))
-
-    @property
-    def variable_edges(self) -> dict[str, tuple[str, ...]]:
-        """Reduced variable -> the names of the edges it stands for (``meta["variable_edges"]``).
-
-        One name stands for one edge set in every system of a solve and in every output of
-        it; empty when the trajectory has no reduced variables.
-        """
-        saved = self.meta.get(VARIABLE_EDGES) or {}
-        return {str(k): tuple(str(e) for e in v) for k, v in saved.items()}
-
-    def context_losses(self, *, evaluation: bool = False) -> dict[str, np.ndarray]:
-        """The loss of Eq. (1) within each context, by the context's label.
-
-        Their average weighted by the context probabilities is :attr:`loss`. A repeated
-        label is told apart by ``#`` and its position.
-
-        Parameters
-        ----------
-        evaluation
-            A simulation's losses on its evaluation examples instead of its training
-            examples.
-
-        Returns
-        -------
-        dict
-            Label -> ``(T,)`` (a solve) or ``(T, seeds)`` (a simulation); empty when
-            nothing was recorded per context.
-        """
-        if not evaluation and CONTEXT_LOSS in self.series:
-            return context_columns(self)
-        prefix = context_key("", evaluation=evaluation)
-        return {
-            key[len(prefix) :]: np.asarray(value)
-            for key, value in self.series.items()
-            if key.startswith(prefix)
-        }
-
-    def singular_values(self, edge: Edge | str) -> np.ndarray:
-        """The singular values of an edge's weights, descending, over time.
-
-        Parameters
-        ----------
-        edge
-            ``(source, target)`` or its name ``"source->target"``.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T, seeds, k)`` from :func:`gdln.simulate`, ``(T, k)`` from
-            :func:`gdln.solve_full`.
-
-        Raises
-        ------
-        KeyError
-            The trajectory records no weights of this edge.
-        """
-        return self._edge_series("sv", edge)
-
-    def weights(self, edge: Edge | str) -> np.ndarray:
-        """An edge's weight matrix $W_e$ over time.
-
-        Recorded by :func:`gdln.simulate` with ``record_weights`` and always by
-        :func:`gdln.solve_full`.
-
-        Parameters
-        ----------
-        edge
-            ``(source, target)`` or its name ``"source->target"``.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T, seeds, |target|, |source|)`` from :func:`gdln.simulate`,
-            ``(T, |target|, |source|)`` from :func:`gdln.solve_full`.
-
-        Raises
-        ------
-        KeyError
-            The trajectory records no weights of this edge.
-        """
-        return self._edge_series("W", edge)
-
-    def _edge_series(self, quantity: str, edge: Edge | str) -> np.ndarray:
-        key = edge_key(quantity, edge)
-        if key not in self.series and matrix_key(quantity, edge) in self.series:
-            key = matrix_key(quantity, edge)
-        return self._get(key)
-
-    def projections(self, edge: Edge | str) -> np.ndarray:
-        r"""An edge's weights in given mode bases, $l_\alpha^\top W_e r_\alpha$ (Eq. 9).
-
-        Recorded by :func:`gdln.simulate` for the edges of its ``bases``.
-
-        Parameters
-        ----------
-        edge
-            ``(source, target)`` or its name ``"source->target"``.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T, seeds, k)``, column ``a`` for the bases' column ``a``.
-
-        Raises
-        ------
-        KeyError
-            The edge had no bases.
-        """
-        return self._get(edge_key("proj", edge))
-
-    def rsm(self, node: Hashable) -> np.ndarray:
-        r"""The representational similarity $h_vh_v^\top$ at a hidden node (Fig. 4g).
-
-        Parameters
-        ----------
-        node
-            A hidden node.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T, seeds, n, n)`` over the evaluation (else the training) examples of a
-            simulation; ``(T, n, n)`` over the task's examples from the theory
-            (:meth:`gdln.TrajectoryKernels.added_to`).
-
-        Raises
-        ------
-        KeyError
-            The simulation did not record it (``SimulationSettings(rsm=True)``), or the
-            solve was not given the kernels.
-        """
-        return self._get(node_key("rsm", node))
-
-    def kernel_distance(self) -> np.ndarray:
-        r"""The tangent-kernel distance $S(t)$ from the first recorded time, ``(T,)``.
-
-        $S(t) = 1 - \langle K_0,K_t\rangle_F/(\lVert K_0\rVert_F\lVert K_t\rVert_F)$ of
-        :attr:`gdln.TrajectoryKernels.distance`.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T,)``.
-
-        Raises
-        ------
-        KeyError
-            The trajectory was not given the kernels
-            (:meth:`gdln.TrajectoryKernels.added_to`, ``gdln solve --kernel``).
-        """
-        return self._get(KERNEL_DISTANCE)
-
-    def pathway(self, quantity: str, pathway: str) -> np.ndarray:
-        r"""A pathway's network function or representation from :func:`gdln.solve_balanced`.
-
-        Parameters
-        ----------
-        quantity
-            ``"W2W1"`` ($W_2W_1$, ``(T, |y|, |x|)``), ``"W1TW1"`` ($W_1^\top W_1$,
-            ``(T, |x|, |x|)``) or ``"W2W2T"`` ($W_2W_2^\top$, ``(T, |y|, |y|)``).
-        pathway
-            The pathway's name, ``"x->h->y"``.
-
-        Returns
-        -------
-        numpy.ndarray
-            The quantity over time.
-
-        Raises
-        ------
-        KeyError
-            The trajectory records no such series.
-        """
-        return self._get(pathway_key(quantity, pathway))
-
-    def evaluation_loss(self) -> np.ndarray:
-        """A simulation's loss of Eq. (1) on its evaluation examples.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T, seeds)``.
-
-        Raises
-        ------
-        KeyError
-            The simulation had no evaluation examples.
-        """
-        return self._get(EVAL_LOSS)
-
-    def example_losses(self) -> np.ndarray:
-        """A simulation's loss on each evaluation example.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T, seeds, n)``.
-
-        Raises
-        ------
-        KeyError
-            The simulation had no evaluation examples.
-        """
-        return self._get(EVAL_EXAMPLE_LOSS)
-
-    def outputs(self, node: Hashable) -> np.ndarray:
-        """A simulated network's output at ``node`` on the evaluation examples.
-
-        Parameters
-        ----------
-        node
-            An output node.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(T, seeds, n, |node|)``.
-
-        Raises
-        ------
-        KeyError
-            The simulation had no evaluation examples, or ``node`` is no output.
-        """
-        return self._get(node_key("output", node))
-
-    @property
-    def patterns(self) -> dict[str, np.ndarray]:
-        r"""Each ReLU node's activation patterns $1[z_v > 0]$ on the training examples.
-
-        Returns
-        -------
-        dict
-            Node -> bool ``(T, seeds, n, |node|)``, recorded with ``record_patterns``.
-        """
-        start = len(prefix := node_key("pattern", ""))
-        return {k[start:]: v > 0.5 for k, v in self.series.items() if k.startswith(prefix)}
-
     def without_weights(self) -> Trajectory:
         """This trajectory without its weight matrices (the series of :meth:`weights`).
 
         Returns
         -------
         Trajectory
-            The same times, losses, metadata and other series.
+            The same times, losses, metadata and other series; its :attr:`recording`
+            says that no weights were kept.
         """
-        edge_prefix, matrix_prefix = edge_key("W", ""), matrix_key("W", "")[:-1]
-        kept = {
-            key: value
-            for key, value in self.series.items()
-            if not key.startswith((edge_prefix, matrix_prefix))
-        }
-        return replace(self, series=kept)
+        prefixes = weight_prefixes()
+        kept = {k: v for k, v in self.series.items() if not k.startswith(prefixes)}
+        recording = self.recording and replace(self.recording, weights=False)
+        return replace(self, series=kept, recording=recording)
 
     # -- files -------------------------------------------------------------------------
     def save(self, path: str | Path, *, force: bool = False) -> Path:
@@ -505,27 +191,9 @@ class Trajectory:
             A series name that an ``.npz`` cannot hold as written (a NUL character cuts a
             zip member's name short); nothing is written.
         """
-        path = Path(path)
-        if path.suffix not in (".json", ".npz"):
-            raise ValueError(f"{path}: suffix must be .npz or .json, got {path.suffix!r}")
-        with atomic_file(path, force=force) as temporary:
-            if path.suffix == ".json":
-                payload = {
-                    "t": self.t.tolist(),
-                    "loss": self.loss.tolist(),
-                    "series": {
-                        k: np.asarray(v, dtype=float).tolist() for k, v in self.series.items()
-                    },
-                    "meta": dict(self.meta),
-                }
-                temporary.write_text(json.dumps(payload))
-            else:
-                meta = np.array(json.dumps(dict(self.meta)))
-                arrays = {f"series/{k}": v for k, v in self.series.items()}
-                save_npz(
-                    temporary, {"t": self.t, "loss": self.loss, "meta": meta, **arrays}, output=path
-                )
-        return path
+        from ._saved import save_trajectory  # the file format, both ways
+
+        return save_trajectory(self, Path(path), force=force)
 
     @classmethod
     def load(cls, path: str | Path) -> Trajectory:
@@ -549,17 +217,3 @@ class Trajectory:
         from ._saved import read_trajectory  # gdln.graphfile's bounded readers
 
         return cls(**read_trajectory(Path(path)))
-
-
-def context_columns(trajectory: Trajectory) -> dict[str, np.ndarray]:
-    """``series["context_loss"]`` ``(T, contexts)`` as label -> ``(T,)``."""
-    if CONTEXT_LOSS not in trajectory.series:
-        return {}
-    values = np.asarray(trajectory.series[CONTEXT_LOSS]).reshape(len(trajectory.t), -1)
-    labels = [str(x) for x in trajectory.meta.get("context_labels", [])]
-    if len(labels) != values.shape[1]:
-        labels = [f"context{c}" for c in range(values.shape[1])]
-    out: dict[str, np.ndarray] = {}
-    for c, label in enumerate(labels):
-        out[label if label not in out else f"{label}#{c}"] = values[:, c]  # labels may repeat
-    return out

@@ -189,3 +189,36 @@ def test_teacher_refuses_what_has_no_data(
     assert text != TEACHER
     with pytest.raises(gdln.TaskSpecError, match=match):
         gdln.load(write(tmp_path, text))
+
+
+# ---------------------------------------------------------- a dataset built in Python is checked
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["sympy", "numpy"])
+def test_a_dataset_built_in_python_is_checked_as_a_file_is(exact: bool) -> None:
+    """The side door: ``Dataset(moments_given=...)`` without a file. <x x^T> = I and
+    <y x^T> = [2, 0] have a joint moment [[1, 0, 2], [0, 1, 0], [2, 0, 1]] whose lowest
+    eigenvalue, by numpy here, is 1 - 2 = -1: no data have it."""
+    xx, yx, yy = [[1, 0], [0, 1]], [[2, 0]], [[1]]
+    joint = np.array([[1, 0, 2], [0, 1, 0], [2, 0, 1]], dtype=float)
+    lowest = np.linalg.eigvalsh(joint)[0]
+    assert lowest == pytest.approx(-1.0)
+    blocks = {("x", "x"): xx, ("y", "x"): yx, ("y", "y"): yy}
+    moments = {k: sp.ImmutableMatrix(v) if exact else np.array(v, float) for k, v in blocks.items()}
+    with pytest.raises(gdln.TaskSpecError, match=r"not positive semidefinite.*eigenvalue -1\b"):
+        gdln.task.Dataset("d", {"x": 2, "y": 1}, moments_given=moments)
+    with pytest.raises(ValueError, match=r"'d'.*x.y.*transpose"):  # given both ways, disagreeing
+        gdln.task.Dataset(
+            "d",
+            {"x": 2, "y": 1},
+            moments_given={**moments, ("x", "y"): np.array([[0.5], [0.0]])},
+        )
+    fine = {**blocks, ("y", "x"): [[0.5, 0]]}  # eigenvalues 1 +- 0.5 and 1: data exist
+    assert min(np.linalg.eigvalsh([[1, 0, 0.5], [0, 1, 0], [0.5, 0, 1]])) > 0
+    gdln.task.Dataset(
+        "d",
+        {"x": 2, "y": 1},
+        moments_given={
+            k: sp.ImmutableMatrix(v) if exact else np.array(v, float) for k, v in fine.items()
+        },
+    )

@@ -3,7 +3,7 @@ r"""The ``datasets:`` of a graph or task file, and the matrices and ``.npz`` fil
 A dataset is given in one of five forms: ``builtin:`` (a name from
 :data:`gdln.task._builtin.BUILTIN_DATASETS` and its settings), ``examples:`` (rows per
 field, with optional ``weights:``), ``moments:`` (exact second moments
-$\langle a\,b^\top\rangle$, checked by :mod:`gdln.graphfile._consistency`: a block
+$\langle a\,b^\top\rangle$, checked by :mod:`gdln.task._consistency`: a block
 given both ways must agree and the joint moment must be positive semidefinite),
 ``teacher:`` (inputs of a given covariance, targets from a teacher matrix plus noise,
 whose moments gdln computes exactly) or ``npz:`` (a file of float arrays, one per field).
@@ -30,8 +30,8 @@ from .._bounded._limits import check_work, count_values
 from .._bounded._npz import read_npz
 from .._errors import GraphSpecError, shorten
 from ..task._builtin import BUILTIN_DATASETS
+from ..task._consistency import InconsistentMomentsError, check_moments, rounding
 from ..task._task import Dataset
-from ._consistency import check_moments, rounding
 from ._document import Scope, mapping, text
 
 __all__ = [
@@ -195,8 +195,10 @@ def _moments(name: str, spec: Mapping[str, Any], scope: Scope) -> Dataset:
     for f in fields:
         if (f, f) not in moments:
             raise here.fail(f"missing moment {f}.{f} (the second moment of field {f!r})")
-    check_moments(moments, slack, lambda key, message: here.at(*key).fail(message))
-    return Dataset(name=name, fields=fields, moments_given=moments)
+    try:  # the dataset checks its moments (admitting the typed rounding)
+        return Dataset(name=name, fields=fields, moments_given=moments, moments_rounding=slack)
+    except InconsistentMomentsError as err:
+        raise here.at(*err.block).fail(err.reason) from None
 
 
 TEACHER_KEYS = ("inputs", "covariance", "targets", "noise")
@@ -435,7 +437,7 @@ _READERS: dict[str, Callable[[str, Mapping[str, Any], Scope], Dataset]] = {
 
 def typed_rounding(value: Any, matrix: sp.MatrixBase) -> np.ndarray:
     """How far each entry of a matrix read by :func:`read_matrix` may be from what its
-    writer meant (:func:`~gdln.graphfile._consistency.rounding`: typed decimals)."""
+    writer meant (:func:`~gdln.task._consistency.rounding`: typed decimals)."""
     rows = _rows(value)
     return np.array(
         [[rounding(x, matrix[i, j]) for j, x in enumerate(row)] for i, row in enumerate(rows)]

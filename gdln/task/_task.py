@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
 import sympy as sp
 
 from .._errors import TaskSpecError
+from ._consistency import InconsistentMomentsError, check_moments
 from ._examples import ExampleSet
 
 __all__ = ["Context", "Dataset", "Task"]
@@ -89,7 +90,13 @@ class Dataset:
         (default: uniform); only with ``examples``.
     moments_given
         ``(a, b)`` -> $\langle a\,b^\top\rangle$, shape ``(dim a, dim b)``, or ``None``
-        when the examples are given.
+        when the examples are given. They are checked for being the moments of some data
+        (:func:`gdln.task._consistency.check_moments`: a block given both ways is the
+        other's transpose, the joint second moment of the fields is positive semidefinite).
+    moments_rounding
+        ``(a, b)`` -> how far each entry of ``moments_given`` may be from what its writer
+        meant (half a unit in the last typed digit; a graph file's reader passes it), which
+        the check admits; default: exact as given, up to float rounding.
 
     Raises
     ------
@@ -97,6 +104,10 @@ class Dataset:
         Both or neither of ``examples`` and ``moments_given`` are given, the fields have
         different numbers of examples or none, or the weights are not one non-negative
         weight per example of positive sum.
+    InconsistentMomentsError
+        (a ``TaskSpecError``, a ``ValueError``) ``moments_given`` are the moments of no
+        data: a block disagrees with its transpose, or an eigenvalue of the joint second
+        moment is negative beyond the rounding.
 
     References
     ----------
@@ -109,6 +120,9 @@ class Dataset:
     examples: Mapping[str, Matrix] | None = None
     weights: Any = None
     moments_given: Mapping[tuple[str, str], Matrix] | None = None
+    moments_rounding: Mapping[tuple[str, str], Any] | None = field(
+        default=None, repr=False, compare=False
+    )
     _cache: dict[tuple[str, str], Matrix] = field(  # moments computed so far
         init=False, repr=False, compare=False, default_factory=dict
     )
@@ -124,6 +138,14 @@ class Dataset:
                 raise ValueError(f"dataset {self.name!r}: no examples")
             if self.weights is not None:
                 _check_weights(self.name, self.weights, sizes.pop())
+        else:
+            assert self.moments_given is not None
+            given = self.moments_rounding or {}
+            slack = {
+                k: np.asarray(given[k], dtype=float) if k in given else np.zeros(np.shape(m))
+                for k, m in self.moments_given.items()
+            }
+            check_moments(self.moments_given, slack, partial(InconsistentMomentsError, self.name))
 
     def __repr__(self) -> str:
         kind = f"{self.n_examples} examples" if self.examples is not None else "moments"

@@ -31,7 +31,9 @@ import networkx as nx
 import numpy as np
 import sympy as sp
 
-__all__ = ["MAX_FIELD_SETS", "check_moments", "rounding"]
+from .._errors import TaskSpecError
+
+__all__ = ["MAX_FIELD_SETS", "InconsistentMomentsError", "check_moments", "rounding"]
 
 Pair = tuple[str, str]
 
@@ -44,6 +46,25 @@ MAX_FIELD_SETS = 1000
 blocks form more such sets is checked on the first ones found)."""
 
 _LITERAL = re.compile(r"(?<![A-Za-z_0-9.])(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?(?![A-Za-z_0-9.])")
+
+
+class InconsistentMomentsError(TaskSpecError):
+    """Second moments no data have, found by :func:`check_moments` in a dataset.
+
+    Parameters
+    ----------
+    dataset
+        The dataset's name.
+    block
+        Where: ``(a, b)`` for the block ``<a b^T>``, ``()`` for the dataset as a whole.
+    reason
+        What is wrong, in one line.
+    """
+
+    def __init__(self, dataset: str, block: tuple[str, ...], reason: str) -> None:
+        place = f"{block[0]}.{block[1]}: " if len(block) == 2 else ""
+        super().__init__(f"dataset {dataset!r}: moments: {place}{reason}")
+        self.block, self.reason = block, reason
 
 
 def rounding(raw: Any, value: Any) -> float:
@@ -105,7 +126,7 @@ def check_moments(
     Parameters
     ----------
     moments
-        ``(a, b)`` -> $\langle a\,b^\top\rangle$, exact sympy matrices.
+        ``(a, b)`` -> $\langle a\,b^\top\rangle$, exact sympy matrices or arrays of floats.
     slack
         ``(a, b)`` -> the rounding of each entry (:func:`rounding`), same shape.
     fail
@@ -132,8 +153,11 @@ def check_moments(
     numbers: dict[Pair, np.ndarray] = {}
     for (a, b), block in moments.items():
         if a == b or ((b, a) in moments and a < b):
-            _check_transpose(a, b, block, moments[(b, a)], slack, fail, what, title)
-        if not block.free_symbols:
+            check = _check_transpose if _exact(block) else _check_transpose_floats
+            check(a, b, block, moments[(b, a)], slack, fail, what, title)
+        if not _exact(block):
+            numbers[(a, b)] = np.asarray(block, dtype=float)
+        elif not block.free_symbols:
             numbers[(a, b)] = np.array(block.evalf(), dtype=float).reshape(block.shape)
     given = nx.Graph()
     for a, b in numbers:
@@ -193,6 +217,45 @@ def _check_transpose(
             f"<{b} {a}^T> entry [{j}, {i}] = {_shown(there)}; a block given both ways must "
             "be the other's transpose",
         )
+
+
+def _exact(block: Any) -> bool:
+    """Whether a block is a sympy matrix (else an array of floats)."""
+    return isinstance(block, sp.MatrixBase)
+
+
+def _check_transpose_floats(
+    a: str,
+    b: str,
+    block: Any,
+    other: Any,
+    slack: Mapping[Pair, np.ndarray],
+    fail: Callable[[tuple[str, ...], str], Exception],
+    what: str,
+    title: str | None,
+) -> None:
+    """:func:`_check_transpose` for blocks of floats, in numpy (any size)."""
+    here, there = np.asarray(block, dtype=float), np.asarray(other, dtype=float).T
+    allowed = np.asarray(slack[(a, b)]) + np.asarray(slack[(b, a)]).T
+    scale = np.maximum(np.maximum(np.abs(here), np.abs(there)), 1e-300)
+    bad = np.argwhere(~(np.abs(here - there) <= allowed + FLOAT_RTOL * scale))
+    if a == b:
+        bad = bad[bad[:, 1] > bad[:, 0]]
+    if not len(bad):
+        return
+    i, j = (int(k) for k in bad[0])
+    if a == b:
+        raise fail(
+            (a, a),
+            f"{title or f'<{a} {a}^T>'} is not symmetric, as a {what} is: entry [{i}, {j}] is "
+            f"{here[i, j]:.6g} but [{j}, {i}] is {there[i, j]:.6g}",
+        )
+    raise fail(
+        (a, b),
+        f"<{a} {b}^T> entry [{i}, {j}] is {here[i, j]:.6g} but {b}.{a} gives "
+        f"<{b} {a}^T> entry [{j}, {i}] = {there[i, j]:.6g}; a block given both ways must "
+        "be the other's transpose",
+    )
 
 
 def _joint(fields: list[str], numbers: Mapping[Pair, np.ndarray]) -> np.ndarray:

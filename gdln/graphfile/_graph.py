@@ -50,6 +50,7 @@ DOCUMENT_KEYS = frozenset(
         "edges",
         "datasets",
         "task",
+        "schedule",
         "solve",
     }
 )

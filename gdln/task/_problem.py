@@ -16,6 +16,7 @@ from .._errors import TaskSpecError
 from ..settings._declared import Settings
 from ._examples import ExampleSet
 from ._notebook import problem_html
+from ._schedule import Schedule
 from ._task import Task
 
 __all__ = ["IndexFamily", "Problem"]
@@ -74,6 +75,10 @@ class Problem:
         quotient of :func:`gdln.reduce`.
     document
         The YAML document as read (empty for node-link JSON and GraphML).
+    schedule
+        The order in which the contexts are trained (the file's ``schedule:`` section,
+        :class:`~gdln.task.Schedule`), or ``None``: every context at its probability
+        all along.
 
     References
     ----------
@@ -88,6 +93,7 @@ class Problem:
     settings: Settings = field(default_factory=Settings)
     families: tuple[IndexFamily, ...] = field(default=(), repr=False)
     document: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    schedule: Schedule | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         g = self.graph

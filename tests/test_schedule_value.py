@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 import sympy as sp
 import yaml
+from helpers import GRAPHS
 
 import gdln
 from gdln.task import Phase, Schedule, blocked, interleaved
-from helpers import GRAPHS
 
 
 def _with_schedule(tmp_path: Path, entries: str, name: str = "g.yaml") -> Path:
@@ -93,16 +93,40 @@ def test_file_schedule_expands_and_matches_the_schema(tmp_path: Path) -> None:
     [
         ("[{duration: 0, probabilities: {context0: 1}}]", r"schedule\[0\]\.duration: duration 0"),
         ("[{duration: -1, blocked: [context0]}]", r"schedule\[0\]\.duration: duration -1"),
-        ("[{duration: 1, probabilities: {context0: 1/2}}]", r"schedule\[0\]\.probabilities: .*sum to 1/2"),
-        ("[{duration: 1, probabilities: {context0: 3/2, context1: -1/2}}]", r"probabilities\.context0: probability 3/2"),
-        ("[{duration: 1, probabilities: {contextX: 1}}]", r"schedule\[0\]\.probabilities\.contextX: no context is labelled 'contextX'"),
-        ("[{duration: 1, blocked: [context0, nope]}]", r"schedule\[0\]\.blocked\[1\]\.probabilities\.nope"),
-        ("[{duration: 1, blocked: [context0], interleaved: [context1]}]", r"schedule\[0\]: give exactly one of"),
+        (
+            "[{duration: 1, probabilities: {context0: 1/2}}]",
+            r"schedule\[0\]\.probabilities: .*sum to 1/2",
+        ),
+        (
+            "[{duration: 1, probabilities: {context0: 3/2, context1: -1/2}}]",
+            r"probabilities\.context0: probability 3/2",
+        ),
+        (
+            "[{duration: 1, probabilities: {contextX: 1}}]",
+            r"schedule\[0\]\.probabilities\.contextX: no context is labelled 'contextX'",
+        ),
+        (
+            "[{duration: 1, blocked: [context0, nope]}]",
+            r"schedule\[0\]\.blocked\[1\]\.probabilities\.nope",
+        ),
+        (
+            "[{duration: 1, blocked: [context0], interleaved: [context1]}]",
+            r"schedule\[0\]: give exactly one of",
+        ),
         ("[{probabilities: {context0: 1}}]", r"schedule\[0\]: missing 'duration'"),
-        ("[{duration: 1, probabilities: {context0: 1}, colour: red}]", r"schedule\[0\]: unknown key 'colour'"),
-        ("[{duration: 1, blocked: [context0], repeats: 0}]", r"schedule\[0\]\.repeats: expected an integer >= 1, got 0"),
+        (
+            "[{duration: 1, probabilities: {context0: 1}, colour: red}]",
+            r"schedule\[0\]: unknown key 'colour'",
+        ),
+        (
+            "[{duration: 1, blocked: [context0], repeats: 0}]",
+            r"schedule\[0\]\.repeats: expected an integer >= 1, got 0",
+        ),
         ("[{duration: 1, interleaved: [context0], repeats: 2}]", r"'repeats' goes with 'blocked'"),
-        ("[{duration: 1, blocked: [1]}]", r"schedule\[0\]\.blocked\[0\]: expected a context label, got the number 1"),
+        (
+            "[{duration: 1, blocked: [1]}]",
+            r"schedule\[0\]\.blocked\[0\]: expected a context label, got the number 1",
+        ),
         ("[]", r"schedule: expected a list of phases"),
         ("{duration: 1}", r"schedule: expected a list"),
         ("[{duration: 1, blocked: [context0], repeats: 100000}]", r"above the limit of 10000"),
@@ -141,5 +165,5 @@ def test_a_phase_reads_a_task_file_of_its_own(tmp_path: Path) -> None:
     union = gdln.task._schedule.schedule_task(gdln.load(path).require_task(), s)
     assert [c.label for c in union.contexts] == ["context0", "context1", "reversed"]
     bad = _with_schedule(tmp_path, "[{duration: 5, task: missing.yaml}]", "h.yaml")
-    with pytest.raises(gdln.TaskSpecError, match="missing.yaml"):
+    with pytest.raises(gdln.TaskSpecError, match=r"missing\.yaml"):
         gdln.load(bad)

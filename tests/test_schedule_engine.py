@@ -6,9 +6,13 @@ Sodhani & Lewallen 2022: x ~ U[-1, 1]^2, target x_c in context c)."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
+import sympy as sp
 from helpers import GRAPHS
 from reference import gated_flow as gf
 
@@ -53,8 +57,10 @@ def _phases(schedule: Schedule) -> list[gf.Phase]:
     ]
 
 
-def _edge(name: str) -> tuple[str, str]:
-    u, _, v = name.partition("->")
+def _edge(name: str | tuple[str, str]) -> tuple[str, str]:
+    if isinstance(name, tuple):
+        return name
+    u, _, v = name.removeprefix("W/").partition("->")
     return (u, v)
 
 
@@ -158,5 +164,224 @@ def test_lambda_balanced_start_takes_the_closed_form_each_phase() -> None:
     run = gdln.solve_schedule(problem, schedule, weights=start, points=41)
     assert [p.route for p in run.phases] == ["lambda-balanced"] * 2
     net, contexts = _reference(1)
-    w0 = {_edge(k.removeprefix("W/")) if isinstance(k, str) else k: v for k, v in start.items()}
+    w0 = {_edge(k): v for k, v in start.items()}
     _against_reference(run, net, contexts, w0, schedule)
+
+
+# -- Braun et al.'s forgetting, from λ-balanced restarts (tests/reference/forgetting.py) ----
+
+CASES = json.loads(
+    (Path(__file__).parent / "reference" / "data" / "forgetting_cases.json").read_text()
+)
+
+
+def _regression_problem(case: dict) -> gdln.Problem:
+    """Three regression tasks T0, T1, T2 on x (5) -> h (10) -> y (2), one context each."""
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "net.yaml"
+        file.write_text(
+            "nodes: [{id: x, size: 5}, {id: h, size: 10}, {id: y, size: 2}]\n"
+            "edges: [{source: x, target: h}, {source: h, target: y}]\n"
+        )
+        problem = gdln.load(file)
+    datasets = {
+        f"T{m}": gdln.Dataset(
+            f"T{m}", {"x": 5, "y": 2}, examples={"x": np.array(X), "y": np.array(Y)}
+        )
+        for m, (X, Y) in enumerate(zip(case["X"], case["Y"], strict=True))
+    }
+    contexts = tuple(
+        gdln.Context(f"T{m}", sp.Rational(1, 3), {}, f"T{m}", {"x": "x"}, {"y": "y"})
+        for m in range(3)
+    )
+    return dataclasses.replace(problem, task=gdln.Task(contexts, datasets))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"seed{c['seed']}-t{c['duration']:g}")
+def test_forgetting_from_lambda_balanced_restarts(case: dict) -> None:
+    problem = _regression_problem(case)
+    weights = {"x->h": np.array(case["W1"]), "h->y": np.array(case["W2"])}
+    schedule = blocked(["T0", "T1", "T2"], case["duration"])
+    run = gdln.solve_schedule(problem, schedule, weights=weights, points=7)
+    assert [p.route for p in run.phases] == ["lambda-balanced"] * 3
+    forgot = run.measures.forgetting_between("T0", 1, 2)  # F_0(T_1, T_2)
+    want = case["flow"]["F_i(T_j,T_k)"]
+    assert forgot == pytest.approx(want, rel=1e-7, abs=1e-12)
+    np.testing.assert_allclose(run.measures.end_loss, case["flow"]["loss"], rtol=1e-7)
+    # the same schedule by gradient descent (their update is the map of Eq. 2 with lr)
+    steps = gdln.solve_schedule(
+        problem, schedule, weights=weights, dynamics="gd-map", lr=case["lr"], points=7
+    )
+    assert {p.route for p in steps.phases} == {"matrix"}
+    assert steps.measures.forgetting_between("T0", 1, 2) == pytest.approx(
+        case["gd"]["F_i(T_j,T_k)"], rel=1e-9
+    )
+    np.testing.assert_allclose(steps.measures.end_loss, case["gd"]["loss"], rtol=1e-9)
+
+
+# -- the gradient-descent map --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pathways", [1, 2])
+def test_gd_map_equals_gradient_descent_restarted_per_phase(pathways: int) -> None:
+    problem = _context(pathways)
+    schedule = Schedule(
+        (Phase(20.0, {"context0": 1}), Phase(10.0, {"context0": 0.5, "context1": 0.5}))
+    )
+    run = gdln.solve_schedule(problem, schedule, dynamics="gd-map", lr=0.05, points=31)
+    routes = [p.route for p in run.phases]
+    # the mixture's bases are the first phase's only for gated pathways
+    assert routes == (["contexts", "contexts"] if pathways == 2 else ["contexts", "matrix"])
+    net, contexts = _reference(pathways)
+    w0 = _start(problem, {"context0": 1})
+    want = gf.run_schedule(
+        net, w0, contexts, _phases(schedule), run.trajectory.t, method="gd", lr=0.05
+    )
+    for label, got in run.context_loss.items():
+        np.testing.assert_allclose(got, want.context_loss[label], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(run.trajectory.loss, want.loss, rtol=0, atol=1e-12)
+
+
+def test_gd_map_boundaries_must_fall_on_steps(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        (GRAPHS / "context.yaml").read_text()
+        + "schedule: [{duration: 1.01, blocked: [context0, context1]}]\n"
+    )
+    problem = gdln.load(path)
+    with pytest.raises(
+        gdln.TaskSpecError,
+        match=r"g\.yaml: schedule\[0\]\.blocked\[0\]\.duration: duration 1\.01 is not a whole number of steps of lr=0\.02",
+    ):
+        gdln.solve_schedule(problem, dynamics="gd-map", lr=0.02)
+    assert len(gdln.solve_schedule(problem, dynamics="gd-map", lr=0.01).phases) == 2
+
+
+# -- refusals and fallbacks ------------------------------------------------------------------
+
+
+def test_lumping_is_rechecked_per_phase() -> None:
+    """Interleaved, the two gated pathways lump into one orbit; blocked they do not: the
+    schedule then runs unlumped, which every phase shares."""
+    problem = _context(2)
+    schedule = Schedule(
+        (Phase(20.0, {"context0": 0.5, "context1": 0.5}), Phase(20.0, {"context0": 1}))
+    )
+    run = gdln.solve_schedule(problem, schedule, points=41)
+    assert [p.route for p in run.phases] == ["contexts", "contexts"]
+    assert run.trajectory.meta["lump"] == "none"
+    assert run.trajectory.has_variable("b_x_h1")
+    net, contexts = _reference(2)
+    _against_reference(
+        run, net, contexts, _start(problem, {"context0": 0.5, "context1": 0.5}), schedule
+    )
+
+
+def test_routes_asked_for_by_name() -> None:
+    problem = _context(1)
+    schedule = blocked(["context0", "context1"], 5.0)
+    with pytest.raises(
+        gdln.GdlnError, match=r"route 'contexts' ends at phase 1: the bases of edge"
+    ):
+        gdln.solve_schedule(problem, schedule, route="contexts")
+    run = gdln.solve_schedule(problem, schedule, route="matrix", points=11)
+    assert {p.route for p in run.phases} == {"matrix"}
+    with pytest.raises(gdln.GdlnError, match="route 'moments' has no schedule"):
+        gdln.solve_schedule(problem, schedule, route="moments")
+    with pytest.raises(gdln.GdlnError, match="no schedule: add a 'schedule:' section"):
+        gdln.solve_schedule(problem)
+
+
+def test_weight_decay_refuses_the_lambda_balanced_restart() -> None:
+    from gdln.balanced._phases import balanced_phase, prepare_schedule
+
+    problem = _context(1)
+    start = gdln.balanced_weights(problem, lam=0.0, scale=0.2, seed=3)
+    schedule = blocked(["context0", "context1"], 5.0)
+    run = gdln.solve_schedule(problem, schedule, weights=start, weight_decay=0.01, points=11)
+    assert [p.route for p in run.phases] == ["matrix", "matrix"]
+    assert "no λ-balanced restart" in run.phases[0].why
+    net, contexts = _reference(1)
+    w0 = {_edge(k): v for k, v in start.items()}
+    want = gf.run_schedule(net, w0, contexts, _phases(schedule), run.trajectory.t, gamma=0.01)
+    for label, got in run.context_loss.items():
+        np.testing.assert_allclose(got, want.context_loss[label], rtol=0, atol=1e-8)
+    with pytest.raises(
+        gdln.balanced.BalancedSpecError, match=r"weight_decay 0\.01: no λ-balanced restart, since Λ"
+    ):
+        balanced_phase(
+            prepare_schedule(problem),
+            problem,
+            {_edge(k): v for k, v in start.items()},
+            np.array([0.0, 1.0]),
+            weight_decay=0.01,
+        )
+
+
+# -- reversal: the saddle ----------------------------------------------------------------------
+
+REVERSAL = """\
+nodes: [{id: x, size: 1}, {id: h, size: 1}, {id: y, size: 1}]
+edges: [{source: x, target: h}, {source: h, target: y}]
+datasets:
+  up: {moments: {x: {x: 1}, y: {x: 1, y: 1}}}
+  down: {moments: {x: {x: 1}, y: {x: -1, y: 1}}}
+task:
+  contexts:
+    - {label: up, probability: 1/2, dataset: up, inputs: {x: x}, targets: {y: y}}
+    - {label: down, probability: 1/2, dataset: down, inputs: {x: x}, targets: {y: y}}
+schedule:
+  - {blocked: [up, down], duration: 20}
+"""
+
+
+def test_reversal_from_an_exactly_balanced_start_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "reversal.yaml"
+    path.write_text(REVERSAL)
+    with pytest.raises(
+        gdln.GdlnError,
+        match=r"reversal\.yaml: schedule\[0\]\.blocked\[1\]: mode 0 starts exactly balanced and aligned against its new target .* the escape depends on the misalignment",
+    ):
+        gdln.solve_schedule(gdln.load(path))
+
+
+def _escape(t: np.ndarray, loss: np.ndarray, start: float) -> float:
+    """When the reversed context's loss first falls to 1/8 (the map at half its target,
+    W = -1/2; it starts at 2 and the saddle W = 0 has 1/2), linear between records."""
+    after = np.flatnonzero((t >= start) & (loss <= 0.125))
+    i = int(after[0])
+    return float(
+        t[i - 1] + (t[i] - t[i - 1]) * (loss[i - 1] - 0.125) / (loss[i - 1] - loss[i]) - start
+    )
+
+
+def test_reversal_escape_grows_like_log_of_one_over_the_misalignment(tmp_path: Path) -> None:
+    """From (W1, W2) = (0.1, 0.1(1 + eps)), unlumped: W2^2 - W1^2 is conserved, so the mode
+    passes the saddle at a distance ~ sqrt(eps) and escapes after ~ ln(1/eps)/s (s = 1)."""
+    path = tmp_path / "reversal.yaml"
+    path.write_text(REVERSAL)
+    problem = gdln.load(path)
+    net = gf.Network({"x": 1, "h": 1, "y": 1}, [("x", "h"), ("h", "y")])
+    contexts = [
+        gf.Context(
+            label,
+            Sigma_x={("x", "x"): [[1.0]]},
+            Sigma_yx={("y", "x"): [[sign]]},
+            Sigma_y={"y": 1.0},
+        )
+        for label, sign in (("up", 1.0), ("down", -1.0))
+    ]
+    phases = [gf.Phase(20.0, {"up": 1.0}), gf.Phase(20.0, {"down": 1.0})]
+    escapes = []
+    for eps in (1e-2, 1e-3, 1e-4, 1e-5):
+        b0 = {"x->h": 0.1, "h->y": 0.1 * (1 + eps)}
+        run = gdln.solve_schedule(problem, lump="none", b0=b0, points=2001)
+        assert [p.route for p in run.phases] == ["contexts", "contexts"]
+        t = run.trajectory.t
+        got = _escape(t, run.context_loss["down"], 20.0)
+        w0 = {("x", "h"): np.array([[0.1]]), ("h", "y"): np.array([[0.1 * (1 + eps)]])}
+        want = gf.run_schedule(net, w0, contexts, phases, t)
+        assert got == pytest.approx(_escape(t, want.context_loss["down"], 20.0), abs=1e-6)
+        escapes.append(got)
+    slopes = np.diff(escapes) / np.log(10)  # d t_escape / d ln(1/eps)
+    np.testing.assert_allclose(slopes, 1.0, rtol=0.01)  # 1/s

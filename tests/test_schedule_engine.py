@@ -385,3 +385,39 @@ def test_reversal_escape_grows_like_log_of_one_over_the_misalignment(tmp_path: P
         escapes.append(got)
     slopes = np.diff(escapes) / np.log(10)  # d t_escape / d ln(1/eps)
     np.testing.assert_allclose(slopes, 1.0, rtol=0.01)  # 1/s
+
+
+# -- what a run records ------------------------------------------------------------------------
+
+
+def test_phases_meta_stages_and_measures_files(tmp_path: Path) -> None:
+    problem = _context(2)
+    run = gdln.solve_schedule(problem, blocked(["context0", "context1"], 30.0), points=61)
+    meta = run.trajectory.meta
+    assert meta["route"] == "schedule" and meta["context_labels"] == ["context0", "context1"]
+    assert meta["schedule"]["boundaries"] == [0.0, 30.0, 60.0]
+    assert [p["route"] for p in meta["schedule"]["phases"]] == ["contexts", "contexts"]
+    # time scales from the small start, recomputed at the switch for the pathway still small
+    first = gdln.timescales(
+        dataclasses.replace(
+            problem,
+            task=gdln.task._schedule.phase_task(problem.require_task(), Phase(1, {"context0": 1})),
+        ),
+        b0=0.1,
+        ode=False,
+    )
+    assert run.phases[0].stages == ((tuple(first.stages[0].pathways), first.stages[0].time),)
+    assert run.phases[1].stages == ((("x->h1->y[0]",), 30.0 + first.stages[0].time),)
+    shared = gdln.solve_schedule(_context(1), blocked(["context0", "context1"], 30.0), points=7)
+    assert "starts from learned weights" in shared.phases[1].stages_note
+    m = run.measures
+    written = m.save(tmp_path / "m.json")
+    data = json.loads(written.read_text())
+    assert data["end_loss"]["context1"][0] == pytest.approx(run.context_loss["context1"][30])
+    assert data["forgetting"]["context0"] == [None, 0.0]
+    rows = (tmp_path / "m.csv").read_text() if m.save(tmp_path / "m.csv") else ""
+    assert rows.splitlines()[0] == "context,phase,name,measure,value"
+    assert "context0,1,context1,forgetting,0.0" in rows
+    with pytest.raises(gdln.outputs.OutputExistsError):
+        m.save(tmp_path / "m.json")
+    m.save(tmp_path / "m.json", force=True)

@@ -301,8 +301,8 @@ class _Runner:
         local = self.grid[rows] - self.grid[rows[0]]
         reduced = self.reduced
         if reduced is not None and self.state is not None and k < len(reduced.phases):
-            self.scales.append(float(np.max(np.abs(self.state), initial=0.0)))
             phase = reduced.phases[k]
+            self.scales.append(_reduced.trained_scale(phase, self.state))
             if self.lr is None:
                 _reduced.check_saddle(phase, self.state, where)
             states, contexts, loss, _ = _reduced.step(
@@ -390,8 +390,9 @@ class _Runner:
 
     # -- time scales from small starts -----------------------------------------------------
     def stages_of(self, k: int) -> tuple[str, tuple[tuple[tuple[str, ...], float], ...]]:
-        """The stages of phase ``k`` from its start where that start is still the small
-        start of the schedule (:func:`gdln.timescales`), else why not."""
+        """The stages of phase ``k`` (:func:`gdln.timescales` of its task) where every
+        variable its data reach is still at the schedule's small start (on the reduced
+        route; every weight on the others), else why not."""
         scale = self.scales[k]
         u0 = self.start_scale
         if self.weight_decay:
@@ -401,7 +402,7 @@ class _Runner:
         if scale > u0 * (1 + 1e-6):
             return (
                 f"the phase starts from learned weights (largest {scale:.3g} > the start's "
-                f"{u0:.3g}); the time scales hold from small initial weights",
+                f"{u0:.3g}, where its data reach); the time scales hold from small weights",
                 (),
             )
         from ..stages._timescales import timescales
@@ -545,8 +546,8 @@ def solve_schedule(
     >>> import gdln
     >>> problem = gdln.load("context", params={"pathways": 1})
     >>> run = gdln.solve_schedule(problem, gdln.task.blocked(["context0", "context1"], 60.0))
-    >>> [p.route for p in run.phases]
-    ['matrix', 'matrix']
+    >>> [p.route for p in run.phases]  # the switch breaks the bases (y = x1, then y = x2)
+    ['contexts', 'lambda-balanced']
     >>> round(float(run.context_loss["context0"][-1]), 3)  # forgot context 0: 1/3
     0.333
     """

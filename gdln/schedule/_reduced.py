@@ -45,6 +45,7 @@ __all__ = [
     "reduced_route",
     "short",
     "step",
+    "trained_scale",
     "variables",
     "weights_of",
 ]
@@ -260,6 +261,17 @@ def _targets(phase: ReducedPhase) -> dict[int, bool]:
             for slot, value in zip(system.modes, values, strict=True):
                 out[slot] = out.get(slot, False) or float(value) != 0
     return out
+
+
+def trained_scale(phase: ReducedPhase, start: np.ndarray) -> float:
+    """The largest variable, in size, of those the phase moves (whose rate is not zero
+    everywhere: evaluated at a generic state); the others keep whatever they hold."""
+    flow = phase.flow
+    generic = 0.3 + 0.1 * np.arange(len(start)) / max(len(start), 1)
+    with np.errstate(all="ignore"):
+        moved = flow.rhs(generic) != 0
+    sizes = np.abs(start * phase.signs)[moved]
+    return float(np.max(sizes, initial=0.0))
 
 
 def _radial_to_origin(flow: NumericFlow, y: np.ndarray, rows: np.ndarray) -> bool:

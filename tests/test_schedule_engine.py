@@ -73,23 +73,22 @@ def _against_reference(run: gdln.ScheduleResult, net, contexts, w0, schedule) ->
     return want
 
 
-def _start(problem: gdln.Problem, probabilities: dict[str, float], b0: float = 0.1):
-    """The decoupled start of Eq. (9) of the first phase's reduction (hidden bases from
-    seed 0), which the schedule's reduced route starts from."""
-    task = gdln.task._schedule.phase_task(problem.require_task(), Phase(1, probabilities))
-    first = gdln.reduce(dataclasses.replace(problem, task=task), b0=b0, route="contexts")
-    return first.decoupled_weights(seed=0)
+def _start(problem: gdln.Problem, b0: float = 0.1):
+    """The problem's decoupled start of Eq. (9) (its own mixture's bases, hidden bases from
+    seed 0), which a schedule from b0 starts from, as a simulation does."""
+    return gdln.reduce(problem, b0=b0, route="contexts").decoupled_weights(seed=0)
 
 
 def test_one_pathway_trained_blocked_forgets_completely() -> None:
     problem = _context(1)
     schedule = blocked(["context0", "context1"], 60.0)
     run = gdln.solve_schedule(problem, schedule, points=121)
-    # the first phase shares its own bases; the switch breaks them (y = x1, then y = x2)
-    assert [p.route for p in run.phases] == ["contexts", "lambda-balanced"]
-    assert "bases" in run.phases[1].why
+    # the start's bases are the mixture's, v = (1, 1)/sqrt 2; the phases' are e1, then e2:
+    # the decoupled start is lambda-balanced (Lambda = 0), and stays so under any data
+    assert [p.route for p in run.phases] == ["lambda-balanced"] * 2
+    assert "the bases of edge x->h0 in mode 0 differ" in run.phases[0].why
     net, contexts = _reference(1)
-    start = {e: w for e, w in _start(problem, {"context0": 1}).items()}
+    start = {e: w for e, w in _start(problem).items()}
     want = _against_reference(run, net, contexts, start, schedule)
     middle = int(np.argmin(np.abs(run.trajectory.t - 60)))
     product = want.weights[middle][("h0", "y")] @ want.weights[middle][("x", "h0")]
@@ -111,7 +110,7 @@ def test_two_gated_pathways_forget_nothing() -> None:
     run = gdln.solve_schedule(problem, schedule, points=121)
     assert [p.route for p in run.phases] == ["contexts"] * 4  # each context its own bases
     net, contexts = _reference(2)
-    _against_reference(run, net, contexts, _start(problem, {"context0": 1}), schedule)
+    _against_reference(run, net, contexts, _start(problem), schedule)
     loss0 = run.context_loss["context0"]
     t = run.trajectory.t
     during = (t >= 60) & (t <= 120)
@@ -127,7 +126,7 @@ def test_interleaved_one_pathway_ends_at_half() -> None:
     run = gdln.solve_schedule(problem, schedule, points=51)
     assert [p.route for p in run.phases] == ["contexts"]
     net, contexts = _reference(1)
-    w0 = _start(problem, {"context0": 0.5, "context1": 0.5})
+    w0 = _start(problem)
     want = _against_reference(run, net, contexts, w0, schedule)
     product = want.final[("h0", "y")] @ want.final[("x", "h0")]
     np.testing.assert_allclose(product, [[0.5, 0.5]], atol=1e-6)  # Eqs. 24-25: Syx Sx^-1
@@ -231,9 +230,9 @@ def test_gd_map_equals_gradient_descent_restarted_per_phase(pathways: int) -> No
     run = gdln.solve_schedule(problem, schedule, dynamics="gd-map", lr=0.05, points=31)
     routes = [p.route for p in run.phases]
     # the mixture's bases are the first phase's only for gated pathways
-    assert routes == (["contexts", "contexts"] if pathways == 2 else ["contexts", "matrix"])
+    assert routes == (["contexts", "contexts"] if pathways == 2 else ["matrix", "matrix"])
     net, contexts = _reference(pathways)
-    w0 = _start(problem, {"context0": 1})
+    w0 = _start(problem)
     want = gf.run_schedule(
         net, w0, contexts, _phases(schedule), run.trajectory.t, method="gd", lr=0.05
     )
@@ -272,16 +271,15 @@ def test_lumping_is_rechecked_per_phase() -> None:
     assert run.trajectory.meta["lump"] == "none"
     assert run.trajectory.has_variable("b_x_h1")
     net, contexts = _reference(2)
-    _against_reference(
-        run, net, contexts, _start(problem, {"context0": 0.5, "context1": 0.5}), schedule
-    )
+    _against_reference(run, net, contexts, _start(problem), schedule)
 
 
 def test_routes_asked_for_by_name() -> None:
     problem = _context(1)
     schedule = blocked(["context0", "context1"], 5.0)
     with pytest.raises(
-        gdln.GdlnError, match=r"route 'contexts' ends at phase 1: the bases of edge"
+        gdln.GdlnError,
+        match=r"route 'contexts' ends at phases\[0\]: the bases of edge x->h0 in mode 0 differ from the start's",
     ):
         gdln.solve_schedule(problem, schedule, route="contexts")
     run = gdln.solve_schedule(problem, schedule, route="matrix", points=11)
@@ -328,8 +326,8 @@ datasets:
   down: {moments: {x: {x: 1}, y: {x: -1, y: 1}}}
 task:
   contexts:
-    - {label: up, probability: 1/2, dataset: up, inputs: {x: x}, targets: {y: y}}
-    - {label: down, probability: 1/2, dataset: down, inputs: {x: x}, targets: {y: y}}
+    - {label: up, probability: 1, dataset: up, inputs: {x: x}, targets: {y: y}}
+    - {label: down, probability: 0, dataset: down, inputs: {x: x}, targets: {y: y}}
 schedule:
   - {blocked: [up, down], duration: 20}
 """
@@ -421,3 +419,41 @@ def test_phases_meta_stages_and_measures_files(tmp_path: Path) -> None:
     with pytest.raises(gdln.outputs.OutputExistsError):
         m.save(tmp_path / "m.json")
     m.save(tmp_path / "m.json", force=True)
+
+
+def test_a_phase_with_a_task_file_of_its_own(tmp_path: Path) -> None:
+    """Phase 1 trains a task of its own (y = x1 through the second pathway); every
+    context of both tasks keeps its loss, against the reference with all three."""
+    (tmp_path / "swap.yaml").write_text(
+        "datasets:\n  d: {moments: {x: {x: [[1/3, 0], [0, 1/3]]}, y: {x: [[1/3, 0]], y: [[1/3]]}}}\n"
+        "task:\n  contexts:\n    - {label: swap, probability: 1, dataset: d, active: ['x->h1'],"
+        " inputs: {x: x}, targets: {y: y}}\n"
+    )
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        (GRAPHS / "context.yaml").read_text().replace("hidden: 8", "hidden: 4")
+        + "schedule: [{duration: 30, blocked: [context0]}, {duration: 30, task: swap.yaml}]\n"
+    )
+    problem = gdln.load(path)
+    run = gdln.solve_schedule(problem, points=31)
+    assert run.labels == ("context0", "context1", "swap")
+    assert run.phases[1].probabilities == {"context0": 0.0, "context1": 0.0, "swap": 1.0}
+    net, contexts = _reference(2)
+    contexts.append(
+        gf.Context(
+            "swap",
+            edge_gates={("x", "h0"): 0.0, ("x", "h1"): 1.0},
+            Sigma_x={("x", "x"): SX},
+            Sigma_yx={("y", "x"): np.array([[1 / 3, 0]])},
+            Sigma_y={"y": 1 / 3},
+        )
+    )
+    phases = [gf.Phase(30.0, {"context0": 1.0}), gf.Phase(30.0, {"swap": 1.0})]
+    want = gf.run_schedule(net, _start(problem), contexts, phases, run.trajectory.t)
+    for label, got in run.context_loss.items():
+        scale = want.context_loss[label][0]
+        np.testing.assert_allclose(got, want.context_loss[label], rtol=0, atol=1e-7 * scale)
+    assert run.context_loss["swap"][-1] == pytest.approx(0, abs=1e-6)
+    # pathway 1 computes x1 now (to 1e-4 after 30 tau): context 1 (y = x2) loses
+    # 1/2 E[(x2 - x1)^2] = 1/3
+    assert run.context_loss["context1"][-1] == pytest.approx(1 / 3, abs=1e-4)

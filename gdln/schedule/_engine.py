@@ -40,15 +40,16 @@ from .._errors import GdlnError, NotDiagonalizableError, TooManyPathsError
 from ..balanced._errors import BalancedSpecError, NotBalancedError
 from ..balanced._phases import balanced_phase, prepare_schedule
 from ..balanced._weights import read_weights
-from ..solution._bounds import check_solve_settings, check_times
+from ..graphfile._limits import check_memory
+from ..solution._bounds import check_count, check_solve_settings, check_times
 from ..solution._flow import FlowPlan
-from ..solution._full import initial_full_weights
+from ..solution._full import MEMORY_COPIES, initial_full_weights
 from ..solution._trajectory import CONTEXT_LOSS, Trajectory, matrix_key, pathway_key
 from ..task._problem import Problem
 from ..task._schedule import Schedule, phase_task, schedule_task
 from ..task._task import Task
 from . import _reduced
-from ._matrix import ContextLosses, matrix_phase
+from ._matrix import ContextLosses, check_saddle_weights, matrix_phase
 from ._result import PhaseRun, ScheduleResult
 
 __all__ = ["ROUTES", "run_schedule", "solve_schedule"]
@@ -146,21 +147,29 @@ def run_schedule(
     else:
         try:
             reduced = _reduced.reduced_route(
+                dataclasses.replace(problem, task=union),
                 phases,
                 lump=lump,
                 b0=b0,
                 weight_decay=weight_decay,
                 seed=seed,
-                gd_map=lr is not None,
+                names=[p.key for p in schedule.phases],
             )
         except (NotDiagonalizableError, TooManyPathsError) as err:
             if route != "auto":
                 raise
             runner.start_from(
                 initial_full_weights(problem, b0=b0, seed=seed),
-                f"phase 0 has no reduced dynamics ({_reduced.short(err)})",
+                f"the start has no reduced dynamics ({_reduced.short(err)})",
             )
         else:
+            if not len(reduced.start.flow.y0):
+                raise GdlnError(
+                    f"{problem.source}: the task's own mixture of contexts gives no mode any "
+                    "data (its statistics cancel), so its decoupled start (Eq. 9) is zero "
+                    "weights, a fixed point; give the task the first phase's probabilities, "
+                    "or start from weights"
+                )
             if route != "auto" and len(reduced.phases) < len(phases):
                 raise GdlnError(f"{problem.source}: route {route!r} ends at {reduced.why}")
             runner.start_reduced(reduced)
@@ -213,6 +222,7 @@ def _grid(
         grid[int(np.argmin(np.abs(grid - b)))] = b
     if lr is not None:
         grid = np.rint(grid / lr) * lr
+    check_count("recorded times with the boundaries", len(grid), least=2, limit="points")
     spans = []
     for k in range(len(schedule.phases)):
         inside = np.flatnonzero((grid >= bounds[k]) & (grid <= bounds[k + 1]))
@@ -270,7 +280,7 @@ class _Runner:
         self.why = ""
         self.balanced_why = ""
         self.prepared: Any = None
-        self.plans: dict[int, FlowPlan] = {}
+        self.plans: dict[tuple[float, ...], FlowPlan] = {}
         self.losses: ContextLosses | None = None
         self.series: dict[str, dict[int, np.ndarray]] = {}
         self.routes: list[str] = []
@@ -281,7 +291,7 @@ class _Runner:
     # -- starts ----------------------------------------------------------------------------
     def start_reduced(self, reduced: _reduced.ReducedRoute) -> None:
         self.reduced = reduced
-        self.state = reduced.phases[0].flow.y0.copy()
+        self.state = reduced.start.flow.y0.copy()
         self.start_scale = float(np.max(np.abs(self.state), initial=0.0))
         self.why = reduced.why
 
@@ -303,8 +313,7 @@ class _Runner:
         if reduced is not None and self.state is not None and k < len(reduced.phases):
             phase = reduced.phases[k]
             self.scales.append(_reduced.trained_scale(phase, self.state))
-            if self.lr is None:
-                _reduced.check_saddle(phase, self.state, where)
+            _reduced.check_saddle(phase, self.state, where)
             states, contexts, loss, _ = _reduced.step(
                 phase,
                 self.state,
@@ -323,10 +332,11 @@ class _Runner:
         if self.weights is None:
             assert reduced is not None and self.state is not None
             self.weights = _reduced.weights_of(
-                reduced.phases[0], self.state, self.edges, seed=self.seed
+                reduced.start, self.state, self.edges, seed=self.seed
             )
             self.state = None
         self.scales.append(self._weight_scale(self.weights))
+        check_saddle_weights(self._plan(k), self.weights, where, rtol=_reduced.RADIAL_RTOL)
         why = self.why
         if self.lr is None and not self.balanced_why:
             try:
@@ -361,13 +371,20 @@ class _Runner:
         self.weights = done.end
 
     def _matrix(self, k: int, rows: np.ndarray, local: np.ndarray, where: str) -> None:
-        if k not in self.plans:
-            self.plans[k] = FlowPlan.of(self.phases[k], self.edges, weight_decay=self.weight_decay)
+        plan = self._plan(k)
         if self.losses is None:
+            graph = self.problem.graph
+            entries = sum(graph.nodes[u]["size"] * graph.nodes[v]["size"] for u, v in self.edges)
+            check_memory(
+                8.0 * entries * (len(self.grid) + MEMORY_COPIES),
+                f"{self.problem.source}: the full-matrix flow of {entries} weights recorded "
+                f"{len(self.grid)} times",
+                advice="lower the points or the node sizes",
+            )
             self.losses = ContextLosses.of(self.union, self.edges)
         assert self.weights is not None
         states = matrix_phase(
-            self.plans[k],
+            plan,
             self.weights,
             local,
             lr=self.lr,
@@ -381,6 +398,15 @@ class _Runner:
             stacked = np.array([w[i] for w in states])
             self.series.setdefault(matrix_key("W", edge), {})[k] = stacked
         self.weights = dict(zip(self.edges, states[-1], strict=True))
+
+    def _plan(self, k: int) -> FlowPlan:
+        """The full-matrix flow of phase ``k`` (one per mixture)."""
+        key = tuple(_probabilities(self.phases[k]))
+        if key not in self.plans:
+            self.plans[key] = FlowPlan.of(
+                self.phases[k], self.edges, weight_decay=self.weight_decay
+            )
+        return self.plans[key]
 
     def _record(self, k: int, rows: np.ndarray, contexts: np.ndarray, loss: np.ndarray) -> None:
         self.context_loss[rows] = contexts
@@ -446,7 +472,7 @@ class _Runner:
             },
         }
         if one_route and self.routes[0] == "contexts" and self.reduced is not None:
-            flow = self.reduced.phases[0].flow
+            flow = self.reduced.start.flow
             meta["variable_edges"] = {k: list(v) for k, v in flow.edges.items()}
             meta["lump"] = self.reduced.lump
             meta["modes"] = flow.meta.get("modes")

@@ -14,16 +14,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .._edge import Edge
+from .._edge import Edge, edge_name
+from .._errors import GdlnError
 from ..solution._flow import FlowPlan
 from ..solution._full import integrate_weights, iterate_weights
 from ..task._problem import Problem
 from ..task._task import Task
 
-__all__ = ["ContextLosses", "matrix_phase"]
+__all__ = ["ContextLosses", "check_saddle_weights", "matrix_phase"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,3 +78,64 @@ def matrix_phase(
     _, states = iterate_weights(plan, values, lr, steps, source)
     by_step = dict(zip(sorted(set(steps.tolist())), states, strict=True))
     return [by_step[int(s)] for s in steps]
+
+
+def check_saddle_weights(
+    plan: FlowPlan, weights: Mapping[Edge, np.ndarray], where: str, *, rtol: float
+) -> None:
+    r"""Refuse a phase whose weights start on the stable manifold of the saddle at 0.
+
+    The weights of a group of coupled paths (sharing an edge or an output) whose flow is
+    $\dot W = \kappa W$ with $\kappa < 0$, here and at ``SMALL`` times the weights, with
+    zero flow at zero weights and a nonzero target, move straight to the origin, a saddle
+    of the loss: a reversal $s \to -s$ from exactly balanced, aligned weights (Eqs. 3-4
+    of Saxe, Sodhani & Lewallen 2022 keep that ray). The escape is set by a misalignment
+    these weights do not have.
+    """
+    values = [np.array(weights[e], dtype=float) for e in plan.edges]
+    for group in _groups(plan):
+        if not any(np.any(target.input_output) for target in group[1]):
+            continue
+        edges = sorted(group[0])
+        if not any(np.any(values[i]) for i in edges) or not all(plan.trained[i] for i in edges):
+            continue
+        if _radial(plan, values, edges, rtol):
+            raise GdlnError(
+                f"{where}: the weights of {', '.join(edge_name(plan.edges[i]) for i in edges[:3])} "
+                "start exactly balanced and aligned against their new target (a reversal "
+                "s -> -s), on the saddle at 0, where the flow stays; the escape depends on "
+                "the misalignment (about ln(1/eps)/s): start from weights that are not "
+                "exactly balanced and aligned"
+            )
+
+
+SMALL = 1e-4
+"""The scale at which :func:`check_saddle_weights` looks again along the ray to 0."""
+
+
+def _groups(plan: FlowPlan) -> list[tuple[set[int], list[Any]]]:
+    """The edges of coupled paths (one output, or a shared edge) with their targets."""
+    groups: list[tuple[set[int], list[Any]]] = []
+    for target in plan.targets:
+        edges = {e for p in target.paths for e in plan.paths[p]}
+        joined = [g for g in groups if g[0] & edges]
+        for g in joined:
+            groups.remove(g)
+            edges |= g[0]
+        groups.append((edges, [target] + [t for g in joined for t in g[1]]))
+    return groups
+
+
+def _radial(plan: FlowPlan, values: list[np.ndarray], edges: list[int], rtol: float) -> bool:
+    for scale in (1.0, SMALL, 0.0):
+        moved = [w * scale if i in edges else w for i, w in enumerate(values)]
+        with np.errstate(all="ignore"):
+            flow = plan.flow(moved)
+        f = np.concatenate([flow[i].ravel() for i in edges])
+        if scale == 0.0:
+            return bool(not np.any(f))
+        v = np.concatenate([moved[i].ravel() for i in edges])
+        kappa = float(f @ v) / float(v @ v)
+        if not kappa < 0 or np.linalg.norm(f - kappa * v) > rtol * np.linalg.norm(f):
+            return False
+    return False  # pragma: no cover - the loop returns at scale 0

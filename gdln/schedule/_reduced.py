@@ -2,12 +2,14 @@ r"""The reduced route through a schedule: one small ODE (or GD map) per phase, s
 
 A network started decoupled, $W_e = R_{t(e)}B_eR_{s(e)}^\top$ (Eq. 9 of Saxe, Sodhani &
 Lewallen 2022), stays decoupled across a switch iff the new phase's statistics share the
-same bases (Eqs. 7-8). When every context's statistics share node bases, every mixture of
-them does, and only $s$ and $d$ change from phase to phase; so each phase is reduced on
-its own (:func:`gdln.reduce` of the task with that phase's probabilities, symmetry lumping
-re-checked per phase) and its bases are compared with the first phase's, mode by mode and
-edge by edge, up to the sign of each mode vector (a reversal $s\to-s$ may flip it). The
-state at the end of one phase, with those signs, is the start of the next.
+same bases (Eqs. 7-8). The start is the problem's own decoupled start (the bases of its
+own mixture of contexts, as :func:`gdln.simulate` draws it). When every context's
+statistics share node bases, every mixture of them does, and only $s$ and $d$ change from
+phase to phase; so each phase is reduced on its own (:func:`gdln.reduce` of the task with
+that phase's probabilities, symmetry lumping re-checked per phase) and its bases are
+compared with the start's, mode by mode and edge by edge, up to the sign of each mode
+vector (a reversal $s\to-s$ may flip it). The state at the end of one phase, with those
+signs, is the start of the next.
 
 Where the lumpings of two phases differ, every phase is reduced again without lumping
 (``lump="none"``: one variable per edge), which every phase shares. Where the bases
@@ -39,6 +41,7 @@ from ..solution._solve import integrate_flow
 from ..task._problem import Problem
 
 __all__ = [
+    "RADIAL_RTOL",
     "ReducedPhase",
     "ReducedRoute",
     "check_saddle",
@@ -54,6 +57,8 @@ BASIS_ATOL = 1e-9
 """How far $|r^{(k)\\top}r^{(0)}|$ of one mode vector in two phases may be from 1."""
 RADIAL_RTOL = 1e-12
 """How far a mode's rate may be from a multiple of its state to count as radial."""
+MAX_REDUCTIONS = 64
+"""Most distinct mixtures of a schedule reduced one by one; the route ends at the next."""
 SMALL = 1e-4
 """The scale at which :func:`check_saddle` looks again along the ray to the origin."""
 
@@ -61,7 +66,7 @@ SMALL = 1e-4
 @dataclass(frozen=True, eq=False)
 class ReducedPhase:
     """One phase on the reduced route: its reduction, its numbers, and the signs that take
-    the first phase's coordinates to this one's (state entry by state entry)."""
+    the start's coordinates to this one's (state entry by state entry)."""
 
     reduction: Reduction
     flow: NumericFlow
@@ -70,78 +75,85 @@ class ReducedPhase:
 
 @dataclass(frozen=True, eq=False)
 class ReducedRoute:
-    """The phases that share the first phase's bases (a prefix of the schedule), the lumping
-    they share, and why the route ends where it does (``""`` when it covers them all)."""
+    """The reduction of the start (the problem's own mixture: its decoupled weights are the
+    schedule's start), the phases that share its bases (a prefix of the schedule), the
+    lumping they share, and why the route ends where it does (``""`` when it covers all)."""
 
+    start: ReducedPhase
     phases: tuple[ReducedPhase, ...]
     lump: str
     why: str
 
 
 def reduced_route(
+    start: Problem,
     problems: Sequence[Problem],
     *,
     lump: str,
     b0: Any,
     weight_decay: float,
     seed: int,
-    gd_map: bool,
+    names: Sequence[str] = (),
 ) -> ReducedRoute:
-    """The longest prefix of ``problems`` (one per phase) on one set of bases.
+    """The longest prefix of ``problems`` (one per phase) on the bases of ``start``.
+
+    ``names`` name the phases in the reason the route ends (default: their numbers).
 
     Raises
     ------
-    GdlnError
-        The first phase cannot be reduced (no common bases, too many paths: the message
-        says why), so that the caller takes the routes of explicit weights.
+    NotDiagonalizableError, TooManyPathsError
+        ``start`` cannot be reduced, so that the caller takes the routes of weights.
     """
-    reduced = _reduce_all(problems, lump, b0, weight_decay, seed, gd_map)
+    names = list(names) or [f"phase {k}" for k in range(len(problems))]
+    reduced = _reduce_all(start, problems, lump, b0, weight_decay, seed, names)
     if reduced.why.startswith("lumping") and lump != "none":
-        again = _reduce_all(problems, "none", b0, weight_decay, seed, gd_map)
+        again = _reduce_all(start, problems, "none", b0, weight_decay, seed, names)
         if len(again.phases) >= len(reduced.phases):
-            why = again.why or ""
-            return ReducedRoute(again.phases, "none", why)
+            return again
     return reduced
 
 
 def _reduce_all(
+    start: Problem,
     problems: Sequence[Problem],
     lump: str,
     b0: Any,
     weight_decay: float,
     seed: int,
-    gd_map: bool,
+    names: Sequence[str],
 ) -> ReducedRoute:
+    def reduced(problem: Problem) -> Reduction:
+        return reduce(problem, lump=lump, b0=b0, route="contexts", weight_decay=weight_decay)
+
+    first = reduced(start)
+    flow0 = first.numeric_flow(gd_map=True)
+    origin = ReducedPhase(first, flow0, np.ones(len(flow0.y0)))
     cache: dict[Any, Reduction] = {}
     phases: list[ReducedPhase] = []
+
+    def ended(why: str) -> ReducedRoute:
+        return ReducedRoute(origin, tuple(phases), lump, why)
+
     for k, problem in enumerate(problems):
         key = tuple(c.probability for c in problem.require_task().contexts)
+        if key not in cache and len(cache) >= MAX_REDUCTIONS:
+            return ended(f"{names[k]}: more than {MAX_REDUCTIONS} distinct mixtures to reduce")
         try:
             if key not in cache:
-                cache[key] = reduce(
-                    problem, lump=lump, b0=b0, route="contexts", weight_decay=weight_decay
-                )
+                cache[key] = reduced(problem)
         except (NotDiagonalizableError, TooManyPathsError) as err:
-            if k == 0:
-                raise
-            return ReducedRoute(tuple(phases), lump, f"phase {k}: {short(err)}")
+            return ended(f"{names[k]}: {short(err)}")
         reduction = cache[key]
         flow = reduction.numeric_flow(gd_map=True)
-        if not phases:
-            phases.append(ReducedPhase(reduction, flow, np.ones(len(flow.y0))))
-            continue
-        first = phases[0]
-        if flow.labels != first.flow.labels or dict(flow.edges) != dict(first.flow.edges):
-            return ReducedRoute(
-                tuple(phases), lump, f"lumping: phase {k} ties other edges than phase 0"
-            )
-        if flow.meta.get("modes") != first.flow.meta.get("modes"):
-            return ReducedRoute(tuple(phases), lump, f"phase {k}: other modes than phase 0")
-        signs = _signs(first, reduction, flow, seed)
+        if flow.labels != flow0.labels or dict(flow.edges) != dict(flow0.edges):
+            return ended(f"lumping: {names[k]} ties other edges or modes than the start")
+        if flow.meta.get("modes") != flow0.meta.get("modes"):
+            return ended(f"{names[k]}: other modes than the start")
+        signs = _signs(origin, reduction, flow, seed)
         if isinstance(signs, str):
-            return ReducedRoute(tuple(phases), lump, f"phase {k}: {signs}")
+            return ended(f"{names[k]}: {signs}")
         phases.append(ReducedPhase(reduction, flow, signs))
-    return ReducedRoute(tuple(phases), lump, "")
+    return ended("")
 
 
 def short(err: Exception) -> str:
@@ -150,7 +162,7 @@ def short(err: Exception) -> str:
 
 
 def _signs(first: ReducedPhase, reduction: Reduction, flow: NumericFlow, seed: int) -> Any:
-    """Per state entry, the sign taking the first phase's variable to this phase's, or why
+    """Per state entry, the sign taking the start's variable to this phase's, or why
     the bases differ (a text)."""
     graph = reduction.problem.graph
     by_edge: dict[tuple[str, int], float] = {}
@@ -167,7 +179,7 @@ def _signs(first: ReducedPhase, reduction: Reduction, flow: NumericFlow, seed: i
             if abs(abs(a) - 1) > BASIS_ATOL or abs(abs(b) - 1) > BASIS_ATOL:
                 return (
                     f"the bases of edge {edge_name(edge)} in mode {slot} differ from the "
-                    "first phase's (Eqs. 7-9 hold within each phase, not across the switch)"
+                    "start's (Eqs. 7-9 hold within each phase, not across the switch)"
                 )
             by_edge[(edge_name(edge), slot)] = float(np.sign(a) * np.sign(b))
     signs = np.ones(len(flow.y0))
@@ -191,8 +203,8 @@ def step(
     rtol: float,
     atol: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-    """One phase from ``start`` (first-phase coordinates) at local ``times`` (from 0, the
-    last the phase's end): states in first-phase coordinates ``(T, n)``, the context
+    """One phase from ``start`` (the start's coordinates) at local ``times`` (from 0, the
+    last the phase's end): states in the start's coordinates ``(T, n)``, the context
     losses ``(T, contexts)`` and the phase's loss ``(T,)``, and notes for ``meta``."""
     flow = dataclasses.replace(phase.flow, y0=start * phase.signs)
     notes: dict[str, Any] = {}
@@ -212,7 +224,7 @@ def step(
 
 
 def variables(phase: ReducedPhase, states: np.ndarray) -> dict[str, np.ndarray]:
-    """Each variable's series ``(T, modes)`` in first-phase coordinates, by series name."""
+    """Each variable's series ``(T, modes)`` in the start's coordinates, by series name."""
     from ..solution._trajectory import variable_key
 
     flow = phase.flow
@@ -295,7 +307,7 @@ def weights_of(
     phase: ReducedPhase, state: np.ndarray, graph_edges: Sequence[Edge], *, seed: int
 ) -> dict[Edge, np.ndarray]:
     r"""The weights of Eq. (9), $W_e = R_{t(e)}\operatorname{diag}(B_e)R_{s(e)}^\top$, of a
-    state in first-phase coordinates (hidden bases drawn from ``seed``); fixed edges
+    state in the start's coordinates (hidden bases drawn from ``seed``); fixed edges
     $W_e = c\,I$, edges on no active path 0."""
     reduction = phase.reduction
     flow = phase.flow

@@ -73,6 +73,11 @@ def _against_reference(run: gdln.ScheduleResult, net, contexts, w0, schedule) ->
     return want
 
 
+def _without_schedule(text: str) -> str:
+    """A graph file's text without its ``schedule:`` section (the file's last)."""
+    return text.split("\nschedule:")[0] + "\n"
+
+
 def _start(problem: gdln.Problem, b0: float = 0.1):
     """The problem's decoupled start of Eq. (9) (its own mixture's bases, hidden bases from
     seed 0), which a schedule from b0 starts from, as a simulation does."""
@@ -244,7 +249,7 @@ def test_gd_map_equals_gradient_descent_restarted_per_phase(pathways: int) -> No
 def test_gd_map_boundaries_must_fall_on_steps(tmp_path: Path) -> None:
     path = tmp_path / "g.yaml"
     path.write_text(
-        (GRAPHS / "context.yaml").read_text()
+        _without_schedule((GRAPHS / "context.yaml").read_text())
         + "schedule: [{duration: 1.01, blocked: [context0, context1]}]\n"
     )
     problem = gdln.load(path)
@@ -287,7 +292,7 @@ def test_routes_asked_for_by_name() -> None:
     with pytest.raises(gdln.GdlnError, match="route 'moments' has no schedule"):
         gdln.solve_schedule(problem, schedule, route="moments")
     with pytest.raises(gdln.GdlnError, match="no schedule: add a 'schedule:' section"):
-        gdln.solve_schedule(problem)
+        gdln.solve_schedule(gdln.load(GRAPHS / "chain.yaml"))
 
 
 def test_weight_decay_refuses_the_lambda_balanced_restart() -> None:
@@ -431,7 +436,7 @@ def test_a_phase_with_a_task_file_of_its_own(tmp_path: Path) -> None:
     )
     path = tmp_path / "g.yaml"
     path.write_text(
-        (GRAPHS / "context.yaml").read_text().replace("hidden: 8", "hidden: 4")
+        _without_schedule((GRAPHS / "context.yaml").read_text()).replace("hidden: 8", "hidden: 4")
         + "schedule: [{duration: 30, blocked: [context0]}, {duration: 30, task: swap.yaml}]\n"
     )
     problem = gdln.load(path)

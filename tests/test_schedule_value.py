@@ -4,7 +4,6 @@ the key and the value."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import jsonschema
@@ -18,10 +17,10 @@ from gdln.task import Phase, Schedule, blocked, interleaved
 
 
 def _with_schedule(tmp_path: Path, entries: str, name: str = "g.yaml") -> Path:
+    """graphs/context.yaml with ``entries`` as its schedule instead of its own."""
     path = tmp_path / name
-    shutil.copy(GRAPHS / "context.yaml", path)
-    with path.open("a") as f:
-        f.write(f"schedule: {entries}\n")
+    text = (GRAPHS / "context.yaml").read_text(encoding="utf-8").split("\nschedule:")[0]
+    path.write_text(f"{text}\nschedule: {entries}\n", encoding="utf-8")
     return path
 
 
@@ -85,7 +84,10 @@ def test_file_schedule_expands_and_matches_the_schema(tmp_path: Path) -> None:
     }
     assert s.phases[1].key == "schedule[0].blocked[1]"
     jsonschema.validate(yaml.safe_load(path.read_text()), gdln.graphfile.schema())
-    assert gdln.load(GRAPHS / "context.yaml").schedule is None
+    assert gdln.load(GRAPHS / "chain.yaml").schedule is None
+    shipped = gdln.load(GRAPHS / "context.yaml").schedule  # blocked, then interleaved
+    assert shipped is not None
+    assert [p.name for p in shipped.phases] == ["context0", "context1", "interleaved"]
 
 
 @pytest.mark.parametrize(

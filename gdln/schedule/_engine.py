@@ -10,7 +10,8 @@ whole steps.
 The routes, in the order :func:`run_schedule` tries them:
 
 1. **contexts**: the reduced ODE of Eq. (10) or its exact gradient-descent map, from
-   $b(0)$, for the phases whose statistics share the first phase's bases
+   $b(0)$ (the problem's own decoupled start, as a simulation draws it), for the phases
+   whose statistics share that start's bases
    (:mod:`gdln.schedule._reduced`; lumping re-checked per phase);
 2. **lambda-balanced**: the closed form of a λ-balanced two-layer pathway (Braun, Dominé,
    Fitzgerald & Saxe 2022), restarted at each phase: $\Lambda = W_2^\top W_2 -
@@ -94,7 +95,7 @@ def run_schedule(
         (every phase a whole number of steps).
     b0
         Without ``weights``: the start of the reduced variables (Eq. 9), or of the full
-        matrices' singular values where the first phase has no common bases.
+        matrices' singular values where the problem has no common bases.
     weights
         Edge -> weights at the start (every trained edge), instead of ``b0``.
     weight_decay
@@ -505,7 +506,7 @@ def solve_schedule(
     problem: Problem,
     schedule: Schedule | None = None,
     *,
-    points: int | None = None,
+    points: int | str | None = None,
     times: npt.ArrayLike | None = None,
     dynamics: str | None = None,
     lr: float | str | None = None,
@@ -515,7 +516,7 @@ def solve_schedule(
     lump: str | None = None,
     route: str | None = None,
     method: str | None = None,
-    seed: int | None = None,
+    seed: int | str | None = None,
     rtol: float = 1e-10,
     atol: float = 1e-12,
 ) -> ScheduleResult:
@@ -572,8 +573,8 @@ def solve_schedule(
     >>> import gdln
     >>> problem = gdln.load("context", params={"pathways": 1})
     >>> run = gdln.solve_schedule(problem, gdln.task.blocked(["context0", "context1"], 60.0))
-    >>> [p.route for p in run.phases]  # the switch breaks the bases (y = x1, then y = x2)
-    ['contexts', 'lambda-balanced']
+    >>> [p.route for p in run.phases]  # y = x1, then y = x2: neither the start's bases
+    ['lambda-balanced', 'lambda-balanced']
     >>> round(float(run.context_loss["context0"][-1]), 3)  # forgot context 0: 1/3
     0.333
     """

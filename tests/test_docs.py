@@ -228,6 +228,7 @@ def _quick_runs() -> dict[tuple[str, ...], list[str]]:
 # over ~1.5 s run with the slow tests. The gallery runs every example again in the docs build.
 _SLOW = {"race.py", "naturalistic.py", "routing.py", "init_scale.py", "dgn_experiments.py"}
 _SLOW |= {"sd_linear_dynamics.py", "sd_regulariser.py", "context.py", "unimodal_bias.py"}
+_SLOW |= {"blocked_interleaved.py"}
 
 
 @pytest.mark.parametrize(

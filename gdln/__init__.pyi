@@ -8,6 +8,7 @@ from . import paths as paths
 from . import plotting as plotting
 from . import reduction as reduction
 from . import report as report
+from . import schedule as schedule
 from . import sd as sd
 from . import settings as settings
 from . import simulation as simulation
@@ -66,6 +67,8 @@ from .reduction import reduce as reduce
 from .report import format_derivation as format_derivation
 from .report import format_paths as format_paths
 from .report import format_statistics as format_statistics
+from .schedule import ScheduleResult as ScheduleResult
+from .schedule import solve_schedule as solve_schedule
 from .simulation import INITS as INITS
 from .simulation import SimulationDivergedError as SimulationDivergedError
 from .simulation import SimulationSettings as SimulationSettings

@@ -229,6 +229,7 @@ def _quick_runs() -> dict[tuple[str, ...], list[str]]:
 _SLOW = {"race.py", "naturalistic.py", "routing.py", "init_scale.py", "dgn_experiments.py"}
 _SLOW |= {"sd_linear_dynamics.py", "sd_regulariser.py", "context.py", "unimodal_bias.py"}
 _SLOW |= {"relu_gating.py"}
+_SLOW |= {"blocked_interleaved.py"}
 
 
 @pytest.mark.parametrize(

@@ -426,3 +426,16 @@ def test_parse_errors_are_one_line(text: str, fmt: str) -> None:
         parse(text, format=fmt, source="bad.yaml")
     message = str(caught.value)
     assert "\n" not in message and len(message) <= 300 and "bad.yaml" in message
+
+
+def test_a_schedule_read_from_a_file_survives_and_one_made_in_python_is_refused() -> None:
+    import dataclasses
+
+    problem = gdln.load(GRAPHS / "context.yaml")
+    assert problem.schedule is not None
+    again = parse(dump(problem), source="again.yaml")
+    assert again.schedule == problem.schedule  # the phases: contexts, probabilities, durations
+    made = dataclasses.replace(problem, schedule=gdln.task.blocked(["context0", "context1"], 5.0))
+    with pytest.raises(gdln.GraphSpecError, match="schedule") as refused:
+        dump(made)
+    assert "\n" not in str(refused.value) and len(str(refused.value)) <= 300

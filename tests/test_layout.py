@@ -39,10 +39,10 @@ LAYERS: list[set[str]] = [
     {"paths"},
     {"reduction"},
     {"report", "solution"},
-    {"simulation", "stages"},
-    {"comparison"},
+    {"simulation", "stages", "balanced"},
+    {"comparison", "schedule"},
     {"sweep"},
-    {"kernels", "sd", "balanced", "plotting", "gating"},
+    {"kernels", "sd", "plotting", "gating"},
     {"cli", "__init__", "__main__"},
 ]
 LAYER = {name: k for k, names in enumerate(LAYERS) for name in names}

@@ -431,6 +431,7 @@ WRITERS = {  # every command that writes, with its -o
     "derive": ["derive", CHAIN, "-o", "{folder}/out.txt"],
     "solve": ["solve", CHAIN, "-o", "{folder}/out.json"],
     "timescales": ["timescales", CHAIN, "-o", "{folder}/out.json"],
+    "schedule": ["schedule", CHAIN, "-o", "{folder}/out.json"],
     "simulate": ["simulate", CHAIN, "-o", "{folder}/out.npz"],
     "compare": ["compare", CHAIN, "-o", "{folder}/gdln-compare-out"],
     "extract": ["extract", "run.npz", "-o", "{folder}/out.yaml"],

@@ -42,6 +42,7 @@ def out_dir(src_file: str | Path) -> Path:
 #: tables and sections; an example not listed comes after these, by name
 ORDER = (
     *("xor", "context", "routing", "race", "init_scale", "naturalistic"),  # Figs. 3-7
+    "blocked_interleaved",  # App. A.2's task under schedules (Flesch et al. 2023)
     *("dgn_experiments", "npk_thm51", "npk_table2", "npk_fig3", "pathgram_teacher_student"),
     *("sd_depth_concentration", "sd_gradient_growth", "sd_max_regularisation"),
     *("sd_regulariser", "sd_gaussian_noise", "sd_budget", "sd_linear_dynamics"),

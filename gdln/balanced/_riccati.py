@@ -90,6 +90,23 @@ def riccati_solution(
     numpy.ndarray
         ``(T, r + o, r + o)``.
     """
+    return riccati_steps(target, lam, q0, times, what=what)[0]
+
+
+def riccati_steps(
+    target: np.ndarray, lam: float, q0: np.ndarray, times: np.ndarray, *, what: str = ""
+) -> tuple[np.ndarray, np.ndarray]:
+    r""":func:`riccati_solution`, and a factor $Q$ with $QQ^\top = P$ at the last time.
+
+    The factor is the one the composed closed form carries (at most $r + o$ columns, the
+    same $QQ^\top$ as $Q_0$'s flow, in the nodes' coordinates): where a schedule
+    restarts the solution from the end of a phase, it is the next phase's $Q_0$.
+
+    Returns
+    -------
+    tuple
+        ``(P, Q)``: ``(T, r + o, r + o)`` and ``(r + o, k)``.
+    """
     F = riccati_matrix(target, lam)
     f, basis = np.linalg.eigh(F)
     # a thin factor with the same Q Q^T: at most r + o columns, whatever the hidden width
@@ -122,7 +139,7 @@ def riccati_solution(
                 q = _step(q, *steps[dt])
         before = max(before, t)
         out[k] = basis @ (q @ q.T) @ basis.T
-    return (out + out.transpose(0, 2, 1)) / 2
+    return (out + out.transpose(0, 2, 1)) / 2, basis @ q
 
 
 def _longest_step(f_max: float, bound: float) -> float:

@@ -91,6 +91,17 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
         "method",
     ),
     "timescales": ("lump", "b0", "route"),
+    "schedule": (
+        "lump",
+        "b0",
+        "route",
+        "lr",
+        "weight_decay",
+        "dynamics",
+        "points",
+        "method",
+        "seed",
+    ),
     "simulate": (
         "t_max",
         "lr",

@@ -51,6 +51,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "gdln.cli._timescales",
         "Order, times and plateaus of the stages of learning from small initial weights.",
     ),
+    "schedule": CommandEntry(
+        "gdln.cli._schedule",
+        "Solve the file's schedule phase by phase; print routes, losses per context, forgetting.",
+    ),
     "simulate": CommandEntry(
         "gdln.cli._simulate",
         "Train the full gated network of FILE by gradient descent and save its trajectory.",

@@ -51,7 +51,8 @@ def dump(problem: Problem, *, format: str = "yaml") -> str:
     ----------
     problem
         The problem to write: a graph with node sizes, gates and fixed edges, its task
-        (or none), parameters and settings.
+        (or none), parameters and settings, and its ``schedule:`` section as the file
+        wrote it.
     format
         ``"yaml"``, the graph-file format.
 
@@ -66,7 +67,7 @@ def dump(problem: Problem, *, format: str = "yaml") -> str:
     GraphSpecError
         ``format`` is not ``"yaml"``, or the problem holds what a graph file cannot say:
         a node id that is not text or that holds a brace or ``->``, a value that is not a
-        number or an expression of the file's grammar.
+        number or an expression of the file's grammar, a schedule made in Python.
 
     Examples
     --------
@@ -170,7 +171,23 @@ class _Writer:
             }
             doc["task"] = self.task(problem.task, problem.graph)
         doc.update(self.settings(problem.settings))
+        if problem.schedule is not None:
+            doc["schedule"] = self.schedule(problem, written)
         return doc
+
+    def schedule(self, problem: Problem, written: Mapping[str, Any]) -> Any:
+        """The ``schedule:`` section as the file wrote it, if it is still the problem's
+        (contexts named by label, durations in tau); a schedule made in Python is refused."""
+        section = written.get("schedule") if isinstance(written, Mapping) else None
+        source = getattr(problem.schedule, "source", None)
+        if section is None or source is None or source == "<schedule>":
+            raise GraphSpecError(
+                "schedule: dump writes a schedule: section only as a file wrote it; "
+                "write a schedule made in Python with gdln.task.blocked/interleaved into "
+                "the file by hand",
+                source=problem.source,
+            )
+        return section
 
     def nodes(self, graph: nx.DiGraph) -> list[dict[str, Any]]:
         out = []

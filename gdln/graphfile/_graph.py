@@ -54,6 +54,7 @@ DOCUMENT_KEYS = frozenset(
         "datasets",
         "task",
         *SECTIONS,  # solve:, simulate:
+        "schedule",
     }
 )
 """The top-level keys of a YAML graph file."""

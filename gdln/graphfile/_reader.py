@@ -46,6 +46,7 @@ from ..task._task import Task
 from ._document import Scope, parse_document, read_file, read_parameters, read_settings
 from ._ends import check_ends
 from ._graph import graph_from_networkx, read_architecture, validate_graph
+from ._schedule import read_schedule
 from ._shipped import find_graph
 from ._tasks import read_task
 
@@ -220,6 +221,13 @@ def _problem(
         task_source = str(task)
     if problem_task is not None:
         check_ends(graph, problem_task, source=task_source)
+
+    def phase_task(file: Path) -> Task:
+        own = _read_task_file(file, graph, params or {}, names)
+        check_ends(graph, own, source=str(file))
+        return own
+
+    schedule = read_schedule(document, scope, problem_task, phase_task)
     return Problem(
         graph=graph,
         task=problem_task,
@@ -229,6 +237,7 @@ def _problem(
         families=tuple(families),
         document=document,
         reader=with_task,
+        schedule=schedule,
     )
 
 

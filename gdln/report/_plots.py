@@ -33,6 +33,7 @@ __all__ = [
     "plot_timescales",
     "plot_trajectory",
     "seed_band",
+    "shade_phases",
     "trajectory_kinds",
 ]
 
@@ -384,6 +385,39 @@ def _draw_loss(ax: Any, trajectory: TrajectoryLike) -> None:
     _draw_curves(ax, t, curves, lw=1.0, note="per context")
     ax.set_ylabel(r"loss $\mathcal{L}$")
     ax.set_ylim(bottom=0)
+    schedule = trajectory.meta.get("schedule")
+    if isinstance(schedule, Mapping) and schedule.get("phases"):
+        shade_phases(ax, schedule["phases"])
+
+
+def shade_phases(ax: Any, phases: Sequence[Mapping[str, Any]]) -> None:
+    """Shade every other phase of a schedule and name each phase at the top of ``ax``.
+
+    Parameters
+    ----------
+    ax
+        The axes, with their data drawn (the x limits are kept).
+    phases
+        Each phase's ``start``, ``end`` and ``name`` (``meta["schedule"]["phases"]`` of
+        :func:`gdln.solve_schedule`'s trajectory). The spans carry the ``gid``
+        ``"phase K"``, the names ``"phase label K"``.
+    """
+    low, high = ax.get_xlim()
+    for k, phase in enumerate(phases):
+        start, end = float(phase["start"]), float(phase["end"])
+        ax.axvspan(start, end, color="0.5" if k % 2 else "0.8", alpha=0.12, lw=0, gid=f"phase {k}")
+        ax.annotate(
+            str(phase.get("name", k)),
+            ((start + end) / 2, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, -10),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+            color="0.3",
+            gid=f"phase label {k}",
+        )
+    ax.set_xlim(low, high)
 
 
 def _variable_curves(trajectory: TrajectoryLike) -> list[tuple[str, np.ndarray]]:

@@ -32,7 +32,7 @@ from ._recording import Recording
 from ._series import CONTEXT_LOSS, matrix_key
 from ._trajectory import Trajectory
 
-__all__ = ["solve_full"]
+__all__ = ["integrate_weights", "iterate_weights", "solve_full"]
 
 ATOL = 1e-13
 """Absolute tolerance (per weight entry) of the same integration."""
@@ -156,11 +156,11 @@ def solve_full(
     with _blas_threads(plan, values), metering(meter):
         if lr is None:
             t_eval = recording.times_of(t_max)
-            t, states = _integrate(plan, values, t_max, t_eval, problem.source)
+            t, states = integrate_weights(plan, values, t_max, t_eval, problem.source)
             method = "full-ode"
         else:
             record = recording.steps_of(steps, lr=lr)
-            t, states = _iterate(plan, values, lr, record, problem.source)
+            t, states = iterate_weights(plan, values, lr, record, problem.source)
             method = "full-gd-map"
     return _trajectory(problem, plan, t, states, method, recording)
 
@@ -282,10 +282,18 @@ def _initial_number(problem: Problem, edge: Edge, value: Any) -> float:
         ) from err
 
 
-def _integrate(
-    plan: FlowPlan, values: list[np.ndarray], t_max: float, t_eval: np.ndarray, source: str = ""
+def integrate_weights(
+    plan: FlowPlan,
+    values: list[np.ndarray],
+    t_max: float,
+    t_eval: np.ndarray,
+    source: str = "",
+    *,
+    rtol: float = RTOL,
+    atol: float = ATOL,
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
-    """DOP853 on the flattened weights, recorded at the times ``t_eval``."""
+    """DOP853 on the flattened weights from ``values`` at time 0, recorded at the times
+    ``t_eval`` (in ``[0, t_max]``); metered (``tick``), overflow refused in one line."""
     shapes = [w.shape for w in values]
     splits = np.cumsum([w.size for w in values])[:-1]
 
@@ -302,17 +310,18 @@ def _integrate(
 
     y0 = np.concatenate([w.ravel() for w in values])
     t_eval = np.minimum(t_eval, t_max)
-    result = solve_ivp(rhs, (0.0, t_max), y0, method="DOP853", t_eval=t_eval, rtol=RTOL, atol=ATOL)
+    result = solve_ivp(rhs, (0.0, t_max), y0, method="DOP853", t_eval=t_eval, rtol=rtol, atol=atol)
     if not result.success:
         where = f"{source}: " if source else ""
         raise GdlnError(f"{where}the full-matrix flow failed: {result.message}")
     return result.t, [unpack(y) for y in result.y.T]
 
 
-def _iterate(
+def iterate_weights(
     plan: FlowPlan, values: list[np.ndarray], lr: float, steps: np.ndarray, source: str = ""
 ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
-    """Gradient descent with learning rate ``lr``, recorded at the given steps."""
+    """Gradient descent with learning rate ``lr`` from ``values`` (step 0), recorded at the
+    given steps (distinct, sorted); metered, overflow refused in one line."""
     record = sorted(set(steps.tolist()))
     weights = [w.copy() for w in values]
     states = []

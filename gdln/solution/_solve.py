@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..reduction._moments import ExpectedDynamics
     from ..reduction._system import Reduction
 
-__all__ = ["solve_batch", "solve_model"]
+__all__ = ["integrate_flow", "solve_batch", "solve_model"]
 
 
 def solve_model(
@@ -179,6 +179,42 @@ def solve_batch(
     )
     meta = {"method": "ode", "lr": None, **notes, "ode_method": settings.method}
     return _trajectories(flow, times, states, values, meta, status, recording, batch=True)
+
+
+def integrate_flow(
+    flow: NumericFlow, times: np.ndarray, *, method: str, rtol: float, atol: float
+) -> tuple[np.ndarray, dict[str, str]]:
+    r"""Gradient flow $\tau\dot y = f(y)$ from ``flow.y0`` at ``times`` (``times[0]`` the start).
+
+    The stepping of :func:`solve_model` on one system, for a caller that sets the start
+    itself (a phase of a schedule starts where the previous one ended: :mod:`gdln.schedule`
+    restarts the stepper at every boundary, never stepping across a jump of the data).
+
+    Parameters
+    ----------
+    flow
+        The dynamics, with the start in ``y0``.
+    times
+        Increasing times from the start.
+    method, rtol, atol
+        As for :func:`gdln.solve`.
+
+    Returns
+    -------
+    tuple
+        States ``(T, n)`` and what ``meta`` records of the stepping (``integrator``, and
+        ``integrator_fallback`` where one stepper gave way to another).
+
+    Raises
+    ------
+    GdlnError
+        The ODE overflowed, turned non-finite or the stepper failed (naming the time and
+        the variable), or ``method`` is unknown.
+    """
+    states, notes, _ = _integrate_ode(  # a stepper's fallback is in the notes too
+        flow, np.asarray(times, dtype=float), np.ones(1), method=method, rtol=rtol, atol=atol
+    )
+    return states[:, :, 0], notes
 
 
 def _check_scales(flow: NumericFlow, scales: npt.ArrayLike) -> np.ndarray:

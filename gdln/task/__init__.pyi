@@ -1,5 +1,9 @@
 from ._examples import ExampleSet as ExampleSet
 from ._problem import Problem as Problem
+from ._schedule import Phase as Phase
+from ._schedule import Schedule as Schedule
+from ._schedule import blocked as blocked
+from ._schedule import interleaved as interleaved
 from ._task import Context as Context
 from ._task import Dataset as Dataset
 from ._task import Task as Task

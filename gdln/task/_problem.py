@@ -16,6 +16,7 @@ from .._errors import GraphSpecError, TaskSpecError
 from ..settings._declared import Settings
 from ._examples import ExampleSet
 from ._notebook import problem_html
+from ._schedule import Schedule
 from ._task import Task
 
 __all__ = ["IndexFamily", "Problem", "require_linear"]
@@ -108,6 +109,10 @@ class Problem:
         How a task file is read for this problem (:func:`gdln.graphfile.with_task`, set
         by :func:`gdln.load`), for :meth:`with_task`; ``None`` for a problem made in
         memory.
+    schedule
+        The order in which the contexts are trained (the file's ``schedule:`` section,
+        :class:`~gdln.task.Schedule`), or ``None``: every context at its probability
+        all along.
 
     References
     ----------
@@ -125,6 +130,7 @@ class Problem:
     reader: Callable[[Problem, str | Path], Problem] | None = field(
         default=None, repr=False, compare=False
     )
+    schedule: Schedule | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         g = self.graph

@@ -1,0 +1,12 @@
+"""Schedules solved: blocked, interleaved or any sequence of phases, each from the last's end.
+
+A :class:`gdln.task.Schedule` says in which order the contexts are trained;
+:func:`solve_schedule` integrates each phase from the previous phase's end state by the
+reduced dynamics (Eq. 10 of Saxe, Sodhani & Lewallen 2022), the λ-balanced closed form or
+the full matrices, and records every context's loss all along; :class:`ScheduleMeasures`
+reads forgetting, transfer and savings off it.
+"""
+
+from .._lazy import attach_stub
+
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

@@ -1,0 +1,170 @@
+r"""A schedule simulated: the full gated network trained phase by phase in torch.
+
+Each phase is one :func:`gdln.simulate` run of the phase's task (every context of the
+schedule with the phase's probabilities) for ``duration / lr`` steps of gradient descent,
+from the weights the previous phase ended with (every seed its own). Every context's own
+loss is recorded all along on the evaluation examples of every context (so also while
+the phase gives it probability 0: forgetting), the loss of the phase in force on its
+training examples. This is the Euler map of Eq. (2) of Saxe, Sodhani & Lewallen (2022)
+with the data of each phase, which the reduced gradient-descent map of
+:func:`gdln.solve_schedule` (``dynamics="gd-map"``) follows exactly from decoupled weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .._edge import Edge
+from ..solution._trajectory import Trajectory
+from ..task._problem import Problem
+from ..task._schedule import Schedule, phase_task, schedule_task
+from ._engine import _grid
+
+__all__ = ["simulate_schedule"]
+
+
+def simulate_schedule(
+    problem: Problem,
+    schedule: Schedule | None = None,
+    *,
+    lr: float | str | None = None,
+    points: int | str | None = None,
+    init_scheme: str | None = None,
+    init_scale: float | None = None,
+    b0: Any = None,
+    weights: Mapping[Edge, Any] | None = None,
+    seeds: int | None = None,
+    seed: int | None = None,
+    weight_decay: float | str | None = None,
+) -> Trajectory:
+    r"""Train the full network through a schedule, each phase from the previous one's end.
+
+    Parameters
+    ----------
+    problem
+        A loaded problem (its graph, task and settings).
+    schedule
+        The phases; default: the file's ``schedule:``.
+    lr
+        The learning rate (every phase a whole number of steps).
+    points
+        About how many records over the whole schedule (the boundaries always).
+    init_scheme, init_scale, b0, weights, seeds, seed, weight_decay
+        As for :func:`gdln.simulate`, for the start of the first phase (``"decoupled"``:
+        the weights of Eq. 9 at ``b0``, which the reduced map follows exactly).
+
+    Returns
+    -------
+    Trajectory
+        ``t`` ``(T,)``; ``loss`` ``(T, S)`` (the phase in force; a boundary counts to the
+        phase it ends); ``"loss/<context>"`` ``(T, S)`` every context's own loss;
+        ``"sv/<edge>"``; ``meta["schedule"]`` the boundaries and each phase's name, key,
+        times and probabilities.
+
+    Raises
+    ------
+    GdlnError
+        No schedule, or a duration that is not a whole number of steps of ``lr``.
+
+    References
+    ----------
+    Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(2); Flesch et al. (2023).
+
+    Examples
+    --------
+    >>> import gdln
+    >>> problem = gdln.load("context", params={"pathways": 2, "hidden": 4})
+    >>> sim = gdln.schedule.simulate_schedule(
+    ...     problem, gdln.task.blocked(["context0", "context1"], 1.0), lr=0.5, seeds=1
+    ... )
+    >>> sim.meta["schedule"]["boundaries"]
+    [0.0, 1.0, 2.0]
+    """
+    from ..simulation import SimulationSettings, simulate
+
+    schedule = problem.schedule if schedule is None else schedule
+    if schedule is None:
+        from .._errors import GdlnError
+
+        raise GdlnError(f"{problem.source}: no schedule: add a 'schedule:' section or pass one")
+    settings = problem.settings.given(lr=lr, points=points)
+    step = float(settings.lr)
+    _grid(schedule, [0.0, float(schedule.duration)], step)  # every boundary on a step
+    union = schedule_task(problem.require_task(), schedule)
+    labels = [c.label for c in union.contexts]
+    share = 1 / len(union.contexts)
+    even = tuple(dataclasses.replace(c, probability=share) for c in union.contexts)
+    every = dataclasses.replace(problem, task=dataclasses.replace(union, contexts=even))
+    evaluation = every.examples()  # every context, to record its loss while it is off
+    total_steps = round(float(schedule.duration) / step)
+    per_step = max(1, total_steps // max(1, int(settings.points) - 1))
+    start: dict[str, Any] = (
+        {"weights": weights}
+        if weights is not None
+        else {"init_scheme": init_scheme, "init_scale": init_scale, "b0": b0}
+    )
+    parts: list[dict[str, np.ndarray]] = []
+    offset = 0.0
+    for k, phase in enumerate(schedule.phases):
+        steps = round(float(phase.duration) / step)
+        records = tuple(sorted({*range(0, steps, per_step), steps}))
+        run = simulate(
+            dataclasses.replace(problem, task=phase_task(union, phase)),
+            steps=steps,
+            lr=step,
+            seeds=seeds,
+            seed=seed,
+            weight_decay=weight_decay,
+            eval_examples=evaluation,
+            settings=SimulationSettings(record_weights=True, record_steps=records),
+            **start,
+        )
+        start = {"weights": {_edge(key): w[-1] for key, w in _weights(run).items()}}
+        first = 0 if k == 0 else 1  # the boundary is the previous phase's last record
+        part = {"t": run.t[first:] + offset, "loss": np.asarray(run.loss)[first:]}
+        for label in labels:
+            part[f"loss/{label}"] = np.asarray(run.series[f"eval/loss/{label}"])[first:]
+        for key, value in run.series.items():
+            if key.startswith("sv/"):
+                part[key] = np.asarray(value)[first:]
+        parts.append(part)
+        offset += float(phase.duration)
+    series = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    t, loss = series.pop("t"), series.pop("loss")
+    bounds = list(schedule.boundaries)
+    meta = {
+        "source": problem.source,
+        "route": "simulation",
+        "lr": step,
+        "time_unit": "tau",
+        "context_labels": labels,
+        "schedule": {
+            "boundaries": bounds,
+            "phases": [
+                {
+                    "name": phase.name,
+                    "key": phase.key,
+                    "start": bounds[k],
+                    "end": bounds[k + 1],
+                    "probabilities": {
+                        c.label: float(c.probability) for c in phase_task(union, phase).contexts
+                    },
+                }
+                for k, phase in enumerate(schedule.phases)
+            ],
+        },
+    }
+    return Trajectory(t, loss, series, meta)
+
+
+def _weights(run: Trajectory) -> dict[str, np.ndarray]:
+    return {k[2:]: np.asarray(v) for k, v in run.series.items() if k.startswith("W/")}
+
+
+def _edge(name: str) -> Edge:
+    source, _, target = name.partition("->")
+    return (source, target)

@@ -344,3 +344,16 @@ def test_guest_commands_refuse_within_time_and_memory(args: list[str]) -> None:
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.startswith("gdln: error: ") and done.stderr.count("\n") == 1
     assert time.perf_counter() - start < 30  # the imports of a loaded machine included
+
+
+def test_training_epochs_are_metered_against_the_work_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kernel --train-epochs 100000`` ran past 120 s (every count within its limit): the
+    epochs are metered, and refused at the pace that would pass the limit ``work``."""
+    monkeypatch.setenv("GDLN_MAX_WORK", "2")
+    start = time.process_time()
+    with pytest.raises(DGNSpecError, match=r"epochs.*work=2 s") as refused:
+        kernel_spectrum(n=200, width=64, depth=4, train_epochs=10**6, kind="npk")
+    assert time.process_time() - start < 10  # refused at the pace, not after the epochs
+    assert "\n" not in str(refused.value) and len(str(refused.value)) <= 300

@@ -14,7 +14,7 @@ from typing import Generic, Literal, TypeVar
 
 import torch
 
-from .._bounded._limits import beyond, current_limits
+from .._bounded._limits import WorkMeter, beyond, current_limits
 from ..settings._constraints import POSITIVE
 from ._base import check_input
 from ._bounds import check_count, check_finite, check_seed, check_value
@@ -128,7 +128,8 @@ def train_dgn(
     DGNSpecError
         Unknown ``optimizer`` or ``loss``, ``y`` with the wrong number of rows, inputs or
         targets holding inf or nan, a count or ``lr`` out of range (more epochs than
-        :class:`gdln.graphfile.Limits` ``steps``), or a non-finite loss.
+        :class:`gdln.graphfile.Limits` ``steps``), a non-finite loss, or epochs whose
+        pace would take more CPU time than the limit ``work``.
 
     References
     ----------
@@ -160,6 +161,12 @@ def train_dgn(
     n = x.shape[0]
     bs = n if net.mode == "frg" else max(1, min(batch_size, n))
     losses = []
+    meter = WorkMeter(  # the epochs cost what they cost: metered, refused at the pace
+        f"training the deep gated network ({epochs} epochs on {n} examples)",
+        horizon=epochs,
+        cls=DGNSpecError,
+        advice="lower the epochs, n, the width or the depth",
+    )
     if callback is not None:
         callback(0, net)
     for epoch in range(1, epochs + 1):
@@ -173,6 +180,7 @@ def train_dgn(
             opt.step()
             total += float(value.detach()) * len(idx)
         losses.append(total / n)
+        meter.measure(epoch)
         if not math.isfinite(losses[-1]):
             break
         if callback is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..solution._series import CONTEXT_LOSS
 from ..solution._trajectory import Trajectory
 from ._measures import ScheduleMeasures, measures_of
 
@@ -132,5 +133,5 @@ class ScheduleResult:
             self.boundaries,
             trained,
             self.trajectory.t,
-            np.asarray(self.trajectory.series["context_loss"]),
+            np.asarray(self.trajectory.series[CONTEXT_LOSS]),
         )

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._edge import Edge
+from ..solution._series import context_key, edge_in_key
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
 from ..task._schedule import Schedule, phase_task, schedule_task
@@ -127,9 +128,10 @@ def simulate_schedule(
         first = 0 if k == 0 else 1  # the boundary is the previous phase's last record
         part = {"t": run.t[first:] + offset, "loss": np.asarray(run.loss)[first:]}
         for label in labels:
-            part[f"loss/{label}"] = np.asarray(run.series[f"eval/loss/{label}"])[first:]
+            evaluated = run.series[context_key(label, evaluation=True)]
+            part[context_key(label)] = np.asarray(evaluated)[first:]
         for key, value in run.series.items():
-            if key.startswith("sv/"):
+            if edge_in_key("sv", key) is not None:
                 part[key] = np.asarray(value)[first:]
         parts.append(part)
         offset += float(phase.duration)
@@ -162,7 +164,8 @@ def simulate_schedule(
 
 
 def _weights(run: Trajectory) -> dict[str, np.ndarray]:
-    return {k[2:]: np.asarray(v) for k, v in run.series.items() if k.startswith("W/")}
+    edges = {k: edge_in_key("W", k) for k in run.series}
+    return {edge: np.asarray(run.series[k]) for k, edge in edges.items() if edge is not None}
 
 
 def _edge(name: str) -> Edge:

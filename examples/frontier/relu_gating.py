@@ -180,7 +180,7 @@ def draw(results: list[Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run XoR and Make Haste Slowly's task; write the figures and ``results.json``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
     parser.add_argument("-o", "--out", default="out/relu_gating", help="output folder")
     args = parser.parse_args(argv)

@@ -72,12 +72,19 @@ def plot_result(
     Parameters
     ----------
     result
-        A :class:`gdln.Trajectory` or :class:`gdln.Timescales`, or a file: a trajectory
-        (``.npz``, ``.json``, ``.csv``), the stages of ``gdln timescales`` (``.json``), a
-        sweep table (``.csv``) or ``kernel.json`` of ``gdln kernel``.
+        A :class:`gdln.Trajectory` or :class:`gdln.Timescales` (or a
+        :class:`gdln.gating.ReluTheory`), or a file: a trajectory (``.npz``, ``.json``,
+        ``.csv``), the stages of ``gdln timescales`` (``.json``), a sweep table (``.csv``)
+        or ``kernel.json`` of ``gdln kernel``.
     x, y
         A sweep table's column on the x axis (default: its first) and the columns to
         draw (default: every column with a non-integer number).
+    gated
+        Draw a ReLU run (recorded with ``record_patterns``) against the gated network of
+        its patterns (:func:`gdln.gating.relu_theory`, :func:`plot_relu_theory`).
+    step
+        With ``gated``: the recorded step the theory starts from (default: the step from
+        which the patterns are frozen, or the first record when they never freeze).
 
     Returns
     -------

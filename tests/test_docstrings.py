@@ -36,6 +36,9 @@ FINISHED = (
     "outputs",
     "settings",
     "stages",
+    "plotting",
+    "gating",
+    "schedule",
 )
 
 

@@ -205,18 +205,7 @@ def _check_transpose(
             close = abs(float(difference)) < allowed + FLOAT_RTOL * scale
         if close:
             continue
-        if a == b:
-            raise fail(
-                (a, a),
-                f"{title or f'<{a} {a}^T>'} is not symmetric, as a {what} is: entry [{i}, {j}] is "
-                f"{_shown(here)} but [{j}, {i}] is {_shown(there)}",
-            )
-        raise fail(
-            (a, b),
-            f"<{a} {b}^T> entry [{i}, {j}] is {_shown(here)} but {b}.{a} gives "
-            f"<{b} {a}^T> entry [{j}, {i}] = {_shown(there)}; a block given both ways must "
-            "be the other's transpose",
-        )
+        raise _not_transposed(a, b, (i, j), (_shown(here), _shown(there)), fail, what, title)
 
 
 def _exact(block: Any) -> bool:
@@ -244,17 +233,31 @@ def _check_transpose_floats(
     if not len(bad):
         return
     i, j = (int(k) for k in bad[0])
+    shown = (f"{here[i, j]:.6g}", f"{there[i, j]:.6g}")
+    raise _not_transposed(a, b, (i, j), shown, fail, what, title)
+
+
+def _not_transposed(
+    a: str,
+    b: str,
+    entry: tuple[int, int],
+    shown: tuple[str, str],
+    fail: Callable[[tuple[str, ...], str], Exception],
+    what: str,
+    title: str | None,
+) -> Exception:
+    """The error for entry ``[i, j]`` of ``<a b^T>`` that is not ``[j, i]`` of ``<b a^T>``."""
+    (i, j), (here, there) = entry, shown
     if a == b:
-        raise fail(
+        return fail(
             (a, a),
             f"{title or f'<{a} {a}^T>'} is not symmetric, as a {what} is: entry [{i}, {j}] is "
-            f"{here[i, j]:.6g} but [{j}, {i}] is {there[i, j]:.6g}",
+            f"{here} but [{j}, {i}] is {there}",
         )
-    raise fail(
+    return fail(
         (a, b),
-        f"<{a} {b}^T> entry [{i}, {j}] is {here[i, j]:.6g} but {b}.{a} gives "
-        f"<{b} {a}^T> entry [{j}, {i}] = {there[i, j]:.6g}; a block given both ways must "
-        "be the other's transpose",
+        f"<{a} {b}^T> entry [{i}, {j}] is {here} but {b}.{a} gives <{b} {a}^T> entry "
+        f"[{j}, {i}] = {there}; a block given both ways must be the other's transpose",
     )
 
 

@@ -213,6 +213,19 @@ def test_a_dataset_built_in_python_is_checked_as_a_file_is(exact: bool) -> None:
             {"x": 2, "y": 1},
             moments_given={**moments, ("x", "y"): np.array([[0.5], [0.0]])},
         )
+    # floats beside a symbolic block: no value of s is known to make them each other's
+    # transpose (the float check alone could not read s: a TypeError traceback before)
+    with pytest.raises(ValueError, match=r"'d'.*x\.y.*transpose"):
+        gdln.task.Dataset(
+            "d",
+            {"x": 2, "y": 1},
+            moments_given={
+                ("x", "x"): sp.ImmutableMatrix(xx),
+                ("y", "x"): sp.ImmutableMatrix([[sp.Symbol("s"), 0]]),
+                ("x", "y"): np.array([[0.25], [0.0]]),
+                ("y", "y"): np.array(yy, float),
+            },
+        )
     fine = {**blocks, ("y", "x"): [[0.5, 0]]}  # eigenvalues 1 +- 0.5 and 1: data exist
     assert min(np.linalg.eigvalsh([[1, 0, 0.5], [0, 1, 0], [0.5, 0, 1]])) > 0
     gdln.task.Dataset(

@@ -153,8 +153,10 @@ def check_moments(
     numbers: dict[Pair, np.ndarray] = {}
     for (a, b), block in moments.items():
         if a == b or ((b, a) in moments and a < b):
-            check = _check_transpose if _exact(block) else _check_transpose_floats
-            check(a, b, block, moments[(b, a)], slack, fail, what, title)
+            other = moments[(b, a)]
+            floats = not (_exact(block) or _exact(other))
+            check = _check_transpose_floats if floats else _check_transpose
+            check(a, b, block, other, slack, fail, what, title)
         if not _exact(block):
             numbers[(a, b)] = np.asarray(block, dtype=float)
         elif not block.free_symbols:
@@ -190,7 +192,8 @@ def _check_transpose(
     title: str | None,
 ) -> None:
     """``<a b^T>`` against ``<b a^T>^T`` (for ``a == b``: against its own transpose)."""
-    for i, j in itertools.product(range(block.rows), range(block.cols)):
+    rows, cols = block.shape  # a sympy matrix, or floats beside one
+    for i, j in itertools.product(range(rows), range(cols)):
         if a == b and j <= i:
             continue
         here, there = block[i, j], other[j, i]

@@ -67,7 +67,8 @@ def dump(problem: Problem, *, format: str = "yaml") -> str:
     GraphSpecError
         ``format`` is not ``"yaml"``, or the problem holds what a graph file cannot say:
         a node id that is not text or that holds a brace or ``->``, a value that is not a
-        number or an expression of the file's grammar, a schedule made in Python.
+        number or an expression of the file's grammar, a schedule not read from the
+        problem's own file.
 
     Examples
     --------
@@ -176,11 +177,11 @@ class _Writer:
         return doc
 
     def schedule(self, problem: Problem, written: Mapping[str, Any]) -> Any:
-        """The ``schedule:`` section as the file wrote it, if it is still the problem's
-        (contexts named by label, durations in tau); a schedule made in Python is refused."""
+        """The ``schedule:`` section as the problem's own file wrote it (contexts named by
+        label, durations in tau); a schedule made in Python or read elsewhere is refused."""
         section = written.get("schedule") if isinstance(written, Mapping) else None
-        source = getattr(problem.schedule, "source", None)
-        if section is None or source is None or source == "<schedule>":
+        assert problem.schedule is not None
+        if section is None or problem.schedule.source != problem.source:
             raise GraphSpecError(
                 "schedule: dump writes a schedule: section only as a file wrote it; "
                 "write a schedule made in Python with gdln.task.blocked/interleaved into "

@@ -623,10 +623,11 @@ def test_compare_lists_no_stages_and_says_why_where_timescales_does_not_apply() 
     from gdln.comparison._stages import predicted_stages
 
     problem = gdln.load(GRAPHS / "chain.yaml")
-    large = predicted_stages(problem, b0=1.5, route="auto", lump="symmetry", t_max=10.0)
+    chosen = problem.settings.given(route="auto", lump="symmetry")
+    large = predicted_stages(problem, chosen, start=1.5, t_max=10.0)
     assert large["stages"] == [] and "0 < b(0) < 1" in large["note"]
     per_edge = predicted_stages(
-        problem, b0={"a": 0.01, "b": 0.04}, route="auto", lump="full", t_max=10.0
+        problem, chosen.given(lump="full"), start={"a": 0.01, "b": 0.04}, t_max=10.0
     )
     assert per_edge["u0"] == pytest.approx(0.02)  # the geometric mean of the edges' b(0)
 

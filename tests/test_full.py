@@ -201,7 +201,7 @@ def test_solve_full_refuses_bad_settings() -> None:
     from gdln.solution._full import initial_full_weights
 
     problem = load("chain")
-    good = initial_full_weights(problem, b0=problem.settings.b0, seed=0)
+    good = initial_full_weights(problem, problem.settings, seed=0)
     with pytest.raises(gdln.GdlnError, match=r"t_max \(--t-max\): expected a finite number > 0"):
         gdln.solve_full(problem, t_max=-1)
     with pytest.raises(gdln.GdlnError, match=r"lr \(--lr\): expected a finite number > 0, got 0"):

@@ -52,21 +52,26 @@ def test_the_changelog_and_the_version_agree(capsys) -> None:
 
 
 def _deprecated_spellings() -> list[str]:
-    """Every old spelling the code reads, as the changelog writes it, found in the
-    source (the calls that warn), not in a list kept beside it."""
+    """Every old spelling the code reads, as the changelog writes it, found in the one
+    table the doors translate them by (``gdln.settings.OLD_SPELLINGS``), not in a list
+    kept beside it."""
     spellings = []
-    for path in (ROOT / "gdln").rglob("*.py"):
-        text = path.read_text()
-        for function, old in re.findall(r'renamed\(\s*"(\w+)",\s*"(\w+)"', text):
-            spellings.append(f"`{function}({old}=...)`" if old != "lr" else f"`{function}(lr=")
-        for option in re.findall(r'@hidden\("(--[\w/-]+)"', text):
-            spellings.append(f"| `{option}` |")
+    for row in gdln.settings.OLD_SPELLINGS:
+        if row.where.startswith("gdln "):  # a command's option
+            spellings.append(f"| `{row.old}` |")
+        elif row.where == "graph files":
+            spellings.append(f"`{row.old}`")
+        elif row.where == "gdln.graphfile":
+            spellings.append(f"`gdln.graphfile.{row.old}`")
+        else:  # a keyword; lr keeps its old meaning without dynamics=
+            old = f"`{row.where}(lr=" if row.old == "lr" else f"`{row.where}({row.old}=...)`"
+            spellings.append(old)
     from gdln.graphfile import _MOVED  # type: ignore[attr-defined]
-    from gdln.settings._declared import DEPRECATED_KEYS
+    from gdln.settings._spellings import DEPRECATED_KEYS
 
     spellings += [f"`{key}`" for key in DEPRECATED_KEYS]
     spellings += [f"`gdln.graphfile.{name}`" for name in _MOVED]
-    spellings.append("`solve(lr=...)` without `dynamics=`")  # the one warned by hand
+    spellings.append("`solve(lr=...)` without `dynamics=`")
     return spellings
 
 

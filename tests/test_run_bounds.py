@@ -50,7 +50,7 @@ def nothing_starts(monkeypatch):
         (solve_module, "_iterate_gd_map"),
         (simulate_module, "tensorise"),
         (simulate_module, "start_weights"),
-        (dynamics_module, "reduce"),  # the route rule of solve and compare reduces
+        (dynamics_module, "derive"),  # the route rule of solve and compare reduces
         (gdln, "reduce"),  # the command line reduces before it solves
     ]:
         monkeypatch.setattr(module, name, _started)
@@ -210,7 +210,7 @@ def test_simulate_warns_when_zero_weights_cannot_move(tmp_path: Path) -> None:
 
 def test_compare_refuses_before_computing(tmp_path: Path, monkeypatch) -> None:
     problem = load("routing", M=2, K=1, hidden=4)
-    monkeypatch.setattr(dynamics_module, "reduce", _started)
+    monkeypatch.setattr(dynamics_module, "derive", _started)
     cases = [
         ({"points": 10**6}, r"^points=1000000 exceeds the limit points=100000"),
         ({"t_max": 10**300}, r"^t_max/lr = 1e\+300/0.05 = 2e\+301 steps exceeds the limit"),

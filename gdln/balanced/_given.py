@@ -26,6 +26,7 @@ import numpy as np
 from .._bounded._npz import FilePlace, read_npz
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, GraphSpecError
+from ..settings._spellings import door
 from ..solution._series import edge_in_key, edge_key, matrix_key
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
@@ -116,6 +117,7 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
     return out
 
 
+@door
 def solve_from_weights(
     problem: Problem,
     weights: Mapping[Edge, Any],
@@ -150,7 +152,7 @@ def solve_from_weights(
     GdlnError
         A setting is malformed, the weights do not fit the graph, or the solver fails.
     """
-    from ..solution._full import solve_full
+    from ..solution._full import full_solution
 
     settings = problem.settings.given(t_max=t_max, points=points, weight_decay=weight_decay)
     why = ""
@@ -166,14 +168,7 @@ def solve_from_weights(
         else:
             return trajectory  # meta["route"] == "lambda-balanced"
     try:
-        full = solve_full(
-            problem,
-            dict(weights),
-            t_max=settings.t_max,
-            points=settings.points,
-            dynamics="flow",
-            weight_decay=settings.weight_decay,
-        )
+        full = full_solution(problem, dataclasses.replace(settings, dynamics="flow"), dict(weights))
     except GraphSpecError:
         raise
     except GdlnError as err:

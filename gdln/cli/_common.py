@@ -12,9 +12,9 @@ Nothing heavy is imported here: ``gdln <command> --help`` stays instant.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -212,21 +212,34 @@ def setting_options(command: str) -> Callable[[F], F]:
     return decorate
 
 
-def old_option(old: str, new: str, value: Any) -> Any:
-    """``value`` of an option of an earlier release, with one warning line naming the new
-    spelling (kept working for one release)."""
-    if value is not None and value is not False:
-        warnings.warn(
-            f"{old} is now {new}; the old spelling works until gdln {gdln.REMOVED_IN}",
-            gdln.GdlnDeprecationWarning,
-            stacklevel=2,
-        )
-    return value
+def old_spellings(command: str) -> Callable[[F], F]:
+    """The hidden options of ``gdln <command>``'s old spellings (the command's rows of
+    :data:`gdln.settings.OLD_SPELLINGS`), read with one warning line naming the new
+    spelling and passed on under the new names: the command never sees them.
 
+    Put it right under ``@click.command``: an old option takes the type (the choices) of
+    the new option it names.
+    """
 
-def hidden(*decls: str, **kwargs: Any) -> Callable[[F], F]:
-    """A hidden option: the old spelling of a renamed one (see :func:`old_option`)."""
-    return click.option(*decls, hidden=True, default=None, **kwargs)
+    def decorate(fn: F) -> F:
+        params = {p.name: p for p in getattr(fn, "__click_params__", [])}
+
+        @functools.wraps(fn)
+        def translated(**values: Any) -> Any:
+            gdln.settings.translate_options(command, values)
+            return fn(**values)
+
+        for row in gdln.settings.old_options(command):
+            kwargs: dict[str, Any] = {"hidden": True, "default": None}
+            if row.flag and "/" not in row.old:
+                kwargs["is_flag"] = True
+            if row.like is not None:
+                kwargs["type"] = params[row.like].type
+            name = gdln.settings.option_name(row)
+            translated = click.option(row.old, name, **kwargs)(translated)
+        return translated  # type: ignore[return-value]
+
+    return decorate
 
 
 def number_list(option: str, text: str | None) -> tuple[float, ...] | None:

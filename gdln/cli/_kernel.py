@@ -14,7 +14,7 @@ import click
 
 import gdln
 
-from ._common import atomic_folder, hidden, old_option, output_folder
+from ._common import atomic_folder, old_spellings, output_folder
 
 __all__ = ["kernel"]
 
@@ -22,6 +22,7 @@ GATES = ("relu", "soft", "bernoulli")
 
 
 @click.command("kernel")
+@old_spellings("kernel")
 @click.option(
     "--kind",
     type=click.Choice(gdln.kernels.KERNEL_KINDS),
@@ -43,7 +44,6 @@ GATES = ("relu", "soft", "bernoulli")
     default=None,
     help="How the network's gates are made (the DGN's gating, NPF paper Sec. 4; default relu).",
 )
-@hidden("--mode", "old_mode", type=click.Choice(gdln.kernels.MODES))
 @click.option(
     "--gate",
     "gate_kind",
@@ -97,7 +97,6 @@ def kernel(
     width: int,
     depth: int,
     gating: str | None,
-    old_mode: str | None,
     gate_kind: str | None,
     beta: float,
     epsilon: float,
@@ -124,7 +123,7 @@ def kernel(
           --gating dnpfl --gate soft -o out/ntk
     """
     folder = None if out is None else output_folder(out, force)
-    mode = gating or old_option("--mode", "--gating", old_mode) or "relu"
+    mode = gating or "relu"
     gate = gdln.kernels.Gate(
         gate_kind or ("bernoulli" if mode == "frg" else "relu"),  # type: ignore[arg-type]
         beta=beta,

@@ -15,9 +15,8 @@ import gdln
 
 from ._common import (
     CommandLineError,
-    hidden,
     number_list,
-    old_option,
+    old_spellings,
     output_file,
     output_options,
     write,
@@ -34,6 +33,7 @@ DEFAULT_P_L = 0.5
 
 
 @click.command("sd")
+@old_spellings("sd")
 @click.option(
     "-L", "--depth", "L", type=int, default=10, show_default=True, help="Residual blocks L."
 )
@@ -43,7 +43,6 @@ DEFAULT_P_L = 0.5
     default=None,
     help="The survival rule: how the probabilities p_l are set (default linear).",
 )
-@hidden("--mode", "old_mode", type=click.Choice(list(gdln.sd.SURVIVAL_MODES)))
 @click.option(
     "--p",
     "p_text",
@@ -74,12 +73,10 @@ DEFAULT_P_L = 0.5
 @click.option("--s", "s", type=float, default=1.0, show_default=True, help="Mode strength s.")
 @click.option("--d", "d", type=float, default=1.0, show_default=True, help="Input strength d.")
 @click.option("--expression", is_flag=True, help="Also print the sympy expression (L <= 6).")
-@hidden("--symbolic", "old_symbolic", is_flag=True)
 @output_options(("text", "json"), default="text", what="summary")
 def sd(
     L: int,
     survival: str | None,
-    old_mode: str | None,
     p_text: str | None,
     budget: float | None,
     sensitivities: str | None,
@@ -90,7 +87,6 @@ def sd(
     s: float,
     d: float,
     expression: bool,
-    old_symbolic: bool | None,
     fmt: str | None,
     out: str | None,
     force: bool,
@@ -104,8 +100,8 @@ def sd(
     import numpy as np  # here, not at the top: --help stays instant
 
     output = output_file(out, fmt, force, formats=("text", "json"))
-    mode = survival or old_option("--mode", "--survival", old_mode) or "linear"
-    symbolic = expression or bool(old_option("--symbolic", "--expression", old_symbolic))
+    mode = survival or "linear"
+    symbolic = bool(expression)
     p = _probabilities(
         mode,
         L,

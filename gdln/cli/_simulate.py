@@ -16,9 +16,8 @@ import gdln
 from ._common import (
     echo,
     graph_arguments,
-    hidden,
     load_problem,
-    old_option,
+    old_spellings,
     output_file,
     output_folder,
     refusals,
@@ -29,6 +28,7 @@ __all__ = ["compare", "simulate"]
 
 
 @click.command("simulate")
+@old_spellings("simulate")
 @graph_arguments
 @setting_options("simulate")
 @click.option(
@@ -56,7 +56,6 @@ __all__ = ["compare", "simulate"]
     is_flag=True,
     help="Record each edge's weights projected on the reduction's mode vectors.",
 )
-@hidden("--init", "old_init")
 def simulate(
     file: str,
     params: tuple[str, ...],
@@ -67,7 +66,6 @@ def simulate(
     eval_task: str | None,
     rsm: bool,
     project: bool,
-    old_init: str | None,
     **settings: Any,
 ) -> None:
     """Train the full gated network of FILE by gradient descent and save its trajectory.
@@ -82,10 +80,6 @@ def simulate(
       gdln simulate graphs/routing.yaml --init-scheme decoupled --b0 0.1 --project -o dec.json
     """
     output = output_file(out, None, force, formats=("npz", "json"))
-    if old_init is not None:
-        decoupled = settings["init_scheme"] == "decoupled"
-        new = "--b0" if decoupled else "--init-scale"
-        settings["b0" if decoupled else "init_scale"] = old_option("--init", new, old_init)
     run = gdln.SimulationSettings(
         **{k: settings.pop(k) for k in _RUN_SETTINGS},
         record_steps=record_steps,
@@ -115,20 +109,17 @@ _RUN_SETTINGS += ("threads", "progress", "record_patterns")
 
 
 @click.command("compare")
+@old_spellings("compare")
 @graph_arguments
 @setting_options("compare")
 @click.option("-o", "--out", required=True, type=click.Path(), help="Output folder.")
 @click.option("--force", is_flag=True, help="Replace the files of an existing output folder.")
-@hidden("--init", "old_init")
-@hidden("--theory-init", "old_theory_init")
 def compare(
     file: str,
     params: tuple[str, ...],
     task: str | None,
     out: str,
     force: bool,
-    old_init: str | None,
-    old_theory_init: str | None,
     **settings: Any,
 ) -> None:
     """Reduced theory (ODE and GD map) vs simulation (decoupled and random init).
@@ -150,18 +141,6 @@ def compare(
       gdln compare graphs/routing.yaml --param hidden=64 --lr 0.05 --t-max 40 --b0 0.1 -o cmp/
     """
     folder = output_folder(out, force)
-    if old_init is not None:
-        settings["init_scale"] = settings["init_scale"] or old_option(
-            "--init", "--init-scale", old_init
-        )
-    if old_theory_init is not None:
-        old = old_option("--theory-init", "--theory-start / --b0", old_theory_init)
-        if old in ("auto", "file"):
-            settings["theory_start"] = (
-                settings["theory_start"] or {"auto": "random", "file": "b0"}[old]
-            )
-        else:
-            settings["b0"] = settings["b0"] or old
     run = gdln.SimulationSettings(**{k: settings.pop(k) for k in _RUN_SETTINGS if k in settings})
     # the simulation process starts first: torch loads while the file is read
     with refusals(), gdln.comparison.start_simulations():

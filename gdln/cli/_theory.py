@@ -6,6 +6,7 @@ None of them imports torch. Each parses its options, calls the public API and pr
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -15,10 +16,9 @@ from ._common import (
     CommandLineError,
     display_options,
     graph_arguments,
-    hidden,
     kernel_option,
     load_problem,
-    old_option,
+    old_spellings,
     output_file,
     output_options,
     setting_options,
@@ -124,6 +124,7 @@ def _without_bases(
 
 
 @click.command()
+@old_spellings("derive")
 @graph_arguments
 @setting_options("derive")
 @click.option(
@@ -133,23 +134,16 @@ def _without_bases(
     help="Keep these integer parameters as symbols (e.g. M,K): orbit sizes, counts and "
     "the equations become expressions in them (the symmetry quotient of a repeat: family).",
 )
-@hidden("--init", "old_init")
-@hidden("--quotient/--no-quotient", "old_quotient")
 @output_options(("text", "latex", "json"), default="text", what="derivation")
 def derive(
     file: str,
     params: tuple[str, ...],
     task: str | None,
-    lump: str | None,
-    b0: str | None,
-    route: str | None,
-    weight_decay: str | None,
     symbolic: str | None,
-    old_init: str | None,
-    old_quotient: bool | None,
     fmt: str | None,
     out: str | None,
     force: bool,
+    **settings: Any,
 ) -> None:
     """Derive the reduced singular-value ODEs (Eq 10), lumped and simplified.
 
@@ -163,23 +157,13 @@ def derive(
       gdln derive graphs/routing.yaml --symbolic M,K
     """
     output = output_file(out, fmt, force, formats=("text", "latex", "json"))
-    b0 = b0 or old_option("--init", "--b0", old_init)
-    if old_quotient is not None:
-        new = "auto" if old_quotient else "contexts"
-        route = route or old_option("--quotient/--no-quotient", f"--route {new}", new)
     names = tuple(n.strip() for n in (symbolic or "").split(",") if n.strip())
-    reduction = gdln.reduce(
-        load_problem(file, params, task),
-        lump=lump,
-        b0=b0,
-        route=route,
-        symbolic=names,
-        weight_decay=weight_decay,
-    )
+    reduction = gdln.reduce(load_problem(file, params, task), symbolic=names, **settings)
     write(output, gdln.format_derivation(reduction, output.format))
 
 
 @click.command()
+@old_spellings("solve")
 @graph_arguments
 @setting_options("solve")
 @click.option(
@@ -202,30 +186,18 @@ def derive(
     "pathway (gdln.balanced_weights, scale 0.1, seed 0), solved in closed form.",
 )
 @kernel_option
-@hidden("--init", "old_init")
-@hidden("--ode", "old_ode", is_flag=True)
 @output_options(("text", "json", "csv"), default="text", what="trajectory")
 def solve(
     file: str,
     params: tuple[str, ...],
     task: str | None,
-    lump: str | None,
-    b0: str | None,
-    route: str | None,
-    t_max: str | None,
-    lr: str | None,
-    weight_decay: str | None,
-    dynamics: str | None,
-    points: str | None,
-    method: str | None,
     weights_file: str | None,
     balanced_lambda: str | None,
     kernel: bool,
-    old_init: str | None,
-    old_ode: bool | None,
     fmt: str | None,
     out: str | None,
     force: bool,
+    **settings: Any,
 ) -> None:
     """Solve the dynamics numerically; summarise it, or write t, loss and every variable.
 
@@ -252,17 +224,15 @@ def solve(
       gdln solve graphs/xor.yaml --kernel -o xor.csv    # with S(t) and h^T h
     """
     output = output_file(out, fmt, force, formats=("text", "json", "csv"))
-    b0 = b0 or old_option("--init", "--b0", old_init)
-    if old_ode:
-        dynamics = dynamics or old_option("--ode", "--dynamics flow", "flow")
-    if route == "matrix" and lump is not None:
+    if settings["route"] == "matrix" and settings["lump"] is not None:
         raise CommandLineError(
-            f"--lump {lump} and --route matrix: the full matrices are not lumped"
+            f"--lump {settings['lump']} and --route matrix: the full matrices are not lumped"
         )
     problem = load_problem(file, params, task)
-    if weights_file is not None and balanced_lambda is None and route == "matrix":
-        clash = [name for name, value in (("--lump", lump), ("--b0", b0)) if value is not None]
-        if clash or method is not None:
+    how = {k: settings.pop(k) for k in ("route", "lump", "b0", "weight_decay")}
+    if weights_file is not None and balanced_lambda is None and how["route"] == "matrix":
+        clash = [f"--{k}" for k in ("lump", "b0") if how[k] is not None]
+        if clash or settings["method"] is not None:
             raise CommandLineError(
                 f"--weights and {(clash or ['--method'])[0]}: the full-matrix route from "
                 "given weights takes neither"
@@ -271,15 +241,15 @@ def solve(
         trajectory = gdln.solve_full(  # the settings read the options' text
             problem,
             gdln.read_weight_file(problem, weights_file),
-            t_max=t_max,  # type: ignore[arg-type]
-            lr=lr,  # type: ignore[arg-type]
-            dynamics=dynamics,
-            points=points,  # type: ignore[arg-type]
-            weight_decay=weight_decay,
+            t_max=settings["t_max"],
+            lr=settings["lr"],
+            dynamics=settings["dynamics"],
+            points=settings["points"],
+            weight_decay=how["weight_decay"],
         )
     elif weights_file is not None or balanced_lambda is not None:
-        given = {"--lump": lump, "--b0": b0, "--route": route, "--dynamics": dynamics, "--lr": lr}
-        given["--method"] = method
+        given = {"--lump": how["lump"], "--b0": how["b0"], "--route": how["route"]}
+        given |= {f"--{k}": settings[k] for k in ("dynamics", "lr", "method")}
         clash = [name for name, value in given.items() if value is not None]
         if weights_file is not None and balanced_lambda is not None:
             clash.insert(0, "--balanced")
@@ -294,35 +264,22 @@ def solve(
             problem,
             weights_file,
             balanced_lambda,
-            t_max=t_max,
-            points=points,
-            weight_decay=weight_decay,
+            t_max=settings["t_max"],
+            points=settings["points"],
+            weight_decay=how["weight_decay"],
         )
     else:
         model = problem
-        chosen = problem.settings.given(route=route).route
+        chosen = problem.settings.given(route=how["route"]).route
         if kernel and chosen != "matrix":
             # the kernel needs the reduction's bases: obtain it here, then solve it
             try:
-                model = gdln.solution.dynamics_of(
-                    problem, route=route, lump=lump, b0=b0, weight_decay=weight_decay
-                )
-                route = lump = b0 = weight_decay = None  # applied already
+                model = gdln.solution.dynamics_of(problem, **how)
+                how = {}  # applied already
             except gdln.NotDiagonalizableError:
                 if chosen != "auto":
                     raise  # else the route rule's full-matrix flow, whose weights it records
-        trajectory = gdln.solve(
-            model,
-            t_max=t_max,
-            lr=lr,
-            dynamics=dynamics,
-            points=points,
-            method=method,
-            route=route,
-            lump=lump,
-            b0=b0,
-            weight_decay=weight_decay,
-        )
+        trajectory = gdln.solve(model, **settings, **how)
     kernels = gdln.trajectory_kernels(model, trajectory) if kernel else None
     if output.format == "text":
         write(output, _solve_summary(file, trajectory, kernels))

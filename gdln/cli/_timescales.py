@@ -6,6 +6,8 @@ It parses its options, calls :func:`gdln.timescales` and prints
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 import gdln
@@ -35,13 +37,11 @@ def timescales(
     file: str,
     params: tuple[str, ...],
     task: str | None,
-    lump: str | None,
-    b0: str | None,
-    route: str | None,
     no_ode: bool,
     fmt: str | None,
     out: str | None,
     force: bool,
+    **settings: Any,
 ) -> None:
     """Order, times and plateaus of the stages of learning from small initial weights.
 
@@ -52,5 +52,5 @@ def timescales(
     """
     output = output_file(out, fmt, force, formats=("text", "json"))
     problem = load_problem(file, params, task)
-    result = gdln.timescales(problem, b0=b0, route=route, lump=lump, ode=not no_ode)
+    result = gdln.timescales(problem, ode=not no_ode, **settings)
     write(output, gdln.format_timescales(result, output.format))

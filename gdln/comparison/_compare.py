@@ -41,7 +41,8 @@ from typing import Any
 
 from .._runtime._fork import side_by_side
 from ..outputs import atomic_folder, check_folder
-from ..settings._declared import NOT_GIVEN, SettingError, Settings, renamed
+from ..settings._declared import SettingError, Settings
+from ..settings._spellings import door
 from ..simulation import INITS, SimulationSettings, SimulationSpecError
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
@@ -111,6 +112,7 @@ class CompareResult:
         return comparison_html(self)
 
 
+@door
 def compare(
     problem: Problem,
     out_dir: str | Path | None = None,
@@ -129,9 +131,6 @@ def compare(
     points: int | None = None,
     settings: SimulationSettings | None = None,
     force: bool = False,
-    init: Any = NOT_GIVEN,
-    theory_init: Any = NOT_GIVEN,
-    n_points: Any = NOT_GIVEN,
 ) -> CompareResult:
     r"""Run theory and simulation on one problem; with ``out_dir``, write figures and files.
 
@@ -189,9 +188,6 @@ def compare(
         gradient descent, the dynamics the theory describes).
     force
         Replace existing output files.
-    init, theory_init, n_points
-        The keywords of an earlier release for ``init_scale``, ``theory_start``/``b0`` and
-        ``points`` (a deprecation warning).
 
     Returns
     -------
@@ -233,17 +229,6 @@ def compare(
     decoupled initial conditions and compared with random initialisation as in Figs. 3-4;
     the loss Eq. (1) and the gradient flow Eq. (2) of the full network.
     """
-    if init is not NOT_GIVEN:
-        old = renamed("compare", "init", "init_scale", init)
-        init_scale = old if init_scale is None else init_scale
-    if n_points is not NOT_GIVEN:
-        points = renamed("compare", "n_points", "points", n_points) if points is None else points
-    if theory_init is not NOT_GIVEN:
-        old = renamed("compare", "theory_init", "theory_start (and b0)", theory_init)
-        if isinstance(old, str) and old in ("auto", "file"):
-            theory_start = theory_start or {"auto": "random", "file": "b0"}[old]
-        else:
-            b0 = old if b0 is None else b0
     out = None if out_dir is None else _check_outputs(out_dir, force=force)
     chosen = _settings(
         problem,
@@ -260,7 +245,7 @@ def compare(
         route=route,
         points=points,
     )
-    plan = plan_of(problem, chosen, settings, b0=b0, init_scale=init_scale)
+    plan = plan_of(problem, chosen, settings)
     taken = theory_route(problem, plan)
     if taken.model is None:  # no common bases: the full-matrix flow from each seed's W(0)
         runs, stages, scale = matrix_runs(problem, plan)

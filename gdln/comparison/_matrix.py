@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from .._edge import Edge, edge_name
+from ..settings._declared import Settings
 from ..simulation import initial_weights
 from ..simulation._seeds import seed_list
-from ..solution._full import initial_full_weights, solve_full
+from ..solution._full import full_solution, initial_full_weights
 from ..solution._loss_curve import time_to_half_loss
 from ..solution._series import matrix_key
 from ..solution._trajectory import Trajectory
@@ -62,37 +63,28 @@ def matrix_starts(
                     float(fixed) * np.eye(*drawn[e].shape[1:]), drawn[e].shape
                 )
         return drawn
-    draws = [initial_full_weights(problem, b0=chosen.b0, seed=s) for s in seed_list(seeds, seed)]
+    draws = [initial_full_weights(problem, chosen, seed=s) for s in seed_list(seeds, seed)]
     return {e: np.stack([d[e] for d in draws]) for e in problem.graph.edges}
 
 
 def matrix_theory(
     problem: Problem,
     starts: Mapping[Edge, np.ndarray],
+    chosen: Settings,
     *,
     t_max: float,
-    lr: float,
     times: np.ndarray,
-    weight_decay: float,
 ) -> tuple[Trajectory, Trajectory]:
-    """The full-matrix flow and gradient-descent map from each seed's weights, stacked as
-    a simulation's are: loss ``(T, S)``, singular values ``(T, S, k)`` per edge."""
+    """The full-matrix flow and gradient-descent map (learning rate ``chosen.lr``, weight
+    decay ``chosen.weight_decay``) from each seed's weights, stacked as a simulation's
+    are: loss ``(T, S)``, singular values ``(T, S, k)`` per edge."""
     n = len(next(iter(starts.values())))
     runs: dict[str, list[Trajectory]] = {"flow": [], "gd-map": []}
     for s in range(n):
         weights = {e: w[s] for e, w in starts.items()}
         for dynamics in runs:
-            runs[dynamics].append(
-                solve_full(
-                    problem,
-                    weights,
-                    t_max=t_max,
-                    lr=lr,
-                    dynamics=dynamics,
-                    times=times,
-                    weight_decay=weight_decay,
-                )
-            )
+            settings = replace(chosen, t_max=t_max, dynamics=dynamics)
+            runs[dynamics].append(full_solution(problem, settings, weights, times=times))
     return _stacked(runs["flow"], "flow"), _stacked(runs["gd-map"], "gd-map")
 
 

@@ -96,20 +96,18 @@ def plan_of(
     problem: Problem,
     chosen: Settings,
     settings: SimulationSettings | None,
-    *,
-    b0: Any,
-    init_scale: Any,
 ) -> Plan:
-    """The plan of a comparison of ``problem`` with the resolved settings ``chosen``;
-    ``settings``, ``b0`` and ``init_scale`` as given to :func:`gdln.compare` (the last two
-    decide the theory's start, :func:`~gdln.comparison._starts.start_rule`)."""
+    """The plan of a comparison of ``problem`` with the settings ``chosen`` resolved at
+    :func:`gdln.compare`'s door (which of them the call gave, ``chosen.called``, decides
+    the theory's start: :func:`~gdln.comparison._starts.start_rule`) and its simulation
+    ``settings``."""
     steps = horizon_steps(chosen.t_max, lr=chosen.lr)
     base = _simulation_settings(settings)
     examples = problem.examples()
     _check_workload(
         problem, examples, base, steps=steps, seeds=chosen.seeds, n_points=chosen.points
     )
-    rule, rule_source = start_rule(problem, chosen, b0=b0, init_scale=init_scale)
+    rule, rule_source = start_rule(problem, chosen)
     # One set of steps for all four runs, so that every gap compares equal times.
     record = recorded_steps(steps, chosen.points)
     # resolved here (the file's simulate: section), as the runs get the graph and examples
@@ -146,13 +144,7 @@ def theory_route(problem: Problem, plan: Plan) -> Route:
             if chosen.route != "auto":
                 raise
             # no bases, so no mode strengths: the route rule below takes the full matrices
-    taken = route_of(
-        problem,
-        route=chosen.route,
-        lump=chosen.lump,
-        b0=start,
-        weight_decay=chosen.weight_decay,
-    )
+    taken = route_of(problem, replace(chosen, b0=start))
     return Route(taken.model, start, taken.reason)
 
 

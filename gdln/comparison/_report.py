@@ -9,6 +9,7 @@ metric means.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from .._edge import edge_name
@@ -96,7 +97,7 @@ def _description(problem: Problem, plan: Plan, *, b0: Any) -> dict[str, Any]:
     """The problem, the time axis and where the theory started, for ``metrics.json``."""
     graph = problem.graph
     drawn = isinstance(b0, dict) and all(isinstance(k, tuple) for k in b0)  # per-edge strengths
-    values = b0 if drawn else initial_values(problem, b0)
+    values = b0 if drawn else initial_values(problem, replace(problem.settings, b0=b0))
     return {
         "graph": str(graph.graph.get("name", "")),
         "source": str(getattr(problem, "source", "")),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from .._runtime._jobs import Jobs
@@ -43,20 +44,22 @@ def reduced_runs(problem: Problem, plan: Plan, route: Route) -> tuple[Runs, dict
     chosen = plan.chosen
     with simulations() as runs_of:
         runs_of.submit(plan.random_run(problem), priority=RANDOM_PRIORITY)  # needs no theory
-        from ..solution import solve  # scipy, while the worker imports torch
+        from ..solution._dynamics import solve_resolved  # scipy, while the worker imports torch
 
         whole = whole_reduction(route.model)
         # one seed: run first if the random runs have not begun (the shorter run first
         # keeps both cores busy while the figures' library loads here)
         runs_of.submit(_decoupled_run(problem, plan, whole), priority=DECOUPLED_PRIORITY)
         t_max, times = plan.t_max, plan.times
-        ode = solve(route.model, t_max=t_max, times=times, dynamics="flow")
-        gd_map = solve(route.model, t_max=t_max, lr=chosen.lr, times=times, dynamics="gd-map")
+        flow = replace(chosen, t_max=t_max, dynamics="flow")
+        ode = solve_resolved(route.model, flow, times=times)
+        gd_map = solve_resolved(
+            route.model, replace(flow, dynamics="gd-map", method="auto"), times=times
+        )
         stages = predicted_stages(  # while the simulations run
             problem,
-            b0=route.start,
-            route=chosen.route,
-            lump=chosen.lump,
+            chosen,
+            start=route.start,
             t_max=plan.t_max,
             reduction=route.model if isinstance(route.model, Reduction) else None,
         )
@@ -78,17 +81,10 @@ def matrix_runs(problem: Problem, plan: Plan) -> tuple[Runs, dict[str, Any], Any
     job = plan.run(problem, weights=given, seeds=chosen.seeds, seed=chosen.seed)
     with simulations() as runs_of:
         runs_of.submit(job, priority=DECOUPLED_PRIORITY)
-        ode, gd_map = matrix_theory(
-            problem,
-            starts,
-            t_max=plan.t_max,
-            lr=chosen.lr,
-            times=plan.times,
-            weight_decay=chosen.weight_decay,
-        )
+        ode, gd_map = matrix_theory(problem, starts, chosen, t_max=plan.t_max, times=plan.times)
         scale = typical_scale(starts, edges)
         stages = predicted_stages(
-            problem, b0=scale, route="matrix", lump=chosen.lump, t_max=plan.t_max
+            problem, replace(chosen, route="matrix"), start=scale, t_max=plan.t_max
         )
         (random,) = runs_of.results(before=prepare_drawing)
     return Runs(ode, gd_map, None, random), stages, scale

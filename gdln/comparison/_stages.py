@@ -8,6 +8,7 @@ and start of a comparison, so theory, exact ODE and simulation read off one figu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from .._errors import GdlnError
 from ..reduction import Reduction
 from ..settings._choices import ELIMINATING
+from ..settings._declared import Settings
 from ..task import Problem
 
 __all__ = ["predicted_stages"]
@@ -22,10 +24,9 @@ __all__ = ["predicted_stages"]
 
 def predicted_stages(
     problem: Problem,
+    chosen: Settings,
     *,
-    b0: Any,
-    route: str,
-    lump: str,
+    start: Any,
     t_max: float,
     reduction: Reduction | None = None,
 ) -> dict[str, Any]:
@@ -35,12 +36,13 @@ def predicted_stages(
     ----------
     problem
         The compared problem.
-    b0
+    chosen
+        The comparison's settings, resolved at its door: its ``route`` and ``lump``
+        (``full``, which timescales does not take, is read as ``symmetry``: the lumpings
+        are exact, the stage times do not depend on it).
+    start
         The theory's start $b(0)$: one number, or edge -> number (then $u_0$ is their
         geometric mean, the one scale the leading order takes).
-    route, lump
-        The comparison's route and lumping (``full``, which timescales does not take, is
-        read as ``symmetry``: the lumpings are exact, the stage times do not depend on it).
     t_max
         The comparison's horizon: stages after it are listed and flagged, not drawn.
     reduction
@@ -61,10 +63,10 @@ def predicted_stages(
     Saxe, Sodhani & Lewallen (2022), Eq. (10); the leading-order escape times of
     :func:`gdln.timescales`.
     """
-    from ..stages import timescales
-    from ..stages._timescales import aligned_timescales
+    from ..stages._timescales import aligned_timescales, stages_of
 
-    values = list(b0.values()) if isinstance(b0, Mapping) else [b0]
+    route = chosen.route
+    values = list(start.values()) if isinstance(start, Mapping) else [start]
     try:
         numbers = [float(v) for v in values]
     except (TypeError, ValueError):
@@ -76,7 +78,7 @@ def predicted_stages(
     if route == "moments":
         note = "the moment route lists no pathways, so it has no stages"
         return {"u0": u0, "route": None, "stages": [], "note": note}
-    lump = "symmetry" if lump in ELIMINATING else lump
+    lump = "symmetry" if chosen.lump in ELIMINATING else chosen.lump
     reusable = (
         reduction is not None and reduction.lump not in ELIMINATING and not reduction.weight_decay
     )
@@ -85,7 +87,9 @@ def predicted_stages(
             assert reduction is not None
             result = aligned_timescales(reduction, u0, ode=False)
         else:
-            result = timescales(problem, b0=u0, route=route, lump=lump, ode=False)
+            # the file's settings (its weight decay) with the comparison's route and lumping
+            settings = dataclasses.replace(problem.settings, route=route, lump=lump, b0=u0)
+            result = stages_of(problem, settings, ode=False)
     except GdlnError as err:
         return {"u0": u0, "route": None, "stages": [], "note": str(err)}
     stages = [

@@ -10,9 +10,10 @@ nearer source: a ``b0`` or ``init_scale`` given for the call, else the file's
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from ..reduction import reduce
+from ..reduction._reduce import derive
 from ..settings._declared import Settings
 from ..simulation import initial_weights
 from ..task._problem import Problem
@@ -21,17 +22,18 @@ from ._modes import initial_mode_strengths
 __all__ = ["start_rule", "starts_in_words", "theory_start"]
 
 
-def start_rule(problem: Problem, chosen: Settings, *, b0: Any, init_scale: Any) -> tuple[str, str]:
+def start_rule(problem: Problem, chosen: Settings) -> tuple[str, str]:
     """Where the theory starts (``"b0"`` or ``"random"``) and which source decided, by the
-    one rule of ``theory_start="auto"``: the nearer source wins, the call before the file,
-    and within one source b0 before init_scale (:data:`gdln.settings.THEORY_STARTS`)."""
+    one rule of ``theory_start="auto"``: the nearer source wins, the call before the file
+    (``chosen.called``, ``problem.settings.written``), and within one source b0 before
+    init_scale (:data:`gdln.settings.THEORY_STARTS`)."""
     rule = chosen.theory_start
     if rule != "auto":
         return rule, f"theory_start {rule}"
     written = problem.settings.written
-    if b0 is not None:
+    if "b0" in chosen.called:
         return "b0", "b0 given for this run"
-    if init_scale is not None:
+    if "init_scale" in chosen.called:
         return "random", "init_scale given for this run"
     if "b0" in written:
         return "b0", "the file's solve.b0"
@@ -68,5 +70,5 @@ def theory_start(problem: Problem, chosen: Settings, rule: str) -> Any:
         seeds=chosen.seeds,
         seed=chosen.seed,
     )
-    modes_only = reduce(problem, lump="none", route="contexts")
+    modes_only = derive(problem, replace(problem.settings, lump="none", route="contexts"))
     return initial_mode_strengths(modes_only, drawn, seed=chosen.seed)

@@ -5,11 +5,15 @@ from typing import Any
 
 from .._errors import REMOVED_IN
 from .._lazy import attach_stub
+from ..settings._spellings import OLD_SPELLINGS
 
 _getattr, __dir__, __all__ = attach_stub(__name__, __file__)
 
-_MOVED = {"Problem": "gdln.task"}
-"""Names that moved out of this package, kept importable here for one release."""
+_MOVED = {
+    row.old: row.new.rsplit(".", 1)[0] for row in OLD_SPELLINGS if row.where == "gdln.graphfile"
+}
+"""Names that moved out of this package, kept importable here (their rows of
+:data:`gdln.settings.OLD_SPELLINGS`)."""
 
 
 def __getattr__(name: str) -> Any:

@@ -29,7 +29,8 @@ from .._bounded._limits import count_entries, current_limits
 from .._bounded._read import read_text
 from .._errors import GraphSpecError, shorten
 from ..outputs import unprintable
-from ..settings._declared import DEPRECATED_KEYS, SECTIONS, Settings, declarations
+from ..settings._declared import SECTIONS, Settings, declarations
+from ..settings._spellings import DEPRECATED_KEYS
 from ._interchange import parse_networkx, read_networkx
 from ._safe_read import parse_yaml
 

@@ -30,7 +30,8 @@ import json
 from importlib import resources
 from typing import Any
 
-from ..settings._declared import DEPRECATED_KEYS, SECTIONS, declarations
+from ..settings._declared import SECTIONS, declarations
+from ..settings._spellings import DEPRECATED_KEYS
 
 __all__ = ["schema"]
 

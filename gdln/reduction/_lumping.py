@@ -232,7 +232,7 @@ def lumped_system(
     *,
     orbits: Sequence[tuple[Edge, ...]] | None = None,
     sizes: Sequence[Any] | None = None,
-    weight_decay: Any = 0,
+    gamma: Any = 0,
     names: Names | None = None,
     source: str = "",
 ) -> ReducedSystem:
@@ -272,7 +272,7 @@ def lumped_system(
     data_loss = mode_loss.loss.rename(mapping)
     size = [1] * n_edges if sizes is None else list(sizes)
     block_size = [as_sympy(sum(size[i] for i in members)) for members in blocks]
-    decay = as_sympy(weight_decay)
+    decay = as_sympy(gamma)
     tied_loss = data_loss + sum(
         (
             Polynomial.variable(k) * Polynomial.variable(k) * (decay * block_size[k] / 2)

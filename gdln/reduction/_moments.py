@@ -32,7 +32,8 @@ import sympy as sp
 from .._edge import Edge
 from .._errors import GdlnError
 from ..paths._statistics import ContextActivity, context_activity
-from ..settings._declared import NOT_GIVEN, renamed
+from ..settings._declared import Settings
+from ..settings._spellings import door
 from ..task._problem import Problem, require_linear
 from ..task._task import Context, is_symbolic
 from ._bases import Modes
@@ -419,12 +420,12 @@ class ExpectedDynamics(DecoupledBases):
         return out
 
 
+@door
 def expected_dynamics(
     source: Problem | Reduction,
     *,
     b0: Any = None,
     weight_decay: float | str | None = None,
-    init: Any = NOT_GIVEN,
 ) -> ExpectedDynamics:
     r"""The expected reduced dynamics of a problem, without listing its paths.
 
@@ -440,8 +441,6 @@ def expected_dynamics(
         default: the problem's ``b0`` setting. With a Reduction, its own.
     weight_decay
         $\gamma$ (default: the problem's setting; a Reduction's own): the flow gains $-\gamma b$.
-    init
-        The keyword of an earlier release for ``b0`` (a deprecation warning).
 
     Returns
     -------
@@ -462,20 +461,29 @@ def expected_dynamics(
     >>> dyn.tape_size < 20 * 1000  # O(L) terms for 2**1000 paths
     True
     """
-    if init is not NOT_GIVEN:
-        b0 = renamed("expected_dynamics", "init", "b0", init) if b0 is None else b0
-    if not isinstance(source, Reduction):
-        require_linear(source.graph, source=source.source)
+    own = isinstance(source, Reduction)  # a reduction's own start and decay, unless given
+    problem = source.problem if isinstance(source, Reduction) else source
+    if own and weight_decay is None:
+        weight_decay = source.weight_decay  # type: ignore[union-attr]
+    settings = problem.settings.given(b0=b0, weight_decay=weight_decay)
+    return expected(source, settings, own_start=own and b0 is None)
+
+
+def expected(
+    source: Problem | Reduction, settings: Settings, *, own_start: bool = False
+) -> ExpectedDynamics:
+    """The expected dynamics by resolved settings: the body of :func:`expected_dynamics`
+    (a reduction's own initial values where ``own_start``)."""
     if isinstance(source, Reduction):
         problem = source.problem
-        init_values = dict(source._init) if b0 is None else initial_values(problem, b0)
-        decay = source.weight_decay if weight_decay is None else weight_decay
+        init_values = dict(source._init) if own_start else initial_values(problem, settings)
         activity = context_activity(problem.graph, problem.require_task())
         parts: tuple[Any, ...] = (dict(source._edge_component), dict(source._space))
         parts += (list(source.modes),)
         parts += (init_values, dict(source._anchors))
     else:
-        problem, decay = source, weight_decay
+        problem = source
+        require_linear(problem.graph, source=problem.source)
         graph = problem.graph
         activity = context_activity(graph, problem.require_task())
         component = edge_components(graph, problem.require_task(), activity)
@@ -485,10 +493,10 @@ def expected_dynamics(
             )
         space, modes = path_free_modes(problem, activity, component)
         check_narrow_nodes(problem, space, modes, component, activity=activity)
-        init_values = initial_values(problem, problem.settings.given(b0=b0).b0)
+        init_values = initial_values(problem, settings)
         parts = (component, space, modes, init_values, anchor_bases(graph, space, modes))
     dynamics = _assemble(problem, activity, *parts)
-    gamma = problem.settings.given(weight_decay=decay).weight_decay
+    gamma = settings.weight_decay
     return replace(dynamics, weight_decay=float(gamma)) if gamma else dynamics
 
 

@@ -44,6 +44,7 @@ of Eq. (9) (``_decoupled``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 from collections.abc import Mapping, Sequence
@@ -53,7 +54,7 @@ from typing import Any
 import networkx as nx
 import sympy as sp
 
-from .._bounded._expressions import ExpressionError, as_sympy, evaluate, exact
+from .._bounded._expressions import ExpressionError, as_sympy, exact
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TaskSpecError, TooManyPathsError
 from ..paths._statistics import (
@@ -62,7 +63,8 @@ from ..paths._statistics import (
     active_paths,
     require_numbers_for_float_data,
 )
-from ..settings._declared import NOT_GIVEN, Settings, renamed
+from ..settings._declared import Settings
+from ..settings._spellings import door
 from ..task._problem import Problem, require_linear
 from ..task._task import Task
 from ._bases import Modes
@@ -81,6 +83,7 @@ MAX_SYMBOLIC_PAIRS = 100_000
 """Most co-active path pairs (summed over contexts and outputs) the symbolic route lists."""
 
 
+@door
 def reduce(
     problem: Problem,
     *,
@@ -89,8 +92,6 @@ def reduce(
     route: str | None = None,
     symbolic: Sequence[str] = (),
     weight_decay: float | str | None = None,
-    init: Any = NOT_GIVEN,
-    quotient: bool | None = NOT_GIVEN,
 ) -> Reduction:
     r"""Reduce a problem's learning dynamics to one small ODE per class of modes.
 
@@ -126,9 +127,6 @@ def reduce(
         decoupled weights have $\lVert W_e\rVert_F^2=\sum_\alpha b_{e,\alpha}^2$, and
         every right-hand side gains $-\gamma b_e$. ``lump="full"`` is refused with
         $\gamma > 0$ (its conserved quantities decay, $\dot Q = -2\gamma Q$).
-    init, quotient
-        The keywords of an earlier release for ``b0`` and ``route``, read with a
-        :class:`~gdln.GdlnDeprecationWarning`.
 
     Returns
     -------
@@ -162,13 +160,15 @@ def reduce(
     >>> [str(v) for v in reduction.systems[0].variables]
     ['B1', 'B2', 'B3']
     """
-    if init is not NOT_GIVEN:
-        b0 = renamed("reduce", "init", "b0", init) if b0 is None else b0
-    if quotient is not NOT_GIVEN:
-        old = renamed("reduce", "quotient", "route", quotient)
-        route = route or {True: "auto", False: "contexts", None: "auto"}[old]
-    require_linear(problem.graph, source=problem.source)
     settings = problem.settings.given(lump=lump, b0=b0, route=route, weight_decay=weight_decay)
+    return derive(problem, settings, symbolic=symbolic)
+
+
+def derive(problem: Problem, settings: Settings, *, symbolic: Sequence[str] = ()) -> Reduction:
+    """The reduction of ``problem`` by its resolved settings: the body of :func:`reduce`
+    (whose docstring says what each setting does), and what every stage below a door
+    calls with the one :class:`~gdln.settings.Settings` value it was given."""
+    require_linear(problem.graph, source=problem.source)
     if settings.route in ("moments", "matrix"):
         raise GdlnError(
             f"{problem.source}: route {settings.route!r} derives no symbolic equations; "
@@ -182,7 +182,7 @@ def reduce(
             f"(Eq. 15), which weight decay {settings.weight_decay:g} does not conserve "
             "(d/dt Q = -2 weight_decay Q); use lump balanced or symmetry"
         )
-    init_values = initial_values(problem, settings.b0)
+    init_values = initial_values(problem, settings)
     work, orbits, described = _route(problem, lump, init_values, settings.route, symbolic)
     _check_reducible(work)
     active = active_paths(work.graph, work.require_task())
@@ -217,12 +217,7 @@ def reduce(
         _network=None
         if orbits is None
         else functools.partial(
-            reduce,
-            problem,
-            lump="none",
-            route="contexts",
-            b0=settings.b0,
-            weight_decay=settings.weight_decay,
+            derive, problem, dataclasses.replace(settings, lump="none", route="contexts")
         ),
     )
 
@@ -315,7 +310,7 @@ def _systems(
                         blocks,
                         lump,
                         init,
-                        weight_decay=decay,
+                        gamma=decay,
                         names=names,
                         source=source,
                     )
@@ -331,7 +326,7 @@ def _systems(
                     init,
                     orbits=orbits,
                     sizes=sizes,
-                    weight_decay=decay,
+                    gamma=decay,
                     names=names,
                     source=source,
                 )
@@ -372,31 +367,34 @@ def orbit_loss(
     return tied, orbits, [quotient.sizes[o] for o in first]
 
 
-def exact_decay(weight_decay: float) -> Any:
-    """The weight decay as an exact sympy number (``0.1`` is 1/10), as the reduced
+def exact_decay(gamma: float) -> Any:
+    r"""The weight decay $\gamma$ as an exact sympy number (``0.1`` is 1/10), as the reduced
     equations print it."""
-    return as_sympy(Fraction(repr(float(weight_decay))))
+    return as_sympy(Fraction(repr(float(gamma))))
 
 
 # ---------------------------------------------------------------------------------------
 # Initial values
 
 
-def initial_values(problem: Problem, b0: Any) -> dict[Edge, Any]:
-    """Every edge's initial $b_e$ from ``b0``: a number, or a mapping edge -> value whose
-    ``"default"`` (else the declared default of ``b0``) covers the edges it omits."""
+def initial_values(problem: Problem, settings: Settings) -> dict[Edge, Any]:
+    """Every edge's initial $b_e$ from the ``b0`` setting (read exactly when the settings
+    were resolved): a number, or a mapping edge -> value whose ``"default"`` (else the
+    declared default of ``b0``) covers the edges it omits."""
     edges = list(problem.graph.edges)
-    if isinstance(b0, Mapping):
-        default = b0.get("default", Settings().b0)
-        out = {e: b0.get(e, b0.get(edge_name(e), default)) for e in edges}
+    start = settings.b0
+    if isinstance(start, Mapping):
+        default = start.get("default", Settings().b0)
+        out = {e: start.get(e, start.get(edge_name(e), default)) for e in edges}
         return {e: _initial_number(problem, v, f"b0[{edge_name(e)}]") for e, v in out.items()}
-    return dict.fromkeys(edges, _initial_number(problem, b0, "b0"))
+    return dict.fromkeys(edges, _initial_number(problem, start, "b0"))
 
 
 def _initial_number(problem: Problem, value: Any, key: str) -> Any:
-    """An initial value as an exact number (or a sympy expression in declared symbols)."""
+    """An initial value (read by the setting's declaration) as an exact sympy number, or
+    a sympy expression in the file's declared symbols."""
     try:
-        number = evaluate(value, {}) if isinstance(value, str) else exact(value)
+        number = exact(value)
     except ExpressionError as err:
         raise GdlnError(f"{problem.source}: {key} {value!r}: {err}") from err
     if not isinstance(number, (int, sp.Expr)) or (

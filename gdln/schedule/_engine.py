@@ -145,7 +145,10 @@ def run_schedule(
     if weights is not None:
         runner.start_from(_given(problem, weights), "weights given")
     elif route == "matrix":
-        runner.start_from(initial_full_weights(problem, b0=b0, seed=seed), "route matrix")
+        runner.start_from(
+            initial_full_weights(problem, dataclasses.replace(problem.settings, b0=b0), seed=seed),
+            "route matrix",
+        )
     else:
         try:
             reduced = _reduced.reduced_route(
@@ -161,7 +164,9 @@ def run_schedule(
             if route != "auto":
                 raise
             runner.start_from(
-                initial_full_weights(problem, b0=b0, seed=seed),
+                initial_full_weights(
+                    problem, dataclasses.replace(problem.settings, b0=b0), seed=seed
+                ),
                 f"the start has no reduced dynamics ({_reduced.short(err)})",
             )
         else:
@@ -405,9 +410,7 @@ class _Runner:
         """The full-matrix flow of phase ``k`` (one per mixture)."""
         key = tuple(_probabilities(self.phases[k]))
         if key not in self.plans:
-            self.plans[key] = FlowPlan.of(
-                self.phases[k], self.edges, weight_decay=self.weight_decay
-            )
+            self.plans[key] = FlowPlan.of(self.phases[k], self.edges, gamma=self.weight_decay)
         return self.plans[key]
 
     def _record(self, k: int, rows: np.ndarray, contexts: np.ndarray, loss: np.ndarray) -> None:

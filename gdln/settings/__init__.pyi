@@ -20,3 +20,8 @@ from ._declared import Declaration as Declaration
 from ._declared import SettingError as SettingError
 from ._declared import Settings as Settings
 from ._declared import declarations as declarations
+from ._spellings import OLD_SPELLINGS as OLD_SPELLINGS
+from ._spellings import OldSpelling as OldSpelling
+from ._spellings import old_options as old_options
+from ._spellings import option_name as option_name
+from ._spellings import translate_options as translate_options

@@ -37,17 +37,15 @@ from .._errors import REMOVED_IN, GdlnDeprecationWarning, GraphSpecError, shorte
 from ._choices import DTYPES, DYNAMICS, INITS, LUMPINGS, METHODS, OPTIMIZERS, ROUTES, THEORY_STARTS
 from ._constraints import NON_NEGATIVE, POSITIVE, UNIT_INTERVAL, Constraint, Options, at_least
 from ._parse import FLAG, AutoOr, Device, ExactReal, Optional
+from ._spellings import DEPRECATED_KEYS
 
 __all__ = [
-    "DEPRECATED_KEYS",
-    "NOT_GIVEN",
     "SECTIONS",
     "Declaration",
     "SettingError",
     "Settings",
     "declarations",
     "read_setting",
-    "renamed",
 ]
 
 SECTIONS = ("solve", "simulate")
@@ -190,6 +188,9 @@ class Settings:
         The file the values were read from, named in error messages (``None``: not a file).
     written
         The names of the settings the file wrote (:meth:`from_file`); empty otherwise.
+    called
+        The names of the settings given for the call that resolved these
+        (:meth:`given`); empty otherwise.
     """
 
     lump: str = _declare(
@@ -351,6 +352,8 @@ class Settings:
     """The file whose sections preset these settings (errors name it)."""
     written: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     """The settings the file wrote (for rules that honour the file's own choice)."""
+    called: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """The settings given for the call (for rules that honour the nearer source)."""
 
     def __post_init__(self) -> None:
         for name, declaration in declarations().items():
@@ -452,7 +455,9 @@ class Settings:
         if unknown:
             raise TypeError(f"unknown settings: {', '.join(unknown)}")
         chosen = {k: v for k, v in values.items() if v is not None}
-        return dataclasses.replace(self, **chosen) if chosen else self
+        if not chosen:
+            return self
+        return dataclasses.replace(self, **chosen, called=self.called | frozenset(chosen))
 
 
 def _read(
@@ -482,10 +487,6 @@ def read_setting(name: str, value: Any) -> Any:
     return _read(name, declarations()[name], value)
 
 
-DEPRECATED_KEYS: Mapping[str, str] = {"solve.init": "b0"}
-"""Graph-file keys of an earlier release, read this release with a warning: key -> setting."""
-
-
 _DECLARATIONS: dict[str, Declaration] = {}
 
 
@@ -511,27 +512,3 @@ def declarations() -> dict[str, Declaration]:
                 option=None if declaration.option is None else "--" + item.name.replace("_", "-"),
             )
     return _DECLARATIONS
-
-
-NOT_GIVEN: Any = object()
-"""The default of a keyword of an earlier release: tells "not given" from ``None``."""
-
-
-def renamed(function: str, old: str, new: str, value: Any) -> Any:
-    """``value`` of a keyword of an earlier release, with a warning naming the new one.
-
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     renamed("reduce", "init", "b0", 0.1)
-    0.1
-    >>> str(caught[0].message)
-    'reduce(init=...) is now reduce(b0=...); the old keyword works until gdln 0.3.0'
-    """
-    warnings.warn(
-        f"{function}({old}=...) is now {function}({new}=...); the old keyword works until "
-        f"gdln {REMOVED_IN}",
-        GdlnDeprecationWarning,
-        stacklevel=3,
-    )
-    return value

@@ -14,7 +14,8 @@ import networkx as nx
 import numpy as np
 
 from .._edge import Edge
-from ..settings._declared import NOT_GIVEN, Settings, renamed
+from ..settings._declared import Settings
+from ..settings._spellings import door
 from ._errors import SimulationSpecError
 from ._plan import Plan, edge_order, node_sizes
 from ._seeds import seed_list
@@ -71,6 +72,7 @@ DRAWS: Mapping[str, Callable[[np.random.Generator, int, int, float], np.ndarray]
 """The schemes of :data:`~gdln.simulation.INITS` by the same names; ``None``: given weights."""
 
 
+@door
 def initial_weights(
     graph: nx.DiGraph,
     *,
@@ -78,7 +80,6 @@ def initial_weights(
     init_scale: float | None = None,
     seeds: int | Sequence[int] | None = None,
     seed: int | None = None,
-    init: Any = NOT_GIVEN,
 ) -> dict[Edge, np.ndarray]:
     r"""Draw the random initial weights that :func:`gdln.simulate` would use.
 
@@ -93,8 +94,6 @@ def initial_weights(
         The initial scale $\sigma_0$ (for ``"orthogonal"``: the gain; default 0.2).
     seeds, seed
         As in :func:`gdln.simulate` (default 10 and 0).
-    init
-        The keyword of an earlier release for ``init_scale`` (a deprecation warning).
 
     Returns
     -------
@@ -113,9 +112,6 @@ def initial_weights(
     Saxe, Sodhani & Lewallen (2022), Sec. 3: small random initial weights of scale
     $\sigma_0$, the regime in which the reduced dynamics of Eq. (9) describe learning.
     """
-    if init is not NOT_GIVEN:
-        old = renamed("initial_weights", "init", "init_scale", init)
-        init_scale = old if init_scale is None else init_scale
     defaults = Settings()
     init_scheme = defaults.init_scheme if init_scheme is None else init_scheme
     draw = DRAWS.get(init_scheme)

@@ -47,7 +47,7 @@ import torch
 
 from .._edge import Edge, edge_name
 from .._runtime._threads import auto_threads, record_thread
-from ..settings._declared import NOT_GIVEN, renamed
+from ..settings._spellings import door
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
 from ._data import Data, tensorise
@@ -76,6 +76,7 @@ TIME_CONVENTION = (
 )
 
 
+@door
 def simulate(
     source: Problem | nx.DiGraph,
     examples: ExampleSet | None = None,
@@ -96,7 +97,6 @@ def simulate(
     project: bool = False,
     points: int | None = None,
     settings: SimulationSettings | None = None,
-    init: Any = NOT_GIVEN,
 ) -> Trajectory:
     r"""Train the full gated network by gradient descent and record its trajectory.
 
@@ -162,8 +162,6 @@ def simulate(
         How to train and what to record (:class:`SimulationSettings`: optimiser, momentum,
         dtype, device, threads, record steps...); a field left ``None`` takes the
         problem's setting.
-    init
-        The keyword of an earlier release for ``init_scale`` (a deprecation warning).
 
     Returns
     -------
@@ -214,9 +212,6 @@ def simulate(
     >>> bool((run.loss[-1] < 1e-10).all())
     True
     """
-    if init is not NOT_GIVEN:
-        old = renamed("simulate", "init", "init_scale", init)
-        init_scale = old if init_scale is None else init_scale
     start = start_of(
         source,
         examples,

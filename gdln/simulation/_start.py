@@ -11,7 +11,7 @@ the problem's reduction), the projection bases and the evaluation examples.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,7 +123,7 @@ def start_of(
     reduction: Reduction | None = None
     if scheme == "decoupled" or project:
         what = "init_scheme='decoupled'" if scheme == "decoupled" else "project=True"
-        reduction = _reduction(problem, chosen.b0, what)
+        reduction = _reduction(problem, chosen, what)
     if scheme == "decoupled":
         if seeds is not None and (listed or chosen.seeds != 1):
             raise SimulationSpecError(
@@ -198,14 +198,15 @@ def _given(declared: Settings, **values: Any) -> Settings:
         raise SimulationSpecError(str(err)) from None
 
 
-def _reduction(problem: Problem | None, b0: Any, what: str) -> Reduction:
-    """The reduction whose bases give the decoupled weights of Eq. (9): every context,
-    one variable per edge (:meth:`gdln.Reduction.decoupled_weights`)."""
+def _reduction(problem: Problem | None, chosen: Settings, what: str) -> Reduction:
+    """The reduction whose bases give the decoupled weights of Eq. (9) at the run's $b(0)$:
+    every context, one variable per edge (:meth:`gdln.Reduction.decoupled_weights`)."""
     if problem is None:
         raise SimulationSpecError(f"{what}: needs a Problem, whose reduction gives the bases")
-    from ..reduction._reduce import reduce
+    from ..reduction._reduce import derive
 
-    return reduce(problem, lump="none", route="contexts", b0=b0)
+    start = replace(problem.settings, lump="none", route="contexts", b0=chosen.b0)
+    return derive(problem, start)
 
 
 def _problem_of(source: Any) -> Problem | None:

@@ -1,40 +1,44 @@
 r"""What :func:`gdln.solve` solves: a problem's dynamics by its route, with its settings.
 
-The one place where the settings of a solve are resolved (the call's keywords, else the
-problem's :class:`~gdln.settings.Settings`) and where the route of a problem is chosen by
-the one rule of every command (:func:`dynamics_of`); the numbers are computed by
-:func:`~gdln.solution._solve.solve_model`.
+:func:`solve` and :func:`dynamics_of` are doors: each resolves its keywords against the
+problem's :class:`~gdln.settings.Settings` once and passes that one value down. Below
+them the route of a problem is chosen by the one rule of every command
+(:func:`route_of`, :func:`dynamics_by_route`), and the numbers are computed by
+:func:`~gdln.solution._solve.solve_model` or, on the matrix route,
+:func:`~gdln.solution._full.full_solution`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy.typing as npt
 
-from .._errors import (
-    REMOVED_IN,
-    GdlnDeprecationWarning,
-    GdlnError,
-    NotDiagonalizableError,
-    TooManyPathsError,
-)
-from ..reduction._moments import ExpectedDynamics, expected_dynamics
-from ..reduction._reduce import reduce
+from .._errors import GdlnError, NotDiagonalizableError, TooManyPathsError
+from ..reduction._moments import ExpectedDynamics, expected
+from ..reduction._reduce import derive
 from ..reduction._system import Reduction
 from ..settings._choices import ATOL, RTOL
-from ..settings._declared import NOT_GIVEN, renamed
+from ..settings._declared import Settings
+from ..settings._spellings import door
 from ..task._problem import Problem
 from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory
 
-__all__ = ["RouteTaken", "dynamics_of", "route_of", "solve"]
+__all__ = [
+    "RouteTaken",
+    "dynamics_by_route",
+    "dynamics_of",
+    "route_of",
+    "solve",
+    "solve_resolved",
+]
 
 
+@door
 def solve(
     model: Problem | Reduction | ExpectedDynamics,
     *,
@@ -50,7 +54,6 @@ def solve(
     lump: str | None = None,
     b0: Any = None,
     weight_decay: float | str | None = None,
-    n_points: Any = NOT_GIVEN,
 ) -> Trajectory:
     r"""Solve the dynamics of a problem: the reduced ODE, or its exact gradient-descent map.
 
@@ -108,11 +111,8 @@ def solve(
         ``weight_decay`` setting, 0). The objective is Eq. (1) plus
         $\tfrac\gamma2\sum_e\lVert W_e\rVert_F^2$, so every reduced variable gains
         $-\gamma b$ in its flow and map (the recorded ``loss`` stays Eq. 1, without the
-        penalty); ``lump="full"`` is then refused (:func:`gdln.reduce`).
-    n_points
-        The keyword of an earlier release for ``points`` (a deprecation warning). An
-        ``lr`` given without ``dynamics`` keeps its earlier meaning, the map, with a
-        warning.
+        penalty); ``lump="full"`` is then refused (:func:`gdln.reduce`). (An ``lr``
+        given without ``dynamics`` keeps its earlier meaning, the map, with a warning.)
 
     Raises
     ------
@@ -147,68 +147,59 @@ def solve(
     Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
     variables) and Eq. (1) (the loss).
     """
-    if n_points is not NOT_GIVEN:
-        points = renamed("solve", "n_points", "points", n_points) if points is None else points
-    if lr is not None and dynamics is None:
-        warnings.warn(
-            "solve(lr=...) without dynamics= no longer selects the gradient-descent map; pass "
-            f"dynamics='gd-map' (lr alone keeps its earlier meaning until gdln {REMOVED_IN})",
-            GdlnDeprecationWarning,
-            stacklevel=2,
-        )
-        dynamics = "gd-map"
     problem = model if isinstance(model, Problem) else model.problem
     settings = problem.settings.given(
-        t_max=t_max, lr=lr, dynamics=dynamics, points=points, method=method
+        t_max=t_max,
+        lr=lr,
+        dynamics=dynamics,
+        points=points,
+        method=method,
+        route=route,
+        lump=lump,
+        b0=b0,
+        weight_decay=weight_decay,
     )
-    step = settings.lr if settings.dynamics == "gd-map" else None
-    check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
-    taken: RouteTaken | None = None
-    if isinstance(model, Problem):
-        chosen = settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
-        taken = route_of(
-            model,
-            route=chosen.route,
-            lump=chosen.lump,
-            b0=chosen.b0,
-            weight_decay=chosen.weight_decay,
-        )
-        if taken.model is None:
-            from ._full import solve_full
-
-            full = solve_full(
-                model,
-                t_max=settings.t_max,
-                lr=settings.lr,
-                dynamics=settings.dynamics,
-                points=settings.points,
-                b0=chosen.b0,
-                weight_decay=chosen.weight_decay,
-                times=times,
-            )
-            return dataclasses.replace(full, meta={**full.meta, **taken.meta()})
-        model = taken.model
-    elif route is not None or lump is not None or b0 is not None or weight_decay is not None:
+    if not isinstance(model, Problem) and any(
+        value is not None for value in (route, lump, b0, weight_decay)
+    ):
         raise GdlnError(
             "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
             "obtained; this model was obtained already"
         )
-    trajectory = solve_model(
-        model,
-        t_max=settings.t_max,
-        lr=step,
-        points=settings.points,
-        times=times,
-        rtol=rtol,
-        atol=atol,
-        # the map has no stepper: only a method asked for in this call is refused with it
-        method=settings.method if step is None or method is not None else "auto",
-    )
+    if settings.dynamics == "gd-map" and method is None:  # the file's method is the flow's
+        settings = dataclasses.replace(settings, method="auto")
+    return solve_resolved(model, settings, times=times, rtol=rtol, atol=atol)
+
+
+def solve_resolved(
+    model: Problem | Reduction | ExpectedDynamics,
+    settings: Settings,
+    *,
+    times: npt.ArrayLike | None = None,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+) -> Trajectory:
+    """:func:`solve` on the settings resolved at its door: a Problem's route by the one
+    rule (:func:`route_of`), then the reduced flow or map (``solve_model``), or the full
+    matrices on the matrix route; ``meta`` says which route was taken and why."""
+    step = settings.lr if settings.dynamics == "gd-map" else None
+    check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
+    taken: RouteTaken | None = None
+    if isinstance(model, Problem):
+        taken = route_of(model, settings)
+        if taken.model is None:
+            from ._full import full_solution
+
+            full = full_solution(model, settings, times=times)
+            return dataclasses.replace(full, meta={**full.meta, **taken.meta()})
+        model = taken.model
+    trajectory = solve_model(model, settings, times=times, rtol=rtol, atol=atol)
     if taken is None:
         return trajectory
     return dataclasses.replace(trajectory, meta={**trajectory.meta, **taken.meta()})
 
 
+@door
 def dynamics_of(
     problem: Problem,
     *,
@@ -243,22 +234,24 @@ def dynamics_of(
         ``route="matrix"``, which has no reduced dynamics (see :func:`gdln.solve_full`).
     """
     settings = problem.settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
-    decay = settings.weight_decay
+    return dynamics_by_route(problem, settings)
+
+
+def dynamics_by_route(problem: Problem, settings: Settings) -> Reduction | ExpectedDynamics:
+    """:func:`dynamics_of` on resolved settings: the reduction, else the moment route."""
     if settings.route == "moments":
-        return expected_dynamics(problem, b0=settings.b0, weight_decay=decay)
+        return expected(problem, settings)
     if settings.route == "matrix":
         raise GdlnError(
             f"{problem.source}: route 'matrix' has no reduced dynamics; gdln.solve "
             "(or gdln.solve_full) integrates the full matrices"
         )
     try:
-        return reduce(
-            problem, lump=settings.lump, b0=settings.b0, route=settings.route, weight_decay=decay
-        )
+        return derive(problem, settings)
     except TooManyPathsError:
         if settings.route != "auto":
             raise
-        return expected_dynamics(problem, b0=settings.b0, weight_decay=decay)
+        return expected(problem, settings)
 
 
 @dataclass(frozen=True)
@@ -293,14 +286,7 @@ class RouteTaken:
         return {"route": self.name, **({"route_reason": self.reason} if self.reason else {})}
 
 
-def route_of(
-    problem: Problem,
-    *,
-    route: str | None = None,
-    lump: str | None = None,
-    b0: Any = None,
-    weight_decay: float | str | None = None,
-) -> RouteTaken:
+def route_of(problem: Problem, settings: Settings) -> RouteTaken:
     """The one route rule of ``solve`` and ``compare``: the exact reduction where it exists.
 
     ``auto`` reduces (:func:`gdln.reduce`: the symmetry quotient where it holds, else
@@ -312,9 +298,9 @@ def route_of(
     Parameters
     ----------
     problem
-        A loaded problem; its settings give every value not given here.
-    route, lump, b0, weight_decay
-        The settings of the same names; ``None`` takes the problem's.
+        A loaded problem.
+    settings
+        Its settings as resolved at the door (``route``, ``lump``, ``b0``, ``weight_decay``).
 
     Returns
     -------
@@ -328,17 +314,10 @@ def route_of(
     TooManyPathsError
         A symbolic route asked for by name, and too many paths to list.
     """
-    settings = problem.settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
     if settings.route == "matrix":
         return RouteTaken("matrix", None)
     try:
-        model = dynamics_of(
-            problem,
-            route=settings.route,
-            lump=settings.lump,
-            b0=settings.b0,
-            weight_decay=settings.weight_decay,
-        )
+        model = dynamics_by_route(problem, settings)
     except NotDiagonalizableError as err:
         if settings.route != "auto":
             raise

@@ -88,11 +88,12 @@ class FlowPlan:
         edges: Sequence[Edge],
         stats: PathStatistics | None = None,
         *,
-        weight_decay: float = 0.0,
+        gamma: float = 0.0,
         constant: float | None = None,
     ) -> FlowPlan:
-        """The plan of ``problem`` for weights on ``edges`` (statistics found if not given;
-        ``constant``, the loss of zero weights, found if not given)."""
+        r"""The plan of ``problem`` for weights on ``edges`` (statistics found if not given;
+        ``constant``, the loss of zero weights, found if not given), with weight decay
+        $\gamma$."""
         graph = problem.graph
         paths, yx, xx = _float_statistics(problem) if stats is None else _floats_of(stats)
         index = {e: i for i, e in enumerate(edges)}
@@ -109,7 +110,7 @@ class FlowPlan:
             targets=targets,
             trained=tuple(graph.edges[e].get("fixed") is None for e in edges),
             constant=zero_weight_loss(problem) if constant is None else float(constant),
-            weight_decay=float(weight_decay),
+            weight_decay=float(gamma),
         )
 
     def products(self, weights: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
@@ -303,6 +304,6 @@ def full_flow(
     Saxe, Sodhani & Lewallen (2022), Eqs. (3)-(4).
     """
     edges = list(weights)
-    plan = FlowPlan.of(problem, edges, stats, weight_decay=weight_decay)
+    plan = FlowPlan.of(problem, edges, stats, gamma=weight_decay)
     values = [np.asarray(weights[e], dtype=float) for e in edges]
     return dict(zip(edges, plan.flow(values), strict=True))

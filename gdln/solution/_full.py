@@ -24,7 +24,8 @@ from .._edge import Edge, edge_name
 from .._errors import GdlnError
 from ..reduction._reduce import initial_values
 from ..settings._choices import RTOL
-from ..settings._declared import NOT_GIVEN, renamed
+from ..settings._declared import Settings
+from ..settings._spellings import door
 from ..task._problem import Problem, require_linear
 from ._bounds import check_times
 from ._flow import FlowPlan
@@ -32,7 +33,13 @@ from ._recording import Recording
 from ._series import CONTEXT_LOSS, matrix_key
 from ._trajectory import Trajectory
 
-__all__ = ["integrate_weights", "iterate_weights", "solve_full"]
+__all__ = [
+    "full_solution",
+    "initial_full_weights",
+    "integrate_weights",
+    "iterate_weights",
+    "solve_full",
+]
 
 ATOL = 1e-13
 """Absolute tolerance (per weight entry) of the same integration."""
@@ -43,6 +50,7 @@ SMALL_PRODUCTS = 1024
 products, and unharmed by a loaded machine, where threaded BLAS stalls)."""
 
 
+@door
 def solve_full(
     problem: Problem,
     weights: Mapping[Edge, np.ndarray] | None = None,
@@ -55,8 +63,6 @@ def solve_full(
     seed: int | None = None,
     weight_decay: float | str | None = None,
     times: npt.ArrayLike | None = None,
-    n_points: Any = NOT_GIVEN,
-    init: Any = NOT_GIVEN,
 ) -> Trajectory:
     r"""Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$.
 
@@ -88,10 +94,8 @@ def solve_full(
     times
         The times to record instead of ``points`` evenly spaced ones: increasing, from 0,
         the last at most ``t_max``; with the map, each a whole number of steps
-        $t/\mathrm{lr}$ (as for :func:`gdln.solve`).
-    n_points, init
-        The keywords of an earlier release for ``points`` and ``b0`` (a deprecation
-        warning); an ``lr`` given without ``dynamics`` keeps its earlier meaning, the map.
+        $t/\mathrm{lr}$ (as for :func:`gdln.solve`). (An ``lr`` given without
+        ``dynamics`` keeps its earlier meaning, the map, with a warning.)
 
     Returns
     -------
@@ -120,13 +124,6 @@ def solve_full(
     >>> round(float(trajectory.loss[0]), 4), bool(trajectory.loss[-1] < 1e-10)
     (0.9998, True)
     """
-    if n_points is not NOT_GIVEN:
-        points = renamed("solve_full", "n_points", "points", n_points) if points is None else points
-    if init is not NOT_GIVEN:
-        b0 = renamed("solve_full", "init", "b0", init) if b0 is None else b0
-    if lr is not None and dynamics is None:
-        dynamics = renamed("solve_full", "lr", "dynamics='gd-map', lr", "gd-map")
-    require_linear(problem.graph, source=problem.source)
     settings = problem.settings.given(
         t_max=t_max,
         lr=lr,
@@ -136,6 +133,19 @@ def solve_full(
         seed=seed,
         weight_decay=weight_decay,
     )
+    return full_solution(problem, settings, weights, times=times)
+
+
+def full_solution(
+    problem: Problem,
+    settings: Settings,
+    weights: Mapping[Edge, np.ndarray] | None = None,
+    *,
+    times: npt.ArrayLike | None = None,
+) -> Trajectory:
+    """:func:`solve_full` on the settings resolved at a door (``t_max``, ``lr``,
+    ``dynamics``, ``points``, ``b0``, ``seed``, ``weight_decay``)."""
+    require_linear(problem.graph, source=problem.source)
     n_points = settings.points
     lr = settings.lr if settings.dynamics == "gd-map" else None
     t_max, steps = _horizon(settings.t_max, lr, n_points)
@@ -144,10 +154,10 @@ def solve_full(
     when = {"points": n_points} if recorded is None else {"times": tuple(recorded)}
     recording = Recording(**when, weights=True)
     if weights is None:
-        weights = initial_full_weights(problem, b0=settings.b0, seed=settings.seed)
+        weights = initial_full_weights(problem, settings, seed=settings.seed)
     edges = list(weights)
     values = _checked(problem, weights, edges)
-    plan = FlowPlan.of(problem, edges, weight_decay=settings.weight_decay)
+    plan = FlowPlan.of(problem, edges, gamma=settings.weight_decay)
     meter = WorkMeter(
         f"{problem.source}: the full-matrix flow",
         horizon=t_max,
@@ -234,7 +244,9 @@ def _checked(
     return out
 
 
-def initial_full_weights(problem: Problem, *, b0: Any, seed: int) -> dict[Edge, np.ndarray]:
+def initial_full_weights(
+    problem: Problem, settings: Settings, *, seed: int
+) -> dict[Edge, np.ndarray]:
     r"""Random weights whose singular values all equal the initial value $b_e(0)$.
 
     $W_e = b_e(0)\,Q_e$ with $Q_e$ a random matrix with orthonormal rows or columns (the
@@ -245,8 +257,9 @@ def initial_full_weights(problem: Problem, *, b0: Any, seed: int) -> dict[Edge, 
     ----------
     problem
         The network.
-    b0
-        One number, or edge -> number (as for :func:`gdln.reduce`).
+    settings
+        Resolved settings: their ``b0`` is one number, or edge -> number (as for
+        :func:`gdln.reduce`).
     seed
         Seed of the random $Q_e$.
 
@@ -256,7 +269,7 @@ def initial_full_weights(problem: Problem, *, b0: Any, seed: int) -> dict[Edge, 
         Edge -> $W_e$, every edge of the graph.
     """
     graph = problem.graph
-    scale = initial_values(problem, b0)
+    scale = initial_values(problem, settings)
     rng = np.random.default_rng(seed)
     out = {}
     for e in graph.edges:

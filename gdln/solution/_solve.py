@@ -31,7 +31,8 @@ from .._bounded._limits import WorkMeter, metering
 from .._errors import DegenerateStartWarning, GdlnError
 from ..reduction._numeric import NumericFlow
 from ..settings._choices import ATOL, RTOL
-from ..settings._declared import NOT_GIVEN, renamed
+from ..settings._declared import Settings
+from ..settings._spellings import door
 from ._bounds import check_solve_settings, check_times
 from ._gd_map import iterate_gd_map
 from ._methods import AUTO, steppers_for
@@ -50,16 +51,15 @@ __all__ = ["integrate_flow", "solve_batch", "solve_model"]
 
 def solve_model(
     reduction: Reduction | ExpectedDynamics,
+    settings: Settings,
     *,
-    t_max: float,
-    lr: float | None,
-    points: int,
     times: npt.ArrayLike | None,
     rtol: float,
     atol: float,
-    method: str,
 ) -> Trajectory:
-    r"""Integrate (``lr`` ``None``) or iterate the dynamics of a reduction from its start.
+    r"""Integrate (``dynamics`` ``"flow"``) or iterate the dynamics of a reduction from its
+    start, by the settings resolved at the door (``t_max``, ``lr``, ``dynamics``,
+    ``points``, ``method``).
 
     The engine of :func:`gdln.solve` (whose docstring says what each setting means), on
     anything with ``numeric_flow()``: the ODE by the steppers that ``method`` names
@@ -73,7 +73,9 @@ def solve_model(
         A malformed setting or ``times``, an unknown ``method`` or one given with ``lr``;
         a solution that overflows or turns non-finite, or a stepper that fails.
     """
-    t_max, lr = check_solve_settings(t_max, lr=lr, n_points=points)
+    step = settings.lr if settings.dynamics == "gd-map" else None
+    points, method = settings.points, settings.method
+    t_max, lr = check_solve_settings(settings.t_max, lr=step, n_points=points)
     recorded = None if times is None else check_times(times, t_max, lr)
     if lr is not None and method != AUTO:
         raise GdlnError(
@@ -107,6 +109,7 @@ def solve_model(
     return trajectory
 
 
+@door
 def solve_batch(
     reduction: Reduction | ExpectedDynamics,
     scales: npt.ArrayLike,
@@ -116,7 +119,6 @@ def solve_batch(
     rtol: float = RTOL,
     atol: float = ATOL,
     method: str | None = None,
-    n_points: Any = NOT_GIVEN,
 ) -> list[Trajectory]:
     r"""Solve the reduced ODE from many initial scales in one call.
 
@@ -142,8 +144,6 @@ def solve_batch(
         As for :func:`gdln.solve` (the ODE; each system's error is controlled on its own):
         a setting left ``None`` takes the problem's value (``reduction.problem.settings``,
         :class:`gdln.settings.Settings`).
-    n_points
-        The keyword of an earlier release for ``points`` (a deprecation warning).
 
     Raises
     ------
@@ -164,10 +164,6 @@ def solve_batch(
     ----------
     Saxe, Sodhani & Lewallen (2022), Eqs. (10) and (15).
     """
-    if n_points is not NOT_GIVEN:
-        points = (
-            renamed("solve_batch", "n_points", "points", n_points) if points is None else points
-        )
     settings = reduction.problem.settings.given(t_max=t_max, points=points, method=method)
     t_max, _ = check_solve_settings(settings.t_max, n_points=settings.points)
     flow = reduction.numeric_flow()

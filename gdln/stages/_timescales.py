@@ -9,6 +9,7 @@ active pathway computes there.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -17,9 +18,11 @@ import numpy as np
 from .._edge import edge_name
 from .._errors import GdlnError, NotDiagonalizableError, shorten
 from ..reduction._quotient import QUOTIENT_ROUTE
-from ..reduction._reduce import reduce
+from ..reduction._reduce import derive
 from ..reduction._system import Reduction
 from ..settings._choices import ELIMINATING
+from ..settings._declared import Settings
+from ..settings._spellings import door
 from ..task._problem import Problem
 from ._aligned import (
     ModeStage,
@@ -50,6 +53,7 @@ ALIGNED_ASSUMPTIONS = (
 )
 
 
+@door
 def timescales(
     problem: Problem,
     *,
@@ -114,6 +118,12 @@ def timescales(
     [1.0, 5.0]
     """
     settings = problem.settings.given(route=route, lump=lump, b0=b0)
+    return stages_of(problem, settings, ode=ode)
+
+
+def stages_of(problem: Problem, settings: Settings, *, ode: bool = True) -> Timescales:
+    """The stages of learning by the settings resolved at a door (``b0``, ``route``,
+    ``lump``, and ``weight_decay``, which must be 0): the body of :func:`timescales`."""
     route, lump = settings.route, settings.lump
     if settings.weight_decay:
         raise GdlnError(
@@ -128,13 +138,13 @@ def timescales(
         )
     if lump in ELIMINATING:
         raise GdlnError(f"lump={lump!r}: timescales takes {tying_lumpings()}")
-    u0 = initial_scale(problem, settings.b0)
+    u0 = initial_scale(problem, settings)
     if route == "matrix":
         from ._asymptotic import asymptotic_timescales
 
         return asymptotic_timescales(problem, u0)
     try:
-        reduction = reduce(problem, lump=lump, b0=u0, route=route)
+        reduction = derive(problem, dataclasses.replace(settings, b0=u0))
     except NotDiagonalizableError as err:
         if route != "auto":
             raise
@@ -148,8 +158,9 @@ def timescales(
     return aligned_timescales(reduction, u0, ode=ode)
 
 
-def initial_scale(problem: Problem, b0: Any) -> float:
+def initial_scale(problem: Problem, settings: Settings) -> float:
     """$u_0$ from the resolved ``b0`` setting; refused unless one number in (0, 1)."""
+    b0 = settings.b0
     try:
         value = float(b0)
     except (TypeError, ValueError) as err:

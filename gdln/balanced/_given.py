@@ -26,7 +26,8 @@ import numpy as np
 from .._bounded._npz import FilePlace, read_npz
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, GraphSpecError
-from ..settings._spellings import door
+from ..settings._declared import Settings
+from ..settings._door import AT_THE_DOOR, door
 from ..solution._series import edge_in_key, edge_key, matrix_key
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
@@ -125,6 +126,7 @@ def solve_from_weights(
     t_max: float | str | None = None,
     points: int | str | None = None,
     weight_decay: float | str | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
     r"""The gradient flow from given weights: closed form where it holds, else full matrices.
 
@@ -154,7 +156,7 @@ def solve_from_weights(
     """
     from ..solution._full import full_solution
 
-    settings = problem.settings.given(t_max=t_max, points=points, weight_decay=weight_decay)
+    settings = resolved
     why = ""
     if settings.weight_decay:
         why = f"weight_decay {settings.weight_decay:g}: the closed form holds without decay"

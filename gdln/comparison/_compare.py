@@ -41,8 +41,8 @@ from typing import Any
 
 from .._runtime._fork import side_by_side
 from ..outputs import atomic_folder, check_folder
-from ..settings._declared import SettingError, Settings
-from ..settings._spellings import door
+from ..settings._declared import Settings
+from ..settings._door import AT_THE_DOOR, door
 from ..simulation import INITS, SimulationSettings, SimulationSpecError
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
@@ -112,7 +112,7 @@ class CompareResult:
         return comparison_html(self)
 
 
-@door
+@door(error=SimulationSpecError)
 def compare(
     problem: Problem,
     out_dir: str | Path | None = None,
@@ -131,6 +131,7 @@ def compare(
     points: int | None = None,
     settings: SimulationSettings | None = None,
     force: bool = False,
+    resolved: Settings = AT_THE_DOOR,
 ) -> CompareResult:
     r"""Run theory and simulation on one problem; with ``out_dir``, write figures and files.
 
@@ -230,21 +231,7 @@ def compare(
     the loss Eq. (1) and the gradient flow Eq. (2) of the full network.
     """
     out = None if out_dir is None else _check_outputs(out_dir, force=force)
-    chosen = _settings(
-        problem,
-        lr=lr,
-        t_max=t_max,
-        weight_decay=weight_decay,
-        init_scheme=init_scheme,
-        init_scale=init_scale,
-        theory_start=theory_start,
-        b0=b0,
-        seeds=seeds,
-        seed=seed,
-        lump=lump,
-        route=route,
-        points=points,
-    )
+    chosen = _checked(resolved)
     plan = plan_of(problem, chosen, settings)
     taken = theory_route(problem, plan)
     if taken.model is None:  # no common bases: the full-matrix flow from each seed's W(0)
@@ -271,12 +258,8 @@ def _check_outputs(out_dir: str | Path, *, force: bool) -> Path:
     return check_folder(out, force=force, names=FILES, parents=True)
 
 
-def _settings(problem: Problem, **given: Any) -> Settings:
-    """The problem's settings with the call's, checked before anything is computed."""
-    try:
-        chosen = problem.settings.given(**given)
-    except SettingError as err:
-        raise SimulationSpecError(str(err)) from None
+def _checked(chosen: Settings) -> Settings:
+    """The settings resolved at the door, checked before anything is computed."""
     check_count("points", chosen.points, least=2, limit="points", cls=SimulationSpecError)
     if chosen.init_scheme not in RANDOM_SCHEMES:
         raise SimulationSpecError(

@@ -33,7 +33,7 @@ from .._edge import Edge
 from .._errors import GdlnError
 from ..paths._statistics import ContextActivity, context_activity
 from ..settings._declared import Settings
-from ..settings._spellings import door
+from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem, require_linear
 from ..task._task import Context, is_symbolic
 from ._bases import Modes
@@ -426,6 +426,7 @@ def expected_dynamics(
     *,
     b0: Any = None,
     weight_decay: float | str | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> ExpectedDynamics:
     r"""The expected reduced dynamics of a problem, without listing its paths.
 
@@ -462,11 +463,9 @@ def expected_dynamics(
     True
     """
     own = isinstance(source, Reduction)  # a reduction's own start and decay, unless given
-    problem = source.problem if isinstance(source, Reduction) else source
-    if own and weight_decay is None:
-        weight_decay = source.weight_decay  # type: ignore[union-attr]
-    settings = problem.settings.given(b0=b0, weight_decay=weight_decay)
-    return expected(source, settings, own_start=own and b0 is None)
+    if own and "weight_decay" not in resolved.called:
+        resolved = replace(resolved, weight_decay=source.weight_decay)  # type: ignore[union-attr]
+    return expected(source, resolved, own_start=own and "b0" not in resolved.called)
 
 
 def expected(

@@ -64,7 +64,7 @@ from ..paths._statistics import (
     require_numbers_for_float_data,
 )
 from ..settings._declared import Settings
-from ..settings._spellings import door
+from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem, require_linear
 from ..task._task import Task
 from ._bases import Modes
@@ -92,6 +92,7 @@ def reduce(
     route: str | None = None,
     symbolic: Sequence[str] = (),
     weight_decay: float | str | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Reduction:
     r"""Reduce a problem's learning dynamics to one small ODE per class of modes.
 
@@ -160,8 +161,7 @@ def reduce(
     >>> [str(v) for v in reduction.systems[0].variables]
     ['B1', 'B2', 'B3']
     """
-    settings = problem.settings.given(lump=lump, b0=b0, route=route, weight_decay=weight_decay)
-    return derive(problem, settings, symbolic=symbolic)
+    return derive(problem, resolved, symbolic=symbolic)
 
 
 def derive(problem: Problem, settings: Settings, *, symbolic: Sequence[str] = ()) -> Reduction:

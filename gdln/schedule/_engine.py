@@ -42,6 +42,8 @@ from .._errors import GdlnError, NotDiagonalizableError, TooManyPathsError
 from ..balanced._errors import BalancedSpecError, NotBalancedError
 from ..balanced._phases import balanced_phase, prepare_schedule
 from ..balanced._weights import read_weights
+from ..settings._declared import Settings
+from ..settings._door import AT_THE_DOOR, door
 from ..solution._bounds import check_count, check_solve_settings, check_times
 from ..solution._flow import FlowPlan
 from ..solution._full import MEMORY_COPIES, initial_full_weights
@@ -65,18 +67,12 @@ SCHEDULE_ROUTE = "schedule"
 def run_schedule(
     problem: Problem,
     schedule: Schedule,
+    settings: Settings,
     *,
     times: np.ndarray,
-    lr: float | None,
-    b0: Any,
     weights: Mapping[Any, Any] | None,
-    weight_decay: float,
-    lump: str,
-    route: str,
-    method: str,
     rtol: float,
     atol: float,
-    seed: int,
     stages: bool = True,
 ) -> ScheduleResult:
     r"""Solve ``schedule`` on ``problem`` from resolved settings (the engine of
@@ -88,31 +84,25 @@ def run_schedule(
         The network and its task (the schedule's labels are its contexts').
     schedule
         The phases.
+    settings
+        The settings resolved at :func:`solve_schedule`'s door: ``dynamics`` and ``lr``
+        (gradient flow, or gradient descent with every phase a whole number of steps),
+        ``b0`` (without ``weights``: the start of the reduced variables, Eq. 9, or of the
+        full matrices' singular values where the problem has no common bases),
+        ``weight_decay`` ($\gamma \ge 0$), ``lump`` (of the reduced route, re-checked per
+        phase; ``"none"`` where the phases lump differently), ``route`` (``"auto"``, the
+        order of the module docstring; ``"contexts"`` or ``"quotient"``, the reduced route
+        for every phase or refused, derived on every context; ``"matrix"``, the full
+        matrices from the start), ``method`` (the stepper of the reduced ODE) and ``seed``
+        (of the random bases: hidden nodes of Eq. 9, the singular vectors of a
+        full-matrix start from ``b0``).
     times
         Increasing times from 0 to at most the schedule's duration; the boundaries are
-        recorded besides. With ``lr``, each a whole number of steps.
-    lr
-        ``None``: gradient flow. A number: gradient descent with that learning rate
-        (every phase a whole number of steps).
-    b0
-        Without ``weights``: the start of the reduced variables (Eq. 9), or of the full
-        matrices' singular values where the problem has no common bases.
+        recorded besides. With the map, each a whole number of steps.
     weights
         Edge -> weights at the start (every trained edge), instead of ``b0``.
-    weight_decay
-        $\gamma \ge 0$.
-    lump
-        The lumping of the reduced route (re-checked per phase; ``"none"`` where the
-        phases lump differently).
-    route
-        ``"auto"`` (the order of the module docstring), ``"contexts"`` or ``"quotient"``
-        (the reduced route for every phase, or refused; derived on every context), or
-        ``"matrix"`` (the full matrices from the start).
-    method, rtol, atol
-        The stepper of the reduced ODE and the tolerances of every integration.
-    seed
-        The seed of the random bases: hidden nodes of Eq. (9), the singular vectors of a
-        full-matrix start from ``b0``.
+    rtol, atol
+        The tolerances of every integration.
     stages
         Whether to compute the time scales from small initial weights where they apply.
 
@@ -129,6 +119,8 @@ def run_schedule(
         start on the reduced route, a route asked for that does not hold, malformed
         weights or times.
     """
+    lr = settings.lr if settings.dynamics == "gd-map" else None
+    route = settings.route
     task = problem.require_task()
     schedule.check(task)
     if route == "moments":
@@ -139,34 +131,28 @@ def run_schedule(
     labels = tuple(c.label for c in union.contexts)
     phases = [dataclasses.replace(problem, task=phase_task(union, p)) for p in schedule.phases]
     grid, spans = _grid(schedule, times, lr)
-    runner = _Runner(problem, union, phases, grid, lr=lr, weight_decay=weight_decay, seed=seed)
+    runner = _Runner(problem, union, phases, grid, settings)
     runner.bounds = schedule.boundaries
-    runner.rtol, runner.atol, runner.method = rtol, atol, method
+    runner.rtol, runner.atol = rtol, atol
     if weights is not None:
         runner.start_from(_given(problem, weights), "weights given")
     elif route == "matrix":
         runner.start_from(
-            initial_full_weights(problem, dataclasses.replace(problem.settings, b0=b0), seed=seed),
-            "route matrix",
+            initial_full_weights(problem, settings, seed=settings.seed), "route matrix"
         )
     else:
         try:
             reduced = _reduced.reduced_route(
                 dataclasses.replace(problem, task=union),
                 phases,
-                lump=lump,
-                b0=b0,
-                weight_decay=weight_decay,
-                seed=seed,
+                settings,
                 names=[p.key for p in schedule.phases],
             )
         except (NotDiagonalizableError, TooManyPathsError) as err:
             if route != "auto":
                 raise
             runner.start_from(
-                initial_full_weights(
-                    problem, dataclasses.replace(problem.settings, b0=b0), seed=seed
-                ),
+                initial_full_weights(problem, settings, seed=settings.seed),
                 f"the start has no reduced dynamics ({_reduced.short(err)})",
             )
         else:
@@ -262,10 +248,7 @@ class _Runner:
         union: Task,
         phases: Sequence[Problem],
         grid: np.ndarray,
-        *,
-        lr: float | None,
-        weight_decay: float,
-        seed: int,
+        settings: Settings,
     ) -> None:
         self.problem, self.phases, self.grid = problem, phases, grid
         n = len(union.contexts)
@@ -276,8 +259,9 @@ class _Runner:
             random_gates=union.random_gates,
         )
         self.union = dataclasses.replace(problem, task=whole)
-        self.lr, self.weight_decay, self.seed = lr, weight_decay, seed
-        self.rtol, self.atol, self.method = 1e-10, 1e-12, "auto"
+        self.lr = settings.lr if settings.dynamics == "gd-map" else None
+        self.weight_decay, self.seed = settings.weight_decay, settings.seed
+        self.rtol, self.atol, self.method = 1e-10, 1e-12, settings.method
         self.edges = list(problem.graph.edges)
         self.context_loss = np.zeros((len(grid), n))
         self.loss = np.zeros(len(grid))
@@ -436,10 +420,11 @@ class _Runner:
                 f"{u0:.3g}, where its data reach); the time scales hold from small weights",
                 (),
             )
-        from ..stages._timescales import timescales
+        from ..stages._timescales import stages_of
 
         try:
-            found = timescales(self.phases[k], b0=u0, ode=False)
+            phase = self.phases[k]
+            found = stages_of(phase, dataclasses.replace(phase.settings, b0=u0), ode=False)
         except GdlnError as err:
             return f"not computed: {err}", ()
         start = float(self.bounds[k])
@@ -506,6 +491,7 @@ def _probabilities(problem: Problem) -> np.ndarray:
     return np.array([float(c.probability) for c in problem.require_task().contexts])
 
 
+@door
 def solve_schedule(
     problem: Problem,
     schedule: Schedule | None = None,
@@ -523,6 +509,7 @@ def solve_schedule(
     seed: int | str | None = None,
     rtol: float = 1e-10,
     atol: float = 1e-12,
+    resolved: Settings = AT_THE_DOOR,
 ) -> ScheduleResult:
     r"""Solve a schedule: each phase from the previous phase's end, every context's loss.
 
@@ -588,17 +575,7 @@ def solve_schedule(
             f"{problem.source}: no schedule: add a 'schedule:' section or pass one "
             "(gdln.task.blocked, gdln.task.interleaved)"
         )
-    settings = problem.settings.given(
-        points=points,
-        dynamics=dynamics,
-        lr=lr,
-        b0=b0,
-        weight_decay=weight_decay,
-        lump=lump,
-        route=route,
-        method=method,
-        seed=seed,
-    )
+    settings = resolved
     step = settings.lr if settings.dynamics == "gd-map" else None
     total = schedule.duration
     if times is None:
@@ -608,17 +585,5 @@ def solve_schedule(
     else:
         grid = np.asarray(times, dtype=float)
     return run_schedule(
-        problem,
-        schedule,
-        times=grid,
-        lr=step,
-        b0=settings.b0,
-        weights=weights,
-        weight_decay=settings.weight_decay,
-        lump=settings.lump,
-        route=settings.route,
-        method=settings.method,
-        rtol=rtol,
-        atol=atol,
-        seed=settings.seed,
+        problem, schedule, settings, times=grid, weights=weights, rtol=rtol, atol=atol
     )

@@ -34,8 +34,9 @@ import numpy as np
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TooManyPathsError
 from ..reduction._numeric import NumericFlow
-from ..reduction._reduce import reduce
+from ..reduction._reduce import derive
 from ..reduction._system import Reduction
+from ..settings._declared import Settings
 from ..solution._gd_map import iterate_gd_map
 from ..solution._solve import integrate_flow
 from ..task._problem import Problem
@@ -88,14 +89,13 @@ class ReducedRoute:
 def reduced_route(
     start: Problem,
     problems: Sequence[Problem],
+    settings: Settings,
     *,
-    lump: str,
-    b0: Any,
-    weight_decay: float,
-    seed: int,
     names: Sequence[str] = (),
 ) -> ReducedRoute:
-    """The longest prefix of ``problems`` (one per phase) on the bases of ``start``.
+    """The longest prefix of ``problems`` (one per phase) on the bases of ``start``, each
+    reduced by the schedule's resolved ``settings`` (their ``lump``, ``b0``,
+    ``weight_decay`` and ``seed``) on every context.
 
     ``names`` name the phases in the reason the route ends (default: their numbers).
 
@@ -105,9 +105,10 @@ def reduced_route(
         ``start`` cannot be reduced, so that the caller takes the routes of weights.
     """
     names = list(names) or [f"phase {k}" for k in range(len(problems))]
-    reduced = _reduce_all(start, problems, lump, b0, weight_decay, seed, names)
-    if reduced.why.startswith("lumping") and lump != "none":
-        again = _reduce_all(start, problems, "none", b0, weight_decay, seed, names)
+    settings = dataclasses.replace(settings, route="contexts")
+    reduced = _reduce_all(start, problems, settings, names)
+    if reduced.why.startswith("lumping") and settings.lump != "none":
+        again = _reduce_all(start, problems, dataclasses.replace(settings, lump="none"), names)
         if len(again.phases) >= len(reduced.phases):
             return again
     return reduced
@@ -116,14 +117,13 @@ def reduced_route(
 def _reduce_all(
     start: Problem,
     problems: Sequence[Problem],
-    lump: str,
-    b0: Any,
-    weight_decay: float,
-    seed: int,
+    settings: Settings,
     names: Sequence[str],
 ) -> ReducedRoute:
+    lump, seed = settings.lump, settings.seed
+
     def reduced(problem: Problem) -> Reduction:
-        return reduce(problem, lump=lump, b0=b0, route="contexts", weight_decay=weight_decay)
+        return derive(problem, settings)
 
     first = reduced(start)
     flow0 = first.numeric_flow(gd_map=True)

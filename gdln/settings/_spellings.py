@@ -3,7 +3,7 @@
 Every old keyword of a public function, old option of a command and old graph-file key is
 one row of :data:`OLD_SPELLINGS`: where it is read, the old spelling, the new one and how a
 value given the old way moves to the new. The public entry points translate them at their
-door (:func:`door`, a decorator; the command line builds its hidden options from the rows
+door (:func:`~gdln.settings._door.door`, a decorator; the command line builds its hidden options from the rows
 of each command and moves their values with :func:`translate_options`; the graph-file
 reader reads :data:`DEPRECATED_KEYS`), with one :class:`~gdln.GdlnDeprecationWarning`
 naming the new spelling and the release that removes the old one; nothing below a door
@@ -12,11 +12,10 @@ sees an old spelling. CHANGELOG.md lists the same rows.
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from .._errors import REMOVED_IN, GdlnDeprecationWarning
 
@@ -24,13 +23,12 @@ __all__ = [
     "DEPRECATED_KEYS",
     "OLD_SPELLINGS",
     "OldSpelling",
-    "door",
     "old_options",
     "option_name",
+    "translate_keywords",
     "translate_options",
 ]
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 Move = Callable[[dict[str, Any], Any], str]
 """Moves an old value into the new spellings' values; returns the new spelling in words."""
@@ -210,10 +208,10 @@ def _python_rows(function: str) -> dict[str, OldSpelling]:
     return {row.old: row for row in OLD_SPELLINGS if row.where == function}
 
 
-def door(function: F) -> F:
-    """Mark a public entry point: its old keywords (rows of :data:`OLD_SPELLINGS` for its
-    name) are translated before it runs, each with one warning; the function itself, and
-    everything it calls, sees the current spellings only.
+def translate_keywords(function: str, kwargs: dict[str, Any], *, stacklevel: int) -> None:
+    """Move the old keywords given to the public function ``function`` (its rows of
+    :data:`OLD_SPELLINGS`) to the new ones, each with one warning naming the new spelling;
+    the door of every entry point (:func:`gdln.settings._door.door`) calls it first.
 
     ``lr`` given to :func:`gdln.solve` or :func:`gdln.solve_full` without ``dynamics``
     keeps its earlier meaning (the gradient-descent map), with a warning.
@@ -221,43 +219,32 @@ def door(function: F) -> F:
     Parameters
     ----------
     function
-        The public function.
-
-    Returns
-    -------
-    callable
-        The function, with the same signature, translating old keywords first.
+        The public function's name.
+    kwargs
+        The keywords of the call, changed in place.
+    stacklevel
+        Of the warnings: the caller of the entry point.
     """
-    rows = _python_rows(function.__name__)
-    if not rows:
-        return function
-    name = function.__name__
-
-    @functools.wraps(function)
-    def translated(*args: Any, **kwargs: Any) -> Any:
-        for old, row in rows.items():
-            if old not in kwargs:
+    for old, row in _python_rows(function).items():
+        if old not in kwargs:
+            continue
+        if old == "lr":  # a current keyword whose old meaning was the map
+            if kwargs[old] is None or kwargs.get("dynamics") is not None:
                 continue
-            if old == "lr":  # a current keyword whose old meaning was the map
-                if kwargs[old] is None or kwargs.get("dynamics") is not None:
-                    continue
-                row.moved(kwargs, kwargs[old])
-                _warn_lr(name)
-                continue
-            value = kwargs.pop(old)
-            new = row.moved(kwargs, value)
-            warnings.warn(
-                f"{name}({old}=...) is now {name}({new}=...); the old keyword works until "
-                f"gdln {REMOVED_IN}",
-                GdlnDeprecationWarning,
-                stacklevel=2,
-            )
-        return function(*args, **kwargs)
-
-    return translated  # type: ignore[return-value]
+            row.moved(kwargs, kwargs[old])
+            _warn_lr(function, stacklevel + 1)
+            continue
+        value = kwargs.pop(old)
+        new = row.moved(kwargs, value)
+        warnings.warn(
+            f"{function}({old}=...) is now {function}({new}=...); the old keyword works until "
+            f"gdln {REMOVED_IN}",
+            GdlnDeprecationWarning,
+            stacklevel=stacklevel,
+        )
 
 
-def _warn_lr(name: str) -> None:
+def _warn_lr(name: str, stacklevel: int) -> None:
     if name == "solve":
         message = (
             "solve(lr=...) without dynamics= no longer selects the gradient-descent map; pass "
@@ -268,7 +255,7 @@ def _warn_lr(name: str) -> None:
             f"{name}(lr=...) is now {name}(dynamics='gd-map', lr=...); the old keyword works "
             f"until gdln {REMOVED_IN}"
         )
-    warnings.warn(message, GdlnDeprecationWarning, stacklevel=3)
+    warnings.warn(message, GdlnDeprecationWarning, stacklevel=stacklevel)
 
 
 def old_options(command: str) -> tuple[OldSpelling, ...]:

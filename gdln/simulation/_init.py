@@ -15,7 +15,7 @@ import numpy as np
 
 from .._edge import Edge
 from ..settings._declared import Settings
-from ..settings._spellings import door
+from ..settings._door import door
 from ._errors import SimulationSpecError
 from ._plan import Plan, edge_order, node_sizes
 from ._seeds import seed_list

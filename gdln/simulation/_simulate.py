@@ -47,7 +47,7 @@ import torch
 
 from .._edge import Edge, edge_name
 from .._runtime._threads import auto_threads, record_thread
-from ..settings._spellings import door
+from ..settings._door import door
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
 from ._data import Data, tensorise

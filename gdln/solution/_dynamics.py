@@ -22,7 +22,7 @@ from ..reduction._reduce import derive
 from ..reduction._system import Reduction
 from ..settings._choices import ATOL, RTOL
 from ..settings._declared import Settings
-from ..settings._spellings import door
+from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem
 from ._bounds import check_solve_settings
 from ._solve import solve_model
@@ -54,6 +54,7 @@ def solve(
     lump: str | None = None,
     b0: Any = None,
     weight_decay: float | str | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
     r"""Solve the dynamics of a problem: the reduced ODE, or its exact gradient-descent map.
 
@@ -147,28 +148,14 @@ def solve(
     Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
     variables) and Eq. (1) (the loss).
     """
-    problem = model if isinstance(model, Problem) else model.problem
-    settings = problem.settings.given(
-        t_max=t_max,
-        lr=lr,
-        dynamics=dynamics,
-        points=points,
-        method=method,
-        route=route,
-        lump=lump,
-        b0=b0,
-        weight_decay=weight_decay,
-    )
-    if not isinstance(model, Problem) and any(
-        value is not None for value in (route, lump, b0, weight_decay)
-    ):
+    if not isinstance(model, Problem) and resolved.called & {"route", "lump", "b0", "weight_decay"}:
         raise GdlnError(
             "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
             "obtained; this model was obtained already"
         )
-    if settings.dynamics == "gd-map" and method is None:  # the file's method is the flow's
-        settings = dataclasses.replace(settings, method="auto")
-    return solve_resolved(model, settings, times=times, rtol=rtol, atol=atol)
+    if resolved.dynamics == "gd-map" and "method" not in resolved.called:
+        resolved = dataclasses.replace(resolved, method="auto")  # the file's is the flow's
+    return solve_resolved(model, resolved, times=times, rtol=rtol, atol=atol)
 
 
 def solve_resolved(
@@ -207,6 +194,7 @@ def dynamics_of(
     lump: str | None = None,
     b0: Any = None,
     weight_decay: float | str | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Reduction | ExpectedDynamics:
     """The dynamics of ``problem`` by its route (:data:`gdln.settings.ROUTES`).
 
@@ -233,8 +221,7 @@ def dynamics_of(
     GdlnError
         ``route="matrix"``, which has no reduced dynamics (see :func:`gdln.solve_full`).
     """
-    settings = problem.settings.given(route=route, lump=lump, b0=b0, weight_decay=weight_decay)
-    return dynamics_by_route(problem, settings)
+    return dynamics_by_route(problem, resolved)
 
 
 def dynamics_by_route(problem: Problem, settings: Settings) -> Reduction | ExpectedDynamics:

@@ -25,7 +25,7 @@ from .._errors import GdlnError
 from ..reduction._reduce import initial_values
 from ..settings._choices import RTOL
 from ..settings._declared import Settings
-from ..settings._spellings import door
+from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem, require_linear
 from ._bounds import check_times
 from ._flow import FlowPlan
@@ -63,6 +63,7 @@ def solve_full(
     seed: int | None = None,
     weight_decay: float | str | None = None,
     times: npt.ArrayLike | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
     r"""Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$.
 
@@ -124,16 +125,7 @@ def solve_full(
     >>> round(float(trajectory.loss[0]), 4), bool(trajectory.loss[-1] < 1e-10)
     (0.9998, True)
     """
-    settings = problem.settings.given(
-        t_max=t_max,
-        lr=lr,
-        dynamics=dynamics,
-        points=points,
-        b0=b0,
-        seed=seed,
-        weight_decay=weight_decay,
-    )
-    return full_solution(problem, settings, weights, times=times)
+    return full_solution(problem, resolved, weights, times=times)
 
 
 def full_solution(

@@ -32,7 +32,7 @@ from .._errors import DegenerateStartWarning, GdlnError
 from ..reduction._numeric import NumericFlow
 from ..settings._choices import ATOL, RTOL
 from ..settings._declared import Settings
-from ..settings._spellings import door
+from ..settings._door import AT_THE_DOOR, door
 from ._bounds import check_solve_settings, check_times
 from ._gd_map import iterate_gd_map
 from ._methods import AUTO, steppers_for
@@ -119,6 +119,7 @@ def solve_batch(
     rtol: float = RTOL,
     atol: float = ATOL,
     method: str | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> list[Trajectory]:
     r"""Solve the reduced ODE from many initial scales in one call.
 
@@ -164,7 +165,7 @@ def solve_batch(
     ----------
     Saxe, Sodhani & Lewallen (2022), Eqs. (10) and (15).
     """
-    settings = reduction.problem.settings.given(t_max=t_max, points=points, method=method)
+    settings = resolved
     t_max, _ = check_solve_settings(settings.t_max, n_points=settings.points)
     flow = reduction.numeric_flow()
     values = _check_scales(flow, scales)

@@ -22,7 +22,7 @@ from ..reduction._reduce import derive
 from ..reduction._system import Reduction
 from ..settings._choices import ELIMINATING
 from ..settings._declared import Settings
-from ..settings._spellings import door
+from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem
 from ._aligned import (
     ModeStage,
@@ -61,6 +61,7 @@ def timescales(
     route: str | None = None,
     lump: str | None = None,
     ode: bool = True,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Timescales:
     r"""The stages of learning from small initial weights: order, times, plateaus, maps.
 
@@ -117,8 +118,7 @@ def timescales(
     >>> [round(r, 3) for r in result.ratios()]
     [1.0, 5.0]
     """
-    settings = problem.settings.given(route=route, lump=lump, b0=b0)
-    return stages_of(problem, settings, ode=ode)
+    return stages_of(problem, resolved, ode=ode)
 
 
 def stages_of(problem: Problem, settings: Settings, *, ode: bool = True) -> Timescales:

@@ -1,0 +1,91 @@
+"""One door: every public entry point resolves its settings once, and nothing below it again.
+
+Issue 35, item 1. The properties checked: a call of an entry point resolves the settings
+exactly once (``Settings.given`` is the one rule; counted by wrapping it), the resolved
+value the body receives is the call's (what it gave, ``called``) over the file's, and the
+signature users read has no ``resolved`` parameter.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from helpers import load
+
+import gdln
+from gdln.settings import Settings
+
+ENTRIES = {
+    "reduce": lambda p: gdln.reduce(p, b0=0.01, lump="none"),
+    "dynamics_of": lambda p: gdln.solution.dynamics_of(p, b0=0.01),
+    "solve": lambda p: gdln.solve(p, b0=0.01, t_max=2, points=3, weight_decay=0.1),
+    "solve gd-map": lambda p: gdln.solve(p, dynamics="gd-map", lr=0.1, t_max=1, points=3),
+    "solve_full": lambda p: gdln.solve_full(p, b0=0.01, t_max=1, points=3),
+    "timescales": lambda p: gdln.timescales(p, b0=1e-3, ode=False),
+    "expected_dynamics": lambda p: gdln.expected_dynamics(p, b0=0.01),
+}
+
+
+@pytest.fixture
+def given_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    calls: list[dict[str, object]] = []
+    original = Settings.given
+
+    def counted(self: Settings, **values: object) -> Settings:
+        calls.append(values)
+        return original(self, **values)
+
+    monkeypatch.setattr(Settings, "given", counted)
+    return calls
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRIES))
+def test_an_entry_point_resolves_its_settings_once(
+    entry: str, given_calls: list[dict[str, object]]
+) -> None:
+    problem = load("chain")
+    ENTRIES[entry](problem)
+    assert len(given_calls) == 1, given_calls
+
+
+def test_the_schedule_resolves_once(given_calls: list[dict[str, object]]) -> None:
+    problem = load("context", pathways=1)
+    run = gdln.solve_schedule(problem, gdln.task.blocked(["context0", "context1"], 5.0), points=5)
+    assert len(given_calls) == 1, given_calls
+    assert np.isfinite(run.trajectory.loss).all()
+
+
+def test_solve_batch_resolves_once(given_calls: list[dict[str, object]]) -> None:
+    reduction = gdln.reduce(load("chain"))
+    given_calls.clear()
+    gdln.solution.solve_batch(reduction, [0.5, 1.0], t_max=1, points=3)
+    assert len(given_calls) == 1, given_calls
+
+
+@pytest.mark.parametrize(
+    "function",
+    [gdln.reduce, gdln.solve, gdln.solve_full, gdln.timescales, gdln.compare, gdln.solve_schedule],
+)
+def test_the_signature_users_read_has_no_resolved_parameter(function: object) -> None:
+    parameters = inspect.signature(function).parameters  # type: ignore[arg-type]
+    assert "resolved" not in parameters
+    assert "b0" in parameters or "weight_decay" in parameters
+
+
+def test_resolved_cannot_be_passed_from_outside() -> None:
+    with pytest.raises(TypeError, match="resolved"):
+        gdln.reduce(load("chain"), resolved=Settings())  # type: ignore[call-arg]
+
+
+def test_a_reductions_own_start_and_decay_are_kept_unless_given() -> None:
+    # expected_dynamics of a Reduction: its own b0 and weight decay, unless the call gives one
+    problem = load("chain")
+    reduction = gdln.reduce(problem, b0=0.3, weight_decay=0.25)
+    own = gdln.expected_dynamics(reduction)
+    assert own.weight_decay == pytest.approx(0.25)
+    given = gdln.expected_dynamics(reduction, weight_decay=0.5)
+    assert given.weight_decay == pytest.approx(0.5)
+    start = np.asarray(own.numeric_flow().y0)
+    assert np.allclose(np.abs(start), 0.3)

@@ -31,7 +31,7 @@ def reduced_report(
     chosen, random, decoupled = plan.chosen, runs.random, runs.decoupled
     assert decoupled is not None  # an exact route has a decoupled run
     whole = whole_reduction(route.model)
-    described = _description(problem, plan, b0=route.start)
+    described = _description(problem, plan, start=route.start)
     return {
         **described,
         "theory_start_from": plan.rule_source,
@@ -65,7 +65,7 @@ def matrix_report(
     """``metrics.json`` on the matrix route: each seed's gaps against the flow and map
     from its own weights; ``scale`` is the starts' typical $b(0)$ per edge."""
     chosen, random = plan.chosen, runs.random
-    described = _description(problem, plan, b0=scale)
+    described = _description(problem, plan, start=scale)
     start = (
         f"random W(0), singular values b0 = {float(chosen.b0):g}"
         if plan.rule == "b0"
@@ -93,11 +93,12 @@ def matrix_report(
     }
 
 
-def _description(problem: Problem, plan: Plan, *, b0: Any) -> dict[str, Any]:
-    """The problem, the time axis and where the theory started, for ``metrics.json``."""
+def _description(problem: Problem, plan: Plan, *, start: Any) -> dict[str, Any]:
+    """The problem, the time axis and where the theory started (``start``: $b(0)$, or the
+    drawn mode strengths per edge), for ``metrics.json``."""
     graph = problem.graph
-    drawn = isinstance(b0, dict) and all(isinstance(k, tuple) for k in b0)  # per-edge strengths
-    values = b0 if drawn else initial_values(problem, replace(problem.settings, b0=b0))
+    drawn = isinstance(start, dict) and all(isinstance(k, tuple) for k in start)
+    values = start if drawn else initial_values(problem, replace(problem.settings, b0=start))
     return {
         "graph": str(graph.graph.get("name", "")),
         "source": str(getattr(problem, "source", "")),

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 import gdln
-from gdln.simulation import SimulationSettings, simulate
+from gdln.simulation import simulate
 from gdln.solution import _full
 
 T_MAX, N_POINTS, INIT, LR = 200.0, 201, 0.01, 0.05
@@ -150,15 +150,15 @@ def main() -> None:
         )
         steps = round(T_MAX / LR)
         rows.append((f"solve_full, lr {LR} ({steps} steps, numpy)", map_time))
-        settings = SimulationSettings(dtype="float64", threads=1, record_every=steps // 200)
+        settings = dict(dtype="float64", threads=1, record_every=steps // 200)
         examples = problem.examples()
 
         def run_simulation() -> gdln.Trajectory:
             return simulate(problem.graph, examples, steps=steps, lr=LR, init_scheme="given",
-                            weights=weights, settings=settings)  # fmt: skip
+                            weights=weights, **settings)  # fmt: skip
 
         simulate(problem.graph, examples, steps=2, lr=LR, init_scheme="given", weights=weights,
-                 settings=settings)  # fmt: skip  # warm-up
+                 **settings)  # fmt: skip  # warm-up
         sim_time, sim = timings(run_simulation, repeats)
         rows.append((f"simulate, lr {LR} ({steps} steps, torch, 1 thread)", sim_time))
         plan = _full.FlowPlan.of(problem, edges)

@@ -44,7 +44,6 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gdln  # noqa: E402
-from gdln import SimulationSettings, simulate  # noqa: E402
+from gdln import simulate  # noqa: E402
 
 ROUTING = ROOT / "graphs" / "routing.yaml"
 
@@ -67,28 +66,28 @@ def _sync(device: str) -> None:
 
 def steps_per_second(problem, *, steps, seeds, device, dtype, threads) -> float:
     """Full-batch GD steps per second, recording only at the start and the end."""
-    run = SimulationSettings(dtype=dtype, device=device, threads=threads)
+    run = dict(dtype=dtype, device=device, threads=threads)
     kw = dict(lr=0.02, init_scale=0.2, seeds=seeds)
-    warm, timed = replace(run, record_every=2), replace(run, record_every=steps)
-    simulate(problem.graph, problem.examples(), steps=2, settings=warm, **kw)
+    warm, timed = dict(run, record_every=2), dict(run, record_every=steps)
+    simulate(problem.graph, problem.examples(), steps=2, **warm, **kw)
     _sync(device)
     start = time.perf_counter()
-    simulate(problem.graph, problem.examples(), steps=steps, settings=timed, **kw)
+    simulate(problem.graph, problem.examples(), steps=steps, **timed, **kw)
     _sync(device)
     return steps / (time.perf_counter() - start)
 
 
 def per_seed_loop(problem, *, steps, seeds, device, dtype, threads) -> float:
     """The same work as a Python loop over single-seed runs: steps per second."""
-    run = SimulationSettings(dtype=dtype, device=device, threads=threads)
+    run = dict(dtype=dtype, device=device, threads=threads)
     kw = dict(lr=0.02, init_scale=0.2)
-    warm, timed = replace(run, record_every=2), replace(run, record_every=steps)
+    warm, timed = dict(run, record_every=2), dict(run, record_every=steps)
     examples = problem.examples()
-    simulate(problem.graph, examples, steps=2, seeds=[0], settings=warm, **kw)
+    simulate(problem.graph, examples, steps=2, seeds=[0], **warm, **kw)
     _sync(device)
     start = time.perf_counter()
     for s in range(seeds):
-        simulate(problem.graph, examples, steps=steps, seeds=[s], settings=timed, **kw)
+        simulate(problem.graph, examples, steps=steps, seeds=[s], **timed, **kw)
     _sync(device)
     return steps / (time.perf_counter() - start)
 
@@ -153,16 +152,16 @@ def handwritten_loop(problem, *, steps, device, dtype, lr=0.02, seeds=None):
 
 def gdln_one_seed(problem, *, steps, device, dtype, threads, lr=0.02):
     """gdln's steps per second for one seed, and its losses at every step."""
-    settings = SimulationSettings(dtype=dtype, device=device, threads=threads, record_every=steps)
+    settings = dict(dtype=dtype, device=device, threads=threads, record_every=steps)
     kw = dict(lr=lr, init_scale=0.2, seeds=[0])
-    simulate(problem.graph, problem.examples(), steps=2, settings=settings, **kw)
+    simulate(problem.graph, problem.examples(), steps=2, **settings, **kw)
     _sync(device)
     start = time.perf_counter()
-    simulate(problem.graph, problem.examples(), steps=steps, settings=settings, **kw)
+    simulate(problem.graph, problem.examples(), steps=steps, **settings, **kw)
     _sync(device)
     rate = steps / (time.perf_counter() - start)
-    every = replace(settings, record_every=1, dtype="float64")
-    run = simulate(problem.graph, problem.examples(), steps=3, settings=every, **kw)
+    every = dict(settings, record_every=1, dtype="float64")
+    run = simulate(problem.graph, problem.examples(), steps=3, **every, **kw)
     return rate, run.loss[:3, 0]
 
 
@@ -180,8 +179,8 @@ def _matmul_flops(problem, *, seeds, device, dtype, threads, steps=3) -> float:
     """Matrix-product FLOPs of one training step with ``seeds`` seeds (torch profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
-    settings = SimulationSettings(dtype=dtype, device=device, threads=threads)
-    kw = dict(lr=0.02, init_scale=0.2, seeds=seeds, settings=replace(settings, record_every=10**6))
+    settings = dict(dtype=dtype, device=device, threads=threads)
+    kw = dict(lr=0.02, init_scale=0.2, seeds=seeds, **dict(settings, record_every=10**6))
     examples = problem.examples()
     counts = []
     for n in (steps, 2 * steps):  # the difference removes the final (forward-only) pass
@@ -207,11 +206,11 @@ def _gemm_rate(m: int, dtype: str, device: str, repeats: int = 30) -> float:
 
 def _call_seconds(problem, *, steps, seeds, device, dtype, threads) -> float:
     """Wall time of one ``simulate`` call (set-up included), recording nothing between."""
-    run = SimulationSettings(dtype=dtype, device=device, threads=threads, record_every=10**6)
+    run = dict(dtype=dtype, device=device, threads=threads, record_every=10**6)
     _sync(device)
     start = time.perf_counter()
     simulate(problem.graph, problem.examples(), steps=steps, lr=0.02, init_scale=0.2, seeds=seeds,
-             settings=run)  # fmt: skip
+             **run)  # fmt: skip
     _sync(device)
     return time.perf_counter() - start
 
@@ -390,7 +389,10 @@ def main() -> None:
             steps=2,
             lr=lr,
             seeds=seeds,
-            settings=SimulationSettings(device=dev, dtype=dt, threads=th, record_every=2),
+            device=dev,
+            dtype=dt,
+            threads=th,
+            record_every=2,
         )
         _sync(dev)
 
@@ -401,9 +403,10 @@ def main() -> None:
                 steps=steps,
                 lr=lr,
                 seeds=seeds,
-                settings=SimulationSettings(
-                    device=dev, dtype=dt, threads=th, record_every=steps // 200
-                ),
+                device=dev,
+                dtype=dt,
+                threads=th,
+                record_every=steps // 200,
             )
             _sync(dev)
 

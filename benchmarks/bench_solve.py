@@ -159,7 +159,7 @@ def timings(fn: Callable[[], object], repeats: int) -> list[float]:
 def in_process_rows(repeats: int) -> list[tuple[str, str]]:
     import gdln
     from gdln.settings import METHODS
-    from gdln.simulation import SimulationSettings, simulate
+    from gdln.simulation import simulate
 
     problem = gdln.load(ROUTING, params={"M": "7", "K": "4", "hidden": "64"})
     reduction = gdln.reduce(problem, lump="symmetry", b0=INIT)
@@ -172,10 +172,10 @@ def in_process_rows(repeats: int) -> list[tuple[str, str]]:
         )
         rows.append((f"gdln.solve, method={method}, t=40, 201 points", spread(solve[method])))
     steps = round(T_MAX / LR)
-    settings = SimulationSettings(dtype="float64", threads=1, record_every=steps // 200)
-    simulate(problem.graph, problem.examples(), steps=2, lr=LR, settings=settings)  # warm-up
+    settings = dict(dtype="float64", threads=1, record_every=steps // 200)
+    simulate(problem.graph, problem.examples(), steps=2, lr=LR, **settings)  # warm-up
     sim = timings(
-        lambda: simulate(problem.graph, problem.examples(), steps=steps, lr=LR, settings=settings),
+        lambda: simulate(problem.graph, problem.examples(), steps=steps, lr=LR, **settings),
         3 if repeats > 3 else 1,
     )
     rows.append(("simulate to t=40: 800 steps, 1 seed, hidden 64", spread(sim)))

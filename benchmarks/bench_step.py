@@ -109,7 +109,7 @@ class Gdln:
         return _seconds(call)
 
     def losses(self, steps: int) -> np.ndarray:
-        settings = SimulationSettings(dtype="float64", device=self.device)
+        settings = dict(dtype="float64", device=self.device)
         run = simulate(
             self.problem.graph,
             self.examples,
@@ -117,7 +117,7 @@ class Gdln:
             lr=LR,
             init_scale=0.2,
             seeds=1,
-            settings=settings,
+            **settings,
         )
         return run.loss[:, 0]
 

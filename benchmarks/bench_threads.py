@@ -29,7 +29,7 @@ from bench_compare import _busy  # noqa: E402
 from bench_step import LOOP  # noqa: E402  (times simulate's training loop)
 
 import gdln  # noqa: E402
-from gdln import SimulationSettings, simulate  # noqa: E402
+from gdln import simulate  # noqa: E402
 
 NETWORKS = {  # name -> (params, dtype, seeds, k)
     "Fig. 4e (M=7 K=4 hidden 64), 1 seed": ({"M": 7, "K": 4, "hidden": 64}, "float64", 1, 400),
@@ -42,8 +42,8 @@ CHOICES = {"default": None, "1 thread": 1, "2 threads": 2}
 
 def _call(problem, examples, steps: int, dtype: str, seeds: int, threads: int | None):  # type: ignore[no-untyped-def]
     """Seconds per evaluation of the training loop, and the threads it ran on."""
-    settings = SimulationSettings(dtype=dtype, device="cpu", threads=threads, record_every=10**6)
-    run = simulate(problem.graph, examples, steps=steps, lr=0.02, seeds=seeds, settings=settings)
+    settings = dict(dtype=dtype, device="cpu", threads=threads, record_every=10**6)
+    run = simulate(problem.graph, examples, steps=steps, lr=0.02, seeds=seeds, **settings)
     return LOOP[-1] / (steps + 1), run.meta["threads"]
 
 

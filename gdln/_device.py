@@ -1,6 +1,6 @@
 """Where torch tensors live: the one device rule of simulation, kernels and stochastic depth.
 
-Every ``device`` argument of gdln (:class:`gdln.simulation.SimulationSettings`,
+Every ``device`` argument of gdln (:func:`gdln.simulate`, :func:`gdln.compare`,
 :class:`gdln.sd.SDResNet`, :func:`gdln.kernels.draw_value_weights`) means the same:
 
 * ``None`` or ``"auto"``: CUDA when present, else the CPU;

@@ -104,9 +104,9 @@ def test_decoupled_simulation_equals_reduced_gd_map(case: str, tmp_path: Path) -
         init_scheme="given",
         weights=reduction.decoupled_weights(init, seed=3),
         bases=reduction.decoupled_bases(seed=3),
-        settings=SimulationSettings(
-            record_every=steps // (points - 1), dtype="float64", device="cpu"
-        ),
+        record_every=steps // (points - 1),
+        dtype="float64",
+        device="cpu",
     )
     np.testing.assert_allclose(sim.t, theory.t, rtol=1e-12)
     assert theory.loss[-1] < 0.9 * theory.loss[0]  # it did learn something
@@ -150,7 +150,7 @@ def test_gd_approaches_the_ode_at_first_order_in_lr() -> None:
             lr=lr,
             init_scheme="given",
             weights=weights,
-            settings=SimulationSettings(record_every=steps // 16),
+            record_every=steps // 16,
         )
         np.testing.assert_allclose(sim.t, ode.t, rtol=1e-12)
         gaps.append(np.abs(sim.loss[:, 0] - ode.loss).max())
@@ -316,7 +316,8 @@ def test_random_init_tracks_theory_fig4e() -> None:
         init_scheme="xavier",
         init_scale=0.2,
         seeds=10,
-        settings=SimulationSettings(record_every=4, threads=1),
+        record_every=4,
+        threads=1,
     )
     half = time_to_half_loss(ode.t, ode.loss)
     seeds = [time_to_half_loss(sim.t, sim.loss[:, s]) for s in range(10)]
@@ -382,7 +383,7 @@ def test_default_compare_starts_theory_from_the_random_weights(
     spread over five blocks of ten seeds with a margin, not derived.
     """
     problem = gdln.load(GRAPHS / f"{name}.yaml", params=params)
-    settings = SimulationSettings(threads=1)
+    settings = dict(threads=1)
     result = compare(
         problem,
         tmp_path,
@@ -390,7 +391,7 @@ def test_default_compare_starts_theory_from_the_random_weights(
         t_max=t_max,
         seeds=10,
         points=41,
-        settings=settings,
+        **settings,
         init_scale=0.2,
     )
     m = result.metrics
@@ -436,8 +437,8 @@ def _runs(problem: gdln.Problem, *, lump: str = "none") -> tuple[gdln.Reduction,
     """Theory and both simulations of a short comparison, as :func:`compare` makes them."""
     reduction = gdln.reduce(problem, lump=lump, b0=0.1)
     ode = gdln.solve(reduction, t_max=1.0, points=11)
-    settings = SimulationSettings(record_every=2, progress=False)
-    common = dict(steps=20, lr=0.05, settings=settings)
+    settings = dict(record_every=2, progress=False)
+    common = dict(steps=20, lr=0.05, **settings)
     decoupled = simulate(
         problem.graph,
         problem.examples(),
@@ -680,8 +681,8 @@ def test_compare_draws_the_theory_of_the_route_it_solved(
 
     monkeypatch.setattr(compare_module, "plot_singular_values", spy)
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 5, "K": 2, "hidden": 8})
-    settings = SimulationSettings(threads=1, progress=False)
-    compare(problem, tmp_path / "out", t_max=1.0, b0=0.1, seeds=2, points=5, settings=settings)
+    settings = dict(threads=1, progress=False)
+    compare(problem, tmp_path / "out", t_max=1.0, b0=0.1, seeds=2, points=5, **settings)
     ((reduction, runs),) = seen
     theory = theory_edge_values(reduction, runs.ode)
     trained = [tuple(e) for e in problem.graph.edges]

@@ -50,8 +50,8 @@ def test_the_random_band_stays_within_the_seeds_and_close_stages_share_a_label()
 @pytest.fixture(scope="module")
 def routing_runs():
     problem = gdln.load(GRAPHS / "routing.yaml", params={"M": 3, "K": 2, "hidden": 8})
-    settings = gdln.SimulationSettings(threads=1, progress=False)
-    result = gdln.compare(problem, t_max=2.0, b0=0.1, seeds=2, points=5, settings=settings)
+    settings = dict(threads=1, progress=False)
+    result = gdln.compare(problem, t_max=2.0, b0=0.1, seeds=2, points=5, **settings)
     reduction = gdln.reduce(problem, b0=0.1, route="contexts")
     return result, reduction
 

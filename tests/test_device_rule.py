@@ -35,8 +35,7 @@ def _problem() -> gdln.Problem:
 
 def _simulate(device: Any) -> Any:
     problem = _problem()
-    settings = SimulationSettings(device=device)
-    return gdln.simulate(problem.graph, problem.examples(), steps=1, lr=0.1, settings=settings)
+    return gdln.simulate(problem.graph, problem.examples(), steps=1, lr=0.1, device=device)
 
 
 def _sd(device: Any) -> Any:
@@ -124,7 +123,7 @@ def test_a_torch_device_is_accepted_everywhere_and_kept_as_its_string() -> None:
 
 
 def test_the_spelling_is_checked_without_torch() -> None:
-    # SimulationSettings is checked before torch loads: the check needs only the text
+    # a device is checked before torch loads: the check needs only the text
     assert rule.check_device("cuda:3", gdln.GdlnError) == "cuda:3"
     assert rule.check_device(None, gdln.GdlnError) is None
     with pytest.raises(gdln.GdlnError, match=r"^device: expected .* got 'gpu'$"):

@@ -271,12 +271,12 @@ def test_simulate_help_says_how_the_gradients_are_computed(
 
     monkeypatch.setattr(torch.autograd, "grad", refused)
     monkeypatch.setattr(torch.Tensor, "backward", refused)
-    settings = gdln.SimulationSettings(threads=1)
-    run = gdln.simulate(problem, t_max=0.2, lr=0.05, seeds=1, points=3, settings=settings)
+    settings = dict(threads=1)
+    run = gdln.simulate(problem, t_max=0.2, lr=0.05, seeds=1, points=3, **settings)
     assert run.loss[-1][0] < run.loss[0][0]
     with pytest.raises(AssertionError, match="autograd was called"):
-        sgd = gdln.SimulationSettings(optimizer="sgd", batch_size=2, threads=1)
-        gdln.simulate(problem, t_max=0.2, lr=0.05, seeds=1, points=3, settings=sgd)
+        sgd = dict(optimizer="sgd", batch_size=2, threads=1)
+        gdln.simulate(problem, t_max=0.2, lr=0.05, seeds=1, points=3, **sgd)
     said = " ".join(HELP["simulate"].split())
     assert "by the chain rule written out (--optimizer gd)" in said
     assert "gradients by autograd" not in said

@@ -8,7 +8,9 @@ signature users read has no ``resolved`` parameter.
 
 from __future__ import annotations
 
+import ast
 import inspect
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,3 +91,60 @@ def test_a_reductions_own_start_and_decay_are_kept_unless_given() -> None:
     assert given.weight_decay == pytest.approx(0.5)
     start = np.asarray(own.numeric_flow().y0)
     assert np.allclose(np.abs(start), 0.3)
+
+
+# ----------------------------------------------------------------------------- the source
+
+PACKAGE = Path(gdln.__file__).parent
+
+#: The functions that take ``b0`` or ``weight_decay`` as a parameter: the public entry
+#: points (and ``gdln schedule``, a command), plus three kernels whose coefficient is not the
+#: setting read from a file: the optimiser's own decay (torch's spelling), the full-matrix
+#: flow of given weights (a public kernel) and the λ-balanced phase's refusal of decay.
+LOOSE = {
+    "b0": {
+        "compare", "dynamics_of", "expected_dynamics", "expected_sd_flow", "expected_sd_gd",
+        "predict_gating", "reduce", "schedule", "simulate", "simulate_schedule",
+        "simulate_sd_gd", "solve", "solve_full", "solve_schedule", "timescales",
+    },
+    "weight_decay": {
+        "compare", "dynamics_of", "expected_dynamics", "reduce", "schedule", "simulate",
+        "simulate_schedule", "solve", "solve_from_weights", "solve_full", "solve_schedule",
+        "__init__", "full_flow", "balanced_phase",
+    },
+}  # fmt: skip
+
+
+def _functions() -> list[tuple[Path, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((path, node))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(LOOSE))
+def test_loose_settings_stop_at_the_doors(name: str) -> None:
+    # below a door a setting travels inside the one resolved value, never as a keyword
+    holders = set()
+    for _, node in _functions():
+        a = node.args
+        if name in {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}:
+            holders.add(node.name)
+    assert holders == LOOSE[name]
+
+
+def test_settings_are_resolved_at_the_doors_only() -> None:
+    # Settings.given, the one rule, is called by the door and at most three other places
+    sites = []
+    for path, node in _functions():
+        for call in ast.walk(node):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "given"
+            ):
+                sites.append(f"{path.relative_to(PACKAGE)}:{node.name}")
+    assert "settings/_door.py:entered" in sites
+    assert len(set(sites)) <= 4, sites

@@ -376,8 +376,8 @@ def _pipeline(doc: dict[str, Any], lump: str = "symmetry") -> None:
     examples = _stage(problem.examples)
     _stage(gdln.reduce, problem, lump=lump)
     if examples is not None:
-        settings = gdln.SimulationSettings(threads=1, device="cpu")
-        _stage(gdln.simulate, problem.graph, examples, steps=2, lr=0.01, settings=settings)
+        settings = dict(threads=1, device="cpu")
+        _stage(gdln.simulate, problem.graph, examples, steps=2, lr=0.01, **settings)
 
 
 LUMPS = st.sampled_from(["none", "symmetry", "balanced", "full"])
@@ -451,6 +451,6 @@ def test_found_a_missing_moment(tmp_path: Path) -> None:  # was KeyError from re
 def test_found_a_repeated_label(tmp_path: Path) -> None:  # was ValueError: 'loss/x->y' 6 rows
     problem = gdln.load(_write_doc(tmp_path, _found_repeated_label()))
     assert [c.label for c in problem.task.contexts] == ["x->y", "x->y#1"]
-    settings = gdln.SimulationSettings(threads=1, device="cpu")
-    run = gdln.simulate(problem.graph, problem.examples(), steps=2, lr=0.01, settings=settings)
+    settings = dict(threads=1, device="cpu")
+    run = gdln.simulate(problem.graph, problem.examples(), steps=2, lr=0.01, **settings)
     assert {"loss/x->y", "loss/x->y#1"} <= set(run.series)

@@ -48,10 +48,8 @@ def xor_weights(seed: int, hidden: int = 128, sigma: float = 2e-4) -> dict:
 
 
 def run_of(problem, weights, steps, lr, record_every=1, seeds=1):
-    settings = gdln.SimulationSettings(record_every=record_every, record_patterns=True)
-    return gdln.simulate(
-        problem, weights=weights, steps=steps, lr=lr, seeds=seeds, settings=settings
-    )
+    settings = dict(record_every=record_every, record_patterns=True)
+    return gdln.simulate(problem, weights=weights, steps=steps, lr=lr, seeds=seeds, **settings)
 
 
 def full_gradient(extraction, problem, sizes):

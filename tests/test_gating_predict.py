@@ -116,7 +116,8 @@ def test_xor_prediction_and_the_relu_runs_agreement(tmp_path) -> None:
         steps=200,
         lr=0.4,
         seeds=1,
-        settings=gdln.SimulationSettings(record_every=50, record_patterns=True),
+        record_every=50,
+        record_patterns=True,
     )
     found = gating_agreement(prediction, run)
     assert found.steps == (0, 50, 100, 150, 200)
@@ -151,7 +152,7 @@ def test_prediction_errors(tmp_path) -> None:
         xor_relu(tmp_path, 4),
         steps=2,
         seeds=1,
-        settings=gdln.SimulationSettings(record_patterns=True),
+        record_patterns=True,
     )
     with pytest.raises(gdln.GdlnError, match="are not the prediction's"):
         gating_agreement(prediction, run)
@@ -180,10 +181,8 @@ def test_make_haste_slowly_relu_half_loss_epochs(tmp_path) -> None:
         ("x", "h"): np.stack([w[0] for w in inits]),
         ("h", "y"): np.stack([w[1] for w in inits]),
     }
-    every = gdln.SimulationSettings(record_every=1)
-    run = gdln.simulate(
-        problem, weights=weights, steps=900, lr=24 * haste.LR, seeds=3, settings=every
-    )
+    every = dict(record_every=1)
+    run = gdln.simulate(problem, weights=weights, steps=900, lr=24 * haste.LR, seeds=3, **every)
     loss = run.loss  # the mean of Eq. (1): their sum's dynamics at lr 24 x 0.001
     epochs = [haste.half_loss_epoch(loss[1:, s], loss[0, s]) for s in range(3)]
     assert epochs == [841, 835, 839]

@@ -54,7 +54,8 @@ def xor_run(tmp_path_factory):
         steps=STEPS,
         lr=LR,
         seeds=1,
-        settings=gdln.SimulationSettings(record_every=1, record_patterns=True),
+        record_every=1,
+        record_patterns=True,
     )
     run.save(folder / "run.npz")
     return run, folder / "run.npz"

@@ -81,7 +81,8 @@ def test_cli_kernel_on_the_symmetry_quotient_equals_torch_func_on_the_simulated_
         lr=0.05,
         init_scheme="given",
         weights=reduction.decoupled_weights(seed=3),
-        settings=gdln.SimulationSettings(record_every=50, record_weights=True),
+        record_every=50,
+        record_weights=True,
     )
     np.testing.assert_allclose(simulated.t, payload["t"])
     weights_at = [

@@ -303,7 +303,8 @@ def one_step(problem: gdln.Problem, weights: dict, seeds: int, lr: float) -> gdl
         init_scheme="given",
         weights=weights,
         seeds=seeds,
-        settings=gdln.SimulationSettings(record_weights=True, threads=1),
+        record_weights=True,
+        threads=1,
     )
 
 

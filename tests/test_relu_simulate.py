@@ -56,7 +56,8 @@ def test_gd_follows_the_reference_relu_trainer(tmp_path, sizes) -> None:
         steps=60,
         lr=0.2,
         seeds=1,
-        settings=gdln.SimulationSettings(record_every=1, record_weights=True),
+        record_every=1,
+        record_weights=True,
     )
     want = rn.train(XOR_X, XOR_Y, W, lr=0.2, steps=60, record=[60])
     np.testing.assert_allclose(run.loss[:, 0], want.loss, rtol=1e-12, atol=1e-15)
@@ -112,9 +113,10 @@ def test_a_relu_dag_with_gates_steps_down_autograds_gradient(tmp_path, optimizer
         steps=1,
         lr=0.1,
         seeds=1,
-        settings=gdln.SimulationSettings(
-            optimizer=optimizer, batch_size=batch, record_every=1, record_weights=True
-        ),
+        optimizer=optimizer,
+        batch_size=batch,
+        record_every=1,
+        record_weights=True,
     )
     Wt = {e: torch.tensor(w, requires_grad=True) for e, w in W0.items()}
     x = torch.tensor(ex.inputs["x"])
@@ -180,7 +182,8 @@ def test_recorded_patterns_are_the_reference_patterns_of_the_recorded_weights(tm
         steps=40,
         lr=0.2,
         seeds=1,
-        settings=gdln.SimulationSettings(record_steps=[0, 7, 40], record_patterns=True),
+        record_steps=[0, 7, 40],
+        record_patterns=True,
     )
     want = rn.train(XOR_X, XOR_Y, W, lr=0.2, steps=40, record=[0, 7, 40])
     assert sorted(run.patterns) == ["h1", "h2"]
@@ -232,12 +235,10 @@ def test_record_patterns_is_refused_without_relu_or_beyond_the_limits(
     linear = problem(
         tmp_path, relu_chain([2, 4, 1], XOR_X, XOR_Y).replace(", activation: relu", "")
     )
-    settings = gdln.SimulationSettings(record_patterns=True)
+    settings = dict(record_patterns=True)
     with pytest.raises(gdln.SimulationSpecError, match="no ReLU node"):
-        gdln.simulate(linear, steps=2, settings=settings)
+        gdln.simulate(linear, steps=2, **settings)
     relu = problem(tmp_path, relu_chain([2, 64, 1], XOR_X, XOR_Y), "r.yaml")
     monkeypatch.setenv("GDLN_MAX_DATA_BYTES", "10000")
     with pytest.raises(gdln.SimulationSpecError, match="data_bytes"):
-        gdln.simulate(
-            relu, steps=100, settings=gdln.SimulationSettings(record_every=1, record_patterns=True)
-        )
+        gdln.simulate(relu, steps=100, record_every=1, record_patterns=True)

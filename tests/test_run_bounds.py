@@ -21,7 +21,7 @@ import pytest
 from helpers import GRAPHS, load, run_cli, write
 
 import gdln
-from gdln.simulation import SimulationSettings, SimulationSpecError
+from gdln.simulation import SimulationSpecError
 from gdln.simulation import _simulate as simulate_module
 from gdln.solution import _dynamics as dynamics_module
 from gdln.solution import _solve as solve_module
@@ -169,12 +169,12 @@ def test_horizon_steps() -> None:
             r"^steps=100000000 exceeds the limit steps=10000000 \(raise it: GDLN_MAX_STEPS=N\)$",
         ),
         (
-            {"steps": 10**6, "settings": SimulationSettings(record_every=1)},
+            {"steps": 10**6, "record_every": 1},
             r"^1000001 records of 1000000 steps exceeds the limit points=100000 \(raise it: "
             r"GDLN_MAX_POINTS=N\); record fewer",
         ),
         (
-            {"settings": SimulationSettings(optimizer="sgd", batch_size=10**9), "seeds": 10},
+            {"optimizer": "sgd", "batch_size": 10**9, "seeds": 10},
             # chain.yaml: 3 + 4 + 4 + 2 = 13 units, 12 + 16 + 8 = 36 weights
             r"^10 seed\(s\) x \(1000000000 rows x 13 units \+ 36 weights\) = 1.3e\+11 numbers "
             r"per step exceeds the limit batch_elements=50000000 \(raise it: "

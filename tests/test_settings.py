@@ -51,7 +51,7 @@ FUNCTION_SETTINGS = {
     "timescales": ("b0", "route", "lump"),
     "solve_full": ("t_max", "lr", "dynamics", "points", "b0", "seed"),
 }
-#: The declared settings held by gdln.SimulationSettings instead.
+#: The declared settings of how a simulation trains (keywords of gdln.simulate).
 RUN_SETTINGS = ("optimizer", "batch_size", "momentum", "dtype", "device", "threads", "progress")
 
 
@@ -94,11 +94,13 @@ def test_python_keywords_are_the_declarations(function: str) -> None:
 
 
 def test_simulation_settings_defaults_are_the_declarations() -> None:
-    run = gdln.SimulationSettings()
-    assert all(getattr(run, name) is None for name in RUN_SETTINGS)
-    resolved = run.resolved(Settings())
-    for name in RUN_SETTINGS:
-        assert getattr(resolved, name) == getattr(Settings(), name)
+    # simulate's keywords of the declared settings take the problem's value (None), and a
+    # run on a bare graph, with no problem, records the declared defaults
+    parameters = inspect.signature(gdln.simulate).parameters
+    assert all(parameters[name].default is None for name in RUN_SETTINGS)
+    problem = gdln.load("graphs/chain.yaml")
+    run = gdln.simulate(problem.graph, problem.examples(), steps=1, lr=0.1, seeds=1)
+    assert run.meta["dtype"] == Settings().dtype and run.meta["optimizer"] == Settings().optimizer
 
 
 def test_schema_sections_are_the_declarations() -> None:
@@ -227,7 +229,7 @@ def test_every_door_takes_one_route_and_one_system(name: str, params: dict, tmp_
         b0=derived.systems[0].initial[derived.systems[0].variables[0]],
         seeds=1,
         points=3,
-        settings=gdln.SimulationSettings(threads=1),
+        threads=1,
     )
     assert compared.metrics["route"] == solved.meta["route"]
     ode = gdln.solve(derived, t_max=0.5, times=compared.ode.t)

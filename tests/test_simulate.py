@@ -204,7 +204,8 @@ def test_loss_and_gradient_match_numpy_backprop() -> None:
         lr=lr,
         init_scheme="given",
         weights=W0,
-        settings=SimulationSettings(record_weights=True, device="cpu"),
+        record_weights=True,
+        device="cpu",
     )
     loss, per_example, grads = numpy_loss_and_grad(graph, ex, W0)
     np.testing.assert_allclose(traj.loss[0, 0], loss, rtol=1e-12)
@@ -244,8 +245,8 @@ def test_grouped_matmuls_match_numpy_backprop(case: str) -> None:
         assert plan.fan_out and (case == "fan") == (plan.output_group is None)
     W0 = {e: w[0] for e, w in initial_weights(graph, init_scale=0.8, seed=3).items()}
     lr = 0.05
-    settings = SimulationSettings(record_weights=True)
-    traj = simulate(graph, ex, steps=1, lr=lr, init_scheme="given", weights=W0, settings=settings)
+    settings = dict(record_weights=True)
+    traj = simulate(graph, ex, steps=1, lr=lr, init_scheme="given", weights=W0, **settings)
     loss, _, grads = numpy_loss_and_grad(graph, ex, W0)
     np.testing.assert_allclose(traj.loss[0, 0], loss, rtol=1e-12)
     for e in graph.edges:
@@ -290,8 +291,8 @@ def test_gradient_descent_is_euler_map_over_many_steps() -> None:
         for e, w in initial_weights(graph, init_scheme="singular", init_scale=0.5, seed=1).items()
     }
     lr = 0.1
-    settings = SimulationSettings(record_every=5)
-    traj = simulate(graph, ex, steps=10, lr=lr, init_scheme="given", weights=W, settings=settings)
+    settings = dict(record_every=5)
+    traj = simulate(graph, ex, steps=10, lr=lr, init_scheme="given", weights=W, **settings)
     np.testing.assert_allclose(traj.t, [0.0, 0.5, 1.0], rtol=1e-15)
     losses = []
     for _ in range(11):
@@ -303,8 +304,8 @@ def test_gradient_descent_is_euler_map_over_many_steps() -> None:
 
 def test_seed_batching_equals_per_seed_runs() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    settings = SimulationSettings(record_every=4, device="cpu")
-    kw = dict(steps=20, lr=0.05, init_scheme="xavier", init_scale=0.5, settings=settings)
+    settings = dict(record_every=4, device="cpu")
+    kw = dict(steps=20, lr=0.05, init_scheme="xavier", init_scale=0.5, **settings)
     batched = simulate(graph, ex, seeds=4, seed=10, **kw)
     for r in range(4):
         single = simulate(graph, ex, seeds=[10 + r], **kw)
@@ -315,8 +316,8 @@ def test_seed_batching_equals_per_seed_runs() -> None:
 
 def test_sgd_seed_batching_equals_per_seed_runs() -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    settings = SimulationSettings(optimizer="sgd", batch_size=2, momentum=0.9, device="cpu")
-    kw = dict(steps=15, lr=0.05, settings=settings)
+    settings = dict(optimizer="sgd", batch_size=2, momentum=0.9, device="cpu")
+    kw = dict(steps=15, lr=0.05, **settings)
     batched = simulate(graph, ex, seeds=[3, 5], **kw)
     for r, s in enumerate([3, 5]):
         single = simulate(graph, ex, seeds=[s], **kw)
@@ -328,8 +329,8 @@ def test_gd_momentum_matches_numpy_heavy_ball() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     W = {e: w[0] for e, w in initial_weights(graph, init_scale=0.5, seed=2).items()}
     lr, mu = 0.05, 0.9
-    settings = SimulationSettings(momentum=mu)
-    traj = simulate(graph, ex, steps=6, lr=lr, init_scheme="given", weights=W, settings=settings)
+    settings = dict(momentum=mu)
+    traj = simulate(graph, ex, steps=6, lr=lr, init_scheme="given", weights=W, **settings)
     buf = {e: np.zeros_like(W[e]) for e in W}
     losses = []
     for _ in range(7):
@@ -371,9 +372,10 @@ def test_minibatch_sgd_momentum_matches_numpy_heavy_ball() -> None:
         seeds=seeds,
         init_scheme="singular",
         init_scale=0.5,
-        settings=SimulationSettings(
-            optimizer="sgd", batch_size=batch, momentum=mu, record_weights=True
-        ),
+        optimizer="sgd",
+        batch_size=batch,
+        momentum=mu,
+        record_weights=True,
     )
     rows = minibatch_indices(ex, steps=steps, batch_size=batch, seeds=seeds)
     assert rows.shape == (steps, 2, batch)
@@ -421,11 +423,9 @@ def test_momentum_tracks_the_flow_in_tau() -> None:
             lr=dt * (1 - mu),
             init_scheme="given",
             weights=weights,
-            settings=SimulationSettings(
-                momentum=mu,
-                record_every=round(0.02 / dt),  # every 0.02 tau
-                threads=1,
-            ),
+            momentum=mu,
+            record_every=round(0.02 / dt),  # every 0.02 tau
+            threads=1,
         )
         np.testing.assert_allclose(sim.t[-1], t_max, rtol=1e-12)
         sim_half = time_to_half_loss(sim.t, sim.loss[:, 0])
@@ -450,7 +450,9 @@ def test_sgd_gradient_is_unbiased_on_average() -> None:
         init_scheme="given",
         weights=W,
         seeds=seeds,
-        settings=SimulationSettings(optimizer="sgd", batch_size=1, record_weights=True),
+        optimizer="sgd",
+        batch_size=1,
+        record_weights=True,
     )
     _, _, grads = numpy_loss_and_grad(graph, ex, W)
     e = ("h", "y")
@@ -462,8 +464,8 @@ def test_sgd_gradient_is_unbiased_on_average() -> None:
 def test_float32_close_to_float64() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     kw = dict(steps=30, lr=0.05, init_scale=0.5, seeds=2)
-    t64 = simulate(graph, ex, settings=SimulationSettings(dtype="float64", record_every=10), **kw)
-    t32 = simulate(graph, ex, settings=SimulationSettings(dtype="float32", record_every=10), **kw)
+    t64 = simulate(graph, ex, dtype="float64", record_every=10, **kw)
+    t32 = simulate(graph, ex, dtype="float32", record_every=10, **kw)
     assert t32.meta["dtype"] == "float32"
     np.testing.assert_allclose(t32.loss, t64.loss, rtol=1e-4)
 
@@ -647,7 +649,9 @@ def test_recorded_singular_values_projections_rsm_and_eval() -> None:
         seeds=2,
         eval_examples=ev,
         bases={("h", "y"): (left, right)},
-        settings=SimulationSettings(record_every=2, rsm=True, record_weights=True),
+        record_every=2,
+        rsm=True,
+        record_weights=True,
     )
     assert traj.loss.shape == (3, 2)
     W = traj.series["W/h->y"]
@@ -681,12 +685,10 @@ def test_record_steps_records_exactly_the_chosen_steps(optimizer: str) -> None:
     """Log-spaced chosen steps, given unsorted: the same records as recording every step."""
     graph, ex = tiny_graph(), tiny_examples()
     kw: dict = dict(steps=30, lr=0.05, init_scale=0.5, seeds=2)
-    base = SimulationSettings(
-        optimizer=optimizer, batch_size=2 if optimizer == "sgd" else None, momentum=0.5
-    )
+    base = dict(optimizer=optimizer, batch_size=2 if optimizer == "sgd" else None, momentum=0.5)
     chosen = [20, 0, 3, 1, 7]  # the last step, 30, is not among them
-    some = simulate(graph, ex, settings=replace(base, record_steps=chosen), **kw)
-    every = simulate(graph, ex, settings=replace(base, record_every=1), **kw)
+    some = simulate(graph, ex, **{**base, "record_steps": chosen}, **kw)
+    every = simulate(graph, ex, **{**base, "record_every": 1}, **kw)
     rows = sorted(chosen)
     assert some.meta["step_at"] == rows
     np.testing.assert_allclose(some.t, every.t[rows], rtol=1e-15)
@@ -697,7 +699,7 @@ def test_record_steps_records_exactly_the_chosen_steps(optimizer: str) -> None:
 
 def test_trajectory_roundtrip_and_refuses_overwrite(tmp_path) -> None:
     graph, ex = tiny_graph(), tiny_examples()
-    traj = simulate(graph, ex, steps=3, lr=0.05, seeds=2, settings=SimulationSettings(rsm=True))
+    traj = simulate(graph, ex, steps=3, lr=0.05, seeds=2, rsm=True)
     for suffix in (".npz", ".json"):
         path = traj.save(tmp_path / f"run{suffix}")
         back = Trajectory.load(path)
@@ -727,14 +729,14 @@ def test_non_finite_weights_at_a_recorded_step_raise_divergence(optimizer: str) 
     # Recording takes SVDs of the weights; between two checks the weights reach inf/NaN
     # at a recorded step, which must stop the run as a divergence, not a linear-algebra error.
     graph, ex = tiny_graph(), tiny_examples()
-    settings = SimulationSettings(
+    settings = dict(
         optimizer=optimizer,
         batch_size=2 if optimizer == "sgd" else None,
         record_every=50,
         diverge_above=1e300,
     )
     with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+ ") as info:
-        simulate(graph, ex, steps=400, lr=50.0, init_scale=1.0, settings=settings)
+        simulate(graph, ex, steps=400, lr=50.0, init_scale=1.0, **settings)
     assert not np.isfinite(info.value.value)
 
 
@@ -742,9 +744,9 @@ def test_divergence_threshold_reports_first_bad_step() -> None:
     graph, ex = tiny_graph(), tiny_examples()
     ok = simulate(graph, ex, steps=10, lr=0.05, init_scale=0.5)
     limit = float(ok.loss[0, 0]) * 0.999  # the loss decreases, so step 0 is the first bad
-    settings = SimulationSettings(diverge_above=limit)
+    settings = dict(diverge_above=limit)
     with pytest.raises(SimulationDivergedError, match=r"step 0 ") as info:
-        simulate(graph, ex, steps=10, lr=0.05, init_scale=0.5, settings=settings)
+        simulate(graph, ex, steps=10, lr=0.05, init_scale=0.5, **settings)
     assert info.value.value == pytest.approx(float(ok.loss[0, 0]), rel=1e-12)
 
 
@@ -802,7 +804,7 @@ def test_bad_options_raise_named_errors(kwargs: dict, match: str) -> None:
     options = {"steps": 2, "lr": 0.1} | kwargs
     chosen = {k: options.pop(k) for k in list(options) if k in SETTINGS_FIELDS}
     with pytest.raises(SimulationSpecError, match=match):
-        simulate(graph, ex, settings=SimulationSettings(**chosen), **options)
+        simulate(graph, ex, **chosen, **options)
 
 
 def test_settings_must_be_simulation_settings() -> None:
@@ -824,8 +826,8 @@ def test_cuda_unavailable_is_a_named_error() -> None:
     if torch.cuda.is_available():
         pytest.skip("CUDA present")
     with pytest.raises(SimulationSpecError, match=r"device: 'cuda' requested but CUDA"):
-        settings = SimulationSettings(device="cuda")
-        simulate(tiny_graph(), tiny_examples(), steps=1, lr=0.1, settings=settings)
+        settings = dict(device="cuda")
+        simulate(tiny_graph(), tiny_examples(), steps=1, lr=0.1, **settings)
 
 
 def test_examples_that_do_not_fit_the_graph() -> None:
@@ -888,8 +890,8 @@ def test_bad_graphs() -> None:
 
 def test_threads_option_is_restored() -> None:
     before = torch.get_num_threads()
-    two = SimulationSettings(threads=2)
-    a = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05, settings=two)
+    two = dict(threads=2)
+    a = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05, **two)
     b = simulate(tiny_graph(), tiny_examples(), steps=3, lr=0.05)
     assert torch.get_num_threads() == before
     np.testing.assert_allclose(a.loss, b.loss, rtol=1e-13)
@@ -900,8 +902,8 @@ def test_threads_option_is_restored() -> None:
 
 
 def test_progress_bar_runs(capsys) -> None:
-    settings = SimulationSettings(progress=True)
-    simulate(tiny_graph(), tiny_examples(), steps=250, lr=0.01, settings=settings)
+    settings = dict(progress=True)
+    simulate(tiny_graph(), tiny_examples(), steps=250, lr=0.01, **settings)
     assert "simulate" in capsys.readouterr().err
 
 
@@ -918,10 +920,8 @@ def test_gd_converges_to_the_flow_at_first_order_in_lr() -> None:
     t_end, losses = 1.0, []
     for lr in (0.01, 0.005, 0.0025):
         steps = round(t_end / lr)
-        settings = SimulationSettings(record_every=steps)
-        traj = simulate(
-            graph, ex, steps=steps, lr=lr, init_scheme="given", weights=W, settings=settings
-        )
+        settings = dict(record_every=steps)
+        traj = simulate(graph, ex, steps=steps, lr=lr, init_scheme="given", weights=W, **settings)
         losses.append(traj.loss[-1, 0])
     ratio = (losses[0] - losses[1]) / (losses[1] - losses[2])
     assert ratio == pytest.approx(2.0, rel=0.05)
@@ -938,9 +938,9 @@ def test_cuda_matches_cpu(extra: dict) -> None:
         pytest.skip("needs CUDA")
     graph, ex = tiny_graph(), tiny_examples()
     options = {"record_every": 5} if "record_steps" not in extra else {}
-    settings = SimulationSettings(**(options | extra))
+    settings = dict(**(options | extra))
     kw = dict(steps=20, lr=0.05, seeds=3)
-    cpu = simulate(graph, ex, settings=replace(settings, device="cpu"), **kw)
-    gpu = simulate(graph, ex, settings=replace(settings, device="cuda"), **kw)
+    cpu = simulate(graph, ex, **dict(settings, device="cpu"), **kw)
+    gpu = simulate(graph, ex, **dict(settings, device="cuda"), **kw)
     assert gpu.meta["device"].startswith("cuda")
     np.testing.assert_allclose(gpu.loss, cpu.loss, rtol=1e-10)

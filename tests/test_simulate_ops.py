@@ -17,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import gdln
-from gdln import SimulationSettings, simulate
+from gdln import simulate
 from gdln.simulation import SimulationSpecError
 from gdln.simulation._device import torch_device
 from gdln.simulation._plan import compile_plan
@@ -53,7 +53,9 @@ def _count(problem: gdln.Problem, steps: int, **settings: Any) -> _Kernels:
             examples,
             steps=steps,
             lr=0.02,
-            settings=SimulationSettings(dtype="float32", device="cpu", **settings),
+            dtype="float32",
+            device="cpu",
+            **settings,
         )
     return mode
 
@@ -131,9 +133,7 @@ def test_every_tensor_is_made_on_the_run_device(meta_default_device: None) -> No
     edge = ("h1", "h2")
     bases = {edge: (np.eye(6)[:, :2], np.eye(6)[:, :2])}
     for optimizer, extra in (("gd", {}), ("sgd", {"batch_size": 8, "momentum": 0.5})):
-        settings = SimulationSettings(
-            device="cpu", rsm=True, record_every=2, optimizer=optimizer, **extra
-        )
+        settings = dict(device="cpu", rsm=True, record_every=2, optimizer=optimizer, **extra)
         run = simulate(
             problem.graph,
             examples,
@@ -142,7 +142,7 @@ def test_every_tensor_is_made_on_the_run_device(meta_default_device: None) -> No
             seeds=2,
             eval_examples=problem.examples(),
             bases=bases,
-            settings=settings,
+            **settings,
         )
         assert np.isfinite(run.loss).all() and run.series["rsm/h1"].shape == (3, 2, 80, 80)
 

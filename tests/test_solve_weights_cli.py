@@ -99,9 +99,7 @@ def test_unbalanced_start_takes_the_full_matrix_flow(problem, tmp_path, capsys) 
 
 
 def test_a_recorded_trajectory_gives_its_first_record(problem, tmp_path, capsys) -> None:
-    run = gdln.simulate(
-        problem, seeds=2, t_max=1, settings=gdln.SimulationSettings(record_weights=True)
-    )
+    run = gdln.simulate(problem, seeds=2, t_max=1, record_weights=True)
     run.save(tmp_path / "run.npz")
     first = {
         e: np.asarray(run.series[f"W/{u}->{v}"])[0, 0] for e in problem.graph.edges for u, v in [e]

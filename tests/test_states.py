@@ -16,7 +16,7 @@ from test_simulate import numpy_loss_and_grad
 
 import gdln
 from gdln._edge import edge_name
-from gdln.simulation import SimulationSettings, initial_weights, simulate
+from gdln.simulation import initial_weights, simulate
 from gdln.simulation._plan import compile_plan
 from gdln.simulation._seeds import GATE_STREAM
 from gdln.simulation._states import state_plan
@@ -87,8 +87,8 @@ def test_steps_equal_numpy_backprop_with_momentum(dtype: str) -> None:
     """Six heavy-ball steps, two seeds: weights, losses and per-context losses."""
     graph, ex = rich_problem()
     lr, mu, steps, seeds = 0.05, 0.5, 6, [2, 7]
-    settings = SimulationSettings(momentum=mu, record_weights=True, dtype=dtype)
-    traj = simulate(graph, ex, steps=steps, lr=lr, seeds=seeds, init_scale=0.7, settings=settings)
+    settings = dict(momentum=mu, record_weights=True, dtype=dtype)
+    traj = simulate(graph, ex, steps=steps, lr=lr, seeds=seeds, init_scale=0.7, **settings)
     start = initial_weights(graph, init_scale=0.7, seeds=seeds)
     rtol = 1e-11 if dtype == "float64" else 2e-4
     for r in range(len(seeds)):
@@ -117,8 +117,8 @@ def test_recorded_activations_are_each_examples() -> None:
     graph, ex = rich_problem()
     W = {e: w[0] for e, w in initial_weights(graph, init_scale=0.9, seed=4).items()}
     W[("m", "w")] = 0.5 * np.eye(4)
-    settings = SimulationSettings(rsm=True)
-    traj = simulate(graph, ex, steps=0, lr=0.1, init_scheme="given", weights=W, settings=settings)
+    settings = dict(rsm=True)
+    traj = simulate(graph, ex, steps=0, lr=0.1, init_scheme="given", weights=W, **settings)
     one, gate = np.ones(len(ex.weights)), ex.gates
     h = gate["h"][:, None] * (
         gate[("a", "h")][:, None] * (ex.inputs["a"] @ W[("a", "h")].T)
@@ -137,8 +137,8 @@ def test_random_gates_scale_the_gradient_of_the_gated_weights() -> None:
     items = {("h", "k"): 0.5, "p": 0.7}
     ex = ExampleSet(**{**ex.__dict__, "random_gates": items})
     lr, steps, seed = 0.05, 5, 11
-    settings = SimulationSettings(record_weights=True)
-    traj = simulate(graph, ex, steps=steps, lr=lr, seeds=[seed], init_scale=0.7, settings=settings)
+    settings = dict(record_weights=True)
+    traj = simulate(graph, ex, steps=steps, lr=lr, seeds=[seed], init_scale=0.7, **settings)
     W = {e: w[0] for e, w in initial_weights(graph, init_scale=0.7, seeds=[seed]).items()}
     W[("m", "w")] = 0.5 * np.eye(4)
     rng = np.random.default_rng((seed, GATE_STREAM))
@@ -191,7 +191,7 @@ def test_the_watched_loss_is_the_loss_of_eq1() -> None:
         | {("m", "w"): 0.5 * np.eye(4)},
     )
     assert first == pytest.approx(loss, rel=1e-12)
-    settings = SimulationSettings(diverge_above=first * (1 - 1e-9))
+    settings = dict(diverge_above=first * (1 - 1e-9))
     with pytest.raises(gdln.simulation.SimulationDivergedError, match=r"step 0 ") as info:
-        simulate(graph, ex, steps=3, lr=0.05, init_scale=0.7, seeds=1, settings=settings)
+        simulate(graph, ex, steps=3, lr=0.05, init_scale=0.7, seeds=1, **settings)
     assert info.value.value == pytest.approx(first, rel=1e-12)

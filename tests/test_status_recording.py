@@ -18,7 +18,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gdln
-from gdln.simulation import SimulationSettings
 from gdln.solution import (
     OUTCOMES,
     Recording,
@@ -70,12 +69,12 @@ def test_the_full_matrix_flow_records_its_weights(routing: gdln.Problem) -> None
 
 
 def test_a_simulation_records_what_its_settings_say(routing: gdln.Problem) -> None:
-    settings = SimulationSettings(record_every=3, rsm=True, threads=1)
-    run = gdln.simulate(routing, steps=7, lr=0.05, seeds=1, settings=settings)
+    settings = dict(record_every=3, rsm=True, threads=1)
+    run = gdln.simulate(routing, steps=7, lr=0.05, seeds=1, **settings)
     assert run.recording == Recording(every=3, rsm=True)
     assert run.meta["step_at"] == [0, 3, 6, 7] and run.status.completed
-    listed = SimulationSettings(record_steps=[5, 0, 2], record_weights=True, threads=1)
-    run = gdln.simulate(routing, steps=7, lr=0.05, seeds=1, settings=listed)
+    listed = dict(record_steps=[5, 0, 2], record_weights=True, threads=1)
+    run = gdln.simulate(routing, steps=7, lr=0.05, seeds=1, **listed)
     assert run.recording == Recording(steps=(5, 0, 2), weights=True)
     assert run.meta["step_at"] == [0, 2, 5]
 

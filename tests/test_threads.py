@@ -17,7 +17,7 @@ import torch
 import gdln
 from gdln._runtime import _threads as threads_module
 from gdln._runtime._threads import FLOPS_PER_THREAD, auto_threads, free_cores
-from gdln.simulation import SimulationSettings, simulate
+from gdln.simulation import simulate
 
 ROUTING = "graphs/routing.yaml"
 
@@ -61,7 +61,7 @@ def test_simulate_records_the_threads_it_chose_and_restores_torchs() -> None:
         problem.examples(),
         steps=3,
         lr=0.05,
-        settings=SimulationSettings(threads=2),
+        threads=2,
     )
     assert given.meta["threads"] == 2
     assert torch.get_num_threads() == before
@@ -91,11 +91,11 @@ def test_auto_is_the_declared_default_and_a_problems_count_overrides() -> None:
     default, or given) chooses; an integer among the problem's settings is what runs."""
     plain = gdln.load(ROUTING, params={"M": 4, "K": 2, "hidden": 8})
     assert plain.settings.threads == "auto"
-    auto = SimulationSettings(threads="auto")
-    assert simulate(plain, steps=2, seeds=1, settings=auto).meta["threads"] == 1
+    auto = dict(threads="auto")
+    assert simulate(plain, steps=2, seeds=1, **auto).meta["threads"] == 1
     two = replace(plain, settings=plain.settings.given(threads=2))
     assert simulate(two, steps=2, seeds=1).meta["threads"] == 2
-    assert simulate(two, steps=2, seeds=1, settings=auto).meta["threads"] == 1
+    assert simulate(two, steps=2, seeds=1, **auto).meta["threads"] == 1
 
 
 def _singular_value_threads() -> list[str]:
@@ -119,8 +119,8 @@ def test_singular_values_on_the_second_thread_are_those_of_the_recorded_weights(
 
     monkeypatch.setattr(gdln.simulation._simulate, "record_thread", spy)
     kwargs = dict(steps=40, lr=0.1, seeds=3)
-    beside = simulate(problem, **kwargs, settings=SimulationSettings(record_weights=True))
-    alone = simulate(problem, **kwargs, settings=SimulationSettings(threads=1))
+    beside = simulate(problem, **kwargs, record_weights=True)
+    alone = simulate(problem, **kwargs, threads=1)
     assert made == [True, False]
     assert beside.meta["singular_values_thread"] and not alone.meta["singular_values_thread"]
     assert not _singular_value_threads()

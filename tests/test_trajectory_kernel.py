@@ -101,7 +101,9 @@ def test_decoupled_kernels_equal_torch_func_on_the_simulated_network(
         lr=lr,
         init_scheme="given",
         weights=reduction.decoupled_weights(seed=1),
-        settings=gdln.SimulationSettings(record_every=50, record_weights=True, rsm=True),
+        record_every=50,
+        record_weights=True,
+        rsm=True,
     )
     np.testing.assert_allclose(simulated.t, kernels.t)
     along = gdln.balanced.weights_along(reduction, theory, seed=1)
@@ -136,7 +138,8 @@ def test_lumped_trajectories_give_the_simulated_representations(lump: str) -> No
         lr=0.05,
         init_scheme="given",
         weights=reduction.decoupled_weights(seed=1),
-        settings=gdln.SimulationSettings(record_every=50, rsm=True),
+        record_every=50,
+        rsm=True,
     )
     for node in ("h1", "h2"):
         rep, ref = kernels.representations[node], simulated.series[f"rsm/{node}"][:, 0]
@@ -357,7 +360,8 @@ def _simulated(
         lr=0.05,
         init_scheme="given",
         weights=reduction.decoupled_weights(seed=1),
-        settings=gdln.SimulationSettings(record_every=50, record_weights=True),
+        record_every=50,
+        record_weights=True,
     )
     np.testing.assert_allclose(simulated.t, theory.t)
     graph = problem.graph

@@ -114,7 +114,9 @@ def simulated() -> tuple[gdln.Problem, gdln.Reduction, Trajectory]:
         seeds=2,
         eval_examples=problem.examples(),
         bases={e: (lft, rgt) for e, (lft, rgt) in bases.items()},
-        settings=gdln.SimulationSettings(record_weights=True, rsm=True, record_every=2),
+        record_weights=True,
+        rsm=True,
+        record_every=2,
     )
     return problem, reduction, run
 

@@ -21,7 +21,6 @@ from helpers import full_loss_and_gradient, load, run_cli, write
 from scipy.integrate import solve_ivp
 
 import gdln
-from gdln.simulation import SimulationSettings
 
 GAMMA = 0.05
 
@@ -65,7 +64,7 @@ def test_simulation_from_decoupled_weights_is_the_reduced_gd_map_with_decay(
         lr=lr,
         t_max=t_max,
         seeds=1,
-        settings=SimulationSettings(record_every=10),
+        record_every=10,
     )
     assert run.meta["weight_decay"] == GAMMA
     scale = run.loss[0, 0]

@@ -21,7 +21,7 @@ import gdln
 from gdln._runtime import _jobs as process_module
 from gdln._runtime._worker import Worker
 from gdln.comparison._schedule import SIMULATE
-from gdln.simulation import SimulationDivergedError, SimulationSettings, simulate
+from gdln.simulation import SimulationDivergedError, simulate
 
 
 def SimulationWorker() -> Worker:
@@ -48,12 +48,13 @@ def test_the_worker_returns_what_simulate_returns_here() -> None:
         steps=30,
         lr=0.05,
         seeds=2,
-        settings=SimulationSettings(record_every=10, threads=1),
+        record_every=10,
+        threads=1,
     )
     here = simulate(**job)
     with SimulationWorker() as worker:
         first = worker.submit(**job)
-        second = worker.submit(**{**job, "lr": 1e6, "settings": SimulationSettings(threads=1)})
+        second = worker.submit(**{**job, "lr": 1e6, "threads": 1})
         there = worker.result(first)
         with pytest.raises(SimulationDivergedError, match=r"diverged at step \d+") as info:
             worker.result(second)
@@ -76,7 +77,7 @@ def test_compare_through_the_worker_equals_compare_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     problem = gdln.load(ROUTING, params=SMALL)
-    kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, settings=SimulationSettings(threads=1))
+    kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, threads=1)
     monkeypatch.setattr(process_module, "use_worker", lambda heavy: False)
     here = gdln.compare(problem, tmp_path / "here", **kw)
     monkeypatch.setattr(process_module, "use_worker", lambda heavy: True)
@@ -129,7 +130,7 @@ def test_start_simulations_hands_its_process_to_the_next_compare(
 
     monkeypatch.setattr(Worker, "__init__", counting_init)
     problem = gdln.load(ROUTING, params=SMALL)
-    kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, settings=SimulationSettings(threads=1))
+    kw = dict(lr=0.05, t_max=1.0, seeds=2, points=5, threads=1)
     with gdln.comparison.start_simulations():
         assert len(started) == 1
         ahead = worker_module._STANDBY[0]
@@ -137,7 +138,7 @@ def test_start_simulations_hands_its_process_to_the_next_compare(
         assert len(started) == 1 and ahead.process.poll() is not None  # used, then ended
         gdln.compare(problem, tmp_path / "b", **kw)
         assert len(started) == 2
-    here = simulate(problem, steps=20, lr=0.05, seeds=2, settings=SimulationSettings(threads=1))
+    here = simulate(problem, steps=20, lr=0.05, seeds=2, threads=1)
     np.testing.assert_array_equal(first.random.loss[-1], here.loss[-1])
 
 
@@ -185,10 +186,10 @@ def test_of_the_jobs_waiting_the_lowest_priority_number_runs_first() -> None:
     then in the order sent; each result is taken by its number, in any order."""
     problem = gdln.load(ROUTING, params=SMALL)
     job = dict(source=problem.graph, examples=problem.examples(), lr=0.05, seeds=1)
-    settings = SimulationSettings(record_every=10, threads=1)
+    settings = dict(record_every=10, threads=1)
     with SimulationWorker() as worker:
         numbers = [
-            worker.submit(priority=p, steps=s, settings=settings, **job)
+            worker.submit(priority=p, steps=s, **settings, **job)
             for p, s in ((1, 30), (0, 20), (1, 10), (0, 40))
         ]
         runs = {n: worker.result(n) for n in reversed(numbers)}

@@ -107,9 +107,9 @@ def train(
         init_scale=sigma0,
         seeds=seeds,
         seed=seed,
-        settings=gdln.SimulationSettings(
-            record_every=max(1, round(t_max / lr) // 100), record_weights=True, threads=1
-        ),
+        record_every=max(1, round(t_max / lr) // 100),
+        record_weights=True,
+        threads=1,
     )
     return {"theory": theory, "sim": sim, "maps": total_maps(sim, pathways)}
 

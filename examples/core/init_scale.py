@@ -70,7 +70,9 @@ def train(
         init_scale=scale,
         seeds=[seed],
         eval_examples=everything,
-        settings=gdln.SimulationSettings(record_every=every, record_weights=True, threads=1),
+        record_every=every,
+        record_weights=True,
+        threads=1,
     )
     trained = set(problem.examples().context_labels)
     base = everything.zero_output_loss()

@@ -168,7 +168,8 @@ def accuracy(
             init_scale=scale,
             seeds=[seed],
             eval_examples=test_set,
-            settings=gdln.SimulationSettings(record_every=steps, threads=1),
+            record_every=steps,
+            threads=1,
         )
     except (gdln.SimulationDivergedError, RuntimeError):  # non-finite weights stop torch too
         nan = float("nan")

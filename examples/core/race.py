@@ -100,7 +100,8 @@ def race_simulation(
         init_scheme="xavier",
         init_scale=scale,
         seeds=[seed],
-        settings=gdln.SimulationSettings(record_steps=tuple(record), threads=1),
+        record_steps=tuple(record),
+        threads=1,
     )
     out: dict[str, np.ndarray] = {"t": np.asarray(trajectory.t), "loss": trajectory.loss[:, 0]}
     for name, kind in (("B1", "x"), ("B2", "a"), ("B3", "b")):
@@ -139,7 +140,8 @@ def route_errors(
         init_scale=scale,
         seeds=[seed],
         eval_examples=everything,
-        settings=gdln.SimulationSettings(record_every=steps, threads=1),
+        record_every=steps,
+        threads=1,
     )
     trained = set(problem.examples().context_labels)
     base = everything.zero_output_loss()

@@ -143,8 +143,8 @@ def run(*, quick: bool, seed: int) -> Runs:
     reduction = gdln.reduce(problem, lump="symmetry", b0=init_b)
     theory = gdln.solve(reduction, t_max=t_max, points=401)
     gd_map = gdln.solve(reduction, t_max=t_max, dynamics="gd-map", lr=lr, points=steps + 1)
-    settings = gdln.SimulationSettings(record_every=record_every, record_weights=True, threads=1)
-    common = {"steps": steps, "lr": lr, "eval_examples": eval_examples, "settings": settings}
+    settings = dict(record_every=record_every, record_weights=True, threads=1)
+    common = {"steps": steps, "lr": lr, "eval_examples": eval_examples, **settings}
     decoupled = gdln.simulate(
         problem.graph,
         examples,

@@ -114,9 +114,9 @@ def study(
     span: float | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """The run, the gating prediction and :func:`gdln.gating.relu_theory` from each start."""
-    settings = gdln.SimulationSettings(record_every=every, record_patterns=True)
+    settings = dict(record_every=every, record_patterns=True)
     clock = time.perf_counter()
-    run = gdln.simulate(problem, weights=weights, steps=steps, lr=lr, seeds=1, settings=settings)
+    run = gdln.simulate(problem, weights=weights, steps=steps, lr=lr, seeds=1, **settings)
     prediction = gdln.predict_gating(problem, t_max=predict_t, points=41, b0=1e-3)
     results = [
         gdln.gating.relu_theory(run, step=s, t_max=span, prediction=prediction if k == 0 else None)

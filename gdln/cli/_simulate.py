@@ -80,16 +80,12 @@ def simulate(
       gdln simulate graphs/routing.yaml --init-scheme decoupled --b0 0.1 --project -o dec.json
     """
     output = output_file(out, None, force, formats=("npz", "json"))
-    run = gdln.SimulationSettings(
-        **{k: settings.pop(k) for k in _RUN_SETTINGS},
-        record_steps=record_steps,
-        rsm=rsm,
-    )
     trajectory = gdln.simulate(
         load_problem(file, params, task),
         eval_task=eval_task,
         project=project,
-        settings=run,
+        record_steps=record_steps,
+        rsm=rsm,
         **settings,
     )
     assert output.path is not None
@@ -101,11 +97,6 @@ def simulate(
         f"final loss {final.mean():.6g} (mean over {final.size} seed(s))",
         err=True,
     )
-
-
-#: The settings that :class:`gdln.SimulationSettings` holds (the others are keywords).
-_RUN_SETTINGS: tuple[str, ...] = ("optimizer", "batch_size", "momentum", "dtype", "device")
-_RUN_SETTINGS += ("threads", "progress", "record_patterns")
 
 
 @click.command("compare")
@@ -141,12 +132,9 @@ def compare(
       gdln compare graphs/routing.yaml --param hidden=64 --lr 0.05 --t-max 40 --b0 0.1 -o cmp/
     """
     folder = output_folder(out, force)
-    run = gdln.SimulationSettings(**{k: settings.pop(k) for k in _RUN_SETTINGS if k in settings})
     # the simulation process starts first: torch loads while the file is read
     with refusals(), gdln.comparison.start_simulations():
-        result = gdln.compare(
-            load_problem(file, params, task), folder, force=force, settings=run, **settings
-        )
+        result = gdln.compare(load_problem(file, params, task), folder, force=force, **settings)
     echo(f"wrote {folder}\n{_compare_summary(result.metrics)}", err=True)
 
 

@@ -43,7 +43,7 @@ from .._runtime._fork import side_by_side
 from ..outputs import atomic_folder, check_folder
 from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
-from ..simulation import INITS, SimulationSettings, SimulationSpecError
+from ..simulation import INITS, SimulationSpecError
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
@@ -129,7 +129,10 @@ def compare(
     lump: str | None = None,
     route: str | None = None,
     points: int | None = None,
-    settings: SimulationSettings | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    threads: int | str | None = None,
+    progress: bool | str | None = None,
     force: bool = False,
     resolved: Settings = AT_THE_DOOR,
 ) -> CompareResult:
@@ -183,10 +186,10 @@ def compare(
         Number of recorded steps, from 2 to :class:`gdln.graphfile.Limits` ``points``: the
         same steps in all four runs (every step if there are fewer); the gaps in
         ``metrics`` are taken at them, never interpolated.
-    settings
-        Only ``dtype``, ``device``, ``threads`` and ``progress`` are used (as in
-        :func:`gdln.simulate`); the others must keep their defaults (the runs are full-batch
-        gradient descent, the dynamics the theory describes).
+    dtype, device, threads, progress
+        As for :func:`gdln.simulate` (default: the problem's settings); the runs are
+        full-batch gradient descent (the dynamics the theory describes), whatever the
+        file's ``simulate:`` section says of the optimiser.
     force
         Replace existing output files.
 
@@ -213,7 +216,7 @@ def compare(
     Raises
     ------
     SimulationSpecError
-        An option is malformed (``lr``, ``t_max``, ``seeds``, ``points``, ``settings``,
+        An option is malformed (``lr``, ``t_max``, ``seeds``, ``points``, ``device``,
         ``theory_start``), ``out_dir`` is not a directory, or the runs imply more steps,
         records or numbers per step than :class:`gdln.graphfile.Limits` allows (all
         checked before anything is computed).
@@ -232,7 +235,7 @@ def compare(
     """
     out = None if out_dir is None else _check_outputs(out_dir, force=force)
     chosen = _checked(resolved)
-    plan = plan_of(problem, chosen, settings)
+    plan = plan_of(problem, chosen)
     taken = theory_route(problem, plan)
     if taken.model is None:  # no common bases: the full-matrix flow from each seed's W(0)
         runs, stages, scale = matrix_runs(problem, plan)

@@ -11,7 +11,7 @@ the full-matrix flow).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,15 +19,15 @@ import numpy as np
 from .._errors import NotDiagonalizableError
 from ..reduction import Reduction
 from ..settings._declared import Settings
-from ..simulation import SimulationSettings, SimulationSpecError, horizon_steps
+from ..settings._spellings import COMPARE_RUN
+from ..simulation import SimulationSpecError, horizon_steps
 from ..simulation._plan import node_sizes
+from ..simulation._settings import count_records
 from ..simulation._workload import check_workload
 from ..task import ExampleSet, Problem
 from ._starts import start_rule, theory_start
 
 __all__ = ["Plan", "Route", "plan_of", "theory_route", "whole_reduction"]
-
-_USED_SETTINGS = ("dtype", "device", "threads", "progress")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,9 @@ class Plan:
     record
         The steps every run records.
     simulation
-        The simulations' settings (full-batch gradient descent, ``record`` recorded).
+        The simulations' keywords of :func:`gdln.simulate` (full-batch gradient descent,
+        ``record`` recorded, and of the settings only ``dtype``, ``device``, ``threads``,
+        ``progress`` and ``record_patterns`` as resolved).
     examples
         The problem's examples, which every simulation trains on.
     """
@@ -55,7 +57,7 @@ class Plan:
     rule_source: str
     steps: int
     record: np.ndarray
-    simulation: SimulationSettings
+    simulation: dict[str, Any]
     examples: ExampleSet
 
     @property
@@ -78,7 +80,7 @@ class Plan:
             lr=self.chosen.lr,
             weight_decay=self.chosen.weight_decay,
         )
-        return common | {"settings": self.simulation} | job
+        return common | self.simulation | job
 
     def random_run(self, problem: Problem) -> dict[str, Any]:
         """The simulations from random initial weights, batched over the seeds."""
@@ -92,28 +94,31 @@ class Plan:
         )
 
 
-def plan_of(
-    problem: Problem,
-    chosen: Settings,
-    settings: SimulationSettings | None,
-) -> Plan:
+def plan_of(problem: Problem, chosen: Settings) -> Plan:
     """The plan of a comparison of ``problem`` with the settings ``chosen`` resolved at
     :func:`gdln.compare`'s door (which of them the call gave, ``chosen.called``, decides
-    the theory's start: :func:`~gdln.comparison._starts.start_rule`) and its simulation
-    ``settings``."""
+    the theory's start: :func:`~gdln.comparison._starts.start_rule`)."""
     steps = horizon_steps(chosen.t_max, lr=chosen.lr)
-    base = _simulation_settings(settings)
     examples = problem.examples()
-    _check_workload(
-        problem, examples, base, steps=steps, seeds=chosen.seeds, n_points=chosen.points
+    check_workload(  # the random runs', before the theory is solved
+        records=count_records(max(1, steps // (chosen.points - 1)), None, steps),
+        batch=0,
+        steps=steps,
+        seeds=chosen.seeds,
+        rows=len(examples.weights),
+        sizes=node_sizes(problem.graph),
+        edges=list(problem.graph.edges),
     )
     rule, rule_source = start_rule(problem, chosen)
     # One set of steps for all four runs, so that every gap compares equal times.
     record = recorded_steps(steps, chosen.points)
-    # resolved here (the file's simulate: section), as the runs get the graph and examples
-    simulation = replace(base, record_steps=tuple(int(k) for k in record)).resolved(
-        problem.settings
-    )
+    simulation: dict[str, Any] = {name: getattr(chosen, name) for name in COMPARE_RUN}
+    simulation |= {
+        "optimizer": "gd",  # full-batch gradient descent, the dynamics the theory describes
+        "momentum": 0.0,
+        "record_patterns": chosen.record_patterns,
+        "record_steps": tuple(int(k) for k in record),
+    }
     return Plan(chosen, rule, rule_source, steps, record, simulation, examples)
 
 
@@ -175,44 +180,3 @@ def recorded_steps(steps: int, n_points: int) -> np.ndarray:
     [0, 1, 2, 3, 4, 5]
     """
     return np.unique(np.linspace(0, steps, min(n_points, steps + 1)).round().astype(int))
-
-
-def _check_workload(
-    problem: Problem,
-    examples: ExampleSet,
-    settings: SimulationSettings,
-    *,
-    steps: int,
-    seeds: int,
-    n_points: int,
-) -> None:
-    """Refuse, before the theory is solved, a simulation beyond the limits (steps, records,
-    numbers per step) that the random runs would reach."""
-    check_workload(
-        replace(settings, record_every=max(1, steps // (n_points - 1))),
-        steps=steps,
-        seeds=seeds,
-        rows=len(examples.weights),
-        sizes=node_sizes(problem.graph),
-        edges=list(problem.graph.edges),
-    )
-
-
-def _simulation_settings(settings: SimulationSettings | None) -> SimulationSettings:
-    """The settings of both runs: full-batch gradient descent (the dynamics the theory
-    describes); only dtype, device, threads and progress may be chosen."""
-    gradient_descent: dict[str, Any] = {"optimizer": "gd", "momentum": 0.0, "batch_size": None}
-    if settings is None:
-        return SimulationSettings(**gradient_descent)
-    if not isinstance(settings, SimulationSettings):
-        raise SimulationSpecError(
-            f"settings: expected a SimulationSettings, got {type(settings).__name__}"
-        )
-    default = SimulationSettings()
-    for f in fields(SimulationSettings):
-        value = getattr(settings, f.name)
-        if f.name not in _USED_SETTINGS and value != getattr(default, f.name):
-            raise SimulationSpecError(
-                f"settings: compare uses only {', '.join(_USED_SETTINGS)}; got {f.name}={value!r}"
-            )
-    return replace(settings, **gradient_descent)

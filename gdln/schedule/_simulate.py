@@ -85,7 +85,7 @@ def simulate_schedule(
     >>> sim.meta["schedule"]["boundaries"]
     [0.0, 1.0, 2.0]
     """
-    from ..simulation import SimulationSettings, simulate
+    from ..simulation import simulate
 
     schedule = problem.schedule if schedule is None else schedule
     if schedule is None:
@@ -121,7 +121,8 @@ def simulate_schedule(
             seed=seed,
             weight_decay=weight_decay,
             eval_examples=evaluation,
-            settings=SimulationSettings(record_weights=True, record_steps=records),
+            record_weights=True,
+            record_steps=records,
             **start,
         )
         start = {"weights": {_edge(key): w[-1] for key, w in _weights(run).items()}}

@@ -476,6 +476,8 @@ def _read(
     except (ValueError, TypeError, ArithmeticError) as err:
         if key is not None:
             where = key
+        elif name == "device":  # the one device rule, one message shape (gdln._device)
+            where = name
         else:
             where = f"{name} ({declaration.option})" if declaration.option else name
         raise SettingError(str(err), source=source, key=where) from None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ._declared import SettingError, Settings, declarations
@@ -61,7 +61,12 @@ def settings_of(source: Any) -> Settings:
     return own if isinstance(own, Settings) else Settings()
 
 
-def door(function: F | None = None, *, error: type[Exception] | None = None) -> Any:
+def door(
+    function: F | None = None,
+    *,
+    error: type[Exception] | None = None,
+    own: tuple[str, ...] = (),
+) -> Any:
     """Make ``function`` a public entry point (see the module docstring).
 
     Parameters
@@ -73,6 +78,9 @@ def door(function: F | None = None, *, error: type[Exception] | None = None) -> 
         The exception a refused setting is raised as (default: the
         :class:`~gdln.settings.SettingError` itself), e.g. the simulation's
         :class:`~gdln.simulation.SimulationSpecError`.
+    own
+        Settings whose keyword also takes a value that is not the setting's (a list of
+        seeds for ``seeds``): such a value is left to the function, not resolved.
 
     Returns
     -------
@@ -80,7 +88,7 @@ def door(function: F | None = None, *, error: type[Exception] | None = None) -> 
         The function, with the signature users read (without ``resolved``).
     """
     if function is None:
-        return functools.partial(door, error=error)
+        return functools.partial(door, error=error, own=own)
     name = function.__name__
     signature = inspect.signature(function)
     resolving = RESOLVED in signature.parameters
@@ -92,14 +100,17 @@ def door(function: F | None = None, *, error: type[Exception] | None = None) -> 
 
     @functools.wraps(function)
     def entered(*args: Any, **kwargs: Any) -> Any:
-        translate_keywords(name, kwargs, stacklevel=3)
-        if not resolving:
-            return function(*args, **kwargs)
-        if RESOLVED in kwargs:
-            raise TypeError(f"{name}() got an unexpected keyword argument {RESOLVED!r}")
-        bound = public.bind(*args, **kwargs)
-        given = {n: bound.arguments[n] for n in names if n in bound.arguments}
         try:
+            translate_keywords(name, kwargs, stacklevel=3)
+            if not resolving:
+                return function(*args, **kwargs)
+            if RESOLVED in kwargs:
+                raise TypeError(f"{name}() got an unexpected keyword argument {RESOLVED!r}")
+            bound = public.bind(*args, **kwargs)
+            given = {n: bound.arguments[n] for n in names if n in bound.arguments}
+            for n in own:  # a value the function reads itself (explicit seeds)
+                if _listed(given.get(n)):
+                    del given[n]
             resolved = settings_of(bound.arguments.get(first)).given(**given)
         except SettingError as err:
             if error is None:
@@ -111,3 +122,7 @@ def door(function: F | None = None, *, error: type[Exception] | None = None) -> 
 
     entered.__signature__ = public  # type: ignore[attr-defined]
     return entered
+
+
+def _listed(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str)

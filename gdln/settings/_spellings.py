@@ -12,6 +12,7 @@ sees an old spelling. CHANGELOG.md lists the same rows.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -117,6 +118,42 @@ def _theory_init(values: dict[str, Any], value: Any) -> str:
     return "theory_start (and b0)"
 
 
+COMPARE_RUN = ("dtype", "device", "threads", "progress")
+"""What :func:`gdln.compare` takes of a simulation's settings (its runs are full-batch
+gradient descent, the dynamics the theory describes)."""
+
+
+def _simulation_settings(allowed: tuple[str, ...] | None) -> Move:
+    """``settings=SimulationSettings(...)``: each field it sets, as the keyword of the
+    same name (a keyword given the new way wins); ``allowed``: the fields the function
+    takes (others refused)."""
+
+    def move(values: dict[str, Any], value: Any) -> str:
+        from ._declared import SettingError  # which reads this module's DEPRECATED_KEYS
+
+        if value is None:
+            return "its keywords"
+        if type(value).__name__ != "SimulationSettings" or not dataclasses.is_dataclass(value):
+            raise SettingError(
+                f"settings: expected a SimulationSettings, got {type(value).__name__}"
+            )
+        moved = []
+        for f in dataclasses.fields(value):
+            given = getattr(value, f.name)
+            if given is None or (f.default is not None and given == f.default):
+                continue
+            if allowed is not None and f.name not in allowed:
+                raise SettingError(
+                    f"settings: compare uses only {', '.join(allowed)}; got {f.name}={given!r}"
+                )
+            if values.get(f.name) is None:
+                values[f.name] = given
+            moved.append(f.name)
+        return "=..., ".join(moved) or "its keywords"
+
+    return move
+
+
 def _cli_theory_init(values: dict[str, Any], value: Any) -> str:
     _theory_init(values, value)
     return "--theory-start / --b0"
@@ -166,10 +203,14 @@ OLD_SPELLINGS: tuple[OldSpelling, ...] = (
     OldSpelling("solve_full", "init", "b0"),
     OldSpelling("solve_full", "lr", "dynamics='gd-map', lr", _gd_map),
     OldSpelling("simulate", "init", "init_scale"),
+    OldSpelling("simulate", "settings", "the keywords of its fields", _simulation_settings(None)),
     OldSpelling("initial_weights", "init", "init_scale"),
     OldSpelling("compare", "init", "init_scale"),
     OldSpelling("compare", "n_points", "points"),
     OldSpelling("compare", "theory_init", "theory_start (and b0)", _theory_init),
+    OldSpelling(
+        "compare", "settings", "dtype, device, threads, progress", _simulation_settings(COMPARE_RUN)
+    ),
     OldSpelling("gdln derive", "--init", "--b0", _cli_option("b0", "--b0")),
     OldSpelling("gdln derive", "--quotient/--no-quotient", "--route", _cli_quotient, flag=True),
     OldSpelling("gdln solve", "--init", "--b0", _cli_option("b0", "--b0")),

@@ -30,7 +30,7 @@ def minibatch_indices(
 ) -> np.ndarray:
     """The example indices of every minibatch of :func:`gdln.simulate` with ``"sgd"``.
 
-    That is, with ``settings=SimulationSettings(optimizer="sgd", batch_size=batch_size)``
+    That is, with ``simulate(optimizer="sgd", batch_size=batch_size)``
     and the same ``seeds`` and ``seed``.
 
     Parameters

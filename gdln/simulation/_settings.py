@@ -7,7 +7,7 @@ say) before torch is loaded.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .._bounded._limits import current_limits
@@ -17,7 +17,16 @@ from ..settings._declared import SettingError, read_setting
 from ._errors import SimulationSpecError
 from ._steps import log_spaced_steps
 
-__all__ = ["SimulationSettings", "check_positive", "device_error"]
+__all__ = [
+    "RECORDING",
+    "SimulationSettings",
+    "check_minibatch",
+    "check_positive",
+    "check_recording",
+    "count_records",
+    "device_error",
+    "recorded_steps_of",
+]
 
 MINIBATCH = frozenset({"sgd"})
 """The optimisers that average Eq. (1) over minibatches, and so need a batch size."""
@@ -84,9 +93,101 @@ DECLARED: tuple[str, ...] = ("optimizer", "batch_size", "momentum", "dtype", "de
 DECLARED += ("progress", "record_patterns")
 
 
+RECORDING: tuple[str, ...] = ("record_every", "record_steps", "rsm", "record_weights")
+RECORDING += ("diverge_above",)
+"""The keywords of :func:`gdln.simulate` that say what a run records and when it stops
+(not settings of a problem: they belong to one call)."""
+
+
+def check_recording(
+    *,
+    record_every: Any = None,
+    record_steps: Any = None,
+    rsm: Any = False,
+    record_weights: Any = False,
+    diverge_above: Any = 1e8,
+) -> dict[str, Any]:
+    """The recording keywords of :func:`gdln.simulate` checked (:data:`RECORDING`):
+    ``record_steps`` read as a tuple of steps or ``"log:N"``, the others as given.
+
+    Raises
+    ------
+    SimulationSpecError
+        A malformed value, or both ``record_steps`` and ``record_every`` (other than 1).
+    """
+    check_positive("diverge_above", diverge_above, integer=False)
+    if record_every is not None:
+        check_positive("record_every", record_every, integer=True)
+    if record_steps is not None:
+        record_steps = _record_steps(record_steps)
+        if record_every not in (None, 1):
+            raise SimulationSpecError(
+                "record_steps: give either record_steps or record_every, got both "
+                f"(record_every={record_every!r})"
+            )
+    for name, value in (("rsm", rsm), ("record_weights", record_weights)):
+        _check_flag(name, value)
+    return {
+        "record_every": record_every,
+        "record_steps": record_steps,
+        "rsm": rsm,
+        "record_weights": record_weights,
+        "diverge_above": diverge_above,
+    }
+
+
+def check_minibatch(optimizer: str, batch_size: Any) -> None:
+    """Refuse a batch size without a minibatch optimiser, or a minibatch optimiser
+    without a positive batch size."""
+    if optimizer in MINIBATCH:
+        check_positive("batch_size", batch_size, integer=True)
+    elif batch_size is not None:
+        raise SimulationSpecError(
+            f"batch_size: only used with optimizer='sgd', got {batch_size!r} with {optimizer!r}"
+        )
+
+
+def count_records(record_every: int | None, record_steps: Any, steps: int) -> int:
+    """How many steps a run of ``steps`` steps records (``record_steps``, a tuple or
+    ``"log:N"``, else every ``record_every`` steps and the last)."""
+    if isinstance(record_steps, str):  # "log:N": at most N + 1 steps
+        return int(record_steps[4:]) + 1
+    if record_steps is not None:
+        return len(set(record_steps))
+    every = record_every or 1
+    return steps // every + 1 + (steps % every != 0)
+
+
+def recorded_steps_of(
+    record_every: int | None, record_steps: Any, steps: int, points: int
+) -> dict[str, Any]:
+    """The steps a run of ``steps`` steps records: ``{"steps": ...}`` (given, or
+    ``"log:N"`` resolved) or ``{"every": ...}`` (given, else about ``points`` evenly
+    spaced steps)."""
+    if isinstance(record_steps, str):  # "log:N"
+        count = int(record_steps[4:])
+        if count >= current_limits().points:
+            what = f"record_steps={record_steps}"
+            raise SimulationSpecError(current_limits().exceeded("points", what))
+        return {"steps": tuple(log_spaced_steps(steps, count))}
+    if record_steps is not None:
+        return {"steps": tuple(record_steps)}
+    if record_every is None:
+        return {"every": max(1, steps // (points - 1))}
+    return {"every": record_every}
+
+
 @dataclass(frozen=True)
 class SimulationSettings:
-    r"""How :func:`gdln.simulate` trains and what it records.
+    r"""How :func:`gdln.simulate` trains and what it records: the spelling of an earlier
+    release.
+
+    .. deprecated::
+       Pass the fields as keywords of :func:`gdln.simulate` (and of
+       :func:`gdln.compare`) instead: ``simulate(problem, optimizer="sgd",
+       batch_size=8)``. A value passed as ``settings=`` is translated into those keywords
+       at the door, with one warning (:data:`gdln.settings.OLD_SPELLINGS`); the value
+       itself still checks its fields when made.
 
     The first seven fields and ``record_patterns`` are settings of gdln
     (:class:`gdln.settings.Settings`, declared there once with their defaults and
@@ -192,70 +293,6 @@ class SimulationSettings:
             except SettingError as err:
                 raise SimulationSpecError(str(err)) from None
         if self.batch_size is not None and self.optimizer is not None:
-            self._check_minibatch()
-        check_positive("diverge_above", self.diverge_above, integer=False)
-        self._check_recording()
-
-    def resolved(self, settings: Any, *, steps: int | None = None) -> SimulationSettings:
-        """These settings with every ``None`` of :data:`DECLARED` taken from ``settings``
-        (a :class:`gdln.settings.Settings`: the problem's) and, for a run of ``steps``
-        steps, the records: ``settings.points`` evenly spaced steps unless
-        ``record_every`` or ``record_steps`` says otherwise.
-
-        Parameters
-        ----------
-        settings
-            The problem's :class:`gdln.settings.Settings`.
-        steps
-            The run's number of steps, if the records are to be resolved too.
-
-        Returns
-        -------
-        SimulationSettings
-            A new value with no ``None`` among the declared fields.
-        """
-        chosen: dict[str, Any] = {
-            name: getattr(settings, name) for name in DECLARED if getattr(self, name) is None
-        }
-        if steps is not None:
-            if isinstance(self.record_steps, str):  # "log:N"
-                count = int(self.record_steps[4:])
-                if count >= current_limits().points:
-                    what = f"record_steps={self.record_steps}"
-                    raise SimulationSpecError(current_limits().exceeded("points", what))
-                chosen["record_steps"] = tuple(log_spaced_steps(steps, count))
-            if self.record_steps is None and self.record_every is None:
-                chosen["record_every"] = max(1, steps // (settings.points - 1))
-            elif self.record_every is None:
-                chosen["record_every"] = 1
-        if (
-            "batch_size" in chosen
-            and self.optimizer is not None
-            and self.optimizer not in MINIBATCH
-        ):
-            chosen["batch_size"] = None  # a file's batch size belongs to its own optimiser
-        out = replace(self, **chosen) if chosen else self
-        out._check_minibatch()
-        return out
-
-    def _check_minibatch(self) -> None:
-        if self.optimizer in MINIBATCH:
-            check_positive("batch_size", self.batch_size, integer=True)
-        elif self.batch_size is not None:
-            raise SimulationSpecError(
-                f"batch_size: only used with optimizer='sgd', got {self.batch_size!r} with "
-                f"{self.optimizer!r}"
-            )
-
-    def _check_recording(self) -> None:
-        if self.record_every is not None:
-            check_positive("record_every", self.record_every, integer=True)
-        if self.record_steps is not None:
-            object.__setattr__(self, "record_steps", _record_steps(self.record_steps))
-            if self.record_every not in (None, 1):
-                raise SimulationSpecError(
-                    "record_steps: give either record_steps or record_every, got both "
-                    f"(record_every={self.record_every!r})"
-                )
-        for name in ("rsm", "record_weights"):
-            _check_flag(name, getattr(self, name))
+            check_minibatch(self.optimizer, self.batch_size)
+        checked = check_recording(**{name: getattr(self, name) for name in RECORDING})
+        object.__setattr__(self, "record_steps", checked["record_steps"])

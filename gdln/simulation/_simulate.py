@@ -47,11 +47,13 @@ import torch
 
 from .._edge import Edge, edge_name
 from .._runtime._threads import auto_threads, record_thread
-from ..settings._door import door
+from ..settings._declared import Settings
+from ..settings._door import AT_THE_DOOR, door
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
+from ._errors import SimulationSpecError
 from ._init import DRAWS, start_weights
 from ._optimizers import OPTIMIZER_CLASSES
 from ._patterns import check_pattern_records
@@ -59,7 +61,7 @@ from ._plan import Plan, compile_plan, fixed_edges
 from ._random_gates import RandomGates
 from ._recording import Recorder, projection_bases, record_at
 from ._sampling import Sampler
-from ._settings import SimulationSettings
+from ._settings import check_recording
 from ._start import Start, start_of
 from ._training import Divergence, train
 from ._workload import warn_if_fixed_point
@@ -76,7 +78,7 @@ TIME_CONVENTION = (
 )
 
 
-@door
+@door(error=SimulationSpecError, own=("seeds",))
 def simulate(
     source: Problem | nx.DiGraph,
     examples: ExampleSet | None = None,
@@ -96,7 +98,20 @@ def simulate(
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None = None,
     project: bool = False,
     points: int | None = None,
-    settings: SimulationSettings | None = None,
+    optimizer: str | None = None,
+    batch_size: int | None = None,
+    momentum: float | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    threads: int | str | None = None,
+    progress: bool | str | None = None,
+    record_patterns: bool | None = None,
+    record_every: int | None = None,
+    record_steps: Sequence[int] | str | None = None,
+    rsm: bool = False,
+    record_weights: bool = False,
+    diverge_above: float = 1e8,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
     r"""Train the full gated network by gradient descent and record its trajectory.
 
@@ -156,12 +171,53 @@ def simulate(
         ``Reduction.decoupled_bases``); ``project=True`` (with a Problem) takes the bases
         of the problem's reduction (every context, one variable per edge).
     points
-        About how many evenly spaced steps to record (default 201), unless ``settings``
-        gives ``record_every`` or ``record_steps``.
-    settings
-        How to train and what to record (:class:`SimulationSettings`: optimiser, momentum,
-        dtype, device, threads, record steps...); a field left ``None`` takes the
-        problem's setting.
+        About how many evenly spaced steps to record (default 201), unless
+        ``record_every`` or ``record_steps`` is given.
+    optimizer
+        A key of :data:`~gdln.simulation.OPTIMIZERS`: ``"gd"`` (full batch, the default)
+        or ``"sgd"`` (minibatches of ``batch_size`` examples drawn with probability equal
+        to their weight, per seed).
+    batch_size
+        Minibatch size, for ``"sgd"`` only (a file's batch size is dropped when the call
+        names an optimiser that takes none).
+    momentum
+        Heavy-ball momentum $\mu\in[0, 1)$: $b \leftarrow \mu b + \nabla$,
+        $W \leftarrow W - \mathrm{lr}\, b$; the recorded time advances
+        $\mathrm{lr}/(1-\mu)$ per step.
+    dtype
+        One of :data:`~gdln.simulation.DTYPES`: ``"float64"`` or ``"float32"``.
+    device
+        ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
+    threads
+        CPU threads for torch during the run (restored afterwards). ``"auto"`` (the
+        default): chosen from the work of a training step, one thread unless its mean
+        operation is large, and never more than the cores free at the start
+        (:func:`auto_threads <gdln._runtime._threads.auto_threads>`); an int sets them.
+        The trajectory's ``meta["threads"]`` says how many ran. With ``"auto"`` on two or
+        more cores the recorded singular values are computed on one more thread beside
+        the training (``meta["singular_values_thread"]``), with the same values.
+    progress
+        Show a tqdm progress bar: ``"auto"`` when standard error is a terminal.
+    record_patterns
+        Record, at every recorded step, each ReLU node's activation pattern
+        $1[z_v > 0]$ on every training example as ``"pattern/<node>"``
+        (:attr:`gdln.Trajectory.patterns`), with the weights and, in ``meta``, the
+        training examples: what :func:`gdln.extract` reads the gated network from.
+    record_every
+        Record at steps ``0, record_every, 2 record_every, ...`` and at the last step;
+        default: about ``points`` evenly spaced steps.
+    record_steps
+        Record at exactly these steps instead (ints in ``[0, steps]``, any order, e.g.
+        :func:`~gdln.simulation.log_spaced_steps`), or ``"log:N"``: step 0 and N
+        log-spaced steps from 1 to the last. ``record_every`` must then be left out (or 1).
+    rsm
+        Record $h_v h_v^\top$ at hidden nodes (Fig. 4g), on the evaluation examples if
+        given, else on the training examples.
+    record_weights
+        Also record every weight matrix as ``"W/<edge>"`` ``(T, S, |t|, |s|)``.
+    diverge_above
+        The run stops with :class:`~gdln.simulation.SimulationDivergedError` once a loss
+        is non-finite or above this value.
 
     Returns
     -------
@@ -205,32 +261,31 @@ def simulate(
     >>> examples = ExampleSet(
     ...     inputs={"x": np.eye(2)}, targets={"y": np.array([[1.0], [-1.0]])}, gates={},
     ...     weights=np.full(2, 0.5), context=np.zeros(2, dtype=int))
-    >>> run = simulate(graph, examples, steps=100, lr=0.5, seeds=3,
-    ...                settings=SimulationSettings(record_every=50))
+    >>> run = simulate(graph, examples, steps=100, lr=0.5, seeds=3, record_every=50)
     >>> run.t.tolist(), run.loss.shape
     ([0.0, 25.0, 50.0], (3, 3))
     >>> bool((run.loss[-1] < 1e-10).all())
     True
     """
+    recording = check_recording(
+        record_every=record_every,
+        record_steps=record_steps,
+        rsm=rsm,
+        record_weights=record_weights,
+        diverge_above=diverge_above,
+    )
     start = start_of(
         source,
         examples,
+        resolved,
         steps=steps,
-        t_max=t_max,
-        lr=lr,
-        weight_decay=weight_decay,
-        init_scheme=init_scheme,
-        init_scale=init_scale,
-        b0=b0,
         weights=weights,
         seeds=seeds,
-        seed=seed,
         eval_examples=eval_examples,
         eval_task=eval_task,
         bases=bases,
         project=project,
-        points=points,
-        settings=settings,
+        recording=recording,
     )
     before = torch.get_num_threads()
     try:

@@ -19,13 +19,19 @@ import networkx as nx
 import numpy as np
 
 from .._edge import Edge
-from ..settings._declared import SettingError, Settings
+from ..settings._declared import Settings
 from ..solution._recording import Recording
 from ..task._examples import ExampleSet
 from ._errors import SimulationSpecError
 from ._plan import node_sizes
 from ._seeds import seed_list
-from ._settings import SimulationSettings, check_positive
+from ._settings import (
+    MINIBATCH,
+    check_minibatch,
+    check_positive,
+    count_records,
+    recorded_steps_of,
+)
 from ._workload import check_workload, horizon_steps
 
 if TYPE_CHECKING:  # imported where used: a run on a graph needs no sympy (the worker's start)
@@ -66,59 +72,43 @@ class Start:
 def start_of(
     source: Problem | nx.DiGraph,
     examples: ExampleSet | None,
+    chosen: Settings,
     *,
     steps: int | None,
-    t_max: float | None,
-    lr: float | None,
-    weight_decay: float | str | None,
-    init_scheme: str | None,
-    init_scale: float | None,
-    b0: Any,
     weights: Mapping[Edge, Any] | None,
     seeds: int | Sequence[int] | None,
-    seed: int | None,
     eval_examples: ExampleSet | None,
     eval_task: str | Path | None,
     bases: Mapping[Edge, tuple[np.ndarray, np.ndarray]] | None,
     project: bool,
-    points: int | None,
-    settings: SimulationSettings | None,
+    recording: Mapping[str, Any],
 ) -> Start:
-    """Resolve the keywords of :func:`gdln.simulate` against the problem's settings."""
+    """What one call of :func:`gdln.simulate` runs, from the settings resolved at its door
+    (``chosen``; ``chosen.called``: what the call gave) and the call's other keywords
+    (``recording``: those of :data:`~gdln.simulation._settings.RECORDING`, checked)."""
     problem = _problem_of(source)
-    if settings is None:
-        settings = SimulationSettings()
-    elif not isinstance(settings, SimulationSettings):
-        raise SimulationSpecError(
-            f"settings: expected a SimulationSettings, got {type(settings).__name__}"
-        )
-    declared = problem.settings if problem is not None else Settings()
     listed = isinstance(seeds, Sequence) and not isinstance(seeds, str)  # explicit seeds
-    chosen = _given(
-        declared,
-        t_max=t_max,
-        lr=lr,
-        weight_decay=weight_decay,
-        init_scheme=init_scheme,
-        init_scale=init_scale,
-        b0=b0,
-        seed=seed,
-        seeds=None if listed else seeds,
-        points=points,
-    )
     graph: nx.DiGraph = source.graph if problem is not None else source
     if examples is None:
         if problem is None:
             raise SimulationSpecError("examples: give the examples with a graph, or a Problem")
         examples = problem.examples()
-    if steps is not None and t_max is not None:
-        raise SimulationSpecError(f"give steps or t_max, not both (steps={steps}, t_max={t_max})")
-    momentum = settings.momentum if settings.momentum is not None else chosen.momentum
+    if steps is not None and "t_max" in chosen.called:
+        raise SimulationSpecError(
+            f"give steps or t_max, not both (steps={steps}, t_max={chosen.t_max:g})"
+        )
     if steps is None:
-        steps = horizon_steps(chosen.t_max, lr=chosen.lr, momentum=momentum)
+        steps = horizon_steps(chosen.t_max, lr=chosen.lr, momentum=chosen.momentum)
     check_positive("steps", steps, integer=True, allow_zero=True)
-    run = settings.resolved(chosen, steps=steps)
-    scheme = chosen.init_scheme if init_scheme is not None or weights is None else "given"
+    batch_size = chosen.batch_size
+    chose = "optimizer" in chosen.called and "batch_size" not in chosen.called
+    if chose and chosen.optimizer not in MINIBATCH:
+        batch_size = None  # a file's batch size belongs to its own optimiser
+    check_minibatch(chosen.optimizer, batch_size)
+    when = recorded_steps_of(
+        recording["record_every"], recording["record_steps"], steps, chosen.points
+    )
+    scheme = chosen.init_scheme if "init_scheme" in chosen.called or weights is None else "given"
     seed_values = seed_list(seeds if listed else chosen.seeds, chosen.seed)  # type: ignore[arg-type]
     reduction: Reduction | None = None
     if scheme == "decoupled" or project:
@@ -146,16 +136,14 @@ def start_of(
             raise SimulationSpecError("give eval_examples or eval_task, not both")
         eval_examples = problem.with_task(eval_task).examples()
     check_workload(  # before anything is allocated
-        run,
+        records=count_records(when.get("every"), when.get("steps"), steps),
+        batch=(batch_size or 0) if chosen.optimizer in MINIBATCH else 0,
         steps=steps,
         seeds=len(seed_values),
         rows=_rows(examples),
         sizes=node_sizes(graph),
         edges=list(graph.edges),
         eval_rows=0 if eval_examples is None else _rows(eval_examples),
-    )
-    when: dict[str, Any] = (
-        {"every": run.record_every} if run.record_steps is None else {"steps": run.record_steps}
     )
     return Start(
         graph=graph,
@@ -169,16 +157,16 @@ def start_of(
         seeds=seed_values,
         eval_examples=eval_examples,
         bases=bases,
-        optimizer=str(run.optimizer),
-        batch_size=run.batch_size,
-        momentum=float(run.momentum or 0.0),
-        dtype=str(run.dtype),
-        device=str(run.device),
-        threads=run.threads,
-        progress=run.progress,
-        diverge_above=run.diverge_above,
-        recording=Recording(**when, weights=run.record_weights, rsm=run.rsm),
-        patterns=bool(run.record_patterns),
+        optimizer=str(chosen.optimizer),
+        batch_size=batch_size,
+        momentum=float(chosen.momentum or 0.0),
+        dtype=str(chosen.dtype),
+        device=str(chosen.device),
+        threads=chosen.threads,
+        progress=chosen.progress,
+        diverge_above=recording["diverge_above"],
+        recording=Recording(**when, weights=recording["record_weights"], rsm=recording["rsm"]),
+        patterns=bool(chosen.record_patterns),
     )
 
 
@@ -188,14 +176,6 @@ def _rows(examples: Any) -> int:
         return len(examples.weights)
     except (AttributeError, TypeError):
         return 0
-
-
-def _given(declared: Settings, **values: Any) -> Settings:
-    """``declared.given(...)`` with its errors as the simulation's."""
-    try:
-        return declared.given(**values)
-    except SettingError as err:
-        raise SimulationSpecError(str(err)) from None
 
 
 def _reduction(problem: Problem | None, chosen: Settings, what: str) -> Reduction:

@@ -21,7 +21,6 @@ from .._edge import Edge
 from .._errors import DegenerateStartWarning
 from ..solution._bounds import steps_for
 from ._errors import SimulationSpecError
-from ._settings import MINIBATCH, SimulationSettings
 
 BYTES = 8
 """Bytes of one number (float64; float32 halves it, counted as float64 to stay safe)."""
@@ -72,19 +71,10 @@ def horizon_steps(t_max: float, *, lr: float, momentum: float = 0.0) -> int:
     return steps_for(t_max, lr, momentum=momentum, cls=SimulationSpecError)
 
 
-def _records(settings: SimulationSettings, steps: int) -> int:
-    """How many steps a run of ``steps`` steps records under ``settings``."""
-    if isinstance(settings.record_steps, str):  # "log:N": at most N + 1 steps
-        return int(settings.record_steps[4:]) + 1
-    if settings.record_steps is not None:
-        return len(set(settings.record_steps))
-    every = settings.record_every or 1
-    return steps // every + 1 + (steps % every != 0)
-
-
 def check_workload(
-    settings: SimulationSettings,
     *,
+    records: int,
+    batch: int,
     steps: int,
     seeds: int,
     rows: int,
@@ -96,8 +86,10 @@ def check_workload(
 
     Parameters
     ----------
-    settings
-        The run's settings (recording, optimiser, batch size).
+    records
+        How many steps the run records (:func:`~gdln.simulation._settings.count_records`).
+    batch
+        The minibatch size of a minibatch optimiser, else 0.
     steps
         The number of updates.
     seeds
@@ -120,13 +112,11 @@ def check_workload(
     limits = current_limits()
     if steps > limits.steps:
         raise SimulationSpecError(beyond("steps", f"steps={steps}"))
-    records = _records(settings, steps)
     if records > limits.points:
         raise SimulationSpecError(
             beyond("points", f"{records} records of {steps} steps")
             + "; record fewer (record_every, record_steps, --points)"
         )
-    batch = settings.batch_size if settings.optimizer in MINIBATCH else 0
     width = sum(int(n) for n in sizes.values())
     weights = sum(int(sizes[t]) * int(sizes[s]) for s, t in edges)
     held = max(rows, batch or 0, eval_rows)

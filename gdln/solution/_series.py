@@ -360,7 +360,7 @@ class SeriesAccessors:
         Raises
         ------
         KeyError
-            The simulation did not record it (``SimulationSettings(rsm=True)``), or the
+            The simulation did not record it (``simulate(rsm=True)``), or the
             solve was not given the kernels.
         """
         return self._get(node_key("rsm", node))

@@ -148,3 +148,17 @@ def test_settings_are_resolved_at_the_doors_only() -> None:
                 sites.append(f"{path.relative_to(PACKAGE)}:{node.name}")
     assert "settings/_door.py:entered" in sites
     assert len(set(sites)) <= 4, sites
+
+
+def test_simulation_settings_are_an_old_spelling_of_simulates_keywords() -> None:
+    problem = load("chain")
+    old_value = gdln.simulation.SimulationSettings(record_every=2, dtype="float32")
+    with pytest.warns(
+        gdln.GdlnDeprecationWarning,
+        match=r"simulate\(settings=\.\.\.\) is now simulate\(dtype=\.\.\., record_every=\.\.\.\)",
+    ):
+        old = gdln.simulate(problem, steps=4, lr=0.1, seeds=1, settings=old_value)
+    new = gdln.simulate(problem, steps=4, lr=0.1, seeds=1, record_every=2, dtype="float32")
+    assert old.meta["dtype"] == new.meta["dtype"] == "float32"
+    np.testing.assert_array_equal(old.t, [0.0, 0.2, 0.4])
+    np.testing.assert_array_equal(old.loss, new.loss)

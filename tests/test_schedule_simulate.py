@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import GRAPHS
+from helpers import GRAPHS, full_context_losses
 
 import gdln
 from gdln.task import Schedule, blocked, interleaved
@@ -53,3 +53,23 @@ def test_a_boundary_off_the_steps_is_refused() -> None:
         gdln.schedule.simulate_schedule(
             _context(2), blocked(["context0", "context1"], 1.0), lr=0.3, seeds=1
         )
+
+
+@pytest.mark.parametrize("pathways", [1, 2])
+def test_a_decoupled_start_is_the_schedules_own(pathways: int) -> None:
+    # init_scheme="decoupled" starts the simulation where solve_schedule starts (the weights
+    # of Eq. 9 on the bases of every context the schedule sees), not at the first phase's
+    # own bases: the two then stay equal to rounding
+    problem = _context(pathways)
+    schedule = blocked(["context0", "context1"], 1.0)
+    sim = gdln.schedule.simulate_schedule(
+        problem, schedule, lr=0.05, init_scheme="decoupled", b0=0.1, seeds=1, points=21
+    )
+    run = gdln.solve_schedule(problem, schedule, dynamics="gd-map", lr=0.05, b0=0.1, times=sim.t)
+    _same(sim, run)
+    # the start's loss per context, written out in numpy from the task's decoupled weights
+    weights = gdln.reduce(problem, b0=0.1, route="contexts").decoupled_weights(seed=0)
+    want = full_context_losses(problem, weights)
+    losses = sim.context_losses()
+    got = [losses[c.label][0, 0] for c in problem.task.contexts]
+    np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -19,15 +19,19 @@ from typing import Any
 import numpy as np
 
 from .._edge import Edge
+from ..settings._declared import Settings
+from ..settings._door import AT_THE_DOOR, door
 from ..solution._series import context_key, edge_in_key
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
 from ..task._schedule import Schedule, phase_task, schedule_task
+from ..task._task import Task
 from ._engine import _grid
 
 __all__ = ["simulate_schedule"]
 
 
+@door(own=("seeds",))
 def simulate_schedule(
     problem: Problem,
     schedule: Schedule | None = None,
@@ -41,6 +45,7 @@ def simulate_schedule(
     seeds: int | None = None,
     seed: int | None = None,
     weight_decay: float | str | None = None,
+    resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
     r"""Train the full network through a schedule, each phase from the previous one's end.
 
@@ -55,8 +60,10 @@ def simulate_schedule(
     points
         About how many records over the whole schedule (the boundaries always).
     init_scheme, init_scale, b0, weights, seeds, seed, weight_decay
-        As for :func:`gdln.simulate`, for the start of the first phase (``"decoupled"``:
-        the weights of Eq. 9 at ``b0``, which the reduced map follows exactly).
+        As for :func:`gdln.simulate`, for the start of the first phase. ``"decoupled"``:
+        the weights of Eq. (9) at ``b0`` on the bases of every context the schedule sees
+        (the start :func:`gdln.solve_schedule` takes, so that the reduced map and the
+        simulation start from the same weights and stay equal), one run from ``seed``.
 
     Returns
     -------
@@ -92,7 +99,7 @@ def simulate_schedule(
         from .._errors import GdlnError
 
         raise GdlnError(f"{problem.source}: no schedule: add a 'schedule:' section or pass one")
-    settings = problem.settings.given(lr=lr, points=points)
+    settings = resolved
     step = float(settings.lr)
     _grid(schedule, [0.0, float(schedule.duration)], step)  # every boundary on a step
     union = schedule_task(problem.require_task(), schedule)
@@ -103,11 +110,12 @@ def simulate_schedule(
     evaluation = every.examples()  # every context, to record its loss while it is off
     total_steps = round(float(schedule.duration) / step)
     per_step = max(1, total_steps // max(1, int(settings.points) - 1))
-    start: dict[str, Any] = (
-        {"weights": weights}
-        if weights is not None
-        else {"init_scheme": init_scheme, "init_scale": init_scale, "b0": b0}
-    )
+    if weights is not None:
+        start: dict[str, Any] = {"weights": weights, "seeds": seeds}
+    elif settings.init_scheme == "decoupled":
+        start = {"weights": _decoupled(problem, union, settings, seeds), "seeds": [settings.seed]}
+    else:
+        start = {"init_scheme": init_scheme, "init_scale": init_scale, "b0": b0, "seeds": seeds}
     parts: list[dict[str, np.ndarray]] = []
     offset = 0.0
     for k, phase in enumerate(schedule.phases):
@@ -117,7 +125,6 @@ def simulate_schedule(
             dataclasses.replace(problem, task=phase_task(union, phase)),
             steps=steps,
             lr=step,
-            seeds=seeds,
             seed=seed,
             weight_decay=weight_decay,
             eval_examples=evaluation,
@@ -125,7 +132,10 @@ def simulate_schedule(
             record_steps=records,
             **start,
         )
-        start = {"weights": {_edge(key): w[-1] for key, w in _weights(run).items()}}
+        start = {
+            "weights": {_edge(key): w[-1] for key, w in _weights(run).items()},
+            "seeds": start["seeds"],
+        }
         first = 0 if k == 0 else 1  # the boundary is the previous phase's last record
         part = {"t": run.t[first:] + offset, "loss": np.asarray(run.loss)[first:]}
         for label in labels:
@@ -162,6 +172,23 @@ def simulate_schedule(
         },
     }
     return Trajectory(t, loss, series, meta)
+
+
+def _decoupled(problem: Problem, union: Task, settings: Settings, seeds: Any) -> dict[Edge, Any]:
+    """The decoupled weights of Eq. (9) at ``settings.b0`` on the bases of every context
+    the schedule sees (``union``): the start of :func:`gdln.solve_schedule`'s reduced
+    route, one run from ``settings.seed``."""
+    from .._errors import GdlnError
+    from ..reduction._reduce import derive
+
+    if seeds is not None and seeds != 1 and list(np.atleast_1d(seeds)) != [settings.seed]:
+        raise GdlnError(
+            f"seeds: the decoupled start is one run (its hidden bases drawn from seed), "
+            f"got seeds={seeds}"
+        )
+    start = dataclasses.replace(settings, lump="none", route="contexts")
+    reduction = derive(dataclasses.replace(problem, task=union), start)
+    return reduction.decoupled_weights(seed=settings.seed)
 
 
 def _weights(run: Trajectory) -> dict[str, np.ndarray]:

@@ -101,6 +101,8 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
         "points",
         "method",
         "seed",
+        "init_scale",
+        "seeds",
     ),
     "simulate": (
         "t_max",

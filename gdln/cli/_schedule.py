@@ -8,6 +8,8 @@ phases, the route each took, every context's loss at each phase's end and the me
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 import gdln
@@ -17,6 +19,7 @@ from ._common import (
     graph_arguments,
     load_problem,
     output_file,
+    output_folder,
     output_options,
     refusals,
     setting_options,
@@ -48,25 +51,29 @@ __all__ = ["schedule"]
     help="Also write the measures per context and phase (end loss, transfer, forgetting, "
     "savings) to FILE, .json or .csv.",
 )
+@click.option(
+    "--compare",
+    "compare_out",
+    type=click.Path(),
+    default=None,
+    metavar="DIR",
+    help="Also train the full network through the schedule, from the decoupled weights of "
+    "Eq. (9) (which the reduced GD map at --lr follows to rounding) and from --seeds random "
+    "starts (--init-scale), and write theory against simulation, every context's loss with "
+    "the phases shaded, into DIR (schedule_loss.png, metrics.json, theory.json).",
+)
 @output_options(("text", "json", "csv"), default="text", what="run (t, loss, context losses)")
 def schedule(
     file: str,
     params: tuple[str, ...],
     task: str | None,
-    lump: str | None,
-    b0: str | None,
-    route: str | None,
-    lr: str | None,
-    weight_decay: str | None,
-    dynamics: str | None,
-    points: str | None,
-    method: str | None,
-    seed: str | None,
     weights_file: str | None,
     measures_out: str | None,
+    compare_out: str | None,
     fmt: str | None,
     out: str | None,
     force: bool,
+    **settings: Any,
 ) -> None:
     """Solve the file's schedule phase by phase; print routes, losses per context, forgetting.
 
@@ -94,24 +101,18 @@ def schedule(
                 f"--measures {shown(measures_out)} and -o {shown(out or '')}: the same file"
             )
     problem = load_problem(file, params, task)
+    if compare_out is not None:
+        _compare(problem, file, compare_out, force, settings)
+        return
+    for name in ("init_scale", "seeds"):
+        if settings.pop(name) is not None:
+            raise CommandLineError(f"--{name.replace('_', '-')}: only with --compare")
     weights = None
     if weights_file is not None:
-        if b0 is not None:
+        if settings["b0"] is not None:
             raise CommandLineError("--weights and --b0: a start from weights has no b0")
         weights = gdln.read_weight_file(problem, weights_file)
-    run = gdln.solve_schedule(
-        problem,
-        points=points,
-        dynamics=dynamics,
-        lr=lr,
-        b0=b0,
-        weights=weights,
-        weight_decay=weight_decay,
-        lump=lump,
-        route=route,
-        method=method,
-        seed=seed,
-    )
+    run = gdln.solve_schedule(problem, weights=weights, **settings)
     if measures is not None:
         with refusals():
             run.measures.save(measures, force=force)
@@ -120,6 +121,29 @@ def schedule(
         write(output, schedule_summary(file, run))
         return
     write(output, gdln.format_trajectory(run.trajectory.without_weights(), output.format))
+
+
+def _compare(
+    problem: gdln.Problem, file: str, folder: str, force: bool, settings: dict[str, Any]
+) -> None:
+    """``--compare DIR``: the schedule's theory against its simulation, one public call."""
+    path = output_folder(folder, force)
+    unused = [f"--{k.replace('_', '-')}" for k in ("lump", "route", "method", "dynamics")]
+    given = [name for name in unused if settings.pop(name[2:].replace("-", "_")) is not None]
+    if given:
+        raise CommandLineError(
+            f"--compare and {given[0]}: the comparison takes the GD map at --lr on the route "
+            "that holds for each phase"
+        )
+    with refusals():
+        result = gdln.schedule.compare_schedule(problem, None, path, force=force, **settings)
+    lines = [f"wrote {path}: theory (reduced GD map) against simulation, {file}"]
+    for label, m in result.metrics["contexts"].items():
+        lines.append(
+            f"  {label}: decoupled start {m['decoupled_vs_map']:.2g}, random start "
+            f"{m['random_vs_map']:.2g} of L(0) at most"
+        )
+    click.echo("\n".join(lines), err=True)
 
 
 def schedule_summary(file: str, run: gdln.ScheduleResult) -> str:

@@ -1,3 +1,6 @@
+from ._compare import SCHEDULE_FILES as SCHEDULE_FILES
+from ._compare import ScheduleComparison as ScheduleComparison
+from ._compare import compare_schedule as compare_schedule
 from ._engine import ROUTES as ROUTES
 from ._engine import run_schedule as run_schedule
 from ._engine import solve_schedule as solve_schedule

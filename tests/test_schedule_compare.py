@@ -61,3 +61,40 @@ def test_the_command_writes_the_comparison(tmp_path, capsys) -> None:
     assert sorted(p.name for p in out.iterdir()) == sorted(gdln.schedule.SCHEDULE_FILES)
     code, _, err = run_cli([*args[:-2], "-o", str(tmp_path / "x.json")], capsys)
     assert code == 2 and "--seeds: only with --compare" in err
+
+
+def test_solve_simulate_and_compare_follow_the_files_schedule(tmp_path, capsys) -> None:
+    # gdln solve/simulate/compare --schedule: the file's schedule: section phase by phase;
+    # the simulation from the decoupled start is the reduced GD map to rounding
+    base = ["--param", "pathways=1", "--param", "hidden=4", "--schedule", "--lr", "0.1"]
+    graph = str(GRAPHS / "context.yaml")
+    start = ["--b0", "0.1", "--points", "31"]
+    code, _, err = run_cli(
+        ["solve", graph, *base, *start, "--dynamics", "gd-map", "-o", str(tmp_path / "t.json")],
+        capsys,
+    )
+    assert code == 0, err
+    theory = json.loads((tmp_path / "t.json").read_text())
+    code, _, err = run_cli(
+        [
+            *["simulate", graph, *base, *start, "--init-scheme", "decoupled"],
+            *["--seeds", "1", "-o", str(tmp_path / "s.npz")],
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    sim = gdln.Trajectory.load(tmp_path / "s.npz")
+    problem = _context(1)
+    assert sim.meta["schedule"]["boundaries"] == list(problem.schedule.boundaries)
+    t = np.asarray(theory["t"])
+    for label, curve in sim.context_losses().items():
+        want = np.asarray(theory["context_loss"][label])
+        got = np.interp(t, sim.t, curve[:, 0])  # equal times: both record every boundary
+        assert np.isin(t, sim.t).all()
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * want[0])
+    code, _, err = run_cli(
+        ["compare", graph, *base, "--seeds", "1", "-o", str(tmp_path / "c")], capsys
+    )
+    assert code == 0 and "decoupled start" in err, err
+    code, _, err = run_cli(["solve", graph, *base, "--t-max", "3"], capsys)
+    assert code == 2 and "--schedule and --t-max" in err

@@ -170,6 +170,32 @@ def kernel_option(fn: F) -> F:
     )(fn)
 
 
+def schedule_option(fn: F) -> F:
+    """``--schedule``: follow the graph file's ``schedule:`` section phase by phase (the
+    command's schedule form: :func:`gdln.solve_schedule`, ``simulate_schedule``,
+    ``compare_schedule``)."""
+    return click.option(
+        "--schedule",
+        "follow_schedule",
+        is_flag=True,
+        help="Follow the graph file's schedule: section, phase by phase, each phase from the "
+        "previous one's end, recording every context's loss (as gdln schedule does).",
+    )(fn)
+
+
+def for_schedule(settings: dict[str, Any], takes: tuple[str, ...]) -> dict[str, Any]:
+    """The options a schedule takes, from a command's ``settings``; an option it does not
+    take, given, is refused (``--schedule and --t-max: ...``)."""
+    for name, value in settings.items():
+        if name not in takes and value not in (None, False):
+            option = "--" + name.replace("_", "-")
+            raise CommandLineError(
+                f"--schedule and {option}: a schedule takes its length from its phases and "
+                f"takes only {', '.join('--' + t.replace('_', '-') for t in takes)}"
+            )
+    return {name: settings[name] for name in takes if name in settings}
+
+
 def terminal_width(output: Output) -> int:
     """The columns text may take: the terminal's width on standard output (``COLUMNS``
     where set, else 80 when it is not a terminal), unlimited in a file."""

@@ -27,7 +27,7 @@ from ._common import (
     write,
 )
 
-__all__ = ["schedule"]
+__all__ = ["compare_summary", "schedule", "schedule_summary"]
 
 
 @click.command("schedule")
@@ -137,13 +137,18 @@ def _compare(
         )
     with refusals():
         result = gdln.schedule.compare_schedule(problem, None, path, force=force, **settings)
-    lines = [f"wrote {path}: theory (reduced GD map) against simulation, {file}"]
+    click.echo(compare_summary(file, path, result), err=True)
+
+
+def compare_summary(file: str, folder: Any, result: gdln.schedule.ScheduleComparison) -> str:
+    """A schedule's comparison in a few lines: per context the largest gaps."""
+    lines = [f"wrote {folder}: theory (reduced GD map) against simulation, {file}"]
     for label, m in result.metrics["contexts"].items():
         lines.append(
             f"  {label}: decoupled start {m['decoupled_vs_map']:.2g}, random start "
             f"{m['random_vs_map']:.2g} of L(0) at most"
         )
-    click.echo("\n".join(lines), err=True)
+    return "\n".join(lines)
 
 
 def schedule_summary(file: str, run: gdln.ScheduleResult) -> str:

@@ -15,14 +15,17 @@ import gdln
 
 from ._common import (
     echo,
+    for_schedule,
     graph_arguments,
     load_problem,
     old_spellings,
     output_file,
     output_folder,
     refusals,
+    schedule_option,
     setting_options,
 )
+from ._schedule import compare_summary
 
 __all__ = ["compare", "simulate"]
 
@@ -31,6 +34,7 @@ __all__ = ["compare", "simulate"]
 @old_spellings("simulate")
 @graph_arguments
 @setting_options("simulate")
+@schedule_option
 @click.option(
     "-o", "--out", required=True, type=click.Path(), help="Trajectory file, .npz or .json."
 )
@@ -66,6 +70,7 @@ def simulate(
     eval_task: str | None,
     rsm: bool,
     project: bool,
+    follow_schedule: bool,
     **settings: Any,
 ) -> None:
     """Train the full gated network of FILE by gradient descent and save its trajectory.
@@ -80,14 +85,19 @@ def simulate(
       gdln simulate graphs/routing.yaml --init-scheme decoupled --b0 0.1 --project -o dec.json
     """
     output = output_file(out, None, force, formats=("npz", "json"))
-    trajectory = gdln.simulate(
-        load_problem(file, params, task),
-        eval_task=eval_task,
-        project=project,
-        record_steps=record_steps,
-        rsm=rsm,
-        **settings,
-    )
+    if follow_schedule:
+        extra = {"record_steps": record_steps, "eval_task": eval_task, "rsm": rsm}
+        chosen = for_schedule(settings | extra | {"project": project}, SIMULATED)
+        trajectory = gdln.schedule.simulate_schedule(load_problem(file, params, task), **chosen)
+    else:
+        trajectory = gdln.simulate(
+            load_problem(file, params, task),
+            eval_task=eval_task,
+            project=project,
+            record_steps=record_steps,
+            rsm=rsm,
+            **settings,
+        )
     assert output.path is not None
     with refusals():
         trajectory.save(output.path, force=force)
@@ -103,6 +113,7 @@ def simulate(
 @old_spellings("compare")
 @graph_arguments
 @setting_options("compare")
+@schedule_option
 @click.option("-o", "--out", required=True, type=click.Path(), help="Output folder.")
 @click.option("--force", is_flag=True, help="Replace the files of an existing output folder.")
 def compare(
@@ -111,6 +122,7 @@ def compare(
     task: str | None,
     out: str,
     force: bool,
+    follow_schedule: bool,
     **settings: Any,
 ) -> None:
     """Reduced theory (ODE and GD map) vs simulation (decoupled and random init).
@@ -132,10 +144,21 @@ def compare(
       gdln compare graphs/routing.yaml --param hidden=64 --lr 0.05 --t-max 40 --b0 0.1 -o cmp/
     """
     folder = output_folder(out, force)
+    if follow_schedule:
+        chosen = for_schedule(settings, SIMULATED)
+        problem = load_problem(file, params, task)
+        with refusals():
+            result = gdln.schedule.compare_schedule(problem, None, folder, force=force, **chosen)
+        echo(compare_summary(file, folder, result), err=True)
+        return
     # the simulation process starts first: torch loads while the file is read
     with refusals(), gdln.comparison.start_simulations():
         result = gdln.compare(load_problem(file, params, task), folder, force=force, **settings)
     echo(f"wrote {folder}\n{_compare_summary(result.metrics)}", err=True)
+
+
+SIMULATED = ("lr", "points", "init_scheme", "init_scale", "b0", "seeds", "seed", "weight_decay")
+"""The options of ``gdln simulate --schedule`` and ``gdln compare --schedule``."""
 
 
 def _compare_summary(m: Any) -> str:

@@ -15,12 +15,14 @@ import gdln
 from ._common import (
     CommandLineError,
     display_options,
+    for_schedule,
     graph_arguments,
     kernel_option,
     load_problem,
     old_spellings,
     output_file,
     output_options,
+    schedule_option,
     setting_options,
     terminal_width,
     write,
@@ -186,6 +188,7 @@ def derive(
     "pathway (gdln.balanced_weights, scale 0.1, seed 0), solved in closed form.",
 )
 @kernel_option
+@schedule_option
 @output_options(("text", "json", "csv"), default="text", what="trajectory")
 def solve(
     file: str,
@@ -194,6 +197,7 @@ def solve(
     weights_file: str | None,
     balanced_lambda: str | None,
     kernel: bool,
+    follow_schedule: bool,
     fmt: str | None,
     out: str | None,
     force: bool,
@@ -229,6 +233,9 @@ def solve(
             f"--lump {settings['lump']} and --route matrix: the full matrices are not lumped"
         )
     problem = load_problem(file, params, task)
+    if follow_schedule:
+        _solve_schedule(problem, file, output, weights_file, balanced_lambda, kernel, settings)
+        return
     how = {k: settings.pop(k) for k in ("route", "lump", "b0", "weight_decay")}
     if weights_file is not None and balanced_lambda is None and how["route"] == "matrix":
         clash = [f"--{k}" for k in ("lump", "b0") if how[k] is not None]
@@ -287,6 +294,35 @@ def solve(
     if kernels is not None:
         trajectory = kernels.added_to(trajectory)
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
+
+
+SCHEDULED = ("lump", "b0", "route", "lr", "weight_decay", "dynamics", "points", "method")
+"""The options of ``gdln solve --schedule`` (those of ``gdln schedule`` but the seed)."""
+
+
+def _solve_schedule(
+    problem: gdln.Problem,
+    file: str,
+    output: Any,
+    weights_file: str | None,
+    balanced_lambda: str | None,
+    kernel: bool,
+    settings: dict[str, Any],
+) -> None:
+    """``gdln solve --schedule``: the file's schedule phase by phase, as ``gdln schedule``."""
+    from ._schedule import schedule_summary
+
+    chosen = for_schedule(settings | {"balanced": balanced_lambda, "kernel": kernel}, SCHEDULED)
+    weights = None
+    if weights_file is not None:
+        if chosen["b0"] is not None:
+            raise CommandLineError("--weights and --b0: a start from weights has no b0")
+        weights = gdln.read_weight_file(problem, weights_file)
+    run = gdln.solve_schedule(problem, weights=weights, **chosen)
+    if output.format == "text":
+        write(output, schedule_summary(file, run))
+        return
+    write(output, gdln.format_trajectory(run.trajectory.without_weights(), output.format))
 
 
 def _from_weights(

@@ -181,7 +181,9 @@ def _decoupled(problem: Problem, union: Task, settings: Settings, seeds: Any) ->
     from .._errors import GdlnError
     from ..reduction._reduce import derive
 
-    if seeds is not None and seeds != 1 and list(np.atleast_1d(seeds)) != [settings.seed]:
+    listed = isinstance(seeds, list | tuple | np.ndarray)
+    count = len(seeds) if listed else (settings.seeds if "seeds" in settings.called else 1)
+    if count != 1 or (listed and int(seeds[0]) != settings.seed):
         raise GdlnError(
             f"seeds: the decoupled start is one run (its hidden bases drawn from seed), "
             f"got seeds={seeds}"

@@ -39,6 +39,25 @@ def _exports(stub: Path, package: str) -> tuple[dict[str, str], set[str]]:
     return attributes, submodules
 
 
+def upstairs(target: str) -> Any:
+    """The object ``target`` (``"package.module:name"``), imported when called for: how a
+    room calls a room above it without importing it (the layers of
+    ``tests/test_layout.py`` stay as they are; e.g. :func:`gdln.solve` with ``schedule=``).
+
+    Parameters
+    ----------
+    target
+        ``"gdln.schedule._engine:schedule_solved"``, say.
+
+    Returns
+    -------
+    object
+        The module's attribute.
+    """
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def attach_stub(
     package: str, init_file: str
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:

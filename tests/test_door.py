@@ -98,17 +98,17 @@ def test_a_reductions_own_start_and_decay_are_kept_unless_given() -> None:
 PACKAGE = Path(gdln.__file__).parent
 
 #: The functions that take ``b0`` or ``weight_decay`` as a parameter: the public entry
-#: points (and ``gdln schedule``, a command), plus three kernels whose coefficient is not the
+#: points, plus three kernels whose coefficient is not the
 #: setting read from a file: the optimiser's own decay (torch's spelling), the full-matrix
 #: flow of given weights (a public kernel) and the λ-balanced phase's refusal of decay.
 LOOSE = {
     "b0": {
         "compare", "dynamics_of", "expected_dynamics", "expected_sd_flow", "expected_sd_gd",
-        "predict_gating", "reduce", "schedule", "simulate", "simulate_schedule",
+        "predict_gating", "reduce", "compare_schedule", "simulate", "simulate_schedule",
         "simulate_sd_gd", "solve", "solve_full", "solve_schedule", "timescales",
     },
     "weight_decay": {
-        "compare", "dynamics_of", "expected_dynamics", "reduce", "schedule", "simulate",
+        "compare", "dynamics_of", "expected_dynamics", "reduce", "compare_schedule", "simulate",
         "simulate_schedule", "solve", "solve_from_weights", "solve_full", "solve_schedule",
         "__init__", "full_flow", "balanced_phase",
     },

@@ -98,3 +98,27 @@ def test_solve_simulate_and_compare_follow_the_files_schedule(tmp_path, capsys) 
     assert code == 0 and "decoupled start" in err, err
     code, _, err = run_cli(["solve", graph, *base, "--t-max", "3"], capsys)
     assert code == 2 and "--schedule and --t-max" in err
+
+
+def test_solve_simulate_and_compare_take_a_schedule_in_python() -> None:
+    # schedule= on the three entry points: the reduced map, and the simulation from the
+    # decoupled start equal to it to rounding; the full network forgets context 0 (1/3)
+    problem = _context(1)
+    schedule = blocked(CONTEXTS, 30.0)
+    theory = gdln.solve(problem, schedule=schedule, dynamics="gd-map", lr=0.1, points=31)
+    sim = gdln.simulate(
+        problem, schedule=schedule, lr=0.1, init_scheme="decoupled", seeds=1, points=31
+    )
+    assert theory.meta["schedule"]["boundaries"] == [0.0, 30.0, 60.0]
+    for label, curve in sim.context_losses().items():
+        want = theory.context_losses()[label]
+        np.testing.assert_allclose(
+            np.interp(theory.t, sim.t, curve[:, 0]), want, rtol=0, atol=1e-12 * want[0]
+        )
+    assert theory.context_losses()["context0"][-1] == pytest.approx(1 / 3, abs=1e-4)
+    result = gdln.compare(problem, schedule=schedule, lr=0.1, seeds=1, points=31)
+    assert result.metrics["contexts"]["context0"]["decoupled_vs_map"] < 1e-12
+    with pytest.raises(gdln.GdlnError, match="schedule"):
+        gdln.simulate(problem, schedule=schedule, steps=5)
+    with pytest.raises(gdln.GdlnError, match="t_max"):
+        gdln.solve(problem, schedule=schedule, t_max=3)

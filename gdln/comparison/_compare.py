@@ -47,6 +47,7 @@ from ..simulation import INITS, SimulationSpecError
 from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
+from ..task._schedule import Schedule
 from ._figures import plot_loss, plot_singular_values
 from ._metrics import Runs
 from ._plan import plan_of, theory_route
@@ -134,8 +135,9 @@ def compare(
     threads: int | str | None = None,
     progress: bool | str | None = None,
     force: bool = False,
+    schedule: Schedule | None = None,
     resolved: Settings = AT_THE_DOOR,
-) -> CompareResult:
+) -> Any:
     r"""Run theory and simulation on one problem; with ``out_dir``, write figures and files.
 
     Every setting left ``None`` takes the problem's value (``problem.settings``: its graph
@@ -192,10 +194,16 @@ def compare(
         file's ``simulate:`` section says of the optimiser.
     force
         Replace existing output files.
+    schedule
+        Compare through this :class:`gdln.task.Schedule` (or the file's,
+        ``problem.schedule``) instead, phase by phase: returns
+        :func:`gdln.schedule.compare_schedule`'s ``ScheduleComparison`` (it takes ``lr``,
+        ``points``, ``b0``, the random start, ``seeds``, ``seed`` and ``weight_decay``).
 
     Returns
     -------
-    CompareResult
+    CompareResult or ScheduleComparison
+        With ``schedule``, :func:`gdln.schedule.compare_schedule`'s result. Else:
         ``metrics``: ``decoupled_vs_map`` and ``decoupled_vs_ode`` (max over time of
         $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity
         over the seeds: count, median, quartiles and range, by
@@ -233,6 +241,8 @@ def compare(
     decoupled initial conditions and compared with random initialisation as in Figs. 3-4;
     the loss Eq. (1) and the gradient flow Eq. (2) of the full network.
     """
+    if schedule is not None:
+        return _scheduled(problem, schedule, out_dir, force, resolved, seeds)
     out = None if out_dir is None else _check_outputs(out_dir, force=force)
     chosen = _checked(resolved)
     plan = plan_of(problem, chosen)
@@ -249,6 +259,30 @@ def compare(
     with atomic_folder(out, force=force, names=FILES, parents=True) as temporary:
         written = _write(temporary, metrics, taken.model, runs)
     return replace(result, files=tuple(out / f.name for f in written))
+
+
+_SCHEDULED = ("lr", "points", "b0", "init_scheme", "init_scale", "seed", "weight_decay")
+
+
+def _scheduled(
+    problem: Problem,
+    schedule: Schedule,
+    out_dir: str | Path | None,
+    force: bool,
+    chosen: Settings,
+    seeds: Any,
+) -> Any:
+    """:func:`compare` with ``schedule=``: :func:`gdln.schedule.compare_schedule`."""
+    from ..schedule._compare import compare_schedule
+
+    refused = sorted(chosen.called - {*_SCHEDULED, "seeds"})
+    if refused:
+        raise SimulationSpecError(
+            f"schedule and {refused[0]}: a schedule's comparison takes "
+            f"{', '.join(_SCHEDULED)} and seeds"
+        )
+    given = {k: getattr(chosen, k) for k in _SCHEDULED if k in chosen.called}
+    return compare_schedule(problem, schedule, out_dir, force=force, seeds=seeds, **given)
 
 
 def _check_outputs(out_dir: str | Path, *, force: bool) -> Path:

@@ -238,11 +238,13 @@ def _metrics(
     }
 
 
-def _plain(b0: Any) -> Any:
-    """``b0`` for JSON: a number, or edge -> number."""
-    if isinstance(b0, Mapping):
-        return {edge_name(e) if isinstance(e, tuple) else str(e): float(v) for e, v in b0.items()}
-    return float(b0)
+def _plain(value: Any) -> Any:
+    """A ``b0`` for JSON: a number, or edge -> number."""
+    if isinstance(value, Mapping):
+        return {
+            edge_name(e) if isinstance(e, tuple) else str(e): float(v) for e, v in value.items()
+        }
+    return float(value)
 
 
 def _write(out: Path, result: ScheduleComparison) -> list[Path]:

@@ -56,7 +56,7 @@ from . import _reduced
 from ._matrix import ContextLosses, check_saddle_weights, matrix_phase
 from ._result import PhaseRun, ScheduleResult
 
-__all__ = ["ROUTES", "run_schedule", "solve_schedule"]
+__all__ = ["ROUTES", "run_schedule", "schedule_solved", "solve_schedule"]
 
 ROUTES = ("contexts", "lambda-balanced", "matrix")
 """The routes of a phase (``PhaseRun.route``), in the order they are tried."""
@@ -569,13 +569,30 @@ def solve_schedule(
     >>> round(float(run.context_loss["context0"][-1]), 3)  # forgot context 0: 1/3
     0.333
     """
+    return schedule_solved(
+        problem, schedule, resolved, times=times, weights=weights, rtol=rtol, atol=atol
+    )
+
+
+def schedule_solved(
+    problem: Problem,
+    schedule: Schedule | None,
+    settings: Settings,
+    *,
+    times: npt.ArrayLike | None = None,
+    weights: Mapping[Any, Any] | None = None,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> ScheduleResult:
+    """:func:`solve_schedule` on the settings resolved at a door (its own, or
+    :func:`gdln.solve`'s with ``schedule=``): ``schedule`` (default: the file's) recorded
+    at ``times`` or ``settings.points`` evenly spaced ones."""
     schedule = problem.schedule if schedule is None else schedule
     if schedule is None:
         raise GdlnError(
             f"{problem.source}: no schedule: add a 'schedule:' section or pass one "
             "(gdln.task.blocked, gdln.task.interleaved)"
         )
-    settings = resolved
     step = settings.lr if settings.dynamics == "gd-map" else None
     total = schedule.duration
     if times is None:

@@ -46,11 +46,13 @@ import numpy as np
 import torch
 
 from .._edge import Edge, edge_name
+from .._lazy import upstairs
 from .._runtime._threads import auto_threads, record_thread
 from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
+from ..task._schedule import Schedule
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
 from ._errors import SimulationSpecError
@@ -76,6 +78,11 @@ TIME_CONVENTION = (
     "the Euler step dt = lr of tau dW/dt = -dL/dW (Eq. 2 of Saxe et al. 2022) with tau = 1; "
     "heavy-ball momentum mu approximates the same flow with dt = lr / (1 - mu)"
 )
+
+
+_TRAINING = frozenset({"optimizer", "batch_size", "momentum", "dtype", "device", "threads"})
+_TRAINING |= {"progress", "record_patterns", "t_max"}
+_SCHEDULED = ("lr", "points", "init_scheme", "init_scale", "b0", "seed", "weight_decay")
 
 
 @door(error=SimulationSpecError, own=("seeds",))
@@ -111,6 +118,7 @@ def simulate(
     rsm: bool = False,
     record_weights: bool = False,
     diverge_above: float = 1e8,
+    schedule: Schedule | None = None,
     resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
     r"""Train the full gated network by gradient descent and record its trajectory.
@@ -218,6 +226,14 @@ def simulate(
     diverge_above
         The run stops with :class:`~gdln.simulation.SimulationDivergedError` once a loss
         is non-finite or above this value.
+    schedule
+        With a Problem: train through this :class:`gdln.task.Schedule` (or the file's,
+        ``problem.schedule``) phase by phase, each phase from the previous one's end
+        weights (:func:`gdln.schedule.simulate_schedule`: every context's loss all along;
+        ``init_scheme="decoupled"`` is the schedule's own decoupled start). It takes
+        ``lr``, ``points``, the start (``init_scheme``, ``init_scale``, ``b0``,
+        ``weights``), ``seeds``, ``seed`` and ``weight_decay``; the schedule gives the
+        number of steps.
 
     Returns
     -------
@@ -267,6 +283,24 @@ def simulate(
     >>> bool((run.loss[-1] < 1e-10).all())
     True
     """
+    if schedule is not None:
+        asked = {
+            "examples": examples, "steps": steps, "eval_examples": eval_examples,
+            "eval_task": eval_task, "bases": bases, "project": project or None,
+            "record_every": record_every, "record_steps": record_steps, "rsm": rsm or None,
+            "record_weights": record_weights or None,
+        }  # fmt: skip
+        asked |= {k: True for k in resolved.called & _TRAINING}
+        refused = sorted(k for k, v in asked.items() if v is not None)
+        if refused or isinstance(source, nx.DiGraph):
+            what = refused[0] if refused else "a graph"
+            raise SimulationSpecError(
+                f"schedule and {what}: a schedule trains a Problem through its phases, "
+                "with lr, points, the start, seeds, seed and weight_decay"
+            )
+        given = {k: getattr(resolved, k) for k in _SCHEDULED if k in resolved.called}
+        simulated = upstairs("gdln.schedule._simulate:simulate_schedule")
+        return simulated(source, schedule, weights=weights, seeds=seeds, **given)
     recording = check_recording(
         record_every=record_every,
         record_steps=record_steps,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy.typing as npt
 
 from .._errors import GdlnError, NotDiagonalizableError, TooManyPathsError
+from .._lazy import upstairs
 from ..reduction._moments import ExpectedDynamics, expected
 from ..reduction._reduce import derive
 from ..reduction._system import Reduction
@@ -24,6 +25,7 @@ from ..settings._choices import ATOL, RTOL
 from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem
+from ..task._schedule import Schedule
 from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory
@@ -54,6 +56,7 @@ def solve(
     lump: str | None = None,
     b0: Any = None,
     weight_decay: float | str | None = None,
+    schedule: Schedule | None = None,
     resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
     r"""Solve the dynamics of a problem: the reduced ODE, or its exact gradient-descent map.
@@ -114,6 +117,12 @@ def solve(
         $-\gamma b$ in its flow and map (the recorded ``loss`` stays Eq. 1, without the
         penalty); ``lump="full"`` is then refused (:func:`gdln.reduce`). (An ``lr``
         given without ``dynamics`` keeps its earlier meaning, the map, with a warning.)
+    schedule
+        With a Problem: follow this :class:`gdln.task.Schedule` (or the file's, with
+        ``problem.schedule``) phase by phase, each phase from the previous one's end
+        (:func:`gdln.solve_schedule`, whose trajectory this returns: every context's loss
+        all along, the phases and their routes in ``meta["schedule"]``; its
+        ``ScheduleResult`` also holds the measures). ``t_max`` is then the schedule's.
 
     Raises
     ------
@@ -148,6 +157,8 @@ def solve(
     Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
     variables) and Eq. (1) (the loss).
     """
+    if schedule is not None:
+        return _scheduled(model, schedule, resolved, times=times, rtol=rtol, atol=atol)
     if not isinstance(model, Problem) and resolved.called & {"route", "lump", "b0", "weight_decay"}:
         raise GdlnError(
             "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
@@ -156,6 +167,17 @@ def solve(
     if resolved.dynamics == "gd-map" and "method" not in resolved.called:
         resolved = dataclasses.replace(resolved, method="auto")  # the file's is the flow's
     return solve_resolved(model, resolved, times=times, rtol=rtol, atol=atol)
+
+
+def _scheduled(model: Any, schedule: Schedule, settings: Settings, **how: Any) -> Trajectory:
+    """:func:`solve` with ``schedule=``: :func:`gdln.solve_schedule`'s body, looked up on
+    use (the schedule room stands above this one)."""
+    if not isinstance(model, Problem):
+        raise GdlnError("solve: schedule= follows a Problem's contexts; pass the problem")
+    if "t_max" in settings.called:
+        raise GdlnError("solve: schedule= and t_max: a schedule lasts the sum of its phases")
+    solved = upstairs("gdln.schedule._engine:schedule_solved")
+    return solved(model, schedule, settings, **how).trajectory
 
 
 def solve_resolved(

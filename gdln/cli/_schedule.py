@@ -27,7 +27,7 @@ from ._common import (
     write,
 )
 
-__all__ = ["compare_summary", "schedule", "schedule_summary"]
+__all__ = ["compare_summary", "schedule", "schedule_summary", "solved", "write_run"]
 
 
 @click.command("schedule")
@@ -107,16 +107,28 @@ def schedule(
     for name in ("init_scale", "seeds"):
         if settings.pop(name) is not None:
             raise CommandLineError(f"--{name.replace('_', '-')}: only with --compare")
+    run = solved(problem, weights_file, settings)
+    if measures is not None:
+        with refusals():
+            run.measures.save(measures, force=force)
+        click.echo(f"wrote {measures}", err=True)
+    write_run(output, file, run)
+
+
+def solved(
+    problem: gdln.Problem, weights_file: str | None, settings: dict[str, Any]
+) -> gdln.ScheduleResult:
+    """The schedule solved from ``--weights`` or the options' start (one public call)."""
     weights = None
     if weights_file is not None:
         if settings["b0"] is not None:
             raise CommandLineError("--weights and --b0: a start from weights has no b0")
         weights = gdln.read_weight_file(problem, weights_file)
-    run = gdln.solve_schedule(problem, weights=weights, **settings)
-    if measures is not None:
-        with refusals():
-            run.measures.save(measures, force=force)
-        click.echo(f"wrote {measures}", err=True)
+    return gdln.solve_schedule(problem, weights=weights, **settings)
+
+
+def write_run(output: Any, file: str, run: gdln.ScheduleResult) -> None:
+    """The summary as text, else the run (without weights) as JSON or CSV."""
     if output.format == "text":
         write(output, schedule_summary(file, run))
         return

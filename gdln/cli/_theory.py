@@ -310,19 +310,10 @@ def _solve_schedule(
     settings: dict[str, Any],
 ) -> None:
     """``gdln solve --schedule``: the file's schedule phase by phase, as ``gdln schedule``."""
-    from ._schedule import schedule_summary
+    from ._schedule import solved, write_run
 
     chosen = for_schedule(settings | {"balanced": balanced_lambda, "kernel": kernel}, SCHEDULED)
-    weights = None
-    if weights_file is not None:
-        if chosen["b0"] is not None:
-            raise CommandLineError("--weights and --b0: a start from weights has no b0")
-        weights = gdln.read_weight_file(problem, weights_file)
-    run = gdln.solve_schedule(problem, weights=weights, **chosen)
-    if output.format == "text":
-        write(output, schedule_summary(file, run))
-        return
-    write(output, gdln.format_trajectory(run.trajectory.without_weights(), output.format))
+    write_run(output, file, solved(problem, weights_file, chosen))
 
 
 def _from_weights(

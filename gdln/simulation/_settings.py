@@ -199,54 +199,10 @@ class SimulationSettings:
 
     Parameters
     ----------
-    optimizer
-        A key of :data:`~gdln.simulation.OPTIMIZERS`: ``"gd"`` (full batch, the default)
-        or ``"sgd"`` (minibatches of ``batch_size`` examples drawn with probability equal
-        to their weight, per seed).
-    batch_size
-        Minibatch size, for ``"sgd"`` only.
-    momentum
-        Heavy-ball momentum $\mu\in[0, 1)$: $b \leftarrow \mu b + \nabla$,
-        $W \leftarrow W - \mathrm{lr}\, b$; the recorded time advances
-        $\mathrm{lr}/(1-\mu)$ per step.
-    dtype
-        One of :data:`~gdln.simulation.DTYPES`: ``"float64"`` or ``"float32"``.
-    device
-        ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:k]"``.
-    threads
-        CPU threads for torch during the run (restored afterwards). ``"auto"`` (the
-        default): chosen from the work of a training step, one thread unless its mean
-        operation is large, and never more than the cores free at the start
-        (:func:`auto_threads <gdln._runtime._threads.auto_threads>`); an int sets them.
-        The trajectory's ``meta["threads"]`` says how many ran. Small networks run fastest
-        on one thread, and on a busy machine several threads can be orders of magnitude
-        slower. With ``"auto"`` on two or more cores the recorded singular values are
-        computed on one more thread beside the training
-        (:func:`record_thread <gdln._runtime._threads.record_thread>`;
-        ``meta["singular_values_thread"]``), with the same values.
-    progress
-        Show a tqdm progress bar: ``"auto"`` when standard error is a terminal.
-    record_every
-        Record at steps ``0, record_every, 2 record_every, ...`` and at the last step;
-        default: about ``points`` evenly spaced steps (``simulate(points=...)``).
-    record_steps
-        Record at exactly these steps instead (ints in ``[0, steps]``, any order, e.g.
-        :func:`~gdln.simulation.log_spaced_steps`; any int sequence, stored as a tuple), or
-        ``"log:N"``: step 0 and N log-spaced steps from 1 to the last. ``record_every``
-        must then be left out (or 1).
-    rsm
-        Record $h_v h_v^\top$ at hidden nodes (Fig. 4g), on the evaluation examples if
-        given, else on the training examples.
-    record_weights
-        Also record every weight matrix as ``"W/<edge>"`` ``(T, S, |t|, |s|)``.
-    diverge_above
-        The run stops with :class:`~gdln.simulation.SimulationDivergedError` once a loss
-        is non-finite or above this value.
-    record_patterns
-        Record, at every recorded step, each ReLU node's activation pattern
-        $1[z_v > 0]$ on every training example as ``"pattern/<node>"``
-        (:attr:`gdln.Trajectory.patterns`), with the weights and, in ``meta``, the
-        training examples: what :func:`gdln.extract` reads the gated network from.
+    optimizer, batch_size, momentum, dtype, device, threads, progress, record_every
+        As the keywords of the same names of :func:`gdln.simulate`.
+    record_steps, rsm, record_weights, diverge_above, record_patterns
+        As the keywords of the same names of :func:`gdln.simulate`.
 
     Raises
     ------

@@ -101,7 +101,10 @@ def door(
     @functools.wraps(function)
     def entered(*args: Any, **kwargs: Any) -> Any:
         try:
-            translate_keywords(name, kwargs, stacklevel=3)
+            try:
+                translate_keywords(name, kwargs, stacklevel=3)
+            except ValueError as err:  # an old spelling whose value cannot move
+                raise SettingError(str(err)) from None
             if not resolving:
                 return function(*args, **kwargs)
             if RESOLVED in kwargs:

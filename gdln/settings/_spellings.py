@@ -129,21 +129,17 @@ def _simulation_settings(allowed: tuple[str, ...] | None) -> Move:
     takes (others refused)."""
 
     def move(values: dict[str, Any], value: Any) -> str:
-        from ._declared import SettingError  # which reads this module's DEPRECATED_KEYS
-
         if value is None:
             return "its keywords"
         if type(value).__name__ != "SimulationSettings" or not dataclasses.is_dataclass(value):
-            raise SettingError(
-                f"settings: expected a SimulationSettings, got {type(value).__name__}"
-            )
+            raise ValueError(f"settings: expected a SimulationSettings, got {type(value).__name__}")
         moved = []
         for f in dataclasses.fields(value):
             given = getattr(value, f.name)
             if given is None or (f.default is not None and given == f.default):
                 continue
             if allowed is not None and f.name not in allowed:
-                raise SettingError(
+                raise ValueError(
                     f"settings: compare uses only {', '.join(allowed)}; got {f.name}={given!r}"
                 )
             if values.get(f.name) is None:

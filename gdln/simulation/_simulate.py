@@ -52,7 +52,6 @@ from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
-from ..task._schedule import Schedule
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
 from ._errors import SimulationSpecError
@@ -70,6 +69,7 @@ from ._workload import warn_if_fixed_point
 
 if TYPE_CHECKING:  # sympy and the graph-file reader stay out of a bare simulation's imports
     from ..task import Problem
+    from ..task._schedule import Schedule
 
 __all__ = ["TIME_CONVENTION", "simulate"]
 

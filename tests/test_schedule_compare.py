@@ -17,9 +17,50 @@ import pytest
 from helpers import GRAPHS, run_cli
 
 import gdln
-from gdln.task import blocked
+from gdln.task import Schedule, blocked, interleaved
 
 CONTEXTS = ["context0", "context1"]
+
+SIGMA_X = np.eye(2) / 3
+SIGMA_YX = {"context0": np.array([[1 / 3, 0.0]]), "context1": np.array([[0.0, 1 / 3]])}
+SIGMA_Y = 1 / 3
+
+
+def _numpy_gd(weights: dict, pathways: int, schedule: Schedule, lr: float) -> np.ndarray:
+    """Full-batch gradient descent of the schedule on the full matrices: ``(steps + 1, 2)``
+    each context's loss 1/2 E[(y - F_c x)^2] after every step, F_c = sum over the pathways
+    context c opens of W2_k W1_k (one always-on pathway, or x -> h_c gated by context c)."""
+    w1 = [np.array(weights[("x", f"h{k}")], dtype=float) for k in range(pathways)]
+    w2 = [np.array(weights[(f"h{k}", "y")], dtype=float) for k in range(pathways)]
+    labels = ["context0", "context1"]
+
+    def gate(c: int, k: int) -> float:
+        return 1.0 if pathways == 1 or k == c else 0.0
+
+    def transfer(c: int) -> np.ndarray:
+        return sum(gate(c, k) * w2[k] @ w1[k] for k in range(pathways))
+
+    def losses() -> list[float]:
+        out = []
+        for c, label in enumerate(labels):
+            f = transfer(c)
+            sxy = SIGMA_YX[label]
+            out.append(0.5 * (SIGMA_Y - 2 * np.sum(f * sxy) + np.trace(f @ SIGMA_X @ f.T)))
+        return out
+
+    rows = [losses()]
+    for phase in schedule.phases:
+        pi = [float(phase.probabilities.get(label, 0)) for label in labels]
+        for _ in range(round(float(phase.duration) / lr)):
+            # dL/dF_c = pi_c (F_c Sigma_x - Sigma_yx^c); chain rule through W2_k W1_k
+            d = [pi[c] * (transfer(c) @ SIGMA_X - SIGMA_YX[lab]) for c, lab in enumerate(labels)]
+            g1 = [sum(gate(c, k) * w2[k].T @ d[c] for c in range(2)) for k in range(pathways)]
+            g2 = [sum(gate(c, k) * d[c] @ w1[k].T for c in range(2)) for k in range(pathways)]
+            for k in range(pathways):
+                w1[k] = w1[k] - lr * g1[k]
+                w2[k] = w2[k] - lr * g2[k]
+            rows.append(losses())
+    return np.array(rows)
 
 
 def _context(pathways: int) -> gdln.Problem:
@@ -122,3 +163,26 @@ def test_solve_simulate_and_compare_take_a_schedule_in_python() -> None:
         gdln.simulate(problem, schedule=schedule, steps=5)
     with pytest.raises(gdln.GdlnError, match="t_max"):
         gdln.solve(problem, schedule=schedule, t_max=3)
+
+
+@pytest.mark.parametrize("pathways", [1, 2])
+def test_simulation_and_map_equal_numpy_gradient_descent_of_the_schedule(pathways: int) -> None:
+    # an independent reference: full-batch gradient descent of the full matrices through
+    # three phases, the gradient by hand from the moments (x ~ U[-1, 1]^2, target x_c)
+    problem = _context(pathways)
+    schedule = Schedule(blocked(CONTEXTS, 1.0).phases + interleaved(CONTEXTS, 1.0).phases)
+    lr, b0 = 0.25, 0.3
+    result = gdln.schedule.compare_schedule(problem, schedule, lr=lr, b0=b0, points=13, seeds=1)
+    start = gdln.reduce(problem, b0=b0, lump="none", route="contexts").decoupled_weights(seed=0)
+    want = _numpy_gd(start, pathways, schedule, lr)
+    steps = np.rint(result.decoupled.t / lr).astype(int)
+    assert steps[-1] == 12 and len(steps) == 13  # every step recorded, boundaries too
+    sim = result.decoupled.context_losses()
+    for c, label in enumerate(CONTEXTS):
+        scale = want[0, c]
+        np.testing.assert_allclose(sim[label][:, 0], want[steps, c], rtol=0, atol=1e-12 * scale)
+        got = result.theory.context_loss[label]
+        np.testing.assert_allclose(got, want[steps, c], rtol=0, atol=1e-12 * scale)
+    # two gated pathways keep the start's bases (reduced map); one pathway does not
+    routes = [p["route"] for p in result.metrics["phases"]]
+    assert routes == (["contexts"] * 3 if pathways == 2 else ["matrix"] * 3)

@@ -26,6 +26,7 @@ import numpy as np
 from .._bounded._npz import FilePlace, read_npz
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, GraphSpecError
+from .._runtime._blas import one_blas_thread
 from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..solution._series import edge_in_key, edge_key, matrix_key
@@ -119,6 +120,7 @@ def read_weight_file(problem: Problem, path: str | Path) -> dict[Edge, np.ndarra
 
 
 @door
+@one_blas_thread()
 def solve_from_weights(
     problem: Problem,
     weights: Mapping[Edge, Any],

@@ -23,7 +23,6 @@ terms of few columns this costs (rows $\times$ columns$^2$), not rows$^2$
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +34,6 @@ __all__ = [
     "Block",
     "BlockKernel",
     "add_block",
-    "one_blas_thread",
     "row_blocks",
 ]
 
@@ -71,18 +69,6 @@ def _whole_or(index: np.ndarray, size: int) -> Any:
     if len(index) == size and np.array_equal(index, np.arange(size)):
         return slice(None)
     return index
-
-
-def one_blas_thread() -> AbstractContextManager[Any]:
-    """One BLAS thread for the kernel's products: they are thin ((rows x width) times its
-    transpose) and elementwise, and threaded BLAS stalls on a machine whose cores other
-    processes hold (a norm of 784 x 784 took 19 ms on two threads, 0.45 ms on one, on the
-    shared 2-core machine at load average 7)."""
-    try:
-        from threadpoolctl import threadpool_limits  # installed with scikit-learn
-    except ImportError:  # pragma: no cover - scikit-learn is a dependency
-        return nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError
+from .._runtime._blas import one_blas_thread
 from ..reduction._moments import ExpectedDynamics
 from ..reduction._system import Reduction
 from ..solution._trajectory import Trajectory
@@ -49,6 +50,7 @@ MATRIX_ROUTE = "matrix"
 """``meta["route"]`` of the full-matrix flow (:func:`gdln.solve`, ``route="matrix"``)."""
 
 
+@one_blas_thread()
 def trajectory_kernels(
     model: Problem | Reduction | ExpectedDynamics, trajectory: Trajectory, *, seed: int = 0
 ) -> TrajectoryKernels:

@@ -27,9 +27,10 @@ import numpy as np
 from .._bounded._limits import beyond, current_limits
 from .._errors import GdlnError
 from .._html import html_table
+from .._runtime._blas import one_blas_thread
 from ..solution._series import KERNEL_DISTANCE, node_key
 from ..solution._trajectory import Trajectory
-from ._kernel_blocks import BlockKernel, Values, one_blas_thread, row_blocks
+from ._kernel_blocks import BlockKernel, Values, row_blocks
 
 __all__ = ["ROUNDING", "KernelSeries", "TrajectoryKernels"]
 

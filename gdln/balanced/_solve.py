@@ -18,6 +18,7 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError
+from .._runtime._blas import one_blas_thread
 from ..solution._recording import Recording
 from ..solution._series import CONTEXT_LOSS, pathway_key
 from ..solution._trajectory import Trajectory
@@ -41,6 +42,7 @@ MAX_POINTS = 1_000_000
 """Most recorded times of one solve."""
 
 
+@one_blas_thread()
 def solve_balanced(
     problem: Problem,
     weights: Mapping[Any, Any],

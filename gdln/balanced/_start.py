@@ -30,6 +30,7 @@ import numpy as np
 
 from .._edge import Edge
 from .._errors import GdlnError
+from .._runtime._blas import one_blas_thread
 from ..task._problem import Problem
 from ._errors import BalancedSpecError
 from ._pathways import Pathway, balanced_pathways
@@ -37,6 +38,7 @@ from ._pathways import Pathway, balanced_pathways
 __all__ = ["balanced_weights"]
 
 
+@one_blas_thread()
 def balanced_weights(
     problem: Problem,
     *,

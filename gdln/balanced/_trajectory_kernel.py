@@ -43,6 +43,7 @@ import numpy as np
 from .._bounded._limits import beyond, current_limits
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
+from .._runtime._blas import one_blas_thread
 from ..reduction._system import Reduction
 from ..solution._series import pathway_key
 from ..solution._trajectory import Trajectory
@@ -151,6 +152,7 @@ def mode_values(reduction: Reduction, trajectory: Trajectory) -> dict[tuple[Edge
     return out
 
 
+@one_blas_thread()
 def decoupled_kernels(
     reduction: Reduction, trajectory: Trajectory, *, seed: int = 0
 ) -> TrajectoryKernels:
@@ -363,6 +365,7 @@ def check_working(problem: Problem, n: int, rows: int, numbers: int) -> None:
         )
 
 
+@one_blas_thread()
 def balanced_kernels(problem: Problem, trajectory: Trajectory) -> TrajectoryKernels:
     r"""The NTK and hidden representations along a λ-balanced solution, from the theory alone.
 

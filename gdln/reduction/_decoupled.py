@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 
 from .._edge import Edge
+from .._runtime._blas import blas_threads
 from ..task._problem import Problem
 from ._bases import Modes
 from ._fixed import fixed_classes
@@ -57,7 +58,8 @@ def hidden_bases(
     for v in nx.topological_sort(graph):
         if graph.in_degree(v) and graph.out_degree(v):
             n = graph.nodes[v]["size"]
-            q, r = np.linalg.qr(rng.standard_normal((n, n)))
+            with blas_threads(n):
+                q, r = np.linalg.qr(rng.standard_normal((n, n)))
             out[v] = q * np.sign(np.diag(r))
     for index, members in enumerate(fixed_classes(graph)):
         hidden = [v for v in members if v in out]

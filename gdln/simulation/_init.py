@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 
 from .._edge import Edge
+from .._runtime._blas import blas_threads
 from ..settings._declared import Settings
 from ..settings._door import door
 from ._errors import SimulationSpecError
@@ -33,7 +34,8 @@ def _draw_xavier(rng: np.random.Generator, rows: int, cols: int, scale: float) -
 
 def _haar_columns(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     """``k`` orthonormal columns in $R^n$, Haar distributed (QR with the sign fix)."""
-    q, r = np.linalg.qr(rng.normal(size=(n, k)))
+    with blas_threads(n):
+        q, r = np.linalg.qr(rng.normal(size=(n, k)))
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
@@ -58,7 +60,8 @@ def _draw_orthogonal(rng: np.random.Generator, rows: int, cols: int, gain: float
     ``rows < cols``.
     """
     wide = rows < cols
-    q, r = np.linalg.qr(rng.normal(size=(cols, rows) if wide else (rows, cols)))
+    with blas_threads(max(rows, cols)):
+        q, r = np.linalg.qr(rng.normal(size=(cols, rows) if wide else (rows, cols)))
     q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
     return gain * (q.T if wide else q)
 

@@ -11,7 +11,7 @@ one evaluation of the flow per weight entry. With ``lr`` it iterates gradient de
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 import networkx as nx
@@ -22,6 +22,7 @@ from scipy.integrate import solve_ivp
 from .._bounded._limits import WorkMeter, check_memory, metering, tick
 from .._edge import Edge, edge_name
 from .._errors import GdlnError
+from .._runtime._blas import SMALL_SIDE, blas_threads
 from ..reduction._reduce import initial_values
 from ..settings._choices import RTOL
 from ..settings._declared import Settings
@@ -45,7 +46,7 @@ ATOL = 1e-13
 """Absolute tolerance (per weight entry) of the same integration."""
 MAX_FULL_STEPS = 10_000_000
 """Most gradient-descent steps :func:`solve_full` iterates with ``lr``."""
-SMALL_PRODUCTS = 1024
+SMALL_PRODUCTS = SMALL_SIDE
 """Largest matrix side for which the flow runs BLAS on one thread (faster for small
 products, and unharmed by a loaded machine, where threaded BLAS stalls)."""
 
@@ -171,13 +172,7 @@ def _blas_threads(plan: FlowPlan, values: Sequence[np.ndarray]) -> AbstractConte
     """One BLAS thread while the flow's products are small (see :data:`SMALL_PRODUCTS`)."""
     sides = [max(w.shape, default=0) for w in values]
     sides += [t.input.shape[0] for t in plan.targets if t.input is not None]
-    if max(sides, default=0) > SMALL_PRODUCTS:
-        return nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits  # installed with scikit-learn
-    except ImportError:  # pragma: no cover - scikit-learn is a dependency
-        return nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    return blas_threads(max(sides, default=0))
 
 
 def _horizon(t_max: float, lr: float | None, n_points: int) -> tuple[float, int]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._edge import edge_name
 from .._errors import GdlnError, NotDiagonalizableError, shorten
+from .._runtime._blas import one_blas_thread
 from ..reduction._quotient import QUOTIENT_ROUTE
 from ..reduction._reduce import derive
 from ..reduction._system import Reduction
@@ -54,6 +55,7 @@ ALIGNED_ASSUMPTIONS = (
 
 
 @door
+@one_blas_thread()
 def timescales(
     problem: Problem,
     *,
@@ -174,6 +176,7 @@ def initial_scale(problem: Problem, settings: Settings) -> float:
     return value
 
 
+@one_blas_thread()
 def aligned_timescales(reduction: Reduction, u0: float, *, ode: bool = True) -> Timescales:
     """The aligned route on a reduction (see :mod:`gdln.stages._aligned`)."""
     source = reduction.problem.source

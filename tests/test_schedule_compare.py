@@ -186,3 +186,18 @@ def test_simulation_and_map_equal_numpy_gradient_descent_of_the_schedule(pathway
     # two gated pathways keep the start's bases (reduced map); one pathway does not
     routes = [p["route"] for p in result.metrics["phases"]]
     assert routes == (["contexts"] * 3 if pathways == 2 else ["matrix"] * 3)
+
+
+def test_every_random_scheme_starts_the_random_simulation() -> None:
+    # the random simulation takes each random scheme of gdln.settings.INITS as asked
+    problem = _context(2)
+    schedule = blocked(CONTEXTS, 0.5)
+    for scheme in ("singular", "orthogonal"):
+        result = gdln.schedule.compare_schedule(
+            problem, schedule, lr=0.25, init_scheme=scheme, init_scale=0.25, seeds=1, points=3
+        )
+        assert result.metrics["random_start"]["init_scheme"] == scheme
+        # both schemes start every singular value at the initial scale (xavier would not)
+        for key, sv in result.random.series.items():
+            if key.startswith("sv/"):
+                np.testing.assert_allclose(sv[0], 0.25, rtol=1e-12)

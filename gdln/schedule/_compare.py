@@ -24,6 +24,7 @@ import numpy as np
 from .._edge import edge_name
 from ..comparison._figures import save_figure
 from ..outputs import atomic_folder, check_folder
+from ..settings._choices import INITS
 from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..simulation._errors import SimulationSpecError
@@ -39,7 +40,7 @@ __all__ = ["SCHEDULE_FILES", "ScheduleComparison", "compare_schedule"]
 SCHEDULE_FILES = ("schedule_loss.png", "metrics.json", "theory.json")
 """The files :func:`compare_schedule` writes into its folder."""
 
-RANDOM = ("xavier", "he", "lecun", "singular")
+RANDOM = tuple(name for name in INITS if name not in ("given", "decoupled"))
 """The random starts of the second simulation (the decoupled one is always made)."""
 
 
@@ -107,8 +108,8 @@ def compare_schedule(
     b0
         The start of the reduced variables and of the decoupled simulation (Eq. 9).
     init_scheme, init_scale, seeds, seed
-        The random simulation's start (a random scheme; ``"decoupled"`` reads as the
-        default ``"xavier"``) and its seeds; ``seed`` also draws the hidden bases of the
+        The random simulation's start (a random scheme of
+        :data:`gdln.settings.INITS`; ``"decoupled"`` and ``"given"`` read as ``"xavier"``) and its seeds; ``seed`` also draws the hidden bases of the
         decoupled start.
     weight_decay
         $\gamma$ of the theory and of both simulations alike.

@@ -105,20 +105,21 @@ def door(
                 translate_keywords(name, kwargs, stacklevel=3)
             except ValueError as err:  # an old spelling whose value cannot move
                 raise SettingError(str(err)) from None
-            if not resolving:
-                return function(*args, **kwargs)
-            if RESOLVED in kwargs:
-                raise TypeError(f"{name}() got an unexpected keyword argument {RESOLVED!r}")
-            bound = public.bind(*args, **kwargs)
-            given = {n: bound.arguments[n] for n in names if n in bound.arguments}
-            for n in own:  # a value the function reads itself (explicit seeds)
-                if _listed(given.get(n)):
-                    del given[n]
-            resolved = settings_of(bound.arguments.get(first)).given(**given)
-        except SettingError as err:
+            if resolving:
+                if RESOLVED in kwargs:
+                    raise TypeError(f"{name}() got an unexpected keyword argument {RESOLVED!r}")
+                bound = public.bind(*args, **kwargs)
+                given = {n: bound.arguments[n] for n in names if n in bound.arguments}
+                for n in own:  # a value the function reads itself (explicit seeds)
+                    if _listed(given.get(n)):
+                        del given[n]
+                resolved = settings_of(bound.arguments.get(first)).given(**given)
+        except SettingError as err:  # the door's own refusals, never the body's
             if error is None:
                 raise
             raise error(str(err)) from None
+        if not resolving:
+            return function(*args, **kwargs)
         called = frozenset(k for k, v in given.items() if v is not None)
         resolved = dataclasses.replace(resolved, called=called)  # this call's, no other's
         return function(*args, **kwargs, resolved=resolved)

@@ -55,7 +55,7 @@ from bench_simulate import _dense_routing  # noqa: E402
 
 import gdln  # noqa: E402
 import gdln.simulation._simulate as simulate_module  # noqa: E402
-from gdln import SimulationSettings, simulate  # noqa: E402
+from gdln import simulate  # noqa: E402
 
 TRAIN = simulate_module.train
 LOOP: list[float] = []  # the time of the last call's training loop
@@ -94,14 +94,14 @@ class Gdln:
 
     def __init__(self, problem, dtype: str, device: str) -> None:  # type: ignore[no-untyped-def]
         self.problem, self.examples, self.device = problem, problem.examples(), device
-        self.settings = SimulationSettings(dtype=dtype, device=device, record_every=10**6)
+        self.settings = dict(dtype=dtype, device=device, record_every=10**6, progress=False)
         self.threads = 0
 
     def run(self, steps: int) -> float:
         def call() -> None:
             run = simulate(
                 self.problem.graph, self.examples, steps=steps, lr=LR, init_scale=0.2, seeds=1,
-                settings=self.settings,
+                **self.settings,
             )  # fmt: skip
             self.threads = run.meta["threads"]
             _sync(self.device)
@@ -226,6 +226,32 @@ class Jax:
         return np.asarray(values, dtype=np.float64)
 
 
+class JaxStates(Jax):
+    """gdln's formulation in JAX: the hidden layers on the examples' distinct input rows
+    only (4 M rows on routing, not 4 K M), each example's output gathered from its row;
+    ``jit`` of ``lax.scan`` as above."""
+
+    def _arrays(self, dtype: str):  # type: ignore[no-untyped-def]
+        (x, gate, y, w), W = super()._arrays(dtype)
+        rows, index = np.unique(np.asarray(x), axis=0, return_inverse=True)
+        as_jax = self.jax.numpy.asarray
+        return (as_jax(rows), as_jax(index.ravel()), gate, y, w), W
+
+    def _runner(self, steps: int, data):  # type: ignore[no-untyped-def]
+        jax = self.jax
+        rows, index, gate, y, w = data
+
+        def loss(W):  # type: ignore[no-untyped-def]
+            out = (((rows @ W[0].T) @ W[1].T) @ W[2].T)[index] * gate
+            return (0.5 * ((y - out) ** 2).sum(-1)) @ w
+
+        def step(W, _):  # type: ignore[no-untyped-def]
+            value, grads = jax.value_and_grad(loss)(W)
+            return tuple(a - LR * g for a, g in zip(W, grads, strict=True)), value
+
+        return jax.jit(lambda W: jax.lax.scan(step, W, None, length=steps))
+
+
 def _cell(values: list[float], scale: float = 1e3) -> str:
     v = np.asarray(values) * scale
     return f"{np.median(v):.3g} [{v.min():.3g}-{v.max():.3g}]"
@@ -237,7 +263,9 @@ def row(name: str, *, device: str, repeat: int, quick: bool, skip: set[str]) -> 
     problem = gdln.load(ROOT / "graphs" / "routing.yaml", params=spec["params"])
     dtype = spec["dtype"]
     print(f"\n## {name}: routing {spec['params']}, {dtype}, 1 seed, {steps} steps, {device}")
-    makers = {"gdln": Gdln, "hand": Hand, "compiled": Compiled, "jax": Jax}
+    makers = {
+        "gdln": Gdln, "hand": Hand, "compiled": Compiled, "jax": Jax, "jax-states": JaxStates,
+    }  # fmt: skip
     impls, first = {}, {}
     for label, make in makers.items():
         if label in skip:

@@ -60,6 +60,13 @@ __all__ = ["compare", "simulate"]
     is_flag=True,
     help="Record each edge's weights projected on the reduction's mode vectors.",
 )
+@click.option(
+    "--no-singular-values",
+    "no_singular_values",
+    is_flag=True,
+    help="Leave out the singular values of every weight matrix (an SVD per edge at every "
+    "record: most of a wide network's run).",
+)
 def simulate(
     file: str,
     params: tuple[str, ...],
@@ -70,6 +77,7 @@ def simulate(
     eval_task: str | None,
     rsm: bool,
     project: bool,
+    no_singular_values: bool,
     follow_schedule: bool,
     **settings: Any,
 ) -> None:
@@ -87,6 +95,7 @@ def simulate(
     output = output_file(out, None, force, formats=("npz", "json"))
     if follow_schedule:
         extra = {"record_steps": record_steps, "eval_task": eval_task, "rsm": rsm}
+        extra["no_singular_values"] = no_singular_values
         chosen = for_schedule(settings | extra | {"project": project}, SIMULATED)
         trajectory = gdln.schedule.simulate_schedule(load_problem(file, params, task), **chosen)
     else:
@@ -96,6 +105,7 @@ def simulate(
             project=project,
             record_steps=record_steps,
             rsm=rsm,
+            record_singular_values=not no_singular_values,
             **settings,
         )
     assert output.path is not None

@@ -99,6 +99,7 @@ def _decoupled_run(problem: Problem, plan: Plan, reduction: Any) -> dict[str, An
         weights={(str(u), str(v)): w for (u, v), w in weights.items()},
         seeds=[seed],  # one run: given weights and full-batch steps make every seed alike
         bases=reduction.decoupled_bases(seed=seed),
+        record_singular_values=False,  # its modes are the projections; nothing reads these
     )
 
 

@@ -94,7 +94,7 @@ DECLARED += ("progress", "record_patterns")
 
 
 RECORDING: tuple[str, ...] = ("record_every", "record_steps", "rsm", "record_weights")
-RECORDING += ("diverge_above",)
+RECORDING += ("record_singular_values", "diverge_above")
 """The keywords of :func:`gdln.simulate` that say what a run records and when it stops
 (not settings of a problem: they belong to one call)."""
 
@@ -105,6 +105,7 @@ def check_recording(
     record_steps: Any = None,
     rsm: Any = False,
     record_weights: Any = False,
+    record_singular_values: Any = True,
     diverge_above: Any = 1e8,
 ) -> dict[str, Any]:
     """The recording keywords of :func:`gdln.simulate` checked (:data:`RECORDING`):
@@ -125,13 +126,16 @@ def check_recording(
                 "record_steps: give either record_steps or record_every, got both "
                 f"(record_every={record_every!r})"
             )
-    for name, value in (("rsm", rsm), ("record_weights", record_weights)):
+    flags = {"rsm": rsm, "record_weights": record_weights}
+    flags["record_singular_values"] = record_singular_values
+    for name, value in flags.items():
         _check_flag(name, value)
     return {
         "record_every": record_every,
         "record_steps": record_steps,
         "rsm": rsm,
         "record_weights": record_weights,
+        "record_singular_values": record_singular_values,
         "diverge_above": diverge_above,
     }
 
@@ -250,5 +254,6 @@ class SimulationSettings:
                 raise SimulationSpecError(str(err)) from None
         if self.batch_size is not None and self.optimizer is not None:
             check_minibatch(self.optimizer, self.batch_size)
-        checked = check_recording(**{name: getattr(self, name) for name in RECORDING})
+        own = (name for name in RECORDING if hasattr(self, name))  # the old type's fields
+        checked = check_recording(**{name: getattr(self, name) for name in own})
         object.__setattr__(self, "record_steps", checked["record_steps"])

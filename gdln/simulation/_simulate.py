@@ -117,6 +117,7 @@ def simulate(
     record_steps: Sequence[int] | str | None = None,
     rsm: bool = False,
     record_weights: bool = False,
+    record_singular_values: bool = True,
     diverge_above: float = 1e8,
     schedule: Schedule | None = None,
     resolved: Settings = AT_THE_DOOR,
@@ -223,6 +224,10 @@ def simulate(
         given, else on the training examples.
     record_weights
         Also record every weight matrix as ``"W/<edge>"`` ``(T, S, |t|, |s|)``.
+    record_singular_values
+        Record every weight matrix's singular values as ``"sv/<edge>"`` (the default).
+        Each record takes an SVD of every edge: with 201 records at hidden width 1024
+        they cost several times the training. ``False`` leaves them out.
     diverge_above
         The run stops with :class:`~gdln.simulation.SimulationDivergedError` once a loss
         is non-finite or above this value.
@@ -289,6 +294,7 @@ def simulate(
             "eval_task": eval_task, "bases": bases, "project": project or None,
             "record_every": record_every, "record_steps": record_steps, "rsm": rsm or None,
             "record_weights": record_weights or None,
+            "record_singular_values": None if record_singular_values else False,
         }  # fmt: skip
         asked |= {k: True for k in resolved.called & _TRAINING}
         refused = sorted(k for k, v in asked.items() if v is not None)
@@ -306,6 +312,7 @@ def simulate(
         record_steps=record_steps,
         rsm=rsm,
         record_weights=record_weights,
+        record_singular_values=record_singular_values,
         diverge_above=diverge_above,
     )
     start = start_of(
@@ -350,7 +357,7 @@ def _run(start: Start) -> Trajectory:
         if start.eval_examples is None
         else tensorise(net, start.eval_examples, "eval_examples", dtype, device)
     )
-    beside = record_thread(device, start.threads)
+    beside = start.recording.singular_values and record_thread(device, start.threads)
     recorder = Recorder(
         net,
         data,
@@ -359,6 +366,7 @@ def _run(start: Start) -> Trajectory:
         start.recording.rsm,
         start.recording.weights or start.patterns,
         background=beside,
+        singular_values=start.recording.singular_values,
         patterns=tuple(v for v in net.hidden if v in net.relu) if start.patterns else (),
     )
     fixed = fixed_edges(net)

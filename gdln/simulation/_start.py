@@ -165,7 +165,12 @@ def start_of(
         threads=chosen.threads,
         progress=chosen.progress,
         diverge_above=recording["diverge_above"],
-        recording=Recording(**when, weights=recording["record_weights"], rsm=recording["rsm"]),
+        recording=Recording(
+            **when,
+            weights=recording["record_weights"],
+            rsm=recording["rsm"],
+            singular_values=recording["record_singular_values"],
+        ),
         patterns=bool(chosen.record_patterns),
     )
 

@@ -46,6 +46,9 @@ class Recording:
         Record the weight matrices too (``W/<edge>``, ``W[<edge>]``).
     rsm
         Record the representational similarity $h_vh_v^\top$ at hidden nodes.
+    singular_values
+        Record the singular values of every weight matrix (``sv/<edge>``); a full SVD per
+        edge at every record, most of a wide network's run when it records often.
 
     Raises
     ------
@@ -69,6 +72,7 @@ class Recording:
     steps: tuple[int, ...] | None = None
     weights: bool = False
     rsm: bool = False
+    singular_values: bool = True
 
     def __post_init__(self) -> None:
         given = [name for name in _WHEN if getattr(self, name) is not None]
@@ -90,7 +94,7 @@ class Recording:
             if not steps or not all(_count(k, 0) for k in steps):
                 raise ValueError(f"steps: expected integers >= 0, got {steps!r:.60}")
             object.__setattr__(self, "steps", tuple(int(k) for k in steps))
-        for name in ("weights", "rsm"):
+        for name in ("weights", "rsm", "singular_values"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected True or False")
 
@@ -99,6 +103,7 @@ class Recording:
         value = getattr(self, when)
         shown = f"<{len(value)}>" if isinstance(value, tuple) and len(value) > 6 else repr(value)
         extra = "".join(f", {name}=True" for name in ("weights", "rsm") if getattr(self, name))
+        extra += "" if self.singular_values else ", singular_values=False"
         return f"Recording({when}={shown}{extra})"
 
     def times_of(self, t_max: float) -> np.ndarray:
@@ -170,14 +175,16 @@ class Recording:
         -------
         dict
             The one of ``points``, ``times``, ``every``, ``steps`` given, ``weights``
-            and ``rsm``.
+            and ``rsm``, and ``singular_values`` where it is ``False`` (so that an earlier
+            release, which knows no such key, reads what it can).
         """
         out: dict[str, Any] = {
             name: list(v) if isinstance(v, tuple) else v
             for name in _WHEN
             if (v := getattr(self, name)) is not None
         }
-        return out | {"weights": self.weights, "rsm": self.rsm}
+        out |= {"weights": self.weights, "rsm": self.rsm}
+        return out if self.singular_values else out | {"singular_values": False}
 
     @classmethod
     def from_json(cls, value: Any) -> Recording:
@@ -198,7 +205,7 @@ class Recording:
         ValueError
             ``value`` is not such a description (naming what is wrong).
         """
-        known = {*_WHEN, "weights", "rsm"}
+        known = {*_WHEN, "weights", "rsm", "singular_values"}
         if not isinstance(value, Mapping) or set(value) - known:
             raise ValueError(f"expected a mapping of {', '.join(sorted(known))}")
         given = dict(value)

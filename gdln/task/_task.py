@@ -466,9 +466,17 @@ class Task:
         outputs = [v for v in graph.nodes if graph.out_degree(v) == 0]
         gated: list[Hashable] = [v for v in graph.nodes if graph.nodes[v].get("gated")]
         gated += [e for e in graph.edges if graph.edges[e].get("gated")]
-        blocks: dict[str, list[np.ndarray]] = {v: [] for v in inputs + outputs}
-        gate_cols: dict[Hashable, list[np.ndarray]] = {g: [] for g in gated}
-        weights, context = [], []
+        column = {g: j for j, g in enumerate(gated)}
+        counts = [len(realized[c.dataset][1]) for c in self.contexts]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        total = int(starts[-1])
+        # every array at its full length, then each context's rows filled from what it
+        # binds: the work grows with the bindings, not contexts x nodes (M = 100: 800 000
+        # small arrays before)
+        ins = {v: np.zeros((total, sizes[v])) for v in inputs}
+        outs = {v: np.zeros((total, sizes[v])) for v in outputs}
+        gate_values = np.zeros((len(self.contexts), len(gated)))
+        weights = np.empty(total)
         for index, c in enumerate(self.contexts):
             for value in (c.probability, *c.gates.values()):  # numbers only from here on
                 if is_symbolic(value):
@@ -476,22 +484,21 @@ class Task:
                         f"context {c.label!r}: " + unbound_message(value.free_symbols)
                     )
             arrays, w = realized[c.dataset]
-            n = len(w)
-            for v, bound in ((v, c.inputs) for v in inputs):
-                blocks[v].append(arrays[bound[v]] if v in bound else np.zeros((n, sizes[v])))
-            for v in outputs:
-                bound = c.targets
-                blocks[v].append(arrays[bound[v]] if v in bound else np.zeros((n, sizes[v])))
-            for g in gated:
-                gate_cols[g].append(np.full(n, float(c.gates.get(g, 0))))
-            weights.append(float(c.probability) * w)
-            context.append(np.full(n, index))
+            rows = slice(starts[index], starts[index + 1])
+            for blocks, bound in ((ins, c.inputs), (outs, c.targets)):
+                for v, name in bound.items():
+                    if v in blocks:
+                        blocks[v][rows] = arrays[name]
+            for g, value in c.gates.items():
+                if g in column:
+                    gate_values[index, column[g]] = float(value)
+            weights[rows] = float(c.probability) * w
         return ExampleSet(
-            inputs={v: np.concatenate(blocks[v]) for v in inputs},
-            targets={v: np.concatenate(blocks[v]) for v in outputs},
-            gates={g: np.concatenate(cols) for g, cols in gate_cols.items()},
-            weights=np.concatenate(weights),
-            context=np.concatenate(context),
+            inputs=ins,
+            targets=outs,
+            gates={g: np.repeat(gate_values[:, j], counts) for g, j in column.items()},
+            weights=weights,
+            context=np.repeat(np.arange(len(self.contexts)), counts),
             context_labels=tuple(c.label for c in self.contexts),
             random_gates=dict(self.random_gates),
         )

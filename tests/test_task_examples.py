@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 from helpers import GRAPHS, load
 
-import gdln
-
 CASES = [(path.stem, {}) for path in sorted(GRAPHS.glob("*.yaml"))]
 CASES += [("routing", {"M": 12, "K": 5, "hidden": 4})]
 

@@ -279,8 +279,10 @@ def row(name: str, *, device: str, repeat: int, quick: bool, skip: set[str]) -> 
             print(f"# {label}: skipped ({type(error).__name__}: {str(error)[:80]})")
     per_step: dict[str, list[float]] = {label: [] for label in impls}
     whole: dict[str, list[float]] = {label: [] for label in impls}
+    cpu: dict[str, float] = dict.fromkeys(impls, 0.0)  # CPU seconds of the repeats
     for _ in range(repeat):
         for label, impl in impls.items():
+            start = time.process_time()
             if label == "gdln":
                 whole[label].append(impl.run(steps))
                 per_step[label].append(LOOP[-1] / (steps + 1))
@@ -288,9 +290,10 @@ def row(name: str, *, device: str, repeat: int, quick: bool, skip: set[str]) -> 
                 t = impl.run(steps)
                 per_step[label].append(t / steps)
                 whole[label].append(t)
+            cpu[label] += time.process_time() - start
     exact = impls["gdln"].losses(3) if "gdln" in impls else None
     print(f"{'':<10} {'ms per step':>24} {'first call s':>13} {'later calls s':>22} "
-          f"{'gdln faster':>12} {'losses vs gdln':>15}")  # fmt: skip
+          f"{'gdln faster':>12} {'losses vs gdln':>15} {'CPU/wall':>9}")  # fmt: skip
     ours = np.median(per_step["gdln"]) if "gdln" in per_step else float("nan")
     for label in impls:
         agree = ""
@@ -305,7 +308,8 @@ def row(name: str, *, device: str, repeat: int, quick: bool, skip: set[str]) -> 
         ratio = np.median(per_step[label]) / ours
         print(
             f"{label:<10} {_cell(per_step[label]):>24} {first[label]:>13.3g} "
-            f"{_cell(whole[label], 1):>22} {ratio:>11.2f}x {agree:>15}"
+            f"{_cell(whole[label], 1):>22} {ratio:>11.2f}x {agree:>15} "
+            f"{cpu[label] / sum(whole[label]):>9.2f}"
         )
     if "compiled" in per_step and "hand" in per_step:
         saved = np.median(per_step["hand"]) - np.median(per_step["compiled"])

@@ -1,0 +1,190 @@
+"""Issue 38's speed goals in one side-by-side run: the README's compare, the Fig. 4e ODE,
+a training step against JAX, and what the imports alone cost.
+
+Rows (each alternates this tree with ``--before REF`` where given, so both see the same
+load; the load average is printed at the start and the end):
+
+* ``compare``: the README's ``gdln compare graphs/routing.yaml --param hidden=64 --lr
+  0.05 --t-max 40 --b0 0.1`` in a fresh process: CPU seconds (user + system of the
+  process and its children, the operating system's accounting) and wall seconds.
+* ``imports``: CPU seconds of ``import X`` in a fresh process, less a bare interpreter's,
+  for the libraries compare loads (torch in its simulation process, the rest in the main
+  one): the floor under compare's CPU time.
+* ``ode``: ``gdln.solve`` of Fig. 4e (routing M = 7, K = 4, hidden 64, b0 = 0.1,
+  ``lump="symmetry"``, t = 40, 201 points) in a fresh process: median milliseconds of 40
+  solves after one, and the largest distance of its loss from scipy's ``solve_ivp``
+  DOP853 at rtol 1e-13 on the same right-hand side, as a fraction of L(0).
+* ``step`` (this tree only; the training code is ``--before``'s too): ms per step at
+  Fig. 4e (float64, 1 seed, 800 steps, one thread) of gdln, the plain network in JAX
+  (``jit`` of ``lax.scan``) and gdln's distinct-states formulation in JAX
+  (``bench_step.py``'s ``jax`` and ``jax-states`` rows; needs ``pip install -e
+  ".[bench]"``).
+
+    python benchmarks/bench_goals.py [--before REF] [--repeat 7] [--only compare,ode,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPARE = ["compare", "routing", "--param", "hidden=64", "--lr", "0.05", "--t-max", "40"]
+COMPARE += ["--b0", "0.1", "--no-progress"]
+LIBRARIES = ("torch", "sympy", "scipy.integrate", "matplotlib.pyplot", "networkx", "numpy")
+
+ODE = """
+import sys, time
+import numpy as np
+from scipy.integrate import solve_ivp
+import gdln
+problem = gdln.load("routing", params={"M": "7", "K": "4", "hidden": "64"})
+reduction = gdln.reduce(problem, lump="symmetry", b0=0.1)
+trajectory = gdln.solve(reduction, t_max=40.0)
+times = []
+for _ in range(40):
+    start = time.perf_counter()
+    trajectory = gdln.solve(reduction, t_max=40.0)
+    times.append(time.perf_counter() - start)
+flow = reduction.numeric_flow()
+c = np.asarray(flow.constants, dtype=float)
+tight = solve_ivp(lambda t, y: flow.rhs(y, c), (0.0, 40.0), flow.y0, method="DOP853",
+                  t_eval=trajectory.t, rtol=1e-13, atol=1e-16)
+loss = flow.record(tight.y.T[:, :, None], c[:, None]).loss[:, 0]
+error = np.max(np.abs(trajectory.loss - loss)) / loss[0]
+print("@@", 1e3 * float(np.median(times)), float(error))
+"""
+
+
+def _model() -> str:
+    """The processor's model name (Linux), else ``""``."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((s.split(":", 1)[1].strip() for s in lines if s.startswith("model name")), "")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _process(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """CPU and wall seconds of a fresh process (its children included), and its output."""
+    cpu, start = _children_cpu(), time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
+    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:4])}... failed:\n{done.stderr[-2000:]}")
+    return cpu, wall, done.stdout
+
+
+def _tree(ref: str, into: Path) -> Path:
+    """The files of git revision ``ref`` under ``into``."""
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True)
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def _cell(values: list[float], digits: str = ".2f") -> str:
+    return f"{statistics.median(values):{digits}} [{min(values):{digits}}-{max(values):{digits}}]"
+
+
+def compare_rows(trees: dict[str, Path], repeat: int, tmp: Path) -> None:
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
+    wall: dict[str, list[float]] = {name: [] for name in trees}
+    for r in range(repeat + 1):  # the first round warms the disk cache, not counted
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            argv = [sys.executable, "-m", "gdln", *COMPARE, "-o", str(tmp / f"{name}-{r}")]
+            c, w, _ = _process(argv, env, tmp)
+            if r:
+                cpu[name].append(c)
+                wall[name].append(w)
+    print(f"\n## compare, whole process, median [min-max] of {repeat}")
+    print(f"{'tree':<10} {'CPU s':>20} {'wall s':>20}")
+    for name in trees:
+        print(f"{name:<10} {_cell(cpu[name]):>20} {_cell(wall[name]):>20}")
+
+
+def import_rows(repeat: int, tmp: Path) -> None:
+    env = dict(os.environ)
+    spent: dict[str, list[float]] = {name: [] for name in ("(bare)", *LIBRARIES)}
+    for _ in range(repeat):
+        for name in spent:
+            code = "pass" if name == "(bare)" else f"import {name}"
+            spent[name].append(_process([sys.executable, "-c", code], env, tmp)[0])
+    bare = statistics.median(spent["(bare)"])
+    print(
+        f"\n## imports: CPU s in a fresh process less a bare one ({bare:.2f} s), median of {repeat}"
+    )
+    for name in LIBRARIES:
+        print(f"{name:<20} {statistics.median(spent[name]) - bare:>6.2f}")
+
+
+def ode_rows(trees: dict[str, Path], repeat: int, tmp: Path) -> None:
+    ms: dict[str, list[float]] = {name: [] for name in trees}
+    error: dict[str, float] = {}
+    for _ in range(repeat):
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            out = _process([sys.executable, "-c", ODE], env, tmp)[2]
+            line = next(s for s in out.splitlines() if s.startswith("@@"))
+            value, err = (float(x) for x in line.split()[1:])
+            ms[name].append(value)
+            error[name] = err
+    print(f"\n## Fig. 4e reduced ODE, gdln.solve defaults; median [min-max] of {repeat} processes")
+    print(f"{'tree':<10} {'ms per solve':>22} {'max |loss - tight| / L(0)':>27}")
+    for name in trees:
+        print(f"{name:<10} {_cell(ms[name]):>22} {error[name]:>27.2g}")
+
+
+def step_rows(repeat: int) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.argv = [sys.argv[0]]  # bench_step reads --device from the command line
+    import bench_step
+
+    bench_step.row("fig4e", device="cpu", repeat=repeat, quick=False, skip={"compiled"})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default=None, help="a git revision to run beside")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--only", default="compare,imports,ode,step")
+    args = parser.parse_args()
+    rows = set(args.only.split(","))
+    print(
+        f"# {platform.machine()} {_model()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}; load average {os.getloadavg()[0]:.2f} at the start"
+    )
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        trees = {"now": ROOT}
+        if args.before:
+            trees["before"] = _tree(args.before, tmp / "before")
+        if "compare" in rows:
+            compare_rows(trees, args.repeat, tmp)
+        if "imports" in rows:
+            import_rows(args.repeat, tmp)
+        if "ode" in rows:
+            ode_rows(trees, args.repeat, tmp)
+    if "step" in rows:
+        step_rows(args.repeat)
+    print(f"# load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -155,7 +155,9 @@ def step_rows(repeat: int) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.argv = [sys.argv[0]]  # bench_step reads --device from the command line
     import bench_step
+    import torch
 
+    torch.set_num_threads(1)  # the loops on one thread, as bench_step.py's default
     bench_step.row("fig4e", device="cpu", repeat=repeat, quick=False, skip={"compiled"})
 
 

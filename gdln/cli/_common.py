@@ -183,17 +183,24 @@ def schedule_option(fn: F) -> F:
     )(fn)
 
 
-def for_schedule(settings: dict[str, Any], takes: tuple[str, ...]) -> dict[str, Any]:
-    """The options a schedule takes, from a command's ``settings``; an option it does not
-    take, given, is refused (``--schedule and --t-max: ...``)."""
+def for_schedule(settings: dict[str, Any], form: str) -> dict[str, Any]:
+    """The options the schedule form of ``form`` takes (``SCHEDULE_TAKES``), from a
+    command's ``settings``; an option it does not take, given, is refused
+    (``--schedule and --t-max: ...``)."""
+    takes = gdln.task.SCHEDULE_TAKES[form]
     for name, value in settings.items():
         if name not in takes and value not in (None, False):
-            option = "--" + name.replace("_", "-")
             raise CommandLineError(
-                f"--schedule and {option}: a schedule takes its length from its phases and "
-                f"takes only {', '.join('--' + t.replace('_', '-') for t in takes)}"
+                f"--schedule and {_option(name)}: a schedule takes its length from its "
+                f"phases, and {form} --schedule takes only "
+                f"{', '.join(_option(t) for t in takes)}"
             )
     return {name: settings[name] for name in takes if name in settings}
+
+
+def _option(name: str) -> str:
+    """The command-line option of a keyword: ``init_scale`` -> ``--init-scale``."""
+    return "--" + name.replace("_", "-")
 
 
 def terminal_width(output: Output) -> int:

@@ -96,7 +96,7 @@ def simulate(
     if follow_schedule:
         extra = {"record_steps": record_steps, "eval_task": eval_task, "rsm": rsm}
         extra["no_singular_values"] = no_singular_values
-        chosen = for_schedule(settings | extra | {"project": project}, SIMULATED)
+        chosen = for_schedule(settings | extra | {"project": project}, "simulate")
         trajectory = gdln.schedule.simulate_schedule(load_problem(file, params, task), **chosen)
     else:
         trajectory = gdln.simulate(
@@ -155,7 +155,7 @@ def compare(
     """
     folder = output_folder(out, force)
     if follow_schedule:
-        chosen = for_schedule(settings, SIMULATED)
+        chosen = for_schedule(settings, "compare")
         problem = load_problem(file, params, task)
         with refusals():
             result = gdln.schedule.compare_schedule(problem, None, folder, force=force, **chosen)
@@ -165,10 +165,6 @@ def compare(
     with refusals(), gdln.comparison.start_simulations():
         result = gdln.compare(load_problem(file, params, task), folder, force=force, **settings)
     echo(f"wrote {folder}\n{_compare_summary(result.metrics)}", err=True)
-
-
-SIMULATED = ("lr", "points", "init_scheme", "init_scale", "b0", "seeds", "seed", "weight_decay")
-"""The options of ``gdln simulate --schedule`` and ``gdln compare --schedule``."""
 
 
 def _compare_summary(m: Any) -> str:

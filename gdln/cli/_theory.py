@@ -296,10 +296,6 @@ def solve(
     write(output, gdln.format_trajectory(trajectory.without_weights(), output.format))
 
 
-SCHEDULED = ("lump", "b0", "route", "lr", "weight_decay", "dynamics", "points", "method")
-"""The options of ``gdln solve --schedule`` (those of ``gdln schedule`` but the seed)."""
-
-
 def _solve_schedule(
     problem: gdln.Problem,
     file: str,
@@ -312,7 +308,7 @@ def _solve_schedule(
     """``gdln solve --schedule``: the file's schedule phase by phase, as ``gdln schedule``."""
     from ._schedule import solved, write_run
 
-    chosen = for_schedule(settings | {"balanced": balanced_lambda, "kernel": kernel}, SCHEDULED)
+    chosen = for_schedule(settings | {"balanced": balanced_lambda, "kernel": kernel}, "solve")
     write_run(output, file, solved(problem, weights_file, chosen))
 
 

@@ -48,6 +48,7 @@ from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
 from ..task._schedule import Schedule
+from ..task._scheduled import SCHEDULE_TAKES, refusal
 from ._figures import plot_loss, plot_singular_values
 from ._metrics import Runs
 from ._plan import plan_of, theory_route
@@ -261,9 +262,6 @@ def compare(
     return replace(result, files=tuple(out / f.name for f in written))
 
 
-_SCHEDULED = ("lr", "points", "b0", "init_scheme", "init_scale", "seed", "weight_decay")
-
-
 def _scheduled(
     problem: Problem,
     schedule: Schedule,
@@ -275,13 +273,11 @@ def _scheduled(
     """:func:`compare` with ``schedule=``: :func:`gdln.schedule.compare_schedule`."""
     from ..schedule._compare import compare_schedule
 
-    refused = sorted(chosen.called - {*_SCHEDULED, "seeds"})
+    takes = SCHEDULE_TAKES["compare"]
+    refused = sorted(chosen.called - set(takes))
     if refused:
-        raise SimulationSpecError(
-            f"schedule and {refused[0]}: a schedule's comparison takes "
-            f"{', '.join(_SCHEDULED)} and seeds"
-        )
-    given = {k: getattr(chosen, k) for k in _SCHEDULED if k in chosen.called}
+        raise SimulationSpecError(refusal("compare", refused[0]))
+    given = {k: getattr(chosen, k) for k in takes if k in chosen.called - {"seeds"}}
     return compare_schedule(problem, schedule, out_dir, force=force, seeds=seeds, **given)
 
 

@@ -52,6 +52,7 @@ from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
+from ..task._scheduled import SCHEDULE_TAKES, refusal
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
 from ._errors import SimulationSpecError
@@ -82,7 +83,6 @@ TIME_CONVENTION = (
 
 _TRAINING = frozenset({"optimizer", "batch_size", "momentum", "dtype", "device", "threads"})
 _TRAINING |= {"progress", "record_patterns", "t_max"}
-_SCHEDULED = ("lr", "points", "init_scheme", "init_scale", "b0", "seed", "weight_decay")
 
 
 @door(error=SimulationSpecError, own=("seeds",))
@@ -298,13 +298,12 @@ def simulate(
         }  # fmt: skip
         asked |= {k: True for k in resolved.called & _TRAINING}
         refused = sorted(k for k, v in asked.items() if v is not None)
-        if refused or isinstance(source, nx.DiGraph):
-            what = refused[0] if refused else "a graph"
-            raise SimulationSpecError(
-                f"schedule and {what}: a schedule trains a Problem through its phases, "
-                "with lr, points, the start, seeds, seed and weight_decay"
-            )
-        given = {k: getattr(resolved, k) for k in _SCHEDULED if k in resolved.called}
+        if refused:
+            raise SimulationSpecError(refusal("simulate", refused[0]))
+        if isinstance(source, nx.DiGraph):
+            raise SimulationSpecError("schedule and a graph: a schedule trains a Problem")
+        takes = SCHEDULE_TAKES["simulate"]
+        given = {k: getattr(resolved, k) for k in takes if k in resolved.called - {"seeds"}}
         simulated = upstairs("gdln.schedule._simulate:simulate_schedule")
         return simulated(source, schedule, weights=weights, seeds=seeds, **given)
     recording = check_recording(

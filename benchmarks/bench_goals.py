@@ -14,6 +14,12 @@ load; the load average is printed at the start and the end):
   ``lump="symmetry"``, t = 40, 201 points) in a fresh process: median milliseconds of 40
   solves after one, and the largest distance of its loss from scipy's ``solve_ivp``
   DOP853 at rtol 1e-13 on the same right-hand side, as a fraction of L(0).
+* ``setup``: one ``gdln.simulate`` call of one step at routing M = 100, K = 40, hidden
+  64 (float32, one seed, one thread) in a fresh process, after a first call: the set-up
+  every call redoes (the examples, their distinct states, the initial weights).
+* ``recording`` (this tree only): one seed, 800 steps at Fig. 4e's routing with hidden
+  width 64, 256 and ``--widths``, one thread: recording the ends only, the default 201
+  records, and 201 records without singular values (``record_singular_values=False``).
 * ``step`` (this tree only; the training code is ``--before``'s too): ms per step at
   Fig. 4e (float64, 1 seed, 800 steps, one thread) of gdln, the plain network in JAX
   (``jit`` of ``lax.scan``) and gdln's distinct-states formulation in JAX
@@ -21,6 +27,7 @@ load; the load average is printed at the start and the end):
   ".[bench]"``).
 
     python benchmarks/bench_goals.py [--before REF] [--repeat 7] [--only compare,ode,...]
+        [--widths 64,256]
 """
 
 from __future__ import annotations
@@ -151,6 +158,57 @@ def ode_rows(trees: dict[str, Path], repeat: int, tmp: Path) -> None:
         print(f"{name:<10} {_cell(ms[name]):>22} {error[name]:>27.2g}")
 
 
+SETUP = """
+import time, gdln
+problem = gdln.load("routing", params={"M": "100", "K": "40", "hidden": "64"})
+run = dict(steps=1, lr=0.05, seeds=1, threads=1, progress=False, dtype="float32")
+gdln.simulate(problem, **run)
+start = time.perf_counter()
+gdln.simulate(problem, **run)
+print("@@", time.perf_counter() - start)
+"""
+
+RECORDING = """
+import sys, time, gdln
+problem = gdln.load("routing", params={"M": "7", "K": "4", "hidden": sys.argv[1]})
+run = dict(steps=800, lr=0.05, seeds=1, threads=1, progress=False)
+ways = {"ends": {"record_steps": [0, 800]}, "201": {},
+        "201, no sv": {"record_singular_values": False}}
+gdln.simulate(problem, steps=2, seeds=1, threads=1, progress=False)
+print("@@", end="")
+for name, how in ways.items():
+    start = time.process_time()
+    gdln.simulate(problem, **run, **how)
+    print("", time.process_time() - start, end="")
+print()
+"""
+
+
+def setup_rows(trees: dict[str, Path], repeat: int, tmp: Path) -> None:
+    seconds: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(repeat):
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            out = _process([sys.executable, "-c", SETUP], env, tmp)[2]
+            seconds[name].append(float(out.split("@@")[1]))
+    print(
+        f"\n## simulate, 1 step at M = 100, K = 40: s per later call, median [min-max] of {repeat}"
+    )
+    for name in trees:
+        print(f"{name:<10} {_cell(seconds[name]):>22}")
+
+
+def recording_rows(widths: list[str], tmp: Path) -> None:
+    print(
+        "\n## one seed, 800 steps (Fig. 4e's routing), CPU s: ends only | 201 records | 201, no sv"
+    )
+    for width in widths:
+        out = _process([sys.executable, "-c", RECORDING, width], dict(os.environ), tmp)[2]
+        ends, full, lean = (float(x) for x in out.split("@@")[1].split())
+        print(f"hidden {width:>5}  {ends:8.2f} {full:8.2f} {lean:8.2f}   201 records: "
+              f"{full / ends:.1f}x the ends-only run, {lean / ends:.2f}x without sv")  # fmt: skip
+
+
 def step_rows(repeat: int) -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.argv = [sys.argv[0]]  # bench_step reads --device from the command line
@@ -165,7 +223,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=None, help="a git revision to run beside")
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--only", default="compare,imports,ode,step")
+    parser.add_argument("--only", default="compare,imports,ode,setup,recording,step")
+    parser.add_argument("--widths", default="64,256", help="hidden widths of the recording row")
     args = parser.parse_args()
     rows = set(args.only.split(","))
     print(
@@ -183,6 +242,10 @@ def main() -> None:
             import_rows(args.repeat, tmp)
         if "ode" in rows:
             ode_rows(trees, args.repeat, tmp)
+        if "setup" in rows:
+            setup_rows(trees, args.repeat, tmp)
+        if "recording" in rows:
+            recording_rows(args.widths.split(","), tmp)
     if "step" in rows:
         step_rows(args.repeat)
     print(f"# load average {os.getloadavg()[0]:.2f} at the end")

@@ -69,7 +69,26 @@ tight = solve_ivp(lambda t, y: flow.rhs(y, c), (0.0, 40.0), flow.y0, method="DOP
                   t_eval=trajectory.t, rtol=1e-13, atol=1e-16)
 loss = flow.record(tight.y.T[:, :, None], c[:, None]).loss[:, 0]
 error = np.max(np.abs(trajectory.loss - loss)) / loss[0]
-print("@@", 1e3 * float(np.median(times)), float(error))
+# the floor of this stepper: scipy's odeint on the bare scalar right-hand side, at the
+# tolerances gdln steps one system with (rtol 1e-13, atol 1e-15), no checks around it
+from scipy.integrate import odeint
+values, size = c.tolist(), len(flow.y0)
+def bare(y, t):
+    out = [0.0] * size
+    flow.scalar(y.tolist(), values, out)
+    return out
+floor = []
+for _ in range(40):
+    start = time.perf_counter()
+    _, info = odeint(bare, flow.y0, trajectory.t, rtol=1e-13, atol=1e-15, full_output=True)
+    floor.append(time.perf_counter() - start)
+y = np.array(flow.y0)
+start = time.perf_counter()
+for _ in range(2000):
+    bare(y, 0.0)
+call = (time.perf_counter() - start) / 2000
+print("@@", 1e3 * float(np.median(times)), float(error), 1e3 * float(np.median(floor)),
+      int(info["nfe"][-1]), 1e6 * call)
 """
 
 
@@ -144,18 +163,25 @@ def import_rows(repeat: int, tmp: Path) -> None:
 def ode_rows(trees: dict[str, Path], repeat: int, tmp: Path) -> None:
     ms: dict[str, list[float]] = {name: [] for name in trees}
     error: dict[str, float] = {}
+    floor: list[float] = []
     for _ in range(repeat):
         for name, tree in trees.items():
             env = dict(os.environ, PYTHONPATH=str(tree))
             out = _process([sys.executable, "-c", ODE], env, tmp)[2]
             line = next(s for s in out.splitlines() if s.startswith("@@"))
-            value, err = (float(x) for x in line.split()[1:])
+            value, err, bare, calls, per_call = (float(x) for x in line.split()[1:])
             ms[name].append(value)
             error[name] = err
+            if name == "now":
+                floor.append(bare)
     print(f"\n## Fig. 4e reduced ODE, gdln.solve defaults; median [min-max] of {repeat} processes")
     print(f"{'tree':<10} {'ms per solve':>22} {'max |loss - tight| / L(0)':>27}")
     for name in trees:
         print(f"{name:<10} {_cell(ms[name]):>22} {error[name]:>27.2g}")
+    print(
+        f"# odeint alone on the bare right-hand side at rtol 1e-13: {_cell(floor)} ms, "
+        f"{calls:.0f} calls; one call of the right-hand side {per_call:.2f} us"
+    )
 
 
 SETUP = """
@@ -217,6 +243,24 @@ def step_rows(repeat: int) -> None:
 
     torch.set_num_threads(1)  # the loops on one thread, as bench_step.py's default
     bench_step.row("fig4e", device="cpu", repeat=repeat, quick=False, skip={"compiled"})
+    # where gdln's step spends its time: torch's own profile of one 800-step run
+    from torch.profiler import ProfilerActivity, profile
+
+    import gdln
+
+    problem = gdln.load("routing", params={"M": "7", "K": "4", "hidden": "64"})
+    run = dict(steps=800, lr=0.05, seeds=1, dtype="float64", threads=1, progress=False)
+    run |= {"record_steps": [0, 800]}
+    gdln.simulate(problem, **run)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        gdln.simulate(problem, **run)
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events)
+    print("# gdln's 800 steps under torch's profiler: operation, calls per step, us per call,")
+    print(f"# share of the profiled CPU ({total / 1e3:.0f} ms, the profiler's own cost included)")
+    for e in events[:6]:
+        print(f"#   {e.key:<22} {e.count / 800:5.1f} {e.self_cpu_time_total / e.count:7.1f} "
+              f"{e.self_cpu_time_total / total:6.1%}")  # fmt: skip
 
 
 def main() -> None:

@@ -237,7 +237,7 @@ def _checked(
     """
     last: list[Any] = [0.0, z0]
     patience = STALL_CALLS + 10 * len(z0)  # allows a few finite-difference Jacobians
-    counter = [0, patience, -1.0]  # calls, next checkpoint, t at the last checkpoint
+    counter: list[Any] = [0, patience, -1.0]  # calls, next checkpoint, t at the last one
 
     def fun(y: np.ndarray, t: float) -> Any:
         last[0], last[1] = t, y

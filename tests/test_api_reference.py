@@ -115,7 +115,8 @@ def test_every_constant_shows_its_own_docstring(sub: str, name: str, obj: Any) -
     assert not type_doc or type_doc not in shown
     if isinstance(obj, Mapping):  # a table of names: every entry and what it means
         for key, meaning in obj.items():
-            assert f"``{key}``" in shown and str(meaning) in shown
+            said = ", ".join(meaning) if isinstance(meaning, tuple) else str(meaning)
+            assert f"``{key}``" in shown and said in shown
 
 
 def test_the_lumpings_say_what_each_one_does() -> None:

@@ -72,11 +72,14 @@ def _entry(name: str, obj: Any) -> str:
 
 
 def _table(obj: Any) -> dict[str, str]:
-    """A constant that maps names to one-line descriptions, else ``{}``."""
-    if isinstance(obj, Mapping) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in obj.items()
-    ):
+    """A constant that maps names to one-line descriptions (or to tuples of names, shown
+    as a list), else ``{}``."""
+    if not isinstance(obj, Mapping) or not all(isinstance(k, str) for k in obj):
+        return {}
+    if all(isinstance(v, str) for v in obj.values()):
         return dict(obj)
+    if all(isinstance(v, tuple) and all(isinstance(x, str) for x in v) for v in obj.values()):
+        return {k: ", ".join(v) for k, v in obj.items()}
     return {}
 
 

@@ -20,6 +20,9 @@ load; the load average is printed at the start and the end):
 * ``recording`` (this tree only): one seed, 800 steps at Fig. 4e's routing with hidden
   width 64, 256 and ``--widths``, one thread: recording the ends only, the default 201
   records, and 201 records without singular values (``record_singular_values=False``).
+* ``cores``: what two processes get from the machine's cores: the CPU time of a fixed
+  Python loop alone, then two copies at once; the throughput of two against one
+  (2.0 on two real cores, about 1.25 where the issue measured).
 * ``step`` (this tree only; the training code is ``--before``'s too): ms per step at
   Fig. 4e (float64, 1 seed, 800 steps, one thread) of gdln, the plain network in JAX
   (``jit`` of ``lax.scan``) and gdln's distinct-states formulation in JAX
@@ -210,6 +213,21 @@ print()
 """
 
 
+SPIN = "import time\nstart = time.perf_counter()\nsum(range(30_000_000))\nprint('@@', time.perf_counter() - start)"
+
+
+def cores_rows(repeat: int, tmp: Path) -> None:
+    alone, together = [], []
+    for _ in range(repeat):
+        alone.append(float(_process([sys.executable, "-c", SPIN], dict(os.environ), tmp)[2][3:]))
+        pair = [subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]  # fmt: skip
+        together.append(max(float(p.communicate()[0][3:]) for p in pair))
+    ratio = 2 * statistics.median(alone) / statistics.median(together)
+    print(f"\n## cores: one loop alone {_cell(alone)} s, two at once {_cell(together)} s "
+          f"(the slower of the pair); two processes get {ratio:.2f}x the throughput of one")  # fmt: skip
+
+
 def setup_rows(trees: dict[str, Path], repeat: int, tmp: Path) -> None:
     seconds: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(repeat):
@@ -267,7 +285,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=None, help="a git revision to run beside")
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--only", default="compare,imports,ode,setup,recording,step")
+    parser.add_argument("--only", default="cores,compare,imports,ode,setup,recording,step")
     parser.add_argument("--widths", default="64,256", help="hidden widths of the recording row")
     args = parser.parse_args()
     rows = set(args.only.split(","))
@@ -280,6 +298,8 @@ def main() -> None:
         trees = {"now": ROOT}
         if args.before:
             trees["before"] = _tree(args.before, tmp / "before")
+        if "cores" in rows:
+            cores_rows(args.repeat, tmp)
         if "compare" in rows:
             compare_rows(trees, args.repeat, tmp)
         if "imports" in rows:

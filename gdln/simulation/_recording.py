@@ -102,7 +102,8 @@ class Recorder:
     ``bases``: edge -> ``(left, right)`` mode vectors to project on; ``rsm`` and
     ``weights`` switch on the similarity matrices and the weights; ``patterns``: the ReLU
     nodes whose activation patterns $1[z_v > 0]$ are recorded; ``singular_values``
-    ``False`` leaves the singular values out. ``background``: the
+    ``False`` leaves the singular values out (and then ``background`` must be ``False``:
+    :func:`gdln.simulate` decides both). ``background``: the
     singular values are computed on a second thread while training goes on (the SVDs
     were half of a small network's run; torch releases the GIL in them), from copies of
     the weights taken at the steps, :data:`SVD_CHUNK` recorded steps in one batched SVD
@@ -132,9 +133,7 @@ class Recorder:
         self.block_bases: dict[int, list[_Bases]] | None = None
         self.singular_values = singular_values
         self.pool = (
-            ThreadPoolExecutor(1, "gdln-svd", initializer=_same_threads)
-            if background and singular_values
-            else None
+            ThreadPoolExecutor(1, "gdln-svd", initializer=_same_threads) if background else None
         )
         self.sv_names: list[Names] = []  # the singular values' series, one per block
         self.copies: list[list[torch.Tensor]] = []  # per recorded step not yet sent: blocks
@@ -168,11 +167,14 @@ class Recorder:
         series = self._series(weights, acts, per_example)
         # one batched SVD per block, of a copy with non-finite entries zeroed (a diverged
         # step raises before storing), here or on the second thread
-        blocks = [
-            (_block_keys("sv", weights, b, self.net.edges), block.detach().nan_to_num(0, 0, 0))
-            for b, block in enumerate(weights.blocks)
+        blocks = (
+            [
+                (_block_keys("sv", weights, b, self.net.edges), block.detach().nan_to_num(0, 0, 0))
+                for b, block in enumerate(weights.blocks)
+            ]
             if self.singular_values
-        ]
+            else []
+        )
         if self.pool is None:
             series += [(names, singular_values(copy)) for names, copy in blocks]
         if divergence is not None:

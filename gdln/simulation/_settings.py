@@ -126,8 +126,11 @@ def check_recording(
                 "record_steps: give either record_steps or record_every, got both "
                 f"(record_every={record_every!r})"
             )
-    flags = {"rsm": rsm, "record_weights": record_weights}
-    flags["record_singular_values"] = record_singular_values
+    flags = {
+        "rsm": rsm,
+        "record_weights": record_weights,
+        "record_singular_values": record_singular_values,
+    }
     for name, value in flags.items():
         _check_flag(name, value)
     return {

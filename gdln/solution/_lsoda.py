@@ -39,7 +39,7 @@ MAX_RHS_CALLS = 2_000_000  # the ODE solver gives up after this many right-hand-
 STALL_CALLS = 10_000  # ... or after this many (plus 10 per entry) without advancing in t
 CHUNK = 128
 """Members of a batch per LSODA run."""
-TICK_EVERY = 31  # the work meter is charged every 32nd call (a clock read costs what a call does)
+TICK_EVERY = 32  # the work meter is charged every 32nd call (a clock read costs what a call does)
 LOCAL = 1e-3
 """One system is stepped at ``LOCAL`` times the tolerances asked for: LSODA controls the
 error of each step, and its solution drifts about 100 times ``rtol`` from a tight one
@@ -248,7 +248,7 @@ def _checked(
             if counter[0] > MAX_RHS_CALLS:
                 raise _Stop(f"solver gave up after {MAX_RHS_CALLS} right-hand-side calls", t, y)
             counter[1], counter[2] = counter[0] + patience, t
-        if not counter[0] & TICK_EVERY:
+        if not counter[0] % TICK_EVERY:
             tick(t)
         try:
             value = rhs(y)

@@ -66,15 +66,16 @@ def test_a_library_loaded_later_is_limited_too(two_threads):
         assert set(_blas_threads()) == {1}
 
 
-def _threads_seen_by_qr(monkeypatch) -> list[list[int]]:
+def _threads_seen_by(monkeypatch, name: str) -> list[list[int]]:
+    """The BLAS thread counts in force at each call of ``numpy.linalg.<name>``."""
     seen: list[list[int]] = []
-    qr = np.linalg.qr
+    inner = getattr(np.linalg, name)
 
     def spy(*args, **kwargs):
         seen.append(_blas_threads())
-        return qr(*args, **kwargs)
+        return inner(*args, **kwargs)
 
-    monkeypatch.setattr(np.linalg, "qr", spy)
+    monkeypatch.setattr(np.linalg, name, spy)
     return seen
 
 
@@ -84,7 +85,7 @@ def test_hidden_bases_and_initial_weights_run_on_one_thread(two_threads, monkeyp
     from gdln.reduction._decoupled import hidden_bases
     from gdln.simulation._init import DRAWS
 
-    seen = _threads_seen_by_qr(monkeypatch)
+    seen = _threads_seen_by(monkeypatch, "qr")
     graph = nx.DiGraph()
     graph.add_node("x", size=3)
     graph.add_node("h", size=16)
@@ -105,14 +106,7 @@ def test_hidden_bases_and_initial_weights_run_on_one_thread(two_threads, monkeyp
 def test_time_scales_run_on_one_thread(two_threads, monkeypatch):
     import gdln
 
-    seen: list[list[int]] = []
-    svd = np.linalg.svd
-
-    def spy(*args, **kwargs):
-        seen.append(_blas_threads())
-        return svd(*args, **kwargs)
-
-    monkeypatch.setattr(np.linalg, "svd", spy)
+    seen = _threads_seen_by(monkeypatch, "svd")
     gdln.timescales(gdln.load("graphs/xor.yaml"), b0=1e-3)
     assert seen and all(set(threads) == {1} for threads in seen), seen
     assert set(_blas_threads()) == {2}

@@ -22,6 +22,10 @@ def context():
 
 
 def test_the_library_refuses_by_the_table(context, tmp_path):
+    with pytest.raises(gdln.GdlnError) as solved:
+        gdln.solve(context, schedule=context.schedule, t_max=3)
+    assert "schedule and t_max" in str(solved.value)
+    assert str(solved.value).endswith(", ".join(SCHEDULE_TAKES["solve"]))
     with pytest.raises(gdln.simulation.SimulationSpecError) as simulated:
         gdln.simulate(context, schedule=context.schedule, dtype="float32")
     assert "schedule and dtype" in str(simulated.value)

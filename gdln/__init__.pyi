@@ -68,7 +68,6 @@ from .report import format_derivation as format_derivation
 from .report import format_paths as format_paths
 from .report import format_statistics as format_statistics
 from .schedule import ScheduleResult as ScheduleResult
-from .schedule import solve_schedule as solve_schedule
 from .simulation import INITS as INITS
 from .simulation import SimulationDivergedError as SimulationDivergedError
 from .simulation import SimulationSettings as SimulationSettings
@@ -81,7 +80,6 @@ from .solution import Trajectory as Trajectory
 from .solution import format_trajectory as format_trajectory
 from .solution import full_flow as full_flow
 from .solution import solve as solve
-from .solution import solve_full as solve_full
 from .solution import time_to_half_loss as time_to_half_loss
 from .stages import Stage as Stage
 from .stages import Timescales as Timescales

@@ -127,7 +127,9 @@ def test_an_existing_output_is_kept(tmp_path: Path, capsys) -> None:
 
 
 def test_plot_shades_each_phase_at_its_boundaries() -> None:
-    run = gdln.solve_schedule(gdln.load("context", params={"pathways": 2, "hidden": 4}), points=31)
+    problem = gdln.load("context", params={"pathways": 2, "hidden": 4})
+    solved = gdln.solve(problem, schedule=problem.require_schedule(), points=31)
+    run = gdln.schedule.ScheduleResult.of(solved)
     fig = gdln.plotting.plot_result(run.trajectory)
     ax = fig.axes[0]
     spans = {p.get_gid(): p for p in ax.patches if str(p.get_gid()).startswith("phase")}

@@ -42,20 +42,22 @@ def test_full_dynamics_work_without_common_bases(tmp_path) -> None:
     flow = gdln.full_flow(problem, weights)
     for e in weights:
         np.testing.assert_allclose(flow[e], -grad[e], rtol=RTOL_EXACT, atol=1e-14)
-    trajectory = gdln.solve_full(problem, weights, t_max=5, points=20)
+    trajectory = gdln.solve(problem, route="matrix", weights=weights, t_max=5, points=20)
     assert np.all(np.diff(trajectory.loss) <= 1e-10) and trajectory.loss[-1] < trajectory.loss[0]
 
 
 def test_full_dynamics_from_decoupled_weights_match_the_reduction() -> None:
     problem = load("chain")
     reduction = gdln.reduce(problem, lump="none", b0=0.2)
-    full = gdln.solve_full(problem, reduction.decoupled_weights(seed=0), t_max=6, points=7)
+    full = gdln.solve(
+        problem, route="matrix", weights=reduction.decoupled_weights(seed=0), t_max=6, points=7
+    )
     reduced = gdln.solve(reduction, t_max=6, points=7)
     np.testing.assert_allclose(full.loss, reduced.loss, rtol=1e-6)
 
 
 # --------------------------------------------------------------------------------------
-# solve_full against references written here (issue 23, items 7 and 8)
+# the full-matrix route against references written here (issue 23, items 7 and 8)
 
 
 def autograd_gradient(problem: gdln.Problem, edges: list) -> Callable[[list], tuple]:
@@ -123,7 +125,7 @@ def test_solve_full_matches_the_two_layer_logistic(tmp_path: Path) -> None:
     u0 = np.array([1e-3, 2e-2])
     R, _ = np.linalg.qr(np.random.default_rng(3).standard_normal((2, 2)))
     weights = {("x", "h"): R @ np.diag(np.sqrt(u0)), ("h", "y"): np.diag(np.sqrt(u0)) @ R.T}
-    trajectory = gdln.solve_full(problem, weights, t_max=12, points=49)
+    trajectory = gdln.solve(problem, route="matrix", weights=weights, t_max=12, points=49)
     s, d, t = np.array([1.5, 0.5]), 0.5, trajectory.t[:, None]
     u = (s / d) / (1 + (s / (d * u0) - 1) * np.exp(-2 * s * t))
     loss = 2.5 - (s * u - 0.5 * d * u**2).sum(1)
@@ -141,7 +143,7 @@ def test_solve_full_matches_an_independent_integration(name: str) -> None:
     # gated graphs with co-active paths (crosspath: a skip edge too), from random weights
     problem = load(name)
     weights = random_weights(problem, 11)
-    trajectory = gdln.solve_full(problem, weights, t_max=6, points=13)
+    trajectory = gdln.solve(problem, route="matrix", weights=weights, t_max=6, points=13)
     loss, states = reference_flow(problem, weights, trajectory.t)
     np.testing.assert_allclose(trajectory.loss, loss, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(flat(trajectory, list(weights)), states, rtol=0, atol=1e-9)
@@ -152,7 +154,9 @@ def test_solve_full_gd_map_is_gradient_descent() -> None:
     problem = load("crosspath")
     weights = random_weights(problem, 5)
     edges = list(weights)
-    trajectory = gdln.solve_full(problem, weights, t_max=3, dynamics="gd-map", lr=0.1, points=4)
+    trajectory = gdln.solve(
+        problem, route="matrix", weights=weights, t_max=3, dynamics="gd-map", lr=0.1, points=4
+    )
     gradient = autograd_gradient(problem, edges)
     current = [np.array(weights[e], dtype=float) for e in edges]
     losses = []
@@ -192,7 +196,7 @@ def test_solve_full_converts_the_statistics_once(monkeypatch: pytest.MonkeyPatch
     counts = []
     for t_max in (0.5, 20.0):
         calls.clear()
-        gdln.solve_full(problem, weights, t_max=t_max, points=3)
+        gdln.solve(problem, route="matrix", weights=weights, t_max=t_max, points=3)
         counts.append(len(calls))
     assert counts[0] == counts[1]
 
@@ -203,20 +207,20 @@ def test_solve_full_refuses_bad_settings() -> None:
     problem = load("chain")
     good = initial_full_weights(problem, problem.settings, seed=0)
     with pytest.raises(gdln.GdlnError, match=r"t_max \(--t-max\): expected a finite number > 0"):
-        gdln.solve_full(problem, t_max=-1)
+        gdln.solve(problem, route="matrix", t_max=-1)
     with pytest.raises(gdln.GdlnError, match=r"lr \(--lr\): expected a finite number > 0, got 0"):
-        gdln.solve_full(problem, t_max=1, dynamics="gd-map", lr=0)
+        gdln.solve(problem, route="matrix", t_max=1, dynamics="gd-map", lr=0)
     with pytest.raises(gdln.GdlnError, match=r"points \(--points\): expected an integer >= 2"):
-        gdln.solve_full(problem, t_max=1, points=1)
+        gdln.solve(problem, route="matrix", t_max=1, points=1)
     with pytest.raises(gdln.GdlnError, match=r"weights: no weight for edge 'h1->h2'"):
-        gdln.solve_full(problem, {("x", "h1"): np.zeros((4, 3))}, t_max=1)
+        gdln.solve(problem, route="matrix", weights={("x", "h1"): np.zeros((4, 3))}, t_max=1)
     bad = {**good, ("x", "h1"): np.zeros((3, 4))}
     with pytest.raises(
         gdln.GdlnError, match=r"weights\['x->h1'\]: shape \(3, 4\), expected \(4, 3\)"
     ):
-        gdln.solve_full(problem, bad, t_max=1)
+        gdln.solve(problem, route="matrix", weights=bad, t_max=1)
     with pytest.raises(gdln.GdlnError, match=r"weights: 'y->x' is not an edge of"):
-        gdln.solve_full(problem, {**good, ("y", "x"): np.zeros((3, 2))}, t_max=1)
+        gdln.solve(problem, route="matrix", weights={**good, ("y", "x"): np.zeros((3, 2))}, t_max=1)
 
 
 # --------------------------------------------------------------------------------------
@@ -261,7 +265,7 @@ def test_solve_route_matrix_follows_the_full_gradient_flow(
     assert code == 0, err
     payload = json.loads(out)
     # the documented start: random weights, every singular value 0.3 (seed 0)
-    start = gdln.solve_full(gdln.load(path), t_max=1e-9, points=2, b0=0.3)
+    start = gdln.solve(gdln.load(path), route="matrix", t_max=1e-9, points=2, b0=0.3)
     weights = {(u, v): start.series[f"W[{u}->{v}]"][0] for u, v in gdln.load(path).graph.edges}
     for edge in ("x->h", "h->y"):
         np.testing.assert_allclose(np.array(payload["variables"][f"sv[{edge}]"])[:, 0], 0.3)

@@ -87,8 +87,8 @@ def test_extracted_gdln_has_the_relu_networks_output_and_gradient(tmp_path, size
     got = full_gradient(found, gated, sizes)
     for g, want in zip(got, grads, strict=True):
         np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
-    trajectory = gdln.solve_full(
-        gated, found.weights, t_max=0.1, dynamics="gd-map", lr=0.1, points=2
+    trajectory = gdln.solve(
+        gated, route="matrix", weights=found.weights, t_max=0.1, dynamics="gd-map", lr=0.1, points=2
     )
     assert trajectory.loss[0] == pytest.approx(loss, rel=1e-12)
     assert found.loss == pytest.approx(loss, rel=1e-12)
@@ -162,8 +162,14 @@ def test_xor_extracts_to_three_two_example_groups(tmp_path, seed, last_flip) -> 
     frozen = gdln.extract(run, step=last_flip)
     gated = frozen.problem()
     steps = 200 - last_flip
-    theory = gdln.solve_full(
-        gated, frozen.weights, t_max=0.4 * steps, dynamics="gd-map", lr=0.4, points=steps + 1
+    theory = gdln.solve(
+        gated,
+        route="matrix",
+        weights=frozen.weights,
+        t_max=0.4 * steps,
+        dynamics="gd-map",
+        lr=0.4,
+        points=steps + 1,
     )
     # the loss to rounding of Eq. (1)'s terms (L(K) = 3e-14 is 1e-13 of L(0)), the weights closely
     np.testing.assert_allclose(

@@ -183,7 +183,7 @@ def test_a_stiff_full_matrix_flow_is_metered(
     monkeypatch.setenv("GDLN_MAX_WORK", "20")  # refused after about a second
     deadline = _timed()
     with pytest.raises(gdln.GdlnError, match=r"full-matrix flow reached t = .* GDLN_MAX_WORK"):
-        gdln.solve_full(gdln.load(path), b0=1000)
+        gdln.solve(gdln.load(path), route="matrix", b0=1000)
     _one_line(*run_cli(["solve", str(path), "--route", "matrix", "--b0", "1000"], capsys))
     assert time.perf_counter() < deadline
 
@@ -215,7 +215,7 @@ def test_a_hidden_node_of_a_million_units_is_refused_before_allocating(
 ) -> None:
     path = _small(tmp_path, 10**6)
     with pytest.raises(gdln.GdlnError, match=r"8000000 weights recorded 201 times.*memory="):
-        gdln.solve_full(gdln.load(path))
+        gdln.solve(gdln.load(path), route="matrix")
     _one_line(*run_cli(["solve", str(path), "--route", "matrix"], capsys), "GDLN_MAX_MEMORY")
 
 
@@ -259,7 +259,7 @@ def test_a_fixed_edge_of_1e200_in_python(tmp_path: Path) -> None:
     with pytest.raises(gdln.GdlnError, match="the ODE overflowed"):
         gdln.solve(reduction)
     with pytest.raises(gdln.GdlnError, match="full-matrix flow overflowed"):
-        gdln.solve_full(problem)
+        gdln.solve(problem, route="matrix")
 
 
 # ------------------------------------------------------------------ subprocesses

@@ -184,7 +184,7 @@ def test_the_moment_route_is_refused_from_python() -> None:
 
 def test_added_to_refuses_other_times() -> None:
     problem = load("xor", hidden=2)
-    reduction = gdln.solution.dynamics_of(problem)
+    reduction = gdln.solution.dynamics_by_route(problem, problem.settings)
     kernels = gdln.trajectory_kernels(reduction, gdln.solve(reduction, t_max=1.0, points=3))
     with pytest.raises(ValueError, match=r"the kernels are at 3 times, the trajectory at 2"):
         kernels.added_to(gdln.solve(reduction, t_max=1.0, points=2))
@@ -253,7 +253,7 @@ def test_the_quotient_route_keeps_the_tolerance_of_the_solve(
 
     monkeypatch.setattr(route, "_same_modes", lambda quotient, whole: same_modes)
     problem = load("routing", M=3, K=2, hidden=4)
-    quotient = gdln.solution.dynamics_of(problem, b0=0.05)
+    quotient = gdln.solution.dynamics_by_route(problem, problem.settings.given(b0=0.05))
     assert quotient.route.startswith("symmetry quotient")
     kernels = gdln.trajectory_kernels(quotient, gdln.solve(quotient, t_max=30, points=7, **TIGHT))
     assert ("solved again" in kernels.origin) is not same_modes

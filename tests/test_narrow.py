@@ -81,7 +81,8 @@ def nudged(weights: dict, scale: float = 1e-12, seed: int = 0) -> dict:
 
 PARALLEL = (
     r"hidden node 'h_sys_sys' \(width 2\) is narrower than the 3 modes that reach it, and "
-    r"another pathway into 'y_sys' bypasses it.*gdln\.solve_full.*--route matrix"
+    r"another pathway into 'y_sys' bypasses it.*gdln\.solve\(problem, route='matrix'\)"
+    r".*--route matrix"
 )
 
 

@@ -269,7 +269,7 @@ def test_full_matrix_dynamics_are_the_expected_flow_and_keep_fixed_edges() -> No
     problem = resnet(2, width=3, survival="linear")
     dynamics = gdln.expected_dynamics(problem, b0=0.2)
     weights = dynamics.decoupled_weights(seed=2)  # from dynamics.initial
-    full = gdln.solve_full(problem, weights, t_max=5, points=6)
+    full = gdln.solve(problem, route="matrix", weights=weights, t_max=5, points=6)
     reduced = gdln.solve(dynamics, t_max=5, points=6)
     np.testing.assert_allclose(full.loss, reduced.loss, rtol=1e-6)
     for e in problem.graph.edges:

@@ -1,4 +1,4 @@
-"""gdln.schedule.compare_schedule and `gdln schedule --compare`: a schedule's theory (the
+"""gdln.compare with schedule= and `gdln schedule --compare`: a schedule's theory (the
 reduced GD map) against the full network trained through the same phases (issue 36).
 
 Checks: from the decoupled weights of Eq. (9) the simulation is the reduced map to
@@ -71,8 +71,13 @@ def _context(pathways: int) -> gdln.Problem:
 def test_blocked_training_forgets_as_the_closed_form_says(
     pathways: int, forgotten: float, tmp_path
 ) -> None:
-    result = gdln.schedule.compare_schedule(
-        _context(pathways), blocked(CONTEXTS, 30.0), tmp_path / "out", lr=0.1, b0=0.1, seeds=2
+    result = gdln.compare(
+        _context(pathways),
+        tmp_path / "out",
+        schedule=blocked(CONTEXTS, 30.0),
+        lr=0.1,
+        b0=0.1,
+        seeds=2,
     )
     contexts = result.metrics["contexts"]
     for label in CONTEXTS:
@@ -172,7 +177,7 @@ def test_simulation_and_map_equal_numpy_gradient_descent_of_the_schedule(pathway
     problem = _context(pathways)
     schedule = Schedule(blocked(CONTEXTS, 1.0).phases + interleaved(CONTEXTS, 1.0).phases)
     lr, b0 = 0.25, 0.3
-    result = gdln.schedule.compare_schedule(problem, schedule, lr=lr, b0=b0, points=13, seeds=1)
+    result = gdln.compare(problem, schedule=schedule, lr=lr, b0=b0, points=13, seeds=1)
     start = gdln.reduce(problem, b0=b0, lump="none", route="contexts").decoupled_weights(seed=0)
     want = _numpy_gd(start, pathways, schedule, lr)
     steps = np.rint(result.decoupled.t / lr).astype(int)
@@ -193,8 +198,14 @@ def test_every_random_scheme_starts_the_random_simulation() -> None:
     problem = _context(2)
     schedule = blocked(CONTEXTS, 0.5)
     for scheme in ("singular", "orthogonal"):
-        result = gdln.schedule.compare_schedule(
-            problem, schedule, lr=0.25, init_scheme=scheme, init_scale=0.25, seeds=1, points=3
+        result = gdln.compare(
+            problem,
+            schedule=schedule,
+            lr=0.25,
+            init_scheme=scheme,
+            init_scale=0.25,
+            seeds=1,
+            points=3,
         )
         assert result.metrics["random_start"]["init_scheme"] == scheme
         # both schemes start every singular value at the initial scale (xavier would not)

@@ -23,6 +23,13 @@ SX = np.eye(2) / 3
 TARGETS = {"context0": [[1 / 3, 0]], "context1": [[0, 1 / 3]]}
 
 
+def solved(problem: gdln.Problem, schedule: Schedule | None = None, **kw) -> gdln.ScheduleResult:
+    """``gdln.solve`` with ``schedule=`` (the file's where none is given), its phases read
+    back off the trajectory."""
+    chosen = schedule if schedule is not None else problem.require_schedule()
+    return gdln.schedule.ScheduleResult.of(gdln.solve(problem, schedule=chosen, **kw))
+
+
 def _context(pathways: int) -> gdln.Problem:
     return gdln.load(GRAPHS / "context.yaml", params={"pathways": str(pathways), "hidden": "4"})
 
@@ -87,7 +94,7 @@ def _start(problem: gdln.Problem, b0: float = 0.1):
 def test_one_pathway_trained_blocked_forgets_completely() -> None:
     problem = _context(1)
     schedule = blocked(["context0", "context1"], 60.0)
-    run = gdln.solve_schedule(problem, schedule, points=121)
+    run = solved(problem, schedule, points=121)
     # the start's bases are the mixture's, v = (1, 1)/sqrt 2; the phases' are e1, then e2:
     # the decoupled start is lambda-balanced (Lambda = 0), and stays so under any data
     assert [p.route for p in run.phases] == ["lambda-balanced"] * 2
@@ -112,7 +119,7 @@ def test_one_pathway_trained_blocked_forgets_completely() -> None:
 def test_two_gated_pathways_forget_nothing() -> None:
     problem = _context(2)
     schedule = blocked(["context0", "context1"], 60.0, repeats=2)
-    run = gdln.solve_schedule(problem, schedule, points=121)
+    run = solved(problem, schedule, points=121)
     assert [p.route for p in run.phases] == ["contexts"] * 4  # each context its own bases
     net, contexts = _reference(2)
     _against_reference(run, net, contexts, _start(problem), schedule)
@@ -128,7 +135,7 @@ def test_two_gated_pathways_forget_nothing() -> None:
 def test_interleaved_one_pathway_ends_at_half() -> None:
     problem = _context(1)
     schedule = interleaved(["context0", "context1"], 150.0)
-    run = gdln.solve_schedule(problem, schedule, points=51)
+    run = solved(problem, schedule, points=51)
     assert [p.route for p in run.phases] == ["contexts"]
     net, contexts = _reference(1)
     w0 = _start(problem)
@@ -154,7 +161,7 @@ def test_three_phases_from_random_weights(pathways: int) -> None:
         )
     )
     given = {f"{u}->{v}": w for (u, v), w in w0.items()}
-    run = gdln.solve_schedule(problem, schedule, weights=given, points=40)
+    run = solved(problem, schedule, weights=given, points=40)
     assert {p.route for p in run.phases} == {"matrix"}
     assert "not λ-balanced" in run.phases[0].why
     _against_reference(run, net, contexts, w0, schedule)
@@ -165,7 +172,7 @@ def test_lambda_balanced_start_takes_the_closed_form_each_phase() -> None:
     problem = _context(1)
     start = gdln.balanced_weights(problem, lam=0.0, scale=0.2, seed=3)
     schedule = blocked(["context0", "context1"], 10.0)
-    run = gdln.solve_schedule(problem, schedule, weights=start, points=41)
+    run = solved(problem, schedule, weights=start, points=41)
     assert [p.route for p in run.phases] == ["lambda-balanced"] * 2
     net, contexts = _reference(1)
     w0 = {_edge(k): v for k, v in start.items()}
@@ -206,16 +213,14 @@ def test_forgetting_from_lambda_balanced_restarts(case: dict) -> None:
     problem = _regression_problem(case)
     weights = {"x->h": np.array(case["W1"]), "h->y": np.array(case["W2"])}
     schedule = blocked(["T0", "T1", "T2"], case["duration"])
-    run = gdln.solve_schedule(problem, schedule, weights=weights, points=7)
+    run = solved(problem, schedule, weights=weights, points=7)
     assert [p.route for p in run.phases] == ["lambda-balanced"] * 3
     forgot = run.measures.forgetting_between("T0", 1, 2)  # F_0(T_1, T_2)
     want = case["flow"]["F_i(T_j,T_k)"]
     assert forgot == pytest.approx(want, rel=1e-7, abs=1e-12)
     np.testing.assert_allclose(run.measures.end_loss, case["flow"]["loss"], rtol=1e-7)
     # the same schedule by gradient descent (their update is the map of Eq. 2 with lr)
-    steps = gdln.solve_schedule(
-        problem, schedule, weights=weights, dynamics="gd-map", lr=case["lr"], points=7
-    )
+    steps = solved(problem, schedule, weights=weights, dynamics="gd-map", lr=case["lr"], points=7)
     assert {p.route for p in steps.phases} == {"matrix"}
     assert steps.measures.forgetting_between("T0", 1, 2) == pytest.approx(
         case["gd"]["F_i(T_j,T_k)"], rel=1e-9
@@ -232,7 +237,7 @@ def test_gd_map_equals_gradient_descent_restarted_per_phase(pathways: int) -> No
     schedule = Schedule(
         (Phase(20.0, {"context0": 1}), Phase(10.0, {"context0": 0.5, "context1": 0.5}))
     )
-    run = gdln.solve_schedule(problem, schedule, dynamics="gd-map", lr=0.05, points=31)
+    run = solved(problem, schedule, dynamics="gd-map", lr=0.05, points=31)
     routes = [p.route for p in run.phases]
     # the mixture's bases are the first phase's only for gated pathways
     assert routes == (["contexts", "contexts"] if pathways == 2 else ["matrix", "matrix"])
@@ -257,8 +262,8 @@ def test_gd_map_boundaries_must_fall_on_steps(tmp_path: Path) -> None:
         gdln.TaskSpecError,
         match=r"g\.yaml: schedule\[0\]\.blocked\[0\]\.duration: duration 1\.01 is not a whole number of steps of lr=0\.02",
     ):
-        gdln.solve_schedule(problem, dynamics="gd-map", lr=0.02)
-    assert len(gdln.solve_schedule(problem, dynamics="gd-map", lr=0.01).phases) == 2
+        solved(problem, dynamics="gd-map", lr=0.02)
+    assert len(solved(problem, dynamics="gd-map", lr=0.01).phases) == 2
 
 
 # -- refusals and fallbacks ------------------------------------------------------------------
@@ -271,7 +276,7 @@ def test_lumping_is_rechecked_per_phase() -> None:
     schedule = Schedule(
         (Phase(20.0, {"context0": 0.5, "context1": 0.5}), Phase(20.0, {"context0": 1}))
     )
-    run = gdln.solve_schedule(problem, schedule, points=41)
+    run = solved(problem, schedule, points=41)
     assert [p.route for p in run.phases] == ["contexts", "contexts"]
     assert run.trajectory.meta["lump"] == "none"
     assert run.trajectory.has_variable("b_x_h1")
@@ -286,13 +291,13 @@ def test_routes_asked_for_by_name() -> None:
         gdln.GdlnError,
         match=r"route 'contexts' ends at phases\[0\]: the bases of edge x->h0 in mode 0 differ from the start's",
     ):
-        gdln.solve_schedule(problem, schedule, route="contexts")
-    run = gdln.solve_schedule(problem, schedule, route="matrix", points=11)
+        solved(problem, schedule, route="contexts")
+    run = solved(problem, schedule, route="matrix", points=11)
     assert {p.route for p in run.phases} == {"matrix"}
     with pytest.raises(gdln.GdlnError, match="route 'moments' has no schedule"):
-        gdln.solve_schedule(problem, schedule, route="moments")
+        solved(problem, schedule, route="moments")
     with pytest.raises(gdln.GdlnError, match="no schedule: add a 'schedule:' section"):
-        gdln.solve_schedule(gdln.load(GRAPHS / "chain.yaml"))
+        gdln.load(GRAPHS / "chain.yaml").require_schedule()
 
 
 def test_weight_decay_refuses_the_lambda_balanced_restart() -> None:
@@ -301,7 +306,7 @@ def test_weight_decay_refuses_the_lambda_balanced_restart() -> None:
     problem = _context(1)
     start = gdln.balanced_weights(problem, lam=0.0, scale=0.2, seed=3)
     schedule = blocked(["context0", "context1"], 5.0)
-    run = gdln.solve_schedule(problem, schedule, weights=start, weight_decay=0.01, points=11)
+    run = solved(problem, schedule, weights=start, weight_decay=0.01, points=11)
     assert [p.route for p in run.phases] == ["matrix", "matrix"]
     assert "no λ-balanced restart" in run.phases[0].why
     net, contexts = _reference(1)
@@ -345,7 +350,7 @@ def test_reversal_from_an_exactly_balanced_start_is_refused(tmp_path: Path) -> N
         gdln.GdlnError,
         match=r"reversal\.yaml: schedule\[0\]\.blocked\[1\]: mode 0 starts exactly balanced and aligned against its new target .* the escape depends on the misalignment",
     ):
-        gdln.solve_schedule(gdln.load(path))
+        solved(gdln.load(path))
 
 
 def _escape(t: np.ndarray, loss: np.ndarray, start: float) -> float:
@@ -378,7 +383,7 @@ def test_reversal_escape_grows_like_log_of_one_over_the_misalignment(tmp_path: P
     escapes = []
     for eps in (1e-2, 1e-3, 1e-4, 1e-5):
         b0 = {"x->h": 0.1, "h->y": 0.1 * (1 + eps)}
-        run = gdln.solve_schedule(problem, lump="none", b0=b0, points=2001)
+        run = solved(problem, lump="none", b0=b0, points=2001)
         assert [p.route for p in run.phases] == ["contexts", "contexts"]
         t = run.trajectory.t
         got = _escape(t, run.context_loss["down"], 20.0)
@@ -395,7 +400,7 @@ def test_reversal_escape_grows_like_log_of_one_over_the_misalignment(tmp_path: P
 
 def test_phases_meta_stages_and_measures_files(tmp_path: Path) -> None:
     problem = _context(2)
-    run = gdln.solve_schedule(problem, blocked(["context0", "context1"], 30.0), points=61)
+    run = solved(problem, blocked(["context0", "context1"], 30.0), points=61)
     meta = run.trajectory.meta
     assert meta["route"] == "schedule" and meta["context_labels"] == ["context0", "context1"]
     assert meta["schedule"]["boundaries"] == [0.0, 30.0, 60.0]
@@ -411,7 +416,7 @@ def test_phases_meta_stages_and_measures_files(tmp_path: Path) -> None:
     )
     assert run.phases[0].stages == ((tuple(first.stages[0].pathways), first.stages[0].time),)
     assert run.phases[1].stages == ((("x->h1->y[0]",), 30.0 + first.stages[0].time),)
-    shared = gdln.solve_schedule(_context(1), blocked(["context0", "context1"], 30.0), points=7)
+    shared = solved(_context(1), blocked(["context0", "context1"], 30.0), points=7)
     assert "starts from learned weights" in shared.phases[1].stages_note
     m = run.measures
     written = m.save(tmp_path / "m.json")
@@ -440,7 +445,7 @@ def test_a_phase_with_a_task_file_of_its_own(tmp_path: Path) -> None:
         + "schedule: [{duration: 30, blocked: [context0]}, {duration: 30, task: swap.yaml}]\n"
     )
     problem = gdln.load(path)
-    run = gdln.solve_schedule(problem, points=31)
+    run = solved(problem, points=31)
     assert run.labels == ("context0", "context1", "swap")
     assert run.phases[1].probabilities == {"context0": 0.0, "context1": 0.0, "swap": 1.0}
     net, contexts = _reference(2)

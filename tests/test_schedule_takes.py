@@ -50,10 +50,12 @@ def test_the_command_line_refuses_by_the_table(form, tmp_path):
 
 
 def test_every_listed_keyword_is_one_the_form_has():
+    # the forms are gdln.solve, gdln.simulate and gdln.compare given schedule=
     import inspect
 
-    forms = {"solve": gdln.solve_schedule, "simulate": gdln.schedule.simulate_schedule,
-             "compare": gdln.schedule.compare_schedule}  # fmt: skip
+    forms = {"solve": gdln.solve, "simulate": gdln.simulate, "compare": gdln.compare}
+    for function in forms.values():
+        assert "schedule" in inspect.signature(function).parameters
     for form, function in forms.items():
         parameters = inspect.signature(function).parameters
         missing = [k for k in SCHEDULE_TAKES[form] if k not in parameters]

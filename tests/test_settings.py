@@ -49,7 +49,6 @@ FUNCTION_SETTINGS = {
         "points",
     ),
     "timescales": ("b0", "route", "lump"),
-    "solve_full": ("t_max", "lr", "dynamics", "points", "b0", "seed"),
 }
 #: The declared settings of how a simulation trains (keywords of gdln.simulate).
 RUN_SETTINGS = ("optimizer", "batch_size", "momentum", "dtype", "device", "threads", "progress")

@@ -60,10 +60,12 @@ def test_the_map_records_the_nearest_whole_steps(routing: gdln.Problem) -> None:
 
 
 def test_the_full_matrix_flow_records_its_weights(routing: gdln.Problem) -> None:
-    full = gdln.solve_full(routing, t_max=1.0, points=3, b0=0.1)
+    full = gdln.solve(routing, route="matrix", t_max=1.0, points=3, b0=0.1)
     assert full.recording == Recording(points=3, weights=True)
     assert not full.without_weights().recording.weights  # type: ignore[union-attr]
-    steps = gdln.solve_full(routing, t_max=1.0, lr=0.25, dynamics="gd-map", times=[0, 0.5])
+    steps = gdln.solve(
+        routing, route="matrix", t_max=1.0, lr=0.25, dynamics="gd-map", times=[0, 0.5]
+    )
     assert steps.recording == Recording(times=(0.0, 0.5), weights=True)
     np.testing.assert_allclose(steps.t, [0.0, 0.5])
 

@@ -396,7 +396,7 @@ def test_the_kernel_at_three_times_equals_torch_func_of_the_rebuilt_network(
     monkeypatch.setattr(BlockKernel, "factored", lambda self: factored)
     if route == "quotient":
         problem = load("routing", M=3, K=2, hidden=6)
-        reduction = gdln.solution.dynamics_of(problem, b0=0.3)
+        reduction = gdln.solution.dynamics_by_route(problem, problem.settings.given(b0=0.3))
         assert reduction.route.startswith("symmetry quotient")
         trajectory, weights_at = _simulated(problem, reduction)
         kernels = gdln.trajectory_kernels(reduction, trajectory)
@@ -437,7 +437,7 @@ def test_the_kernel_at_three_times_equals_torch_func_of_the_rebuilt_network(
 def test_routing_rows_are_the_outputs_each_example_reaches() -> None:
     """An example of routing reaches one output domain: 7 of the M*7 output units."""
     problem = load("routing", M=4, K=2, hidden=8)
-    reduction = gdln.solution.dynamics_of(problem, b0=0.1)
+    reduction = gdln.solution.dynamics_by_route(problem, problem.settings.given(b0=0.1))
     kernels = gdln.trajectory_kernels(reduction, gdln.solve(reduction, t_max=1.0, points=2))
     n = len(problem.examples().weights)
     assert kernels.ntk.shape == (2, n * 28, n * 28) and len(kernels.ntk.rows) == n * 7

@@ -205,7 +205,7 @@ def test_one_system_is_system_zero() -> None:
 
 def test_full_matrix_flow_reads_through_the_same_accessors() -> None:
     problem = gdln.load("graphs/chain.yaml")
-    full = gdln.solve_full(problem, t_max=1.0, points=3)
+    full = gdln.solve(problem, route="matrix", t_max=1.0, points=3)
     for edge in problem.graph.edges:
         np.testing.assert_allclose(
             full.singular_values(edge), np.linalg.svd(full.weights(edge), compute_uv=False)

@@ -140,7 +140,9 @@ def test_full_matrix_flow_with_decay_equals_solve_by_every_route() -> None:
     weights = reduction.decoupled_weights(seed=0)
     reference = own_full_flow(problem, weights, GAMMA, times)
     scale = reference[0]
-    full = gdln.solve_full(problem, weights, t_max=8, points=9, weight_decay=GAMMA)
+    full = gdln.solve(
+        problem, route="matrix", weights=weights, t_max=8, points=9, weight_decay=GAMMA
+    )
     assert full.meta["weight_decay"] == GAMMA
     assert np.abs(full.loss - reference).max() <= 1e-9 * scale
     for route in ("contexts", "moments"):
@@ -150,7 +152,9 @@ def test_full_matrix_flow_with_decay_equals_solve_by_every_route() -> None:
     # a random start that is not decoupled: only the full-matrix flow is exact
     rng = np.random.default_rng(1)
     random = {e: 0.3 * rng.standard_normal(w.shape) for e, w in weights.items()}
-    full = gdln.solve_full(problem, random, t_max=8, points=9, weight_decay=GAMMA)
+    full = gdln.solve(
+        problem, route="matrix", weights=random, t_max=8, points=9, weight_decay=GAMMA
+    )
     reference = own_full_flow(problem, random, GAMMA, times)
     assert np.abs(full.loss - reference).max() <= 1e-9 * reference[0]
 

@@ -4,7 +4,7 @@ What ``gdln solve FILE --weights W.npz`` and ``--balanced LAM`` compute. A start
 :func:`~gdln.balanced.solve_balanced` covers (independent whitened two-layer pathways,
 each λ-balanced, no weight decay) is solved in closed form (Braun et al. 2022; Dominé et
 al. 2025); any other start by the full-matrix gradient flow of Eqs. (3)-(4) of Saxe,
-Sodhani & Lewallen (2022) (:func:`gdln.solve_full`, with weight decay where set).
+Sodhani & Lewallen (2022) (:func:`gdln.solve` with ``weights``, with weight decay where set).
 ``meta["route"]`` says which, and ``meta["why"]`` why not the closed form.
 
 Weight files are read only through the bounded reader (:func:`gdln._bounded._npz.read_npz`,
@@ -146,7 +146,7 @@ def solve_from_weights(
     Trajectory
         With ``meta["route"] == "lambda-balanced"``: :func:`gdln.solve_balanced`'s output
         (network function and representations per pathway, Braun et al. 2022;
-        Dominé et al. 2025). Else ``"matrix"``: :func:`gdln.solve_full`'s (every
+        Dominé et al. 2025). Else ``"matrix"``: :func:`gdln.solve`'s from the weights (every
         ``W[u->v]``) plus the representations ``"WTW[u->v]"`` $W_e^\top W_e$ and
         ``"WWT[u->v]"`` $W_eW_e^\top$ of every trained edge; ``meta["why"]`` says why
         the closed form did not apply.

@@ -63,7 +63,7 @@ def trajectory_kernels(
         trajectory (:func:`gdln.solve_balanced`, :func:`gdln.solve_from_weights`,
         ``gdln.solve(route="matrix")``), or
         the reduction :func:`gdln.solve` solved for a reduced one
-        (:func:`gdln.solution.dynamics_of` gives it from a problem).
+        (:func:`gdln.solution.dynamics_by_route` gives it from a problem and its settings).
     trajectory
         The solution; ``meta["route"]`` says how it was solved (module docstring).
     seed
@@ -98,7 +98,7 @@ def trajectory_kernels(
     --------
     >>> import gdln
     >>> problem = gdln.load("graphs/xor.yaml", params={"hidden": 2})
-    >>> reduction = gdln.solution.dynamics_of(problem)
+    >>> reduction = gdln.solution.dynamics_by_route(problem, problem.settings)
     >>> trajectory = gdln.solve(reduction, t_max=4, points=3)
     >>> kernels = gdln.trajectory_kernels(reduction, trajectory)
     >>> kernels.ntk.shape, float(kernels.distance[0])
@@ -120,7 +120,7 @@ def trajectory_kernels(
         raise GdlnError(
             f"{problem.source}: the trajectory was solved on route {route or '?'!r}, whose "
             "weights need the reduction that was solved; pass "
-            "gdln.solution.dynamics_of(problem) and solve that"
+            "gdln.solution.dynamics_by_route(problem, problem.settings) and solve that"
         )
     if model.whole is model:
         return decoupled_kernels(model, trajectory, seed=seed)

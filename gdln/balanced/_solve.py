@@ -97,7 +97,7 @@ def solve_balanced(
     GdlnError
         ``t_max`` or ``points`` is not a positive number, or the problem's
         ``weight_decay`` is not 0 (the Riccati solution holds without decay; the
-        full-matrix flow, :func:`gdln.solve_full`, takes any).
+        full-matrix flow, :func:`gdln.solve` with ``weights``, takes any).
 
     References
     ----------
@@ -123,7 +123,7 @@ def solve_balanced(
         raise GdlnError(
             f"{problem.source}: weight_decay {problem.settings.weight_decay:g}: the "
             "lambda-balanced solution holds without weight decay (Lambda then decays as "
-            "exp(-2 gamma t)); gdln.solve_full integrates the flow with it"
+            "exp(-2 gamma t)); gdln.solve(problem, weights=...) integrates the flow with it"
         )
     prepared = prepare(problem)
     read = read_weights(problem, weights)

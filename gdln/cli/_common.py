@@ -91,19 +91,8 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
         "method",
     ),
     "timescales": ("lump", "b0", "route"),
-    "schedule": (
-        "lump",
-        "b0",
-        "route",
-        "lr",
-        "weight_decay",
-        "dynamics",
-        "points",
-        "method",
-        "seed",
-        "init_scale",
-        "seeds",
-    ),
+    # what gdln.solve takes with a schedule, and the random start of --compare
+    "schedule": (*gdln.task.SCHEDULE_TAKES["solve"], "init_scale", "seeds"),
     "simulate": (
         "t_max",
         "lr",
@@ -172,8 +161,7 @@ def kernel_option(fn: F) -> F:
 
 def schedule_option(fn: F) -> F:
     """``--schedule``: follow the graph file's ``schedule:`` section phase by phase (the
-    command's schedule form: :func:`gdln.solve_schedule`, ``simulate_schedule``,
-    ``compare_schedule``)."""
+    command's public call with ``schedule=``)."""
     return click.option(
         "--schedule",
         "follow_schedule",

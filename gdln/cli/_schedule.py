@@ -1,6 +1,6 @@
 """``gdln schedule``: a file's schedule of contexts solved phase by phase.
 
-It parses its options, makes one call, :func:`gdln.solve_schedule`, and prints the
+It parses its options, makes one call, :func:`gdln.solve` with ``schedule=``, and prints the
 phases, the route each took, every context's loss at each phase's end and the measures
 (forgetting, transfer, savings), or writes the whole run (``-o``) and the measures
 (``--measures``). Nothing heavy is imported to show its help.
@@ -124,7 +124,9 @@ def solved(
         if settings["b0"] is not None:
             raise CommandLineError("--weights and --b0: a start from weights has no b0")
         weights = gdln.read_weight_file(problem, weights_file)
-    return gdln.solve_schedule(problem, weights=weights, **settings)
+    schedule = problem.require_schedule()
+    trajectory = gdln.solve(problem, schedule=schedule, weights=weights, **settings)
+    return gdln.schedule.ScheduleResult.of(trajectory)
 
 
 def write_run(output: Any, file: str, run: gdln.ScheduleResult) -> None:
@@ -148,7 +150,8 @@ def _compare(
             "that holds for each phase"
         )
     with refusals():
-        result = gdln.schedule.compare_schedule(problem, None, path, force=force, **settings)
+        schedule = problem.require_schedule()
+        result = gdln.compare(problem, path, force=force, schedule=schedule, **settings)
     click.echo(compare_summary(file, path, result), err=True)
 
 

@@ -97,7 +97,8 @@ def simulate(
         extra = {"record_steps": record_steps, "eval_task": eval_task, "rsm": rsm}
         extra["no_singular_values"] = no_singular_values
         chosen = for_schedule(settings | extra | {"project": project}, "simulate")
-        trajectory = gdln.schedule.simulate_schedule(load_problem(file, params, task), **chosen)
+        problem = load_problem(file, params, task)
+        trajectory = gdln.simulate(problem, schedule=problem.require_schedule(), **chosen)
     else:
         trajectory = gdln.simulate(
             load_problem(file, params, task),
@@ -158,7 +159,8 @@ def compare(
         chosen = for_schedule(settings, "compare")
         problem = load_problem(file, params, task)
         with refusals():
-            result = gdln.schedule.compare_schedule(problem, None, folder, force=force, **chosen)
+            schedule = problem.require_schedule()
+            result = gdln.compare(problem, folder, force=force, schedule=schedule, **chosen)
         echo(compare_summary(file, folder, result), err=True)
         return
     # the simulation process starts first: torch loads while the file is read

@@ -245,9 +245,10 @@ def solve(
                 "given weights takes neither"
             )
         model: gdln.Problem | gdln.Reduction | gdln.ExpectedDynamics = problem
-        trajectory = gdln.solve_full(  # the settings read the options' text
+        trajectory = gdln.solve(  # the settings read the options' text
             problem,
-            gdln.read_weight_file(problem, weights_file),
+            weights=gdln.read_weight_file(problem, weights_file),
+            route="matrix",
             t_max=settings["t_max"],
             lr=settings["lr"],
             dynamics=settings["dynamics"],
@@ -277,14 +278,14 @@ def solve(
         )
     else:
         model = problem
-        chosen = problem.settings.given(route=how["route"]).route
-        if kernel and chosen != "matrix":
+        resolved = problem.settings.given(**how)
+        if kernel and resolved.route != "matrix":
             # the kernel needs the reduction's bases: obtain it here, then solve it
             try:
-                model = gdln.solution.dynamics_of(problem, **how)
+                model = gdln.solution.dynamics_by_route(problem, resolved)
                 how = {}  # applied already
             except gdln.NotDiagonalizableError:
-                if chosen != "auto":
+                if resolved.route != "auto":
                     raise  # else the route rule's full-matrix flow, whose weights it records
         trajectory = gdln.solve(model, **settings, **how)
     kernels = gdln.trajectory_kernels(model, trajectory) if kernel else None

@@ -197,14 +197,17 @@ def compare(
         Replace existing output files.
     schedule
         Compare through this :class:`gdln.task.Schedule` (or the file's,
-        ``problem.schedule``) instead, phase by phase: returns
-        :func:`gdln.schedule.compare_schedule`'s ``ScheduleComparison`` (it takes ``lr``,
-        ``points``, ``b0``, the random start, ``seeds``, ``seed`` and ``weight_decay``).
+        ``problem.schedule``) instead, phase by phase: returns a
+        :class:`gdln.schedule.ScheduleComparison` (it takes ``lr``, ``points``, ``b0``,
+        the random start, ``seeds``, ``seed`` and ``weight_decay``): the reduced
+        gradient-descent map against the network trained from the decoupled weights of
+        Eq. (9) at ``b0`` (one run; ``seed`` draws their hidden bases) and from the random
+        start over ``seeds``, every context's loss all along.
 
     Returns
     -------
     CompareResult or ScheduleComparison
-        With ``schedule``, :func:`gdln.schedule.compare_schedule`'s result. Else:
+        With ``schedule``, a ``ScheduleComparison``. Else:
         ``metrics``: ``decoupled_vs_map`` and ``decoupled_vs_ode`` (max over time of
         $|L_\mathrm{sim}-L_\mathrm{theory}|/L(0)$), ``random_vs_ode`` (that quantity
         over the seeds: count, median, quartiles and range, by
@@ -270,15 +273,13 @@ def _scheduled(
     chosen: Settings,
     seeds: Any,
 ) -> Any:
-    """:func:`compare` with ``schedule=``: :func:`gdln.schedule.compare_schedule`."""
-    from ..schedule._compare import compare_schedule
+    """:func:`compare` with ``schedule=``: the schedule room's comparison."""
+    from ..schedule._compare import schedule_compared
 
-    takes = SCHEDULE_TAKES["compare"]
-    refused = sorted(chosen.called - set(takes))
+    refused = sorted(chosen.called - set(SCHEDULE_TAKES["compare"]))
     if refused:
         raise SimulationSpecError(refusal("compare", refused[0]))
-    given = {k: getattr(chosen, k) for k in takes if k in chosen.called - {"seeds"}}
-    return compare_schedule(problem, schedule, out_dir, force=force, seeds=seeds, **given)
+    return schedule_compared(problem, schedule, chosen, out_dir, seeds=seeds, force=force)
 
 
 def _check_outputs(out_dir: str | Path, *, force: bool) -> Path:

@@ -6,7 +6,7 @@ contexts (Sec. 2 of Saxe, Sodhani & Lewallen 2022: pathway $S$ is gated on exact
 contexts of $S$), written by hand. Here it is built from any task with contexts: every
 input node feeds every pathway node, every pathway node every output, and the pathways
 race for the same targets under the joint gradient flow of Eqs. (3)-(4). Their statistics
-rarely share bases, so the full-matrix flow solves it (:func:`gdln.solve_full`), from
+rarely share bases, so the full-matrix flow solves it (the matrix route of :func:`gdln.solve`), from
 random weights whose singular values all equal ``b0``. A pathway's strength is the top
 singular value of its map $W_{\mathrm{out}}W_{\mathrm{in}}$; the ranking by final
 strength and by escape time (the time the strength first reaches half its final value)
@@ -66,7 +66,7 @@ class GatingPrediction:
     text
         The graph file of the candidate network (pathway ``k`` is node ``p<k>``).
     trajectory
-        Its full-matrix flow (:func:`gdln.solve_full`): the loss and every weight.
+        Its full-matrix flow (the matrix route of :func:`gdln.solve`): the loss and every weight.
     """
 
     contexts: tuple[str, ...]
@@ -263,7 +263,7 @@ def predict_gating(
     Saxe, Sodhani & Lewallen (2022), Sec. 2 and Eqs. (3)-(4); Jarvis, Klein, Rosman & Saxe
     (2025), the rectified linear network of one pathway per subset of contexts.
     """
-    from ..solution._full import solve_full
+    from ..solution._dynamics import solve
 
     examples = problem.examples()
     labels, context = context_of(examples)
@@ -285,7 +285,7 @@ def predict_gating(
         from ..graphfile._reader import load
 
         candidates = load(path)
-    trajectory = solve_full(candidates, t_max=t_max, points=points, b0=b0, seed=seed)
+    trajectory = solve(candidates, route="matrix", t_max=t_max, points=points, b0=b0, seed=seed)
     strengths = np.stack(
         [_strength(trajectory, f"p{k}", inputs, outputs) for k in range(len(chosen))], axis=1
     )

@@ -2,7 +2,7 @@ r"""A ReLU run against the theory of its own gated network, on one time axis.
 
 From the step $K$ where the activation patterns freeze, the ReLU network *is* the gated
 deep linear network of those patterns (Sec. 2 of Saxe, Sodhani & Lewallen 2022), so the
-full-matrix dynamics of that GDLN (Eqs. 3-4, :func:`gdln.solve_full`), started from the
+full-matrix dynamics of that GDLN (Eqs. 3-4, the matrix route of :func:`gdln.solve`), started from the
 network's own weights at $K$, predict its loss from there on: exactly for the gradient-
 descent map with the run's learning rate, to $O(\mathrm{lr})$ for the flow. Before $K$,
 or on a task whose patterns never freeze, it is exact for the gated network, not for the
@@ -145,7 +145,7 @@ def relu_theory(
     Saxe, Sodhani & Lewallen (2022), Sec. 2 (ReLU as a gated linear unit) and Eqs. (3)-(4);
     Jarvis, Klein, Rosman & Saxe (2025), the rectified linear network of a ReLU network.
     """
-    from ..solution._full import solve_full
+    from ..solution._dynamics import solve
 
     if dynamics not in DYNAMICS:
         raise GdlnError(f"dynamics: expected one of {', '.join(DYNAMICS)}, got {dynamics!r}")
@@ -158,9 +158,9 @@ def relu_theory(
     lr = float(net.trajectory.meta.get("lr", 0.05))
     remaining = float(net.t[-1] - found.t) if t_max is None else float(t_max)
     after = int(np.sum((net.t >= found.t) & (net.t <= found.t + remaining + 1e-12)))
-    theory = solve_full(
+    theory = solve(
         found.problem(),
-        found.weights,
+        weights=found.weights,
         t_max=remaining if remaining > 0 else lr,
         dynamics=dynamics,
         lr=lr,

@@ -56,7 +56,8 @@ GAIN_RTOL = 1e-9
 """Relative margin by which a dropped mode's gain must exceed a kept one's to refuse."""
 
 FULL_MATRIX_ROUTE = (
-    "use the full-matrix dynamics (Eqs. 3-4): gdln.solve_full, or `gdln solve FILE --route matrix`"
+    "use the full-matrix dynamics (Eqs. 3-4): gdln.solve(problem, route='matrix'), or "
+    "`gdln solve FILE --route matrix`"
 )
 
 
@@ -102,7 +103,7 @@ def check_narrow_nodes(
     ------
     NarrowNodeError
         Naming the first narrow node that fails, its width and the number of modes that
-        reach it, and pointing to :func:`gdln.solve_full`.
+        reach it, and pointing to the matrix route of :func:`gdln.solve`.
 
     References
     ----------

@@ -399,7 +399,7 @@ def shade_phases(ax: Any, phases: Sequence[Mapping[str, Any]]) -> None:
         The axes, with their data drawn (the x limits are kept).
     phases
         Each phase's ``start``, ``end`` and ``name`` (``meta["schedule"]["phases"]`` of
-        :func:`gdln.solve_schedule`'s trajectory). The spans carry the ``gid``
+        :func:`gdln.solve`'s trajectory with ``schedule=``). The spans carry the ``gid``
         ``"phase K"``, the names ``"phase label K"``.
     """
     low, high = ax.get_xlim()

@@ -1,8 +1,8 @@
 r"""A schedule's theory against the full network trained through it, context by context.
 
-:func:`compare_schedule` is :func:`gdln.compare` for a schedule: the reduced
-gradient-descent map of :func:`gdln.solve_schedule` (each phase from the previous phase's
-end, by the route that holds for it), the full network trained through the same phases
+:func:`gdln.compare` with ``schedule=`` (:func:`schedule_compared`): the reduced
+gradient-descent map of a solved schedule (each phase from the previous phase's end, by
+the route that holds for it), the full network trained through the same phases
 in torch from the same decoupled weights (Eq. 9 of Saxe, Sodhani & Lewallen 2022, on the
 bases of every context the schedule sees), which the map follows to rounding, and the
 network trained from small random weights, which it follows approximately. Every
@@ -26,19 +26,18 @@ from ..comparison._figures import save_figure
 from ..outputs import atomic_folder, check_folder
 from ..settings._choices import INITS
 from ..settings._declared import Settings
-from ..settings._door import AT_THE_DOOR, door
 from ..simulation._errors import SimulationSpecError
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
 from ..task._schedule import Schedule
 from ._engine import run_schedule
 from ._result import ScheduleResult
-from ._simulate import simulate_schedule
+from ._simulate import schedule_simulated
 
-__all__ = ["SCHEDULE_FILES", "ScheduleComparison", "compare_schedule"]
+__all__ = ["SCHEDULE_FILES", "ScheduleComparison", "schedule_compared"]
 
 SCHEDULE_FILES = ("schedule_loss.png", "metrics.json", "theory.json")
-"""The files :func:`compare_schedule` writes into its folder."""
+"""The files :func:`gdln.compare` with ``schedule=`` writes into its folder."""
 
 RANDOM = tuple(name for name in INITS if name not in ("given", "decoupled"))
 """The random starts of the second simulation (the decoupled one is always made)."""
@@ -46,7 +45,7 @@ RANDOM = tuple(name for name in INITS if name not in ("given", "decoupled"))
 
 @dataclass(frozen=True)
 class ScheduleComparison:
-    """What :func:`compare_schedule` found.
+    """What :func:`gdln.compare` with ``schedule=`` found.
 
     Parameters
     ----------
@@ -70,103 +69,47 @@ class ScheduleComparison:
     files: tuple[Path, ...] = ()
 
 
-@door(error=SimulationSpecError, own=("seeds",))
-def compare_schedule(
+def schedule_compared(
     problem: Problem,
-    schedule: Schedule | None = None,
+    schedule: Schedule | None,
+    chosen: Settings,
     out_dir: str | Path | None = None,
     *,
-    lr: float | str | None = None,
-    points: int | str | None = None,
-    b0: Any = None,
-    init_scheme: str | None = None,
-    init_scale: float | str | None = None,
-    seeds: int | None = None,
-    seed: int | None = None,
-    weight_decay: float | str | None = None,
+    seeds: Any = None,
     force: bool = False,
-    resolved: Settings = AT_THE_DOOR,
 ) -> ScheduleComparison:
-    r"""Theory against simulation through a schedule, every context's loss all along.
+    r""":func:`gdln.compare` with ``schedule=``, on the settings resolved at its door:
+    theory against simulation through ``schedule`` (default: the file's), every context's
+    loss all along.
 
-    Every setting left ``None`` takes the problem's value (``problem.settings``).
-
-    Parameters
-    ----------
-    problem
-        A loaded problem with a task.
-    schedule
-        The phases; default: the file's ``schedule:``.
-    out_dir
-        ``None``: write nothing. Else the folder to write :data:`SCHEDULE_FILES` into
-        (created; existing files refused unless ``force``; written whole or not at all).
-    lr
-        The learning rate of the simulations and of the reduced map (every phase a whole
-        number of steps).
-    points
-        About how many records over the whole schedule (the boundaries always).
-    b0
-        The start of the reduced variables and of the decoupled simulation (Eq. 9).
-    init_scheme, init_scale, seeds, seed
-        The random simulation's start (a random scheme of
-        :data:`gdln.settings.INITS`; ``"decoupled"`` and ``"given"`` read as ``"xavier"``) and its seeds; ``seed`` also draws the hidden bases of the
-        decoupled start.
-    weight_decay
-        $\gamma$ of the theory and of both simulations alike.
-    force
-        Replace existing output files.
-
-    Returns
-    -------
-    ScheduleComparison
-        The metrics, the theory and both simulations, and the files written.
-
-    Raises
-    ------
-    SimulationSpecError
-        A malformed setting or output folder.
-    GdlnError
-        No schedule, or a phase that is not a whole number of steps of ``lr``.
-
-    References
-    ----------
-    Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(2) and (9)-(10); Flesch et al. (2023)
-    (blocked and interleaved training).
-
-    Examples
-    --------
-    >>> import gdln
-    >>> problem = gdln.load("context", params={"pathways": 2, "hidden": 4})
-    >>> result = gdln.schedule.compare_schedule(
-    ...     problem, gdln.task.blocked(["context0", "context1"], 2.0), lr=0.1, seeds=2
-    ... )
-    >>> result.metrics["contexts"]["context0"]["decoupled_vs_map"] < 1e-12
-    True
+    Two simulations (:func:`schedule_simulated`): from the decoupled weights of Eq. (9) at
+    ``b0`` (one run; ``seed`` also draws their hidden bases), and from a random start
+    (``init_scheme`` and ``init_scale``, a random scheme of :data:`gdln.settings.INITS`,
+    ``"decoupled"`` and ``"given"`` read as ``"xavier"``, over ``seeds``); the theory is
+    the reduced gradient-descent map at the same steps (:func:`run_schedule`), with the
+    same ``lr`` and ``weight_decay``. With ``out_dir`` the files of
+    :data:`SCHEDULE_FILES` are written there whole or not at all (existing ones refused
+    unless ``force``). Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(2) and (9)-(10);
+    Flesch et al. (2023) (blocked and interleaved training).
     """
     out = None if out_dir is None else _checked_folder(out_dir, force=force)
-    chosen = resolved
-    common = {"lr": chosen.lr, "points": chosen.points, "weight_decay": chosen.weight_decay}
-    decoupled = simulate_schedule(
+    common = frozenset({"lr", "points", "weight_decay", "seed"})
+    decoupled = schedule_simulated(
         problem,
         schedule,
-        init_scheme="decoupled",
-        b0=chosen.b0,
-        seed=chosen.seed,
+        dataclasses.replace(chosen, init_scheme="decoupled", called=common | {"init_scheme", "b0"}),
         seeds=1,
-        **common,
     )
     scheme = chosen.init_scheme if chosen.init_scheme in RANDOM else "xavier"
-    random = simulate_schedule(
+    random = schedule_simulated(
         problem,
         schedule,
-        init_scheme=scheme,
-        init_scale=chosen.init_scale,
+        dataclasses.replace(
+            chosen, init_scheme=scheme, called=common | {"init_scheme", "init_scale"}
+        ),
         seeds=chosen.seeds if seeds is None else seeds,
-        seed=chosen.seed,
-        **common,
     )
-    used = problem.schedule if schedule is None else schedule
-    assert used is not None  # simulate_schedule refused a problem without one
+    used = problem.require_schedule() if schedule is None else schedule
     theory = run_schedule(
         problem,
         used,

@@ -43,7 +43,6 @@ from ..balanced._errors import BalancedSpecError, NotBalancedError
 from ..balanced._phases import balanced_phase, prepare_schedule
 from ..balanced._weights import read_weights
 from ..settings._declared import Settings
-from ..settings._door import AT_THE_DOOR, door
 from ..solution._bounds import check_count, check_solve_settings, check_times
 from ..solution._flow import FlowPlan
 from ..solution._full import MEMORY_COPIES, initial_full_weights
@@ -56,7 +55,7 @@ from . import _reduced
 from ._matrix import ContextLosses, check_saddle_weights, matrix_phase
 from ._result import PhaseRun, ScheduleResult
 
-__all__ = ["ROUTES", "run_schedule", "schedule_solved", "solve_schedule"]
+__all__ = ["ROUTES", "run_schedule", "schedule_solved"]
 
 ROUTES = ("contexts", "lambda-balanced", "matrix")
 """The routes of a phase (``PhaseRun.route``), in the order they are tried."""
@@ -76,7 +75,7 @@ def run_schedule(
     stages: bool = True,
 ) -> ScheduleResult:
     r"""Solve ``schedule`` on ``problem`` from resolved settings (the engine of
-    :func:`solve_schedule`; module docstring for the routes).
+    :func:`gdln.solve` with ``schedule=``; module docstring for the routes).
 
     Parameters
     ----------
@@ -85,7 +84,7 @@ def run_schedule(
     schedule
         The phases.
     settings
-        The settings resolved at :func:`solve_schedule`'s door: ``dynamics`` and ``lr``
+        The settings resolved at :func:`gdln.solve`'s door: ``dynamics`` and ``lr``
         (gradient flow, or gradient descent with every phase a whole number of steps),
         ``b0`` (without ``weights``: the start of the reduced variables, Eq. 9, or of the
         full matrices' singular values where the problem has no common bases),
@@ -491,89 +490,6 @@ def _probabilities(problem: Problem) -> np.ndarray:
     return np.array([float(c.probability) for c in problem.require_task().contexts])
 
 
-@door
-def solve_schedule(
-    problem: Problem,
-    schedule: Schedule | None = None,
-    *,
-    points: int | str | None = None,
-    times: npt.ArrayLike | None = None,
-    dynamics: str | None = None,
-    lr: float | str | None = None,
-    b0: Any = None,
-    weights: Mapping[Any, Any] | None = None,
-    weight_decay: float | str | None = None,
-    lump: str | None = None,
-    route: str | None = None,
-    method: str | None = None,
-    seed: int | str | None = None,
-    rtol: float = 1e-10,
-    atol: float = 1e-12,
-    resolved: Settings = AT_THE_DOOR,
-) -> ScheduleResult:
-    r"""Solve a schedule: each phase from the previous phase's end, every context's loss.
-
-    A temporary door of its own until :func:`gdln.solve` takes ``schedule=``: every
-    setting left ``None`` takes the problem's value (``problem.settings``).
-
-    Parameters
-    ----------
-    problem
-        A loaded problem.
-    schedule
-        The phases (:class:`gdln.task.Schedule`; :func:`gdln.task.blocked`,
-        :func:`gdln.task.interleaved`); default: the file's ``schedule:``.
-    points
-        Recorded times evenly spaced over the schedule (the boundaries are recorded too).
-    times
-        The recorded times instead (from 0, increasing; with the map whole steps).
-    dynamics
-        ``"flow"`` (gradient flow) or ``"gd-map"`` (gradient descent with ``lr``).
-    lr
-        The learning rate of the map.
-    b0
-        The initial value of the reduced variables (decoupled start, Eq. 9).
-    weights
-        Edge (``"u->v"``, ``"W/u->v"`` or ``(u, v)``) -> weights at the start instead.
-    weight_decay, lump, route, method, seed
-        As for :func:`gdln.solve` (:func:`run_schedule` says what each route does).
-    rtol, atol
-        Tolerances of the integrations.
-
-    Returns
-    -------
-    ScheduleResult
-        ``trajectory`` (every context's loss all along), ``phases`` (each phase's route
-        and why) and ``measures`` (end losses, transfer, forgetting, savings).
-
-    Raises
-    ------
-    GdlnError
-        No schedule; a setting is malformed; a boundary off the steps of ``lr``; a
-        reversal from an exactly balanced, aligned start (the saddle); a route that does
-        not hold for every phase.
-
-    References
-    ----------
-    Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(4), (9)-(10); Braun, Dominé, Fitzgerald &
-    Saxe (2022) (the λ-balanced closed form, forgetting); Flesch et al. (2023) (blocked
-    and interleaved training).
-
-    Examples
-    --------
-    >>> import gdln
-    >>> problem = gdln.load("context", params={"pathways": 1})
-    >>> run = gdln.solve_schedule(problem, gdln.task.blocked(["context0", "context1"], 60.0))
-    >>> [p.route for p in run.phases]  # y = x1, then y = x2: neither the start's bases
-    ['lambda-balanced', 'lambda-balanced']
-    >>> round(float(run.context_loss["context0"][-1]), 3)  # forgot context 0: 1/3
-    0.333
-    """
-    return schedule_solved(
-        problem, schedule, resolved, times=times, weights=weights, rtol=rtol, atol=atol
-    )
-
-
 def schedule_solved(
     problem: Problem,
     schedule: Schedule | None,
@@ -584,15 +500,10 @@ def schedule_solved(
     rtol: float = 1e-10,
     atol: float = 1e-12,
 ) -> ScheduleResult:
-    """:func:`solve_schedule` on the settings resolved at a door (its own, or
-    :func:`gdln.solve`'s with ``schedule=``): ``schedule`` (default: the file's) recorded
-    at ``times`` or ``settings.points`` evenly spaced ones."""
-    schedule = problem.schedule if schedule is None else schedule
-    if schedule is None:
-        raise GdlnError(
-            f"{problem.source}: no schedule: add a 'schedule:' section or pass one "
-            "(gdln.task.blocked, gdln.task.interleaved)"
-        )
+    """:func:`gdln.solve` with ``schedule=``, on the settings resolved at its door:
+    ``schedule`` (default: the file's) recorded at ``times`` or ``settings.points`` evenly
+    spaced ones, each phase on its route (:func:`run_schedule`)."""
+    schedule = problem.require_schedule() if schedule is None else schedule
     step = settings.lr if settings.dynamics == "gd-map" else None
     total = schedule.duration
     if times is None:

@@ -1,7 +1,7 @@
 r"""The full-matrix route through a schedule: Eqs. (3)-(4) per phase, from explicit weights.
 
 The full-matrix flow needs no common bases and holds from any weights (Saxe, Sodhani &
-Lewallen 2022, Eqs. 3-4; :func:`gdln.solve_full`). A schedule makes its statistics
+Lewallen 2022, Eqs. 3-4; the matrix route of :func:`gdln.solve`). A schedule makes its statistics
 piecewise constant, so each phase is integrated on its own from the weights the previous
 phase ended with, with a fresh DOP853 stepper (never across a jump of the right-hand side),
 or iterated by gradient descent, whose boundaries fall on whole steps. Each context's loss

@@ -1,4 +1,5 @@
-"""What :func:`gdln.solve_schedule` returns: the trajectory, its phases and their measures."""
+"""A solved schedule: the trajectory of :func:`gdln.solve` with ``schedule=``, its phases
+and their measures."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import GdlnError
 from ..solution._series import CONTEXT_LOSS
 from ..solution._trajectory import Trajectory
 from ._measures import ScheduleMeasures, measures_of
@@ -105,6 +107,52 @@ class ScheduleResult:
     trajectory: Trajectory
     phases: tuple[PhaseRun, ...]
     labels: tuple[str, ...]
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> ScheduleResult:
+        """The schedule a trajectory of :func:`gdln.solve` with ``schedule=`` followed.
+
+        Parameters
+        ----------
+        trajectory
+            What ``gdln.solve(problem, schedule=...)`` returned (or the same read back
+            from its JSON file): its ``meta["schedule"]`` holds each phase's run.
+
+        Returns
+        -------
+        ScheduleResult
+            The trajectory, its phases and, through them, its measures.
+
+        Raises
+        ------
+        GdlnError
+            The trajectory did not follow a schedule of the theory.
+
+        Examples
+        --------
+        >>> import gdln
+        >>> problem = gdln.load("context", params={"pathways": 1})
+        >>> schedule = gdln.task.blocked(["context0", "context1"], 60.0)
+        >>> run = gdln.schedule.ScheduleResult.of(gdln.solve(problem, schedule=schedule))
+        >>> [p.route for p in run.phases]  # y = x1, then y = x2: neither the start's bases
+        ['lambda-balanced', 'lambda-balanced']
+        >>> round(float(run.context_loss["context0"][-1]), 3)  # forgot context 0: 1/3
+        0.333
+        """
+        phases = trajectory.meta.get("schedule", {}).get("phases")
+        if not phases or any("route" not in p for p in phases):
+            raise GdlnError(
+                f"{trajectory.meta.get('source', 'trajectory')}: not a solved schedule "
+                "(gdln.solve with schedule= records its phases in meta['schedule'])"
+            )
+        runs = tuple(
+            PhaseRun(
+                **{k: v for k, v in p.items() if k != "stages"},
+                stages=tuple((tuple(s["pathways"]), float(s["time"])) for s in p["stages"]),
+            )
+            for p in phases
+        )
+        return cls(trajectory, runs, tuple(trajectory.meta["context_labels"]))
 
     def __repr__(self) -> str:
         routes = ", ".join(f"{p.name}: {p.route}" for p in self.phases)

@@ -7,7 +7,8 @@ loss is recorded all along on the evaluation examples of every context (so also 
 the phase gives it probability 0: forgetting), the loss of the phase in force on its
 training examples. This is the Euler map of Eq. (2) of Saxe, Sodhani & Lewallen (2022)
 with the data of each phase, which the reduced gradient-descent map of
-:func:`gdln.solve_schedule` (``dynamics="gd-map"``) follows exactly from decoupled weights.
+:func:`gdln.solve` with ``schedule=`` (``dynamics="gd-map"``) follows exactly from decoupled
+weights.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import numpy as np
 
 from .._edge import Edge
 from ..settings._declared import Settings
-from ..settings._door import AT_THE_DOOR, door
 from ..solution._series import context_key, edge_in_key
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
@@ -28,78 +28,43 @@ from ..task._schedule import Schedule, phase_task, schedule_task
 from ..task._task import Task
 from ._engine import _grid
 
-__all__ = ["simulate_schedule"]
+__all__ = ["schedule_simulated"]
 
 
-@door(own=("seeds",))
-def simulate_schedule(
+_STARTS = ("init_scheme", "init_scale", "b0")
+"""The settings of a random start that each phase's run is given only where the call gave
+them (so that :func:`gdln.simulate` refuses or reads them as it would)."""
+
+
+def schedule_simulated(
     problem: Problem,
-    schedule: Schedule | None = None,
+    schedule: Schedule | None,
+    settings: Settings,
     *,
-    lr: float | str | None = None,
-    points: int | str | None = None,
-    init_scheme: str | None = None,
-    init_scale: float | None = None,
-    b0: Any = None,
     weights: Mapping[Edge, Any] | None = None,
-    seeds: int | None = None,
-    seed: int | None = None,
-    weight_decay: float | str | None = None,
-    resolved: Settings = AT_THE_DOOR,
+    seeds: Any = None,
 ) -> Trajectory:
-    r"""Train the full network through a schedule, each phase from the previous one's end.
+    r""":func:`gdln.simulate` with ``schedule=``, on the settings resolved at its door:
+    the full network trained through ``schedule`` (default: the file's), each phase from
+    the previous one's end weights.
 
-    Parameters
-    ----------
-    problem
-        A loaded problem (its graph, task and settings).
-    schedule
-        The phases; default: the file's ``schedule:``.
-    lr
-        The learning rate (every phase a whole number of steps).
-    points
-        About how many records over the whole schedule (the boundaries always).
-    init_scheme, init_scale, b0, weights, seeds, seed, weight_decay
-        As for :func:`gdln.simulate`, for the start of the first phase. ``"decoupled"``:
-        the weights of Eq. (9) at ``b0`` on the bases of every context the schedule sees
-        (the start :func:`gdln.solve_schedule` takes, so that the reduced map and the
-        simulation start from the same weights and stay equal), one run from ``seed``.
-
-    Returns
-    -------
-    Trajectory
-        ``t`` ``(T,)``; ``loss`` ``(T, S)`` (the phase in force; a boundary counts to the
-        phase it ends); ``"loss/<context>"`` ``(T, S)`` every context's own loss;
-        ``"sv/<edge>"``; ``meta["schedule"]`` the boundaries and each phase's name, key,
-        times and probabilities.
-
-    Raises
-    ------
-    GdlnError
-        No schedule, or a duration that is not a whole number of steps of ``lr``.
-
-    References
-    ----------
-    Saxe, Sodhani & Lewallen (2022), Eqs. (1)-(2); Flesch et al. (2023).
-
-    Examples
-    --------
-    >>> import gdln
-    >>> problem = gdln.load("context", params={"pathways": 2, "hidden": 4})
-    >>> sim = gdln.schedule.simulate_schedule(
-    ...     problem, gdln.task.blocked(["context0", "context1"], 1.0), lr=0.5, seeds=1
-    ... )
-    >>> sim.meta["schedule"]["boundaries"]
-    [0.0, 1.0, 2.0]
+    ``settings.lr`` is every phase's step (each phase a whole number of steps),
+    ``settings.points`` about how many records there are over the whole schedule (the
+    boundaries always). The start of the first phase is ``weights`` where given, else by
+    ``init_scheme``: ``"decoupled"`` is the weights of Eq. (9) at ``b0`` on the bases of
+    every context the schedule sees (the start of the reduced route of :func:`gdln.solve`
+    with ``schedule=``, so that the reduced map and the simulation start from the same
+    weights and stay equal), one run from ``seed``; any other scheme is
+    :func:`gdln.simulate`'s. Returns ``t`` ``(T,)``, ``loss`` ``(T, S)`` (the phase in
+    force; a boundary counts to the phase it ends), every context's own loss, the
+    singular values and ``meta["schedule"]`` (the boundaries and each phase's name, key,
+    times and probabilities). Refuses a problem without a schedule, or a duration that
+    is not a whole number of steps of ``lr`` (Saxe, Sodhani & Lewallen 2022, Eqs. 1-2;
+    Flesch et al. 2023).
     """
     from ..simulation import simulate
 
-    schedule = problem.schedule if schedule is None else schedule
-    if schedule is None:
-        from .._errors import GdlnError
-
-        raise GdlnError(f"{problem.source}: no schedule: add a 'schedule:' section or pass one")
-    settings = resolved
+    schedule = problem.require_schedule() if schedule is None else schedule
     step = float(settings.lr)
     _grid(schedule, [0.0, float(schedule.duration)], step)  # every boundary on a step
     union = schedule_task(problem.require_task(), schedule)
@@ -115,7 +80,8 @@ def simulate_schedule(
     elif settings.init_scheme == "decoupled":
         start = {"weights": _decoupled(problem, union, settings, seeds), "seeds": [settings.seed]}
     else:
-        start = {"init_scheme": init_scheme, "init_scale": init_scale, "b0": b0, "seeds": seeds}
+        start = {k: getattr(settings, k) for k in _STARTS if k in settings.called}
+        start["seeds"] = seeds
     parts: list[dict[str, np.ndarray]] = []
     offset = 0.0
     for k, phase in enumerate(schedule.phases):
@@ -125,8 +91,7 @@ def simulate_schedule(
             dataclasses.replace(problem, task=phase_task(union, phase)),
             steps=steps,
             lr=step,
-            seed=seed,
-            weight_decay=weight_decay,
+            **{n: getattr(settings, n) for n in ("seed", "weight_decay") if n in settings.called},
             eval_examples=evaluation,
             record_weights=True,
             record_steps=records,
@@ -176,8 +141,8 @@ def simulate_schedule(
 
 def _decoupled(problem: Problem, union: Task, settings: Settings, seeds: Any) -> dict[Edge, Any]:
     """The decoupled weights of Eq. (9) at ``settings.b0`` on the bases of every context
-    the schedule sees (``union``): the start of :func:`gdln.solve_schedule`'s reduced
-    route, one run from ``settings.seed``."""
+    the schedule sees (``union``): the start of the reduced route of a solved schedule,
+    one run from ``settings.seed``."""
     from .._errors import GdlnError
     from ..reduction._reduce import derive
 

@@ -42,7 +42,7 @@ def _chain_settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def expected_sd_flow(
-    b0: np.ndarray,
+    b: np.ndarray,
     p: np.ndarray,
     t: np.ndarray,
     *,
@@ -59,8 +59,8 @@ def expected_sd_flow(
 
     Parameters
     ----------
-    b0
-        ``(L,)`` or ``(L, M)`` initial residual scalars.
+    b
+        ``(L,)`` or ``(L, M)``: the chain's residual scalars at the start, $t = 0$.
     p
         ``(L,)`` survival probabilities.
     t
@@ -88,8 +88,8 @@ def expected_sd_flow(
     Stochastic Depth", Eq. (1).
     """
     chain = _chain_settings(chain)
-    b0 = np.asarray(b0, dtype=float)
-    shape = b0.shape
+    b = np.asarray(b, dtype=float)
+    shape = b.shape
     t = np.asarray(t, dtype=float)
     if (
         t.ndim != 1
@@ -104,7 +104,7 @@ def expected_sd_flow(
         return -expected_chain(y.reshape(shape), p, **chain).grad.ravel()
 
     sol = solve_ivp(
-        rhs, (0.0, float(t[-1])), b0.ravel(), t_eval=t, rtol=rtol, atol=atol, method="DOP853"
+        rhs, (0.0, float(t[-1])), b.ravel(), t_eval=t, rtol=rtol, atol=atol, method="DOP853"
     )
     if not sol.success:  # pragma: no cover - depends on the integrator
         raise StochasticDepthError(f"the ODE solver failed: {sol.message}", key="t")
@@ -137,7 +137,7 @@ def _record(
 
 
 def expected_sd_gd(
-    b0: np.ndarray, p: np.ndarray, *, lr: float, steps: int, record_every: int = 1, **chain: Any
+    b: np.ndarray, p: np.ndarray, *, lr: float, steps: int, record_every: int = 1, **chain: Any
 ) -> Trajectory:
     r"""The expected GD map $b\mapsto b-\mathrm{lr}\,\nabla_b\mathbb E[\mathcal L](b)$, iterated.
 
@@ -148,8 +148,8 @@ def expected_sd_gd(
 
     Parameters
     ----------
-    b0
-        ``(L,)`` or ``(L, M)`` initial residual scalars.
+    b
+        ``(L,)`` or ``(L, M)``: the chain's residual scalars at the start, step 0.
     p
         ``(L,)`` survival probabilities.
     lr
@@ -179,7 +179,7 @@ def expected_sd_gd(
     """
     chain = _chain_settings(chain)
     lr, steps, record_every = _check_gd(lr, steps, record_every)
-    b = np.asarray(b0, dtype=float).copy()
+    b = np.asarray(b, dtype=float).copy()
     recs, ts = [b.copy()], [0.0]
     for k in range(1, steps + 1):
         b = b - lr * expected_chain(b, p, **chain).grad
@@ -207,7 +207,7 @@ def _check_gd(lr: float, steps: int, record_every: int) -> tuple[float, int, int
 
 
 def simulate_sd_gd(
-    b0: np.ndarray,
+    b: np.ndarray,
     p: np.ndarray,
     *,
     lr: float,
@@ -225,8 +225,9 @@ def simulate_sd_gd(
 
     Parameters
     ----------
-    b0
-        ``(L,)`` or ``(L, M)`` initial residual scalars.
+    b
+        ``(L,)`` or ``(L, M)``: the chain's residual scalars at the start (every run's),
+        step 0.
     p
         ``(L,)`` survival probabilities.
     lr
@@ -265,15 +266,15 @@ def simulate_sd_gd(
         raise StochasticDepthError(f"runs = {runs!r}; expected a positive integer", key="runs")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise StochasticDepthError(f"seed = {seed!r}; expected an integer >= 0", key="seed")
-    b0 = np.asarray(b0, dtype=float)
-    held = int(runs) * b0.size * (steps // record_every + 4)
+    b = np.asarray(b, dtype=float)
+    held = int(runs) * b.size * (steps // record_every + 4)
     if held > current_limits().batch_elements:
         raise StochasticDepthError(
-            beyond("batch_elements", f"{runs} runs of {b0.size} weights, {held:.3g} numbers"),
+            beyond("batch_elements", f"{runs} runs of {b.size} weights, {held:.3g} numbers"),
             key="runs",
         )
     B0, pc, conv, s_, d_, ca, _ = chain_inputs(
-        b0.reshape(b0.shape[0], -1),
+        b.reshape(b.shape[0], -1),
         p,
         chain.get("mask", "unscaled"),
         chain.get("s"),

@@ -195,9 +195,6 @@ OLD_SPELLINGS: tuple[OldSpelling, ...] = (
     OldSpelling("solve", "n_points", "points"),
     OldSpelling("solve", "lr", "dynamics='gd-map', lr", _gd_map),
     OldSpelling("solve_batch", "n_points", "points"),
-    OldSpelling("solve_full", "n_points", "points"),
-    OldSpelling("solve_full", "init", "b0"),
-    OldSpelling("solve_full", "lr", "dynamics='gd-map', lr", _gd_map),
     OldSpelling("simulate", "init", "init_scale"),
     OldSpelling("simulate", "settings", "the keywords of its fields", _simulation_settings(None)),
     OldSpelling("initial_weights", "init", "init_scale"),
@@ -250,7 +247,7 @@ def translate_keywords(function: str, kwargs: dict[str, Any], *, stacklevel: int
     :data:`OLD_SPELLINGS`) to the new ones, each with one warning naming the new spelling;
     the door of every entry point (:func:`gdln.settings._door.door`) calls it first.
 
-    ``lr`` given to :func:`gdln.solve` or :func:`gdln.solve_full` without ``dynamics``
+    ``lr`` given to :func:`gdln.solve` without ``dynamics``
     keeps its earlier meaning (the gradient-descent map), with a warning.
 
     Parameters

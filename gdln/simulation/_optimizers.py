@@ -49,7 +49,7 @@ class Optimizer:
         Learning rate and heavy-ball momentum $\\mu$.
     fixed
         Indices of the fixed edges, never updated.
-    weight_decay
+    decay
         The weight decay $\\gamma$: :meth:`update` adds $\\gamma W$ to each trained
         weight's gradient, the gradient of $\\tfrac\\gamma2\\lVert W\\rVert_F^2$ (the
         convention of :class:`gdln.settings.Settings`).
@@ -70,14 +70,14 @@ class Optimizer:
         momentum: float,
         fixed: Collection[int],
         sampler: Sampler | None = None,
-        weight_decay: float = 0.0,
+        decay: float = 0.0,
     ) -> None:
         if self.minibatch and sampler is None:
             raise ValueError(f"{type(self).__name__} needs a minibatch sampler")
         self.net, self.train = net, train
         self.weights = self.layout(weights)
         self.lr, self.momentum, self.fixed = lr, momentum, frozenset(fixed)
-        self.weight_decay = float(weight_decay)
+        self.weight_decay = float(decay)
         blocks = self.weights.blocks
         self.buffers = [torch.zeros_like(w) for w in blocks] if momentum > 0 else None
         self.sampler = sampler

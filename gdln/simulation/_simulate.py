@@ -81,10 +81,6 @@ TIME_CONVENTION = (
 )
 
 
-_TRAINING = frozenset({"optimizer", "batch_size", "momentum", "dtype", "device", "threads"})
-_TRAINING |= {"progress", "record_patterns", "t_max"}
-
-
 @door(error=SimulationSpecError, own=("seeds",))
 def simulate(
     source: Problem | nx.DiGraph,
@@ -234,8 +230,9 @@ def simulate(
     schedule
         With a Problem: train through this :class:`gdln.task.Schedule` (or the file's,
         ``problem.schedule``) phase by phase, each phase from the previous one's end
-        weights (:func:`gdln.schedule.simulate_schedule`: every context's loss all along;
-        ``init_scheme="decoupled"`` is the schedule's own decoupled start). It takes
+        weights (every context's loss all along, ``meta["schedule"]`` the boundaries and
+        phases; ``init_scheme="decoupled"`` is the weights of Eq. 9 at ``b0`` on the bases
+        of every context the schedule sees, one run from ``seed``). It takes
         ``lr``, ``points``, the start (``init_scheme``, ``init_scale``, ``b0``,
         ``weights``), ``seeds``, ``seed`` and ``weight_decay``; the schedule gives the
         number of steps.
@@ -296,16 +293,14 @@ def simulate(
             "record_weights": record_weights or None,
             "record_singular_values": None if record_singular_values else False,
         }  # fmt: skip
-        asked |= {k: True for k in resolved.called & _TRAINING}
+        asked |= {k: True for k in resolved.called - set(SCHEDULE_TAKES["simulate"])}
         refused = sorted(k for k, v in asked.items() if v is not None)
         if refused:
             raise SimulationSpecError(refusal("simulate", refused[0]))
         if isinstance(source, nx.DiGraph):
             raise SimulationSpecError("schedule and a graph: a schedule trains a Problem")
-        takes = SCHEDULE_TAKES["simulate"]
-        given = {k: getattr(resolved, k) for k in takes if k in resolved.called - {"seeds"}}
-        simulated = upstairs("gdln.schedule._simulate:simulate_schedule")
-        return simulated(source, schedule, weights=weights, seeds=seeds, **given)
+        simulated = upstairs("gdln.schedule._simulate:schedule_simulated")
+        return simulated(source, schedule, resolved, weights=weights, seeds=seeds)
     recording = check_recording(
         record_every=record_every,
         record_steps=record_steps,
@@ -394,7 +389,7 @@ def _run(start: Start) -> Trajectory:
         momentum=start.momentum,
         fixed=fixed,
         sampler=sampler,
-        weight_decay=start.weight_decay,
+        decay=start.weight_decay,
     )
     threads = start.threads
     if threads == "auto":  # chosen from the work of a step (_runtime/_threads.py)

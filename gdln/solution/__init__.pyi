@@ -1,10 +1,9 @@
 from ._bounds import check_solve_settings as check_solve_settings
-from ._dynamics import dynamics_of as dynamics_of
+from ._dynamics import dynamics_by_route as dynamics_by_route
 from ._dynamics import solve as solve
 from ._errors import AmbiguousVariableError as AmbiguousVariableError
 from ._flow import full_flow as full_flow
 from ._format import format_trajectory as format_trajectory
-from ._full import solve_full as solve_full
 from ._loss_curve import time_to_half_loss as time_to_half_loss
 from ._read import TrajectoryFileError as TrajectoryFileError
 from ._read import read_trajectory as read_trajectory

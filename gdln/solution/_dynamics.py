@@ -1,8 +1,7 @@
 r"""What :func:`gdln.solve` solves: a problem's dynamics by its route, with its settings.
 
-:func:`solve` and :func:`dynamics_of` are doors: each resolves its keywords against the
-problem's :class:`~gdln.settings.Settings` once and passes that one value down. Below
-them the route of a problem is chosen by the one rule of every command
+:func:`solve` is a door: it resolves its keywords against the problem's
+:class:`~gdln.settings.Settings` once and passes that one value down. Below it the route of a problem is chosen by the one rule of every command
 (:func:`route_of`, :func:`dynamics_by_route`), and the numbers are computed by
 :func:`~gdln.solution._solve.solve_model` or, on the matrix route,
 :func:`~gdln.solution._full.full_solution`.
@@ -11,6 +10,7 @@ them the route of a problem is chosen by the one rule of every command
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,6 @@ from ._trajectory import Trajectory
 __all__ = [
     "RouteTaken",
     "dynamics_by_route",
-    "dynamics_of",
     "route_of",
     "solve",
     "solve_resolved",
@@ -57,6 +56,8 @@ def solve(
     lump: str | None = None,
     b0: Any = None,
     weight_decay: float | str | None = None,
+    seed: int | str | None = None,
+    weights: Mapping[Any, Any] | None = None,
     schedule: Schedule | None = None,
     resolved: Settings = AT_THE_DOOR,
 ) -> Trajectory:
@@ -108,9 +109,9 @@ def solve(
         With a Problem: how its dynamics are obtained (:data:`gdln.settings.ROUTES`; the
         one rule of every command, :func:`route_of`: ``"auto"`` reduces, takes the moment
         route where the paths are too many to list and the full-matrix flow,
-        :func:`gdln.solve_full` from random weights whose singular values all equal
-        ``b0``, where the statistics have no common bases; ``"matrix"`` asks for that
-        flow), the lumping and $b(0)$.
+        Eqs. (3)-(4) from random weights whose singular values all equal ``b0``, where
+        the statistics have no common bases; ``"matrix"`` asks for that flow), the
+        lumping and $b(0)$.
     weight_decay
         With a Problem: the weight decay $\gamma$ (default: the problem's
         ``weight_decay`` setting, 0). The objective is Eq. (1) plus
@@ -118,12 +119,26 @@ def solve(
         $-\gamma b$ in its flow and map (the recorded ``loss`` stays Eq. 1, without the
         penalty); ``lump="full"`` is then refused (:func:`gdln.reduce`). (An ``lr``
         given without ``dynamics`` keeps its earlier meaning, the map, with a warning.)
+    seed
+        With a Problem, on the matrix route from ``b0``: the seed of the random singular
+        vectors of the start (default: the problem's ``seed`` setting).
+    weights
+        With a Problem: edge ``(u, v)`` -> its initial weight matrix $W_e(0)$, every
+        edge of the graph, instead of a start from ``b0`` (with ``schedule``, every
+        trained edge, also by name: ``"u->v"``).
+        Any weights, with or without common bases, so the full-matrix flow or map of
+        Eqs. (3)-(4) solves them (``route`` ``"auto"`` or ``"matrix"``; each trained
+        edge's singular values are recorded as ``"sv[u->v]"`` beside ``"W[u->v]"``); with
+        ``schedule``, each phase by the first route that holds for it
+        (:func:`gdln.schedule.run_schedule`). :func:`gdln.solve_from_weights` gives the
+        λ-balanced closed form where the weights are λ-balanced.
     schedule
         With a Problem: follow this :class:`gdln.task.Schedule` (or the file's, with
-        ``problem.schedule``) phase by phase, each phase from the previous one's end
-        (:func:`gdln.solve_schedule`, whose trajectory this returns: every context's loss
-        all along, the phases and their routes in ``meta["schedule"]``; its
-        ``ScheduleResult`` also holds the measures). ``t_max`` is then the schedule's.
+        ``problem.schedule``) phase by phase, each phase from the previous one's end:
+        every context's loss all along, the phases and their routes in
+        ``meta["schedule"]``; :meth:`gdln.schedule.ScheduleResult.of` reads them and the
+        measures (end losses, transfer, forgetting, savings) from the trajectory.
+        ``t_max`` is then the schedule's.
 
     Raises
     ------
@@ -158,21 +173,29 @@ def solve(
     Saxe, Sodhani & Lewallen (2022), Eq. (10) (the reduced flow), Eq. (15) (eliminated
     variables) and Eq. (1) (the loss).
     """
+    how: dict[str, Any] = {"times": times, "weights": weights, "rtol": rtol, "atol": atol}
     if schedule is not None:
-        return _scheduled(model, schedule, resolved, times=times, rtol=rtol, atol=atol)
-    if not isinstance(model, Problem) and resolved.called & {"route", "lump", "b0", "weight_decay"}:
+        return _scheduled(model, schedule, resolved, **how)
+    chosen = {"route", "lump", "b0", "weight_decay", "seed"} & resolved.called
+    if not isinstance(model, Problem) and (chosen or weights is not None):
         raise GdlnError(
-            "solve: route, lump, b0 and weight_decay choose how a Problem's dynamics are "
-            "obtained; this model was obtained already"
+            "solve: route, lump, b0, weight_decay, seed and weights choose how a Problem's "
+            "dynamics are obtained; this model was obtained already"
+        )
+    if weights is not None and (resolved.route not in ("auto", "matrix") or "b0" in chosen):
+        given = "b0" if "b0" in chosen else f"route {resolved.route!r}"
+        raise GdlnError(
+            f"solve: weights and {given}: a start from given weights is solved by the "
+            "full-matrix flow (route auto or matrix), a start from b0 by any route"
         )
     if resolved.dynamics == "gd-map" and "method" not in resolved.called:
         resolved = dataclasses.replace(resolved, method="auto")  # the file's is the flow's
-    return solve_resolved(model, resolved, times=times, rtol=rtol, atol=atol)
+    return solve_resolved(model, resolved, **how)
 
 
 def _scheduled(model: Any, schedule: Schedule, settings: Settings, **how: Any) -> Trajectory:
-    """:func:`solve` with ``schedule=``: :func:`gdln.solve_schedule`'s body, looked up on
-    use (the schedule room stands above this one)."""
+    """:func:`solve` with ``schedule=``: the schedule room's engine, looked up on use (that
+    room stands above this one)."""
     if not isinstance(model, Problem):
         raise GdlnError("solve: schedule= follows a Problem's contexts; pass the problem")
     refused = sorted(settings.called - set(SCHEDULE_TAKES["solve"]))  # t_max: its phases'
@@ -187,21 +210,23 @@ def solve_resolved(
     settings: Settings,
     *,
     times: npt.ArrayLike | None = None,
+    weights: Mapping[Any, Any] | None = None,
     rtol: float = RTOL,
     atol: float = ATOL,
 ) -> Trajectory:
     """:func:`solve` on the settings resolved at its door: a Problem's route by the one
     rule (:func:`route_of`), then the reduced flow or map (``solve_model``), or the full
-    matrices on the matrix route; ``meta`` says which route was taken and why."""
+    matrices on the matrix route and from given ``weights``; ``meta`` says which route was
+    taken and why."""
     step = settings.lr if settings.dynamics == "gd-map" else None
     check_solve_settings(settings.t_max, lr=step, n_points=settings.points)  # before reducing
     taken: RouteTaken | None = None
     if isinstance(model, Problem):
-        taken = route_of(model, settings)
+        taken = route_of(model, settings) if weights is None else GIVEN_WEIGHTS
         if taken.model is None:
             from ._full import full_solution
 
-            full = full_solution(model, settings, times=times)
+            full = full_solution(model, settings, weights, times=times)
             return dataclasses.replace(full, meta={**full.meta, **taken.meta()})
         model = taken.model
     trajectory = solve_model(model, settings, times=times, rtol=rtol, atol=atol)
@@ -210,17 +235,8 @@ def solve_resolved(
     return dataclasses.replace(trajectory, meta={**trajectory.meta, **taken.meta()})
 
 
-@door
-def dynamics_of(
-    problem: Problem,
-    *,
-    route: str | None = None,
-    lump: str | None = None,
-    b0: Any = None,
-    weight_decay: float | str | None = None,
-    resolved: Settings = AT_THE_DOOR,
-) -> Reduction | ExpectedDynamics:
-    """The dynamics of ``problem`` by its route (:data:`gdln.settings.ROUTES`).
+def dynamics_by_route(problem: Problem, settings: Settings) -> Reduction | ExpectedDynamics:
+    """The dynamics of ``problem`` by its resolved route (:data:`gdln.settings.ROUTES`).
 
     The one rule of :func:`solve`, ``gdln solve`` and :func:`gdln.compare`: ``auto``
     reduces (:func:`gdln.reduce`, the quotient where it applies) unless the paths are too
@@ -230,10 +246,10 @@ def dynamics_of(
     Parameters
     ----------
     problem
-        A loaded problem; its settings give every value not given here.
-    route, lump, b0, weight_decay
-        The settings of the same names (:func:`gdln.settings.declarations`); ``None``
-        takes the problem's.
+        A loaded problem.
+    settings
+        Its settings, resolved (``problem.settings``, or a door's value): ``route``,
+        ``lump``, ``b0`` and ``weight_decay`` are read.
 
     Returns
     -------
@@ -243,19 +259,15 @@ def dynamics_of(
     Raises
     ------
     GdlnError
-        ``route="matrix"``, which has no reduced dynamics (see :func:`gdln.solve_full`).
+        ``route="matrix"``, which has no reduced dynamics (:func:`gdln.solve` integrates
+        the full matrices).
     """
-    return dynamics_by_route(problem, resolved)
-
-
-def dynamics_by_route(problem: Problem, settings: Settings) -> Reduction | ExpectedDynamics:
-    """:func:`dynamics_of` on resolved settings: the reduction, else the moment route."""
     if settings.route == "moments":
         return expected(problem, settings)
     if settings.route == "matrix":
         raise GdlnError(
             f"{problem.source}: route 'matrix' has no reduced dynamics; gdln.solve "
-            "(or gdln.solve_full) integrates the full matrices"
+            "integrates the full matrices"
         )
     try:
         return derive(problem, settings)
@@ -276,7 +288,7 @@ class RouteTaken:
         ``"moments"`` or ``"matrix"``.
     model
         The dynamics it obtained (a reduction or the expected dynamics), ``None`` on the
-        matrix route (the full matrices, :func:`gdln.solve_full`).
+        matrix route (the full matrices of Eqs. 3-4).
     reason
         Why ``auto`` took it where that is not plain (no common bases, too many paths, no
         symmetry quotient), or what the quotient is; ``""`` otherwise.
@@ -295,6 +307,10 @@ class RouteTaken:
             ``{"route": name}``, with ``"route_reason"`` where there is one.
         """
         return {"route": self.name, **({"route_reason": self.reason} if self.reason else {})}
+
+
+GIVEN_WEIGHTS = RouteTaken("matrix", None, "weights given: the full-matrix flow (Eqs. 3-4)")
+"""The route of a start from given weights, which need no common bases."""
 
 
 def route_of(problem: Problem, settings: Settings) -> RouteTaken:

@@ -3,7 +3,7 @@ r"""Solving the full matrix dynamics (Eqs. 3-4 of Saxe et al. 2022) from any wei
 They need no common bases: they hold whether or not the exact reduction applies (no
 common bases, or a hidden node narrower than the data), and from any initial weights.
 The flow is evaluated by :class:`~gdln.solution._flow.FlowPlan` (statistics in floats,
-converted once). :func:`solve_full` integrates it with an explicit adaptive stepper
+converted once). :func:`full_solution` (the matrix route of :func:`gdln.solve`) integrates it with an explicit adaptive stepper
 (DOP853), which needs no Jacobian: an implicit stepper's finite-difference Jacobian costs
 one evaluation of the flow per weight entry. With ``lr`` it iterates gradient descent.
 """
@@ -26,7 +26,6 @@ from .._runtime._blas import SMALL_SIDE, blas_threads
 from ..reduction._reduce import initial_values
 from ..settings._choices import RTOL
 from ..settings._declared import Settings
-from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem, require_linear
 from ._bounds import check_times
 from ._flow import FlowPlan
@@ -39,94 +38,15 @@ __all__ = [
     "initial_full_weights",
     "integrate_weights",
     "iterate_weights",
-    "solve_full",
 ]
 
 ATOL = 1e-13
 """Absolute tolerance (per weight entry) of the same integration."""
 MAX_FULL_STEPS = 10_000_000
-"""Most gradient-descent steps :func:`solve_full` iterates with ``lr``."""
+"""Most gradient-descent steps the full-matrix map iterates with ``lr``."""
 SMALL_PRODUCTS = SMALL_SIDE
 """Largest matrix side for which the flow runs BLAS on one thread (faster for small
 products, and unharmed by a loaded machine, where threaded BLAS stalls)."""
-
-
-@door
-def solve_full(
-    problem: Problem,
-    weights: Mapping[Edge, np.ndarray] | None = None,
-    *,
-    t_max: float | None = None,
-    lr: float | None = None,
-    dynamics: str | None = None,
-    points: int | None = None,
-    b0: Any = None,
-    seed: int | None = None,
-    weight_decay: float | str | None = None,
-    times: npt.ArrayLike | None = None,
-    resolved: Settings = AT_THE_DOOR,
-) -> Trajectory:
-    r"""Integrate Eqs. (3)-(4) from any initial weights; records the loss and each $W_e$.
-
-    Parameters
-    ----------
-    problem
-        The network and its task.
-    weights
-        Edge -> initial weight matrix $W_e(0)$, every edge of the graph; default:
-        random weights whose singular values all equal ``init`` (the analogue, without
-        common bases, of the decoupled start of Eq. 9), fixed edges $W_e = c\,I$.
-    t_max, lr, dynamics, points
-        As for :func:`gdln.solve` (each ``None`` takes the problem's setting): the final
-        time in units of $\tau$; ``dynamics="gd-map"`` iterates plain gradient descent
-        $W_e \leftarrow W_e + \mathrm{lr}\,\tau\dot W_e$ for ``round(t_max / lr)``
-        steps instead of integrating the flow; the number of recorded times, evenly spaced
-        on ``[0, t_max]`` (with the map: the nearest steps).
-    b0
-        Without ``weights``: every trained edge's singular values (one number, or a
-        mapping from edge to number as for :func:`gdln.reduce`); default: the problem's
-        ``b0`` setting.
-    seed
-        Without ``weights``: the seed of the random singular vectors (default: the
-        problem's ``seed`` setting).
-    weight_decay
-        The weight decay $\gamma$ (default: the problem's setting, 0): each trained edge's
-        flow gains $-\gamma W_e$ (the gradient of $\tfrac\gamma2\lVert W_e\rVert_F^2$);
-        the recorded loss stays Eq. (1).
-    times
-        The times to record instead of ``points`` evenly spaced ones: increasing, from 0,
-        the last at most ``t_max``; with the map, each a whole number of steps
-        $t/\mathrm{lr}$ (as for :func:`gdln.solve`). (An ``lr`` given without
-        ``dynamics`` keeps its earlier meaning, the map, with a warning.)
-
-    Returns
-    -------
-    Trajectory
-        The loss of Eq. (1) (expected over random gates); ``"W[u->v]"`` ->
-        ``(T, rows, cols)`` and ``"sv[u->v]"`` -> ``(T, min(rows, cols))`` (singular
-        values, descending) for each edge; without random gates ``"context_loss"`` ->
-        ``(T, contexts)``.
-
-    Raises
-    ------
-    GdlnError
-        ``t_max`` or ``lr`` is not positive, ``n_points`` is below 2, the weights lack an
-        edge or have the wrong shape, or the ODE solver fails.
-
-    References
-    ----------
-    Saxe, Sodhani & Lewallen (2022), Eqs. (1), (3)-(4) (and Eq. 2 discretised, with
-    ``lr``).
-
-    Examples
-    --------
-    >>> import gdln
-    >>> problem = gdln.load("graphs/chain.yaml")
-    >>> trajectory = gdln.solve_full(problem, t_max=100, points=3, b0=0.1)
-    >>> round(float(trajectory.loss[0]), 4), bool(trajectory.loss[-1] < 1e-10)
-    (0.9998, True)
-    """
-    return full_solution(problem, resolved, weights, times=times)
 
 
 def full_solution(
@@ -136,8 +56,17 @@ def full_solution(
     *,
     times: npt.ArrayLike | None = None,
 ) -> Trajectory:
-    """:func:`solve_full` on the settings resolved at a door (``t_max``, ``lr``,
-    ``dynamics``, ``points``, ``b0``, ``seed``, ``weight_decay``)."""
+    r"""Integrate Eqs. (3)-(4) from any initial weights, by resolved settings: the matrix
+    route of :func:`gdln.solve` (whose docstring says what each setting does).
+
+    ``weights`` (edge -> $W_e(0)$, every edge) default to random weights whose singular
+    values all equal ``settings.b0`` (the analogue, without common bases, of the decoupled
+    start of Eq. 9), drawn from ``settings.seed``, fixed edges $W_e = c\,I$. With
+    ``settings.dynamics == "gd-map"`` plain gradient descent is iterated for
+    ``round(t_max / lr)`` steps; weight decay $\gamma$ adds $-\gamma W_e$ to each
+    trained edge's flow (the recorded loss stays Eq. 1). Records the loss, each
+    ``"W[u->v]"`` ``(T, rows, cols)``, its singular values ``"sv[u->v]"`` and, without
+    random gates, ``"context_loss"``."""
     require_linear(problem.graph, source=problem.source)
     n_points = settings.points
     lr = settings.lr if settings.dynamics == "gd-map" else None

@@ -1,6 +1,6 @@
 r"""What a run records, and at which times: one spec for every solve and simulation.
 
-diffrax's ``SaveAt`` in gdln's words. :func:`gdln.solve`, :func:`gdln.solve_full` and
+diffrax's ``SaveAt`` in gdln's words. :func:`gdln.solve` (every route) and
 :func:`gdln.simulate` turn their keywords (``points``, ``times``, a simulation's
 ``record_every`` and ``record_steps``, ``record_weights`` and ``rsm``) into one
 :class:`Recording`, record what it says, and keep it on the trajectory they return

@@ -281,7 +281,7 @@ class SeriesAccessors:
         -------
         numpy.ndarray
             ``(T, seeds, k)`` from :func:`gdln.simulate`, ``(T, k)`` from
-            :func:`gdln.solve_full`.
+            :func:`gdln.solve` on the matrix route.
 
         Raises
         ------
@@ -294,7 +294,7 @@ class SeriesAccessors:
         """An edge's weight matrix $W_e$ over time.
 
         Recorded by :func:`gdln.simulate` with ``record_weights`` and always by
-        :func:`gdln.solve_full`.
+        :func:`gdln.solve` on the matrix route.
 
         Parameters
         ----------
@@ -305,7 +305,7 @@ class SeriesAccessors:
         -------
         numpy.ndarray
             ``(T, seeds, |target|, |source|)`` from :func:`gdln.simulate`,
-            ``(T, |target|, |source|)`` from :func:`gdln.solve_full`.
+            ``(T, |target|, |source|)`` from :func:`gdln.solve` on the matrix route.
 
         Raises
         ------

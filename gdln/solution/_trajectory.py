@@ -71,7 +71,7 @@ class Trajectory(SeriesAccessors):
                                     ``@k`` for system ``k`` when there are several;
                                     its edges in :attr:`variable_edges`)
     ``context_loss``                ``(T, contexts)``, labels in ``meta["context_labels"]``
-                                    (:func:`gdln.solve`, :func:`gdln.solve_full`)
+                                    (:func:`gdln.solve`, its matrix route)
     ``loss/<label>``                a context's loss, ``(T, S)`` (:func:`gdln.simulate`)
     ``sv/<edge>``                   singular values of an edge's weights, ``(T, S, k)``
     ``W/<edge>``                    the weights, ``(T, S, |target|, |source|)``
@@ -87,7 +87,7 @@ class Trajectory(SeriesAccessors):
     ``eval/output/<node>``          the output there, ``(T, S, n, |v|)``
     ``pattern/<node>``              a ReLU node's units on, $1[z > 0]$, ``(T, S, n, |v|)``
     ``W[<edge>]``, ``sv[<edge>]``   the full-matrix flow's weights ``(T, |t|, |s|)`` and
-                                    singular values ``(T, k)`` (:func:`gdln.solve_full`)
+                                    singular values ``(T, k)`` (the matrix route)
     ``W2W1/<pathway>``, ...         a two-layer pathway's $W_2W_1$, $W_1^\top W_1$,
                                     $W_2W_2^\top$ (:func:`gdln.solve_balanced`)
     ==============================  ===================================================

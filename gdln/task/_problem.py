@@ -194,6 +194,27 @@ class Problem:
             )
         return self.task
 
+    def require_schedule(self) -> Schedule:
+        """The file's schedule, refusing a problem that has none.
+
+        Returns
+        -------
+        Schedule
+            :attr:`schedule`.
+
+        Raises
+        ------
+        TaskSpecError
+            The file has no ``schedule:`` section.
+        """
+        if self.schedule is None:
+            raise TaskSpecError(
+                "no schedule: add a 'schedule:' section or pass one "
+                "(gdln.task.blocked, gdln.task.interleaved)",
+                source=self.source,
+            )
+        return self.schedule
+
     def examples(self) -> ExampleSet:
         """The task as raw examples (see :meth:`gdln.Task.examples`).
 

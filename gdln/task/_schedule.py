@@ -9,7 +9,7 @@ Blocked training (Flesch et al. 2023) is one context at a time; interleaved trai
 one phase with every context at once.
 
 A schedule is a value: it says nothing of how the phases are solved
-(:func:`gdln.solve_schedule` integrates each from the previous phase's end) and is
+(:func:`gdln.solve` with ``schedule=`` integrates each from the previous phase's end) and is
 checked against a task by :meth:`Schedule.check` (labels known).
 
 >>> blocked(["a", "b"], 10.0, repeats=2).boundaries

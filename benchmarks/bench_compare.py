@@ -69,7 +69,7 @@ def lazy(name, label):  # imported on first use, as compare does
         return getattr(_dynamics, name)(*args, **kwargs)
     setattr(gdln.solution, name, first)
     timed(gdln.solution, name, label)
-lazy("dynamics_of", "derive (dynamics_of; scipy imported)")
+lazy("dynamics_by_route", "derive (dynamics_by_route; scipy imported)")
 lazy("solve", "ODE and GD map")
 timed(schedule, "whole_reduction", "the whole network's bases (Eq. 9)")
 timed(schedule, "predicted_stages", "stage times (timescales)")

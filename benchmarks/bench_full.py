@@ -1,4 +1,4 @@
-"""Full-matrix flow (``gdln.solve_full``) against gradient descent, side by side (issue 23).
+"""Full-matrix flow (``gdln.solve`` from given weights) against gradient descent, side by side (issue 23).
 
 The network: nine parallel two-layer modules on compositional data (the lab network of
 issue 23), 2**BITS items; inputs: BITS systematic +-1 bits and 2 * one-hot item identity;
@@ -9,15 +9,15 @@ points here: the full-matrix flow (Eqs. 3-4 of Saxe et al. 2022) is the route.
 
 Timed in one run, from the same initial weights (every singular value INIT, seed 0):
 
-1. ``gdln.solve_full`` to T_MAX (DOP853, rtol 1e-10), 201 recorded times;
-2. ``gdln.solve_full`` with ``lr`` (the same network's gradient descent, numpy);
+1. ``gdln.solve(problem, weights=...)`` to T_MAX (DOP853, rtol 1e-10), 201 recorded times;
+2. the same with ``dynamics="gd-map"`` and ``lr`` (the same network's gradient descent, numpy);
 3. ``gdln.simulate``: T_MAX / LR steps of gradient descent (torch, float64, 1 thread,
    201 records), the baseline;
 4. one evaluation of the flow (Eqs. 3-4); with ``--before REF``, also one evaluation of
    ``gdln.full_flow`` at git revision REF (in a fresh process), which converted the exact
    statistics to floats at every call.
 
-Printed: seconds (median [min-max] of repeats), the ratio solve_full / simulate, how far
+Printed: seconds (median [min-max] of repeats), the ratio solve / simulate, how far
 the three trajectories are apart (in units of L(0)), and the load average.
 
 Run: ``PYTHONPATH=. python benchmarks/bench_full.py [--quick] [--bits 6 --hidden 60]
@@ -132,24 +132,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         graph = modules_file(Path(tmp), args.bits, args.hidden)
         problem = gdln.load(graph)
-        weights = _full.initial_full_weights(problem, b0=INIT, seed=0)
+        weights = _full.initial_full_weights(problem, problem.settings.given(b0=INIT), seed=0)
         edges = list(weights)
         n_weights = sum(w.size for w in weights.values())
         print(f"# {2**args.bits} items, hidden {args.hidden}: {len(edges)} edges, "
               f"{n_weights} weights; t = {T_MAX:g} tau, {N_POINTS} points, init {INIT}")  # fmt: skip
         rows = []
         ode_time, ode = timings(
-            lambda: _full.solve_full(problem, weights, t_max=T_MAX, points=N_POINTS), repeats
+            lambda: gdln.solve(problem, weights=weights, t_max=T_MAX, points=N_POINTS), repeats
         )
-        rows.append(("solve_full, DOP853 (rtol 1e-10)", ode_time))
+        rows.append(("matrix route, DOP853 (rtol 1e-10)", ode_time))
         map_time, gd_map = timings(
-            lambda: _full.solve_full(
-                problem, weights, t_max=T_MAX, points=N_POINTS, dynamics="gd-map", lr=LR
+            lambda: gdln.solve(
+                problem, weights=weights, t_max=T_MAX, points=N_POINTS, dynamics="gd-map", lr=LR
             ),
             repeats,
         )
         steps = round(T_MAX / LR)
-        rows.append((f"solve_full, lr {LR} ({steps} steps, numpy)", map_time))
+        rows.append((f"matrix route, lr {LR} ({steps} steps, numpy)", map_time))
         settings = dict(dtype="float64", threads=1, record_every=steps // 200)
         examples = problem.examples()
 
@@ -173,15 +173,15 @@ def main() -> None:
     print(f"{'what':<{width}} seconds (median [min-max] of repeats)")
     for label, seconds in rows:
         print(f"{label:<{width}} {shown(seconds)}")
-    print(f"solve_full (ODE) / simulate: {ode_time[0] / sim_time[0]:.2f}x")
-    print(f"solve_full (lr) / simulate: {map_time[0] / sim_time[0]:.2f}x")
+    print(f"matrix route (ODE) / simulate: {ode_time[0] / sim_time[0]:.2f}x")
+    print(f"matrix route (lr) / simulate: {map_time[0] / sim_time[0]:.2f}x")
     start = float(ode.loss[0])  # type: ignore[attr-defined]
     sim_loss = np.asarray(sim.loss).reshape(len(sim.t), -1)[:, 0]  # type: ignore[attr-defined]
     common = np.isin(np.round(sim.t, 9), np.round(gd_map.t, 9))  # type: ignore[attr-defined]
     gap_map = np.abs(gd_map.loss - sim_loss[common]).max() / start  # type: ignore[attr-defined]
     gap_ode = np.abs(ode.loss - gd_map.loss).max() / start  # type: ignore[attr-defined]
     print(f"loss at t = {T_MAX:g}: {float(ode.loss[-1]):.3g} (L(0) = {start:.4g})")  # type: ignore[attr-defined]
-    print(f"max |solve_full(lr) - simulate| / L(0): {gap_map:.2g} (the same map)")
+    print(f"max |matrix route (lr) - simulate| / L(0): {gap_map:.2g} (the same map)")
     print(f"max |ODE - GD at lr {LR}| / L(0): {gap_ode:.2g} (discretisation of the flow)")
     print(f"# load average at the end: {os.getloadavg()[0]:.1f} (1 min)")
 

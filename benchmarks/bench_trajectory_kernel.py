@@ -116,7 +116,7 @@ def before(
 
 def row(M: int, hidden: int) -> list[str]:
     problem = gdln.load(ROUTING, params={"M": str(M), "K": "4", "hidden": str(hidden)})
-    quotient = gdln.solution.dynamics_of(problem, b0=0.1)
+    quotient = gdln.solution.dynamics_by_route(problem, problem.settings.given(b0=0.1))
     trajectory = gdln.solve(quotient, t_max=40.0)
     T = len(trajectory.t)
     start = time.perf_counter()

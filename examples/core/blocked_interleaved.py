@@ -15,7 +15,7 @@ not. Here the tasks are the two contexts of App. A.2 of Saxe, Sodhani & Lewallen
   interleaved, both losses reach 0 and nothing is forgotten.
 
 Each schedule is solved phase by phase from the network's decoupled start (Eq. 9,
-$b(0) = 0.1$) by :func:`gdln.schedule.compare_schedule`: the reduced gradient-descent
+$b(0) = 0.1$) by :func:`gdln.compare` with ``schedule=``: the reduced gradient-descent
 map where the phases share the start's bases, else the full matrices restarted at each
 switch, against the full network trained through the same phases in torch from the same
 weights (dots: equal to rounding) and from small random weights (thin line and band).
@@ -92,8 +92,8 @@ def solve_all(duration: float, points: int, hidden: int) -> dict[str, dict[str, 
     for name, pathways in (("shared", 1), ("gated", 2)):
         problem = gdln.load(GRAPH, params={"pathways": str(pathways), "hidden": str(hidden)})
         runs[name] = {
-            kind: gdln.schedule.compare_schedule(
-                problem, schedule, lr=LR, b0=0.1, points=points, seeds=SEEDS
+            kind: gdln.compare(
+                problem, schedule=schedule, lr=LR, b0=0.1, points=points, seeds=SEEDS
             )
             for kind, schedule in schedules(duration).items()
         }

@@ -97,11 +97,11 @@ def test_a_reductions_own_start_and_decay_are_kept_unless_given() -> None:
 
 PACKAGE = Path(gdln.__file__).parent
 
-#: The functions that take ``b0`` or ``weight_decay`` as a parameter: the public entry
-#: points only (at most 8 each, issue 35), the last two of ``weight_decay`` public
-#: functions of given weights: the full-matrix flow's kernel and the λ-balanced phase,
-#: which refuses decay. ``schedule=`` is the one door of a schedule; the matrix route and
-#: given weights are ``solve``'s.
+#: The functions that take ``b0`` or ``weight_decay`` as a parameter: public entry points
+#: only (at most 8 each, issue 35), the last two of ``weight_decay`` the ones of given
+#: weights (the λ-balanced closed form and the full-matrix flow's kernel). ``schedule=``
+#: is the one door of a schedule; the matrix route and given weights are ``solve``'s;
+#: below the doors the coefficient is ``gamma`` (the flow's, the λ-balanced refusal's).
 LOOSE = {
     "b0": {
         "compare", "expected_dynamics", "predict_gating", "reduce", "simulate", "solve",
@@ -109,7 +109,7 @@ LOOSE = {
     },
     "weight_decay": {
         "compare", "expected_dynamics", "reduce", "simulate", "solve", "solve_from_weights",
-        "full_flow", "balanced_phase",
+        "full_flow",
     },
 }  # fmt: skip
 

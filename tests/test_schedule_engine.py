@@ -301,7 +301,7 @@ def test_routes_asked_for_by_name() -> None:
 
 
 def test_weight_decay_refuses_the_lambda_balanced_restart() -> None:
-    from gdln.balanced._phases import balanced_phase, prepare_schedule
+    from gdln.balanced._phases import refuse_decay
 
     problem = _context(1)
     start = gdln.balanced_weights(problem, lam=0.0, scale=0.2, seed=3)
@@ -317,13 +317,7 @@ def test_weight_decay_refuses_the_lambda_balanced_restart() -> None:
     with pytest.raises(
         gdln.balanced.BalancedSpecError, match=r"weight_decay 0\.01: no λ-balanced restart, since Λ"
     ):
-        balanced_phase(
-            prepare_schedule(problem),
-            problem,
-            {_edge(k): v for k, v in start.items()},
-            np.array([0.0, 1.0]),
-            weight_decay=0.01,
-        )
+        refuse_decay(0.01)
 
 
 # -- reversal: the saddle ----------------------------------------------------------------------

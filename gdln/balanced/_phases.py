@@ -31,7 +31,7 @@ from ._pathways import BalancedProblem, Pathway, context_losses, prepare
 from ._riccati import riccati_steps
 from ._weights import BALANCE_RTOL, balance_of, require_balanced
 
-__all__ = ["BalancedPhase", "balanced_phase", "prepare_schedule"]
+__all__ = ["BalancedPhase", "balanced_phase", "prepare_schedule", "refuse_decay"]
 
 SPAN_RTOL = 1e-9
 r"""How far a phase's $\Sigma^x(p,p)$ may be from $c\,\Pi$ on the union's span, relative
@@ -69,13 +69,37 @@ def prepare_schedule(union: Problem) -> BalancedProblem:
     return prepare(union)
 
 
+def refuse_decay(gamma: float, what: str = "") -> None:
+    r"""Refuse the closed form's restart under weight decay $\gamma > 0$: the balance
+    $\Lambda = W_2^\top W_2 - W_1W_1^\top$ then decays as $e^{-2\gamma t}$ instead of
+    being conserved (Braun et al. 2022 need it conserved), so the full-matrix flow solves.
+
+    Parameters
+    ----------
+    gamma
+        The weight decay of the run.
+    what
+        A prefix for the message (the file and the phase).
+
+    Raises
+    ------
+    BalancedSpecError
+        ``gamma`` is not 0.
+    """
+    if gamma:
+        raise BalancedSpecError(
+            f"{what}weight_decay {gamma:g}: no λ-balanced restart, since Λ = "
+            "W2ᵀW2 - W1W1ᵀ decays as exp(-2 weight_decay t) instead of being conserved; "
+            "the full-matrix flow takes weight decay"
+        )
+
+
 def balanced_phase(
     prepared: BalancedProblem,
     phase: Problem,
     weights: Mapping[Edge, np.ndarray],
     times: np.ndarray,
     *,
-    weight_decay: float = 0.0,
     rtol: float = BALANCE_RTOL,
     what: str = "",
 ) -> BalancedPhase:
@@ -91,8 +115,6 @@ def balanced_phase(
         Edge -> weights at the phase's start.
     times
         Increasing local times from 0; the last is the phase's end.
-    weight_decay
-        Refused unless 0.
     rtol
         The tolerance of the λ-balance (:func:`~gdln.balanced.solve_balanced`).
     what
@@ -106,17 +128,10 @@ def balanced_phase(
     Raises
     ------
     BalancedSpecError
-        Weight decay (Λ then decays as $e^{-2\gamma t}$: no λ-balanced restart), or a
-        phase that sees part of a pathway's span, or inputs that are not whitened.
+        A phase that sees part of a pathway's span, or inputs that are not whitened.
     NotBalancedError
         A pathway that is not λ-balanced at the phase's start.
     """
-    if weight_decay:
-        raise BalancedSpecError(
-            f"{what}weight_decay {weight_decay:g}: no λ-balanced restart, since Λ = "
-            "W2ᵀW2 - W1W1ᵀ decays as exp(-2 weight_decay t) instead of being conserved; "
-            "the full-matrix flow takes weight decay"
-        )
     task = phase.require_task()
     active = active_paths(phase.graph, task)
     stats = path_statistics(phase.graph, task, active)

@@ -40,7 +40,7 @@ from .._bounded._limits import check_memory
 from .._edge import Edge, edge_name
 from .._errors import GdlnError, NotDiagonalizableError, TooManyPathsError
 from ..balanced._errors import BalancedSpecError, NotBalancedError
-from ..balanced._phases import balanced_phase, prepare_schedule
+from ..balanced._phases import balanced_phase, prepare_schedule, refuse_decay
 from ..balanced._weights import read_weights
 from ..settings._declared import Settings
 from ..solution._bounds import check_count, check_solve_settings, check_times
@@ -346,14 +346,8 @@ class _Runner:
         if self.prepared is None:
             self.prepared = prepare_schedule(self.union)
         assert self.weights is not None
-        done = balanced_phase(
-            self.prepared,
-            self.phases[k],
-            self.weights,
-            local,
-            weight_decay=self.weight_decay,
-            what=f"{where}: ",
-        )
+        refuse_decay(self.weight_decay, f"{where}: ")
+        done = balanced_phase(self.prepared, self.phases[k], self.weights, local, what=f"{where}: ")
         probabilities = _probabilities(self.phases[k])
         self._record(k, rows, done.context_loss, done.context_loss @ probabilities)
         for name, product in done.products.items():

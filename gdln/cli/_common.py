@@ -178,17 +178,8 @@ def for_schedule(settings: dict[str, Any], form: str) -> dict[str, Any]:
     takes = gdln.task.SCHEDULE_TAKES[form]
     for name, value in settings.items():
         if name not in takes and value not in (None, False):
-            raise CommandLineError(
-                f"--schedule and {_option(name)}: a schedule takes its length from its "
-                f"phases, and {form} --schedule takes only "
-                f"{', '.join(_option(t) for t in takes)}"
-            )
+            raise CommandLineError(gdln.task.schedule_refusal(form, name, options=True))
     return {name: settings[name] for name in takes if name in settings}
-
-
-def _option(name: str) -> str:
-    """The command-line option of a keyword: ``init_scale`` -> ``--init-scale``."""
-    return "--" + name.replace("_", "-")
 
 
 def terminal_width(output: Output) -> int:

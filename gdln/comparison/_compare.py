@@ -48,7 +48,7 @@ from ..solution._bounds import check_count
 from ..solution._trajectory import Trajectory
 from ..task._problem import Problem
 from ..task._schedule import Schedule
-from ..task._scheduled import SCHEDULE_TAKES, refusal
+from ..task._scheduled import SCHEDULE_TAKES, schedule_refusal
 from ._figures import plot_loss, plot_singular_values
 from ._metrics import Runs
 from ._plan import plan_of, theory_route
@@ -278,7 +278,7 @@ def _scheduled(
 
     refused = sorted(chosen.called - set(SCHEDULE_TAKES["compare"]))
     if refused:
-        raise SimulationSpecError(refusal("compare", refused[0]))
+        raise SimulationSpecError(schedule_refusal("compare", refused[0]))
     return schedule_compared(problem, schedule, chosen, out_dir, seeds=seeds, force=force)
 
 

@@ -52,7 +52,7 @@ from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..solution._trajectory import Trajectory
 from ..task._examples import EXAMPLES_KEY, ExampleSet
-from ..task._scheduled import SCHEDULE_TAKES, refusal
+from ..task._scheduled import SCHEDULE_TAKES, schedule_refusal
 from ._data import Data, tensorise
 from ._device import TORCH_DTYPES, torch_device
 from ._errors import SimulationSpecError
@@ -296,7 +296,7 @@ def simulate(
         asked |= {k: True for k in resolved.called - set(SCHEDULE_TAKES["simulate"])}
         refused = sorted(k for k, v in asked.items() if v is not None)
         if refused:
-            raise SimulationSpecError(refusal("simulate", refused[0]))
+            raise SimulationSpecError(schedule_refusal("simulate", refused[0]))
         if isinstance(source, nx.DiGraph):
             raise SimulationSpecError("schedule and a graph: a schedule trains a Problem")
         simulated = upstairs("gdln.schedule._simulate:schedule_simulated")

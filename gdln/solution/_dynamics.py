@@ -26,7 +26,7 @@ from ..settings._declared import Settings
 from ..settings._door import AT_THE_DOOR, door
 from ..task._problem import Problem
 from ..task._schedule import Schedule
-from ..task._scheduled import SCHEDULE_TAKES, refusal
+from ..task._scheduled import SCHEDULE_TAKES, schedule_refusal
 from ._bounds import check_solve_settings
 from ._solve import solve_model
 from ._trajectory import Trajectory
@@ -200,7 +200,7 @@ def _scheduled(model: Any, schedule: Schedule, settings: Settings, **how: Any) -
         raise GdlnError("solve: schedule= follows a Problem's contexts; pass the problem")
     refused = sorted(settings.called - set(SCHEDULE_TAKES["solve"]))  # t_max: its phases'
     if refused:
-        raise GdlnError(refusal("solve", refused[0]))
+        raise GdlnError(schedule_refusal("solve", refused[0]))
     solved = upstairs("gdln.schedule._engine:schedule_solved")
     return solved(model, schedule, settings, **how).trajectory
 

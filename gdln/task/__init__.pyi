@@ -5,6 +5,7 @@ from ._schedule import Schedule as Schedule
 from ._schedule import blocked as blocked
 from ._schedule import interleaved as interleaved
 from ._scheduled import SCHEDULE_TAKES as SCHEDULE_TAKES
+from ._scheduled import schedule_refusal as schedule_refusal
 from ._task import Context as Context
 from ._task import Dataset as Dataset
 from ._task import Task as Task

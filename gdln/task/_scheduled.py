@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["SCHEDULE_TAKES", "refusal"]
+__all__ = ["SCHEDULE_TAKES", "schedule_refusal"]
 
 _START = ("init_scheme", "init_scale", "b0", "seeds", "seed")
 
@@ -40,10 +40,38 @@ SCHEDULE_TAKES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 takes them)."""
 
 
-def refusal(form: str, given: str) -> str:
-    """The one line that refuses the keyword ``given`` with a schedule: what ``form``
-    takes (the command line words the same with its options)."""
-    return (
-        f"schedule and {given}: a schedule takes its length from its phases, and {form} "
-        f"with a schedule takes only {', '.join(SCHEDULE_TAKES[form])}"
+def schedule_refusal(form: str, given: str, *, options: bool = False) -> str:
+    """The one line that refuses ``given`` with a schedule and lists what ``form`` takes.
+
+    Parameters
+    ----------
+    form
+        ``"solve"``, ``"simulate"`` or ``"compare"`` (a key of :data:`SCHEDULE_TAKES`).
+    given
+        The keyword given that the form does not take.
+    options
+        Spell the names as the command line's options (``--init-scale``, ``solve
+        --schedule``) instead of keywords (``init_scale``, ``solve with a schedule``).
+
+    Returns
+    -------
+    str
+        The message, one line.
+
+    Examples
+    --------
+    >>> schedule_refusal("simulate", "t_max", options=True)[:48]
+    '--schedule and --t-max: a schedule takes its len'
+    """
+    spell = _option if options else str
+    flag, how = (
+        ("--schedule", f"{form} --schedule") if options else ("schedule", f"{form} with a schedule")
     )
+    return (
+        f"{flag} and {spell(given)}: a schedule takes its length from its phases, and {how} "
+        f"takes only {', '.join(spell(t) for t in SCHEDULE_TAKES[form])}"
+    )
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")

@@ -137,7 +137,8 @@ class NotDiagonalizableError(GdlnError, ValueError):
     statistics that stay off-diagonal and ``residual``, in $[0, 1]$, is the largest share
     of one of them (by Frobenius norm) that lies off the diagonal in the best bases
     found: 0 would be diagonal, 1 has nothing on the diagonal. The full-matrix dynamics
-    (Eqs. 3-4; ``gdln.solve(problem, route="matrix")``, ``gdln solve FILE --route matrix``) still apply.
+    (Eqs. 3-4; ``gdln.solve(problem, route="matrix")``, ``gdln solve FILE --route
+    matrix``) still apply.
     """
 
     def __init__(self, message: str, *, paths: tuple[str, ...] = (), residual: float = 0.0):

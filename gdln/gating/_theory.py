@@ -2,11 +2,11 @@ r"""A ReLU run against the theory of its own gated network, on one time axis.
 
 From the step $K$ where the activation patterns freeze, the ReLU network *is* the gated
 deep linear network of those patterns (Sec. 2 of Saxe, Sodhani & Lewallen 2022), so the
-full-matrix dynamics of that GDLN (Eqs. 3-4, the matrix route of :func:`gdln.solve`), started from the
-network's own weights at $K$, predict its loss from there on: exactly for the gradient-
-descent map with the run's learning rate, to $O(\mathrm{lr})$ for the flow. Before $K$,
-or on a task whose patterns never freeze, it is exact for the gated network, not for the
-ReLU network; the flip rate drawn beside it says how far that is.
+full-matrix dynamics of that GDLN (Eqs. 3-4, the matrix route of :func:`gdln.solve`),
+started from the network's own weights at $K$, predict its loss from there on: exactly
+for the gradient-descent map with the run's learning rate, to $O(\mathrm{lr})$ for the
+flow. Before $K$, or on a task whose patterns never freeze, it is exact for the gated
+network, not for the ReLU network; the flip rate drawn beside it says how far that is.
 """
 
 from __future__ import annotations

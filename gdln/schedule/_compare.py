@@ -71,7 +71,7 @@ class ScheduleComparison:
 
 def schedule_compared(
     problem: Problem,
-    schedule: Schedule | None,
+    schedule: Schedule,
     chosen: Settings,
     out_dir: str | Path | None = None,
     *,
@@ -79,8 +79,7 @@ def schedule_compared(
     force: bool = False,
 ) -> ScheduleComparison:
     r""":func:`gdln.compare` with ``schedule=``, on the settings resolved at its door:
-    theory against simulation through ``schedule`` (default: the file's), every context's
-    loss all along.
+    theory against simulation through ``schedule``, every context's loss all along.
 
     Two simulations (:func:`schedule_simulated`): from the decoupled weights of Eq. (9) at
     ``b0`` (one run; ``seed`` also draws their hidden bases), and from a random start
@@ -109,10 +108,9 @@ def schedule_compared(
         ),
         seeds=chosen.seeds if seeds is None else seeds,
     )
-    used = problem.require_schedule() if schedule is None else schedule
     theory = run_schedule(
         problem,
-        used,
+        schedule,
         dataclasses.replace(chosen, dynamics="gd-map", route="auto"),
         times=decoupled.t,
         weights=None,

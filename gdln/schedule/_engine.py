@@ -486,7 +486,7 @@ def _probabilities(problem: Problem) -> np.ndarray:
 
 def schedule_solved(
     problem: Problem,
-    schedule: Schedule | None,
+    schedule: Schedule,
     settings: Settings,
     *,
     times: npt.ArrayLike | None = None,
@@ -495,9 +495,8 @@ def schedule_solved(
     atol: float = 1e-12,
 ) -> ScheduleResult:
     """:func:`gdln.solve` with ``schedule=``, on the settings resolved at its door:
-    ``schedule`` (default: the file's) recorded at ``times`` or ``settings.points`` evenly
-    spaced ones, each phase on its route (:func:`run_schedule`)."""
-    schedule = problem.require_schedule() if schedule is None else schedule
+    ``schedule`` recorded at ``times`` or ``settings.points`` evenly spaced ones, each
+    phase on its route (:func:`run_schedule`)."""
     step = settings.lr if settings.dynamics == "gd-map" else None
     total = schedule.duration
     if times is None:

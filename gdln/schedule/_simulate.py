@@ -38,15 +38,15 @@ them (so that :func:`gdln.simulate` refuses or reads them as it would)."""
 
 def schedule_simulated(
     problem: Problem,
-    schedule: Schedule | None,
+    schedule: Schedule,
     settings: Settings,
     *,
     weights: Mapping[Edge, Any] | None = None,
     seeds: Any = None,
 ) -> Trajectory:
     r""":func:`gdln.simulate` with ``schedule=``, on the settings resolved at its door:
-    the full network trained through ``schedule`` (default: the file's), each phase from
-    the previous one's end weights.
+    the full network trained through ``schedule``, each phase from the previous one's end
+    weights.
 
     ``settings.lr`` is every phase's step (each phase a whole number of steps),
     ``settings.points`` about how many records there are over the whole schedule (the
@@ -64,7 +64,6 @@ def schedule_simulated(
     """
     from ..simulation import simulate
 
-    schedule = problem.require_schedule() if schedule is None else schedule
     step = float(settings.lr)
     _grid(schedule, [0.0, float(schedule.duration)], step)  # every boundary on a step
     union = schedule_task(problem.require_task(), schedule)

@@ -1,8 +1,9 @@
 r"""What :func:`gdln.solve` solves: a problem's dynamics by its route, with its settings.
 
 :func:`solve` is a door: it resolves its keywords against the problem's
-:class:`~gdln.settings.Settings` once and passes that one value down. Below it the route of a problem is chosen by the one rule of every command
-(:func:`route_of`, :func:`dynamics_by_route`), and the numbers are computed by
+:class:`~gdln.settings.Settings` once and passes that one value down. Below it the route
+of a problem is chosen by the one rule of every command (:func:`route_of`,
+:func:`dynamics_by_route`), and the numbers are computed by
 :func:`~gdln.solution._solve.solve_model` or, on the matrix route,
 :func:`~gdln.solution._full.full_solution`.
 """
@@ -125,13 +126,13 @@ def solve(
     weights
         With a Problem: edge ``(u, v)`` -> its initial weight matrix $W_e(0)$, every
         edge of the graph, instead of a start from ``b0`` (with ``schedule``, every
-        trained edge, also by name: ``"u->v"``).
-        Any weights, with or without common bases, so the full-matrix flow or map of
-        Eqs. (3)-(4) solves them (``route`` ``"auto"`` or ``"matrix"``; each trained
-        edge's singular values are recorded as ``"sv[u->v]"`` beside ``"W[u->v]"``); with
-        ``schedule``, each phase by the first route that holds for it
-        (:func:`gdln.schedule.run_schedule`). :func:`gdln.solve_from_weights` gives the
-        λ-balanced closed form where the weights are λ-balanced.
+        trained edge, also by name: ``"u->v"``). Any weights, with or without common
+        bases, so the full-matrix flow or map of Eqs. (3)-(4) solves them (``route``
+        ``"auto"`` or ``"matrix"``; each trained edge's singular values are recorded as
+        ``"sv[u->v]"`` beside ``"W[u->v]"``); with ``schedule``, each phase by the first
+        route that holds for it (:func:`gdln.schedule.run_schedule`).
+        :func:`gdln.solve_from_weights` gives the λ-balanced closed form where the weights
+        are λ-balanced.
     schedule
         With a Problem: follow this :class:`gdln.task.Schedule` (or the file's, with
         ``problem.schedule``) phase by phase, each phase from the previous one's end:

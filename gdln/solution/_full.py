@@ -3,9 +3,10 @@ r"""Solving the full matrix dynamics (Eqs. 3-4 of Saxe et al. 2022) from any wei
 They need no common bases: they hold whether or not the exact reduction applies (no
 common bases, or a hidden node narrower than the data), and from any initial weights.
 The flow is evaluated by :class:`~gdln.solution._flow.FlowPlan` (statistics in floats,
-converted once). :func:`full_solution` (the matrix route of :func:`gdln.solve`) integrates it with an explicit adaptive stepper
-(DOP853), which needs no Jacobian: an implicit stepper's finite-difference Jacobian costs
-one evaluation of the flow per weight entry. With ``lr`` it iterates gradient descent.
+converted once). :func:`full_solution` (the matrix route of :func:`gdln.solve`)
+integrates it with an explicit adaptive stepper (DOP853), which needs no Jacobian: an
+implicit stepper's finite-difference Jacobian costs one evaluation of the flow per weight
+entry. With ``lr`` it iterates gradient descent.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 :func:`gdln.solve`, :func:`gdln.simulate` and :func:`gdln.compare` given ``schedule=``
 (and ``gdln solve``, ``simulate`` and ``compare --schedule``) follow the schedule phase
 by phase and take only the keywords listed here; any other keyword given is refused in
-one line that names it and lists these. A schedule
-lasts the sum of its phases, so none takes ``t_max`` or ``steps``.
+one line that names it and lists these (:func:`schedule_refusal`). A schedule lasts the
+sum of its phases, so none takes ``t_max`` or ``steps``.
 
 Imports nothing: the simulation process reads it without sympy.
 """

@@ -103,13 +103,12 @@ class Recorder:
     ``weights`` switch on the similarity matrices and the weights; ``patterns``: the ReLU
     nodes whose activation patterns $1[z_v > 0]$ are recorded; ``singular_values``
     ``False`` leaves the singular values out (and then ``background`` must be ``False``:
-    :func:`gdln.simulate` decides both). ``background``: the
-    singular values are computed on a second thread while training goes on (the SVDs
-    were half of a small network's run; torch releases the GIL in them), from copies of
-    the weights taken at the steps, :data:`SVD_CHUNK` recorded steps in one batched SVD
-    per block (a hand-over per step cost more than a small network's SVDs);
-    :meth:`arrays` waits for them, :meth:`close` ends the thread. Used as a context
-    manager, it is closed on the way out.
+    :func:`gdln.simulate` decides both). ``background``: the singular values are computed
+    on a second thread while training goes on (the SVDs were half of a small network's
+    run; torch releases the GIL in them), from copies of the weights taken at the steps,
+    :data:`SVD_CHUNK` recorded steps in one batched SVD per block (a hand-over per step
+    cost more than a small network's SVDs); :meth:`arrays` waits for them, :meth:`close`
+    ends the thread. Used as a context manager, it is closed on the way out.
     """
 
     def __init__(
